@@ -1,0 +1,63 @@
+# The commands people type. `make demo` and `make test` install everything they need first.
+SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# On a machine without an NVIDIA GPU, install the CPU build of torch first and pin it, so that no
+# dependency pulls the multi-GB CUDA build. (GPU clusters: see environment.yml.)
+TORCH_CPU := torch==2.13.0
+HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
+QUIET_PIP := grep -v -e "is ignored: it is neither a file nor a directory" || true
+
+.PHONY: install data demo test test-slow test-gpu lint format clean help
+
+help:
+	@echo "make demo       install, fetch data, train ESC-Role on the embedded tiny model (CPU, ~2 min)"
+	@echo "make test       install, fetch data, run the test suite (offline, CPU)"
+	@echo "make test-slow  the slow tests too (QLoRA, DeepSpeed ZeRO-3, kill-and-resume)"
+	@echo "make data       fetch third-party data into data/ (shared copy or pinned URLs, checksummed)"
+	@echo "make lint       ruff check + format check"
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip 2>&1 | $(QUIET_PIP)
+ifeq ($(HAS_GPU),1)
+	$(PY) -m pip install --quiet -e '.[dev]' 2>&1 | $(QUIET_PIP)
+else
+	$(PY) -m pip install --quiet $(TORCH_CPU) 2>&1 | $(QUIET_PIP)
+	echo "$(TORCH_CPU)" > $(VENV)/constraints.txt
+	PIP_CONSTRAINT=$(VENV)/constraints.txt $(PY) -m pip install --quiet -e '.[dev]' 2>&1 | $(QUIET_PIP)
+endif
+	$(PY) -c "import torch, transformers, peft, pytorch_lightning, hydra, datasets, deepspeed, bitsandbytes; \
+	  print('installed: torch', torch.__version__, '| cuda', torch.cuda.is_available())"
+	touch $(STAMP)
+
+data: $(STAMP)
+	$(PY) -m esc.datasets.fetch
+
+demo: install data
+	$(PY) train.py +exp=esc_role model=tiny trainer.max_steps=30
+
+test: install data
+	$(PY) -m pytest -m "not slow and not gpu" -q
+
+test-slow: install data
+	$(PY) -m pytest -m "slow and not gpu" -q
+
+test-gpu: install data
+	$(PY) -m pytest -m gpu -q
+
+lint: install
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+format: install
+	$(PY) -m ruff format .
+	$(PY) -m ruff check --fix .
+
+clean:
+	rm -rf outputs multirun .pytest_cache .ruff_cache

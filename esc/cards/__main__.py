@@ -1,0 +1,51 @@
+"""Command line: `python -m esc.cards stats [--language en|zh] [--json]` and `python -m esc.cards show ID`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from esc.cards.loader import load_cards
+from esc.cards.stats import card_stats, format_stats
+from esc.errors import UserError, exit_on_user_error
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m esc.cards", description="Inspect ESC-Eval role cards.")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--cards",
+        type=Path,
+        action="append",
+        metavar="PATH",
+        help="card file (released or saved format); repeatable; default: the released high-quality files",
+    )
+    common.add_argument("--language", choices=["en", "zh", "english", "chinese"], help="only this language")
+    sub = parser.add_subparsers(dest="command", required=True)
+    stats = sub.add_parser("stats", parents=[common], help="counts by language, source and topic")
+    stats.add_argument("--json", action="store_true", help="print the counts as JSON")
+    show = sub.add_parser("show", parents=[common], help="print one card's text")
+    show.add_argument("id", type=int, help="card id, e.g. 32025")
+    return parser
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; UserError ends with one line on stderr and exit code 2."""
+    args = _parser().parse_args(argv)
+    cards = load_cards(args.cards, language=args.language)
+    if args.command == "stats":
+        stats = card_stats(cards)
+        print(json.dumps(stats, ensure_ascii=False, indent=2) if args.json else format_stats(stats))
+        return 0
+    matches = [card for card in cards if card.id == args.id]
+    if not matches:
+        raise UserError(f"no card with id {args.id} among {len(cards)} loaded cards")
+    print(matches[0].to_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

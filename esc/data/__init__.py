@@ -1,0 +1,1 @@
+"""ESC-Role training data: source readers, the training mixture and chat tokenization."""

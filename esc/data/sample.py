@@ -1,0 +1,136 @@
+"""The `Sample` record shared by all readers, and helpers to read files and shape dialogues."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal, TypedDict
+
+from esc.data.prompts import supporter_opener
+from esc.errors import DataError, UserError
+
+Role = Literal["system", "user", "assistant"]
+
+
+class Message(TypedDict):
+    """One chat message in the Hugging Face chat-template format."""
+
+    role: Role
+    content: str
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One training dialogue: a system prompt, then alternating user/assistant turns.
+
+    `id` is stable across machines and runs (e.g. "esconv/train/17"); `assistant` turns are the
+    ones the model learns (the seeker in ESC data, the character in role-play data). `group`
+    names the dialogue a sample comes from when several samples share one (CharacterEval
+    scenes); the train/val split keeps a group together. None means the sample is its own group.
+    """
+
+    id: str
+    source: str
+    language: Literal["en", "zh"]
+    split_hint: str | None
+    messages: list[Message] = field(default_factory=list)
+    group: str | None = None
+
+    @property
+    def split_key(self) -> str:
+        """The id the train/val split is decided on (the dialogue, not the sample)."""
+        return self.group or self.id
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict (for `datasets.Dataset.from_list` or JSON)."""
+        return asdict(self)
+
+
+def require_file(path: Path) -> Path:
+    """Return `path` if it is a file; otherwise a UserError that says to run `make data`."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: data file not found; run `make data` (or set ESC_DATA_DIR)")
+    return path
+
+
+def read_json(path: Path) -> Any:
+    """Load one JSON document; DataError naming the file if it is not valid JSON."""
+    path = require_file(path)
+    try:
+        with path.open(encoding="utf-8") as fh:
+            return json.load(fh)
+    except json.JSONDecodeError as err:
+        raise DataError(path, None, f"not valid JSON ({err.msg} at line {err.lineno})") from None
+    except UnicodeDecodeError as err:
+        raise DataError(path, None, f"not UTF-8 text ({err.reason})") from None
+
+
+def read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+    """Yield (line_number, record) for each non-blank line, 1-based; DataError on a bad line."""
+    path = require_file(path)
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield lineno, json.loads(line)
+            except json.JSONDecodeError as err:
+                raise DataError(path, f"line {lineno}", f"not valid JSON ({err.msg})") from None
+
+
+def get_field(record: Any, key: str, kind: type | tuple[type, ...], path: Path, where: object) -> Any:
+    """Return `record[key]` checked to be of type `kind`; DataError naming file and record otherwise."""
+    if not isinstance(record, dict):
+        raise DataError(path, where, f"expected a JSON object, got {type(record).__name__}")
+    if key not in record:
+        raise DataError(path, where, f"missing key `{key}`")
+    value = record[key]
+    if not isinstance(value, kind):
+        names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise DataError(path, where, f"`{key}` should be {names}, got {type(value).__name__}")
+    return value
+
+
+def merge_turns(turns: Iterable[tuple[Role, str]]) -> list[Message]:
+    """Merge consecutive turns of the same role with a newline; blank turns are dropped."""
+    merged: list[Message] = []
+    for role, text in turns:
+        text = text.strip()
+        if not text:
+            continue
+        if merged and merged[-1]["role"] == role:
+            merged[-1]["content"] += "\n" + text
+        else:
+            merged.append({"role": role, "content": text})
+    return merged
+
+
+def shape_dialogue(
+    system: str, turns: Iterable[tuple[Role, str]], first_user: str | None
+) -> list[Message] | None:
+    """Build system + alternating user/assistant messages ending with an assistant turn.
+
+    `turns` are (role, text) with role "user" or "assistant". When the assistant speaks first,
+    `first_user` is inserted as the opening user turn (or, if None, the leading assistant turns
+    are dropped). Trailing user turns are dropped (nothing to learn after them). Returns None if
+    no assistant turn is left.
+    """
+    body = merge_turns(turns)
+    if body and body[0]["role"] == "assistant":
+        if first_user is None:
+            body = body[1:]
+        else:
+            body.insert(0, {"role": "user", "content": first_user})
+    while body and body[-1]["role"] == "user":
+        body.pop()
+    if not body:
+        return None
+    return [{"role": "system", "content": system}, *body]
+
+
+def esc_dialogue(system: str, turns: Iterable[tuple[Role, str]], language: str) -> list[Message] | None:
+    """`shape_dialogue` for ESC data: the Figure 11 supporter opener precedes a seeker-first dialogue."""
+    return shape_dialogue(system, turns, supporter_opener(language))

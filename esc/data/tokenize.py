@@ -1,0 +1,178 @@
+"""Chat tokenization with assistant-only labels, a padding collator and simple packing.
+
+`encode_chat` renders the tokenizer's own chat template, finds each assistant span as the text
+difference between the prompt before the turn (`add_generation_prompt=True`) and the prompt with
+the turn, and labels exactly the assistant content plus the end-of-turn token that closes it
+(ChatML: "content<|im_end|>"; the newline after it is not learned). Every piece of text is
+tokenized with `add_special_tokens=False` and the pieces are concatenated; for ChatML-style
+templates (Qwen1.5, InternLM2) piece boundaries sit on special tokens or newlines, so the ids equal
+tokenizing the whole rendered string.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from esc.errors import UserError
+
+log = logging.getLogger(__name__)
+
+IGNORE_INDEX = -100
+Messages = Sequence[Mapping[str, str]]
+
+
+def _render(tokenizer: Any, messages: Messages, add_generation_prompt: bool = False) -> str:
+    text = tokenizer.apply_chat_template(
+        [dict(m) for m in messages], tokenize=False, add_generation_prompt=add_generation_prompt
+    )
+    if not isinstance(text, str):
+        raise UserError(
+            f"{type(tokenizer).__name__}.apply_chat_template(tokenize=False) did not return a string"
+        )
+    return text
+
+
+def chat_segments(tokenizer: Any, messages: Messages) -> list[tuple[str, bool]]:
+    """Split the rendered chat into (text, is_learned) pieces whose concatenation is the full render.
+
+    Learned pieces are each assistant message's content through its end-of-turn token, without
+    trailing whitespace. Raises UserError if the template is not prefix-stable (a later render does
+    not extend an earlier one), because then assistant spans cannot be located by text difference.
+    """
+    if getattr(tokenizer, "chat_template", None) is None:
+        raise UserError(f"tokenizer {getattr(tokenizer, 'name_or_path', '')!r} has no chat template")
+    full = _render(tokenizer, messages)
+    pieces: list[tuple[str, bool]] = []
+    cursor = 0
+    for i, message in enumerate(messages):
+        if message["role"] != "assistant":
+            continue
+        before = _render(tokenizer, messages[:i], add_generation_prompt=True)
+        through = _render(tokenizer, messages[: i + 1])
+        if not through.startswith(before) or not full.startswith(through) or len(before) < cursor:
+            raise UserError(
+                "chat template is not prefix-stable: rendering the conversation up to assistant turn "
+                f"{i} does not extend the rendering before it, so assistant spans cannot be found "
+                "(use a ChatML-style template such as Qwen1.5's or InternLM2's)"
+            )
+        span = through[len(before) :]
+        learned = span.rstrip()
+        if cursor < len(before):
+            pieces.append((full[cursor : len(before)], False))
+        if learned:
+            pieces.append((learned, True))
+        if len(learned) < len(span):  # whitespace closing the turn: its own piece, marks a cut point
+            pieces.append((span[len(learned) :], False))
+        cursor = len(through)
+    if cursor < len(full):
+        pieces.append((full[cursor:], False))
+    return pieces
+
+
+def encode_chat(tokenizer: Any, messages: Messages, max_length: int) -> dict[str, list[int]] | None:
+    """Tokenize a chat; labels are -100 except on assistant content and its end-of-turn token.
+
+    Longer chats are truncated by dropping whole trailing turns: the result ends right after the
+    last assistant turn (and the whitespace that follows it) that fits in `max_length`. Returns
+    None when not even the first assistant turn fits, or when there is no assistant turn.
+    """
+    pieces = chat_segments(tokenizer, messages)
+    if not any(learned for _, learned in pieces):
+        return None
+    ids_per_piece = tokenizer([text for text, _ in pieces], add_special_tokens=False)["input_ids"]
+    input_ids: list[int] = []
+    labels: list[int] = []
+    cut_points: list[int] = []  # token count at the end of each assistant turn (+ trailing whitespace)
+    for k, ((_text, learned), ids) in enumerate(zip(pieces, ids_per_piece, strict=True)):
+        input_ids.extend(ids)
+        labels.extend(ids if learned else [IGNORE_INDEX] * len(ids))
+        if learned:
+            end = len(input_ids)
+            nxt = k + 1
+            # include whitespace that closes the turn (e.g. ChatML's "\n" after <|im_end|>)
+            if nxt < len(pieces) and not pieces[nxt][1] and not pieces[nxt][0].strip():
+                end += len(ids_per_piece[nxt])
+            cut_points.append(end)
+    if len(input_ids) > max_length:
+        fitting = [c for c in cut_points if c <= max_length]
+        if not fitting:
+            return None
+        keep = fitting[-1]
+        input_ids, labels = input_ids[:keep], labels[:keep]
+    return {"input_ids": input_ids, "attention_mask": [1] * len(input_ids), "labels": labels}
+
+
+def encode_dataset(
+    samples: Sequence[Any], tokenizer: Any, max_length: int, num_proc: int | None = None
+) -> Any:
+    """Tokenize `Sample`s (or their dicts) into a `datasets.Dataset`.
+
+    Columns: id, source, language, input_ids, attention_mask, labels. Samples that do not fit
+    `max_length` (see `encode_chat`) are dropped and counted in the log.
+    """
+    import datasets
+
+    rows = [s.to_dict() if hasattr(s, "to_dict") else dict(s) for s in samples]
+    for row in rows:
+        row.pop("split_hint", None)
+        row.pop("group", None)
+    ds = datasets.Dataset.from_list(rows)
+
+    def encode(example: dict[str, Any]) -> dict[str, list[int]]:
+        out = encode_chat(tokenizer, example["messages"], max_length)
+        return out or {"input_ids": [], "attention_mask": [], "labels": []}
+
+    ds = ds.map(encode, remove_columns=["messages"], num_proc=num_proc, desc="tokenize")
+    n_before = len(ds)
+    ds = ds.filter(lambda ex: len(ex["input_ids"]) > 0, num_proc=num_proc, desc="drop too long")
+    if len(ds) < n_before:
+        log.info(
+            "encode_dataset: dropped %d of %d samples (first assistant turn > %d tokens)",
+            n_before - len(ds),
+            n_before,
+            max_length,
+        )
+    return ds
+
+
+def collate(batch: Sequence[Mapping[str, Any]], pad_token_id: int) -> dict[str, Any]:
+    """Right-pad input_ids (pad_token_id), attention_mask (0) and labels (-100) into tensors."""
+    import torch
+
+    width = max(len(ex["input_ids"]) for ex in batch)
+    pads = {"input_ids": pad_token_id, "attention_mask": 0, "labels": IGNORE_INDEX}
+    out: dict[str, Any] = {}
+    for key, pad in pads.items():
+        if key not in batch[0]:
+            continue
+        rows = [list(ex[key]) + [pad] * (width - len(ex[key])) for ex in batch]
+        out[key] = torch.tensor(rows, dtype=torch.long)
+    return out
+
+
+def pack(dataset: Any, max_length: int) -> Any:
+    """Greedily concatenate consecutive examples into rows of at most `max_length` tokens.
+
+    Labels are kept per token. This simple packing has one attention mask of ones per row, so
+    attention crosses sample boundaries (a later sample can attend to an earlier one in the same
+    row); the loss is still only on assistant tokens. Examples longer than `max_length` are kept
+    as their own row. Returns a Dataset with input_ids, attention_mask and labels only.
+    """
+    import datasets
+
+    rows: list[dict[str, list[int]]] = []
+    cur: dict[str, list[int]] = {"input_ids": [], "labels": []}
+    for ex in dataset:
+        n = len(ex["input_ids"])
+        if cur["input_ids"] and len(cur["input_ids"]) + n > max_length:
+            rows.append(cur)
+            cur = {"input_ids": [], "labels": []}
+        cur["input_ids"].extend(ex["input_ids"])
+        cur["labels"].extend(ex["labels"])
+    if cur["input_ids"]:
+        rows.append(cur)
+    for row in rows:
+        row["attention_mask"] = [1] * len(row["input_ids"])
+    return datasets.Dataset.from_list(rows)

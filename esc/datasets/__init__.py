@@ -1,0 +1,1 @@
+"""Third-party datasets: the pinned manifest (data/sources.yaml) and the fetcher behind `make data`."""

@@ -1,0 +1,111 @@
+"""Run records: every run saves its resolved config, seed, git commit and package versions.
+
+Secrets never reach the record: config keys that look like credentials are redacted, and API keys
+are only ever read from the environment (configs hold the *name* of the variable).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata
+import json
+import os
+import platform
+import re
+import socket
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from esc.paths import REPO_ROOT
+
+PACKAGES = (
+    "esc-eval", "torch", "transformers", "tokenizers", "peft", "pytorch-lightning", "hydra-core",
+    "omegaconf", "datasets", "wandb", "bitsandbytes", "deepspeed", "scipy", "accelerate", "vllm", "openai",
+)
+_SECRET = re.compile(r"(api[_-]?key|secret|password|passwd|token)$", re.IGNORECASE)
+_SAFE_SECRET_KEYS = {"api_key_env", "pad_token", "eos_token", "bos_token", "max_new_tokens", "max_tokens"}
+
+
+def redact(obj: Any) -> Any:
+    """A copy of ``obj`` with credential-like keys replaced by '***'."""
+    if isinstance(obj, Mapping):
+        return {
+            k: ("***" if _SECRET.search(str(k)) and str(k) not in _SAFE_SECRET_KEYS and v else redact(v))
+            for k, v in obj.items()
+        }
+    if isinstance(obj, list | tuple):
+        return [redact(v) for v in obj]
+    return obj
+
+
+def git_info(root: Path = REPO_ROOT) -> dict[str, Any]:
+    def run(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    commit = run("rev-parse", "HEAD")
+    status = run("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": bool(status) if status is not None else None}
+
+
+def package_versions(names: Iterable[str] = PACKAGES) -> dict[str, str]:
+    versions = {}
+    for name in names:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class RunManifest:
+    """``manifest.json`` next to a run's outputs, written at start and updated as the run goes."""
+
+    def __init__(self, out_dir: str | Path, config: Mapping[str, Any], seed: int | None) -> None:
+        self.path = Path(out_dir) / "manifest.json"
+        previous = json.loads(self.path.read_text()) if self.path.exists() else {}
+        self.data: dict[str, Any] = {
+            "status": "running",
+            "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
+            "seed": seed,
+            "git": git_info(),
+            "packages": package_versions(),
+            "python": sys.version.split()[0],
+            "platform": platform.platform(),
+            "hostname": socket.gethostname(),
+            "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+            "start_time": now(),
+            "end_time": None,
+            "config": redact(config),
+            "previous_attempts": previous.get("previous_attempts", [])
+            + ([_summary(previous)] if previous else []),
+        }
+        self.write()
+
+    def update(self, **fields: Any) -> None:
+        self.data.update(fields)
+        self.write()
+
+    def finish(self, status: str = "completed", **fields: Any) -> None:
+        self.update(status=status, end_time=now(), **fields)
+
+    def write(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.data, indent=2, ensure_ascii=False, default=str) + "\n")
+        os.replace(tmp, self.path)
+
+
+def _summary(previous: Mapping[str, Any]) -> dict[str, Any]:
+    keys = ("status", "start_time", "end_time", "git", "hostname", "slurm_job_id", "resumed_from")
+    return {k: previous.get(k) for k in keys}

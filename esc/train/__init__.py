@@ -1,0 +1,1 @@
+"""Lightning training of LoRA / QLoRA adapters (ESC-Role now, ESC-RANK later)."""

@@ -1,0 +1,30 @@
+"""Train a LoRA adapter with Lightning, configured by Hydra (conf/train.yaml).
+
+    # ESC-Role, the paper's recipe: Qwen1.5-14B-Chat, LoRA, bf16, DeepSpeed ZeRO-2 on one GPU node
+    python train.py +exp=esc_role
+    # the same job on the embedded tiny model, on a CPU, in about a minute
+    python train.py +exp=esc_role model=tiny trainer.max_steps=30 hydra.run.dir=outputs/demo
+    # several nodes under SLURM (Lightning reads SLURM's environment); see docs/cluster.md
+    sbatch --nodes=2 slurm/train_multinode.sbatch +exp=esc_role
+    # a local sweep, one run after the other
+    python train.py -m +exp=esc_role model=tiny trainer.max_steps=5 peft.r=4,8
+
+Rerunning a command with the same `hydra.run.dir` resumes from its `last.ckpt`.
+"""
+
+import hydra
+from omegaconf import DictConfig
+
+from esc.errors import exit_on_user_error
+from esc.train.run import train
+
+
+@hydra.main(config_path="conf", config_name="train", version_base="1.3")
+@exit_on_user_error
+def main(cfg: DictConfig) -> None:
+    result = train(cfg)
+    print(f"Adapter saved to {result['adapter_dir']} (step {result['global_step']})")
+
+
+if __name__ == "__main__":
+    main()
