@@ -9,14 +9,16 @@ STAMP := $(VENV)/.installed
 # dependency pulls the multi-GB CUDA build. (GPU clusters: see environment.yml.)
 TORCH_CPU := torch==2.13.0
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
-QUIET_PIP := grep -v -e "is ignored: it is neither a file nor a directory" || true
+# Drops pip's noise about absent local index folders; pip's own exit status still counts (pipefail).
+QUIET_PIP := { grep -v -e "is ignored: it is neither a file nor a directory" || true; }
 
 .PHONY: install data demo test test-slow test-gpu lint format clean help
 
 help:
 	@echo "make demo       install, fetch data, train ESC-Role on the embedded tiny model (CPU, ~2 min)"
 	@echo "make test       install, fetch data, run the test suite (offline, CPU)"
-	@echo "make test-slow  the slow tests too (QLoRA, DeepSpeed ZeRO-3, kill-and-resume)"
+	@echo "make test-slow  the tests marked slow (minutes each; none needs a GPU)"
+	@echo "make test-gpu   the tests marked gpu (Lightning DeepSpeed/bf16/QLoRA on CUDA)"
 	@echo "make data       fetch third-party data into data/ (shared copy or pinned URLs, checksummed)"
 	@echo "make lint       ruff check + format check"
 

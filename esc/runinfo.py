@@ -22,8 +22,22 @@ from typing import Any
 from esc.paths import REPO_ROOT
 
 PACKAGES = (
-    "esc-eval", "torch", "transformers", "tokenizers", "peft", "pytorch-lightning", "hydra-core",
-    "omegaconf", "datasets", "wandb", "bitsandbytes", "deepspeed", "scipy", "accelerate", "vllm", "openai",
+    "esc-eval",
+    "torch",
+    "transformers",
+    "tokenizers",
+    "peft",
+    "pytorch-lightning",
+    "hydra-core",
+    "omegaconf",
+    "datasets",
+    "wandb",
+    "bitsandbytes",
+    "deepspeed",
+    "scipy",
+    "accelerate",
+    "vllm",
+    "openai",
 )
 _SECRET = re.compile(r"(api[_-]?key|secret|password|passwd|token)$", re.IGNORECASE)
 _SAFE_SECRET_KEYS = {"api_key_env", "pad_token", "eos_token", "bos_token", "max_new_tokens", "max_tokens"}

@@ -11,8 +11,15 @@ from esc.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
-          "float16": "float16", "fp16": "float16", "auto": "auto"}
+DTYPES = {
+    "float32": "float32",
+    "fp32": "float32",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "fp16": "float16",
+    "auto": "auto",
+}
 
 
 def resolve_model_path(model_cfg: Mapping[str, Any]) -> str:
@@ -60,8 +67,10 @@ def bnb_config(quant_cfg: Mapping[str, Any] | None):
     if not quant_cfg or not quant_cfg.get("load_in_4bit"):
         return None
     if importlib.util.find_spec("bitsandbytes") is None:
-        raise ConfigError("quantization", "4-bit QLoRA needs bitsandbytes, which is not installed; "
-                          "install it or set quantization=none")
+        raise ConfigError(
+            "quantization",
+            "4-bit QLoRA needs bitsandbytes, which is not installed; install it or set quantization=none",
+        )
     _probe_bitsandbytes(quant_cfg.get("compute_dtype", "bfloat16"))
     from transformers import BitsAndBytesConfig
 
@@ -85,8 +94,9 @@ def _probe_bitsandbytes(compute_dtype: str) -> None:
         bnbf.quantize_4bit(weight, quant_type="nf4")
     except Exception as err:  # bitsandbytes raises many kinds of errors for unsupported devices
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ConfigError("quantization", f"bitsandbytes cannot run 4-bit on {device} ({first}); "
-                          "set quantization=none") from None
+        raise ConfigError(
+            "quantization", f"bitsandbytes cannot run 4-bit on {device} ({first}); set quantization=none"
+        ) from None
 
 
 def load_causal_lm(model_cfg: Mapping[str, Any], quant_cfg: Mapping[str, Any] | None = None):

@@ -41,7 +41,7 @@ CHATML_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-BUILD_FORMAT = 1  # bump when the build procedure changes, so old caches are rebuilt
+BUILD_FORMAT = 2  # bump when the build procedure changes, so old caches are rebuilt
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,7 +12,9 @@ import pytorch_lightning as pl
 log = logging.getLogger(__name__)
 
 
-def save_adapter(trainer: pl.Trainer, module: pl.LightningModule, out: str | Path, tokenizer: Any = None) -> Path:
+def save_adapter(
+    trainer: pl.Trainer, module: pl.LightningModule, out: str | Path, tokenizer: Any = None
+) -> Path:
     """Write ``adapter_config.json`` + ``adapter_model.safetensors`` (+ tokenizer) to ``out``.
 
     The result loads with ``PeftModel.from_pretrained(base, out)``. Call it on every rank: under

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
-from collections.abc import Mapping
+import os
+import shutil
+import socket
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytorch_lightning as pl
 from torch.utils.data import DataLoader
 
 from esc.errors import ConfigError
+from esc.paths import cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +35,8 @@ class ChatSFTDataModule(pl.LightningDataModule):
         eval_batch_size: int | None = None,
         num_workers: int = 0,
         packing: bool = False,
+        num_proc: int | None = None,
+        cache: bool = True,
     ) -> None:
         super().__init__()
         self.data_cfg = data
@@ -38,24 +46,73 @@ class ChatSFTDataModule(pl.LightningDataModule):
         self.eval_batch_size = eval_batch_size or batch_size
         self.num_workers = num_workers
         self.packing = packing
+        self.num_proc = num_proc
+        self.cache = cache
         self.train_set = None
         self.val_set = None
+
+    def prepare_data(self) -> None:
+        """Once per node: tokenize into the cache, so that every rank's `setup` only loads it."""
+        if self.cache:
+            from esc.data.mixture import build_samples
+
+            train, val = build_samples(self.data_cfg)
+            self._encode(train, "train")
+            if val:
+                self._encode(val, "val")
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
             return
         from esc.data.mixture import build_samples
-        from esc.data.tokenize import encode_dataset, pack
+        from esc.data.tokenize import pack
 
         train, val = build_samples(self.data_cfg)
-        self.train_set = encode_dataset(train, self.tokenizer, self.max_length)
-        self.val_set = encode_dataset(val, self.tokenizer, self.max_length) if val else None
+        self.train_set = self._encode(train, "train")
+        self.val_set = self._encode(val, "val") if val else None
         if len(self.train_set) == 0:
             raise ConfigError("model.max_length", f"no training sample fits in {self.max_length} tokens")
         if self.packing:
             self.train_set = pack(self.train_set, self.max_length)
-        log.info("ESC-Role data: %d train / %d val sequences (max_length=%d, packing=%s)",
-                 len(self.train_set), len(self.val_set or []), self.max_length, self.packing)
+        log.info(
+            "ESC-Role data: %d train / %d val sequences (max_length=%d, packing=%s)",
+            len(self.train_set),
+            len(self.val_set or []),
+            self.max_length,
+            self.packing,
+        )
+
+    def _encode(self, samples: Sequence[Any], split: str) -> Any:
+        """Tokenize, reusing an earlier run's result for the same samples, tokenizer and max_length."""
+        import datasets
+
+        from esc.data.tokenize import encode_dataset
+
+        if not self.cache:
+            return encode_dataset(samples, self.tokenizer, self.max_length, num_proc=self.num_proc)
+        path = cache_dir() / "encoded" / f"{split}-{self._fingerprint(samples)}"
+        if path.exists():
+            log.info("Reusing tokenized %s data from %s", split, path)
+            return datasets.load_from_disk(str(path))
+        encoded = encode_dataset(samples, self.tokenizer, self.max_length, num_proc=self.num_proc)
+        tmp = path.with_name(f"{path.name}.{socket.gethostname()}.{os.getpid()}.tmp")
+        encoded.save_to_disk(str(tmp))
+        try:
+            os.rename(tmp, path)
+        except OSError:  # another node or process finished the same cache first
+            shutil.rmtree(tmp, ignore_errors=True)
+        return datasets.load_from_disk(str(path))
+
+    def _fingerprint(self, samples: Sequence[Any]) -> str:
+        digest = hashlib.sha256()
+        digest.update(json.dumps([s.to_dict() for s in samples], ensure_ascii=False, sort_keys=True).encode())
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        digest.update(
+            (backend.to_str() if backend is not None else repr(self.tokenizer.get_vocab())).encode()
+        )
+        digest.update(str(self.tokenizer.chat_template).encode())
+        digest.update(str(self.max_length).encode())
+        return digest.hexdigest()[:16]
 
     def _collate(self, batch: list[dict[str, Any]]) -> dict[str, Any]:
         from esc.data.tokenize import collate
@@ -63,11 +120,21 @@ class ChatSFTDataModule(pl.LightningDataModule):
         return collate(batch, pad_token_id=self.tokenizer.pad_token_id)
 
     def train_dataloader(self) -> DataLoader:
-        return DataLoader(self.train_set, batch_size=self.batch_size, shuffle=True,
-                          num_workers=self.num_workers, collate_fn=self._collate)
+        return DataLoader(
+            self.train_set,
+            batch_size=self.batch_size,
+            shuffle=True,
+            num_workers=self.num_workers,
+            collate_fn=self._collate,
+        )
 
     def val_dataloader(self) -> DataLoader | list:
         if not self.val_set:
             return []
-        return DataLoader(self.val_set, batch_size=self.eval_batch_size, shuffle=False,
-                          num_workers=self.num_workers, collate_fn=self._collate)
+        return DataLoader(
+            self.val_set,
+            batch_size=self.eval_batch_size,
+            shuffle=False,
+            num_workers=self.num_workers,
+            collate_fn=self._collate,
+        )

@@ -37,8 +37,10 @@ def build_loggers(logger_cfg: Mapping[str, Any] | None, config: Mapping[str, Any
         if "Wandb" in str(cfg["_target_"]):
             mode = os.environ.get("WANDB_MODE")
             if mode is None and not wandb_has_credentials():
-                log.warning("No W&B credentials (WANDB_API_KEY or ~/.netrc): logging to W&B offline; "
-                            "sync later with `wandb sync`")
+                log.warning(
+                    "No W&B credentials (WANDB_API_KEY or ~/.netrc): logging to W&B offline; "
+                    "sync later with `wandb sync`"
+                )
                 mode = "offline"
             if mode in ("offline", "disabled"):
                 kwargs["offline"] = True

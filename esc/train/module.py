@@ -52,7 +52,8 @@ class LoRACausalLM(pl.LightningModule):
         base.config.use_cache = False
         if self.quant_cfg.get("load_in_4bit"):
             base = prepare_model_for_kbit_training(
-                base, use_gradient_checkpointing=self.gradient_checkpointing,
+                base,
+                use_gradient_checkpointing=self.gradient_checkpointing,
                 gradient_checkpointing_kwargs={"use_reentrant": False},
             )
         elif self.gradient_checkpointing:
@@ -60,8 +61,12 @@ class LoRACausalLM(pl.LightningModule):
         lora = LoraConfig(task_type="CAUSAL_LM", **self._lora_kwargs())
         self.model = get_peft_model(base, lora)
         trainable, total = self.model.get_nb_trainable_parameters()
-        log.info("LoRA adapter: %s trainable of %s parameters (%.3f%%)", f"{trainable:,}", f"{total:,}",
-                 100 * trainable / max(total, 1))
+        log.info(
+            "LoRA adapter: %s trainable of %s parameters (%.3f%%)",
+            f"{trainable:,}",
+            f"{total:,}",
+            100 * trainable / max(total, 1),
+        )
 
     def _lora_kwargs(self) -> dict[str, Any]:
         kwargs = {k: v for k, v in self.peft_cfg.items() if k not in {"_target_"}}

@@ -67,8 +67,11 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
     callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c and "_target_" in c]
     loggers = build_loggers(cfg.get("logger"), resolved)
-    trainer_kwargs: dict[str, Any] = {"callbacks": callbacks, "logger": loggers or False,
-                                      "strategy": build_strategy(cfg.strategy)}
+    trainer_kwargs: dict[str, Any] = {
+        "callbacks": callbacks,
+        "logger": loggers or False,
+        "strategy": build_strategy(cfg.strategy),
+    }
     if cfg.module.get("quantization", {}).get("load_in_4bit") and cfg.trainer.get("num_sanity_val_steps"):
         # bitsandbytes repacks 4-bit weights for CPU inference on the first no-grad forward, which
         # breaks the next training step: no sanity validation before training in QLoRA mode.
@@ -83,8 +86,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         trainer.save_checkpoint(out / "last.ckpt")
         save_adapter(trainer, module, out, tokenizer)
     except BaseException as err:
-        manifest.finish(status="failed" if not isinstance(err, KeyboardInterrupt) else "interrupted",
-                        error=f"{type(err).__name__}: {err}"[:500])
+        manifest.finish(
+            status="failed" if not isinstance(err, KeyboardInterrupt) else "interrupted",
+            error=f"{type(err).__name__}: {err}"[:500],
+        )
         raise
     finally:
         if any(type(logger).__name__ == "WandbLogger" for logger in loggers):
@@ -92,10 +97,18 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
             wandb.finish()
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
-    manifest.finish(global_step=trainer.global_step, final_metrics=metrics,
-                    adapter_dir=str(out), metrics_csv=str(out / "metrics.csv"))
-    return {"output_dir": str(out), "adapter_dir": str(out), "global_step": trainer.global_step,
-            "metrics": metrics}
+    manifest.finish(
+        global_step=trainer.global_step,
+        final_metrics=metrics,
+        adapter_dir=str(out),
+        metrics_csv=str(out / "metrics.csv"),
+    )
+    return {
+        "output_dir": str(out),
+        "adapter_dir": str(out),
+        "global_step": trainer.global_step,
+        "metrics": metrics,
+    }
 
 
 def _resume_checkpoint(cfg: DictConfig, out: Path) -> str | None:

@@ -17,8 +17,11 @@ def build_strategy(strategy_cfg: Mapping[str, Any] | str | None) -> Any:
         return "auto"
     if isinstance(strategy_cfg, str):
         return strategy_cfg
-    cfg = OmegaConf.to_container(strategy_cfg, resolve=True) if isinstance(strategy_cfg, DictConfig) \
+    cfg = (
+        OmegaConf.to_container(strategy_cfg, resolve=True)
+        if isinstance(strategy_cfg, DictConfig)
         else dict(strategy_cfg)
+    )
     cfg.pop("name", None)
     if "_target_" not in cfg:
         return cfg.get("strategy", "auto")
@@ -26,15 +29,21 @@ def build_strategy(strategy_cfg: Mapping[str, Any] | str | None) -> Any:
         import torch
 
         if not torch.cuda.is_available():
-            raise ConfigError("strategy", "Lightning's DeepSpeedStrategy needs CUDA GPUs; use strategy=auto "
-                              "on CPU (DeepSpeed configs are checked on CPU by tests/test_deepspeed.py)")
+            raise ConfigError(
+                "strategy",
+                "Lightning's DeepSpeedStrategy needs CUDA GPUs; use strategy=auto "
+                "on CPU (DeepSpeed configs are checked on CPU by tests/test_deepspeed.py)",
+            )
     return instantiate(cfg)
 
 
 def deepspeed_config(strategy_cfg: Mapping[str, Any]) -> dict[str, Any]:
     """The DeepSpeed JSON config a `strategy=deepspeed_*` entry carries."""
-    cfg = OmegaConf.to_container(strategy_cfg, resolve=True) if isinstance(strategy_cfg, DictConfig) \
+    cfg = (
+        OmegaConf.to_container(strategy_cfg, resolve=True)
+        if isinstance(strategy_cfg, DictConfig)
         else dict(strategy_cfg)
+    )
     if "config" not in cfg:
         raise ConfigError("strategy.config", "this strategy has no DeepSpeed config")
     return dict(cfg["config"])
@@ -51,6 +60,7 @@ def fsdp_strategy(layer_class_name: str, **kwargs: Any) -> Any:
     from pytorch_lightning.strategies import FSDPStrategy
     from torch.distributed.fsdp.wrap import lambda_auto_wrap_policy
 
-    policy = functools.partial(lambda_auto_wrap_policy,
-                               lambda_fn=lambda module: type(module).__name__ == layer_class_name)
+    policy = functools.partial(
+        lambda_auto_wrap_policy, lambda_fn=lambda module: type(module).__name__ == layer_class_name
+    )
     return FSDPStrategy(auto_wrap_policy=policy, **kwargs)

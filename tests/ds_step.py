@@ -1,0 +1,57 @@
+"""Run a few DeepSpeed ZeRO steps on CPU with the repo's strategy config (used by test_deepspeed.py).
+
+Lightning's DeepSpeedStrategy refuses CPUs, so this drives `deepspeed.initialize` directly with the
+DeepSpeed config that `conf/strategy/<name>.yaml` carries: one process, gloo backend.
+Usage: python tests/ds_step.py STRATEGY_NAME OUT_JSON
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+os.environ.setdefault("DS_ACCELERATOR", "cpu")
+os.environ.update(MASTER_ADDR="127.0.0.1", RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
+os.environ.setdefault("MASTER_PORT", "29531")
+
+
+def main(strategy: str, out: str) -> None:
+    import deepspeed
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from esc.models.loading import load_causal_lm
+    from esc.train.strategies import deepspeed_config
+    from tests.helpers import compose
+
+    cfg = compose([f"strategy={strategy}", "model=tiny"])
+    ds_config = deepspeed_config(cfg.strategy)
+    ds_config.update(train_micro_batch_size_per_gpu=2, gradient_accumulation_steps=1, gradient_clipping=1.0)
+    deepspeed.init_distributed(dist_backend="gloo")
+    model = get_peft_model(load_causal_lm(cfg.model), LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    before = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_config)
+    torch.manual_seed(0)
+    ids = torch.randint(0, 1000, (2, 32))
+    losses = []
+    for _ in range(4):
+        loss = engine(input_ids=ids, labels=ids).loss
+        engine.backward(loss)
+        engine.step()
+        losses.append(loss.item())
+    stage = engine.zero_optimization_stage()
+    if stage == 3:
+        params = [p for p in engine.module.parameters() if p.requires_grad]
+        with deepspeed.zero.GatheredParameters(params):
+            after = {n: p.detach().clone() for n, p in engine.module.named_parameters() if p.requires_grad}
+    else:
+        after = {n: p.detach().clone() for n, p in engine.module.named_parameters() if p.requires_grad}
+    changed = sum(not torch.equal(before[n], after[n]) for n in before if n in after)
+    with open(out, "w") as fh:
+        json.dump({"stage": stage, "losses": losses, "changed": changed, "trainable": len(before)}, fh)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
