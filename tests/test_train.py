@@ -165,3 +165,23 @@ def test_user_errors_are_one_line_with_the_key_to_change(override: str, expected
     assert "Traceback" not in result.stderr
     error_lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(error_lines) == 1 and expected in error_lines[0], result.stderr[-2000:]
+
+
+def test_wandb_without_credentials_logs_offline(tmp_path: Path) -> None:
+    import os
+
+    out = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    env.update(HOME=str(tmp_path), NETRC=str(tmp_path / "no-netrc"), PYTHONUNBUFFERED="1")
+    args = ["+exp=esc_role", *FAST_TRAIN, "logger=csv_wandb", "trainer.max_steps=2", f"hydra.run.dir={out}"]
+    result = subprocess.run(
+        [sys.executable, "train.py", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert list((out / "wandb").glob("offline-run-*")), "W&B did not write an offline run"
+    assert "logging to W&B offline" in result.stdout + result.stderr

@@ -1,0 +1,77 @@
+# shellcheck shell=bash
+# The shared body of slurm/train_1node.sbatch and slurm/train_multinode.sbatch: sourced by them,
+# never run on its own. It activates the environment, picks a run directory that survives requeues,
+# and starts one train.py process per GPU with srun; Lightning's SLURMEnvironment reads the ranks,
+# world size, MASTER_ADDR and MASTER_PORT from SLURM's variables (docs/cluster.md).
+#
+# Environment variables it reads (all optional):
+#   ESC_ENV_ACTIVATE  shell snippet that activates the environment, run with eval before training,
+#                     e.g. 'source ~/miniconda3/bin/activate esc-eval' or 'module load cuda/12.4 && ...'.
+#                     Unset: .venv/bin/python when the checkout has one (`make install`), else `python`.
+#   ESC_RUN_DIR       Hydra run directory (outputs, last.ckpt, manifest.json). Default:
+#                     outputs/slurm/<job name>-<job id>, which stays the same when SLURM requeues the
+#                     job (same job id), so the requeued run resumes from its last.ckpt (resume: auto).
+#                     Point a *new* job at an old run's directory to continue that run.
+
+esc_die() {
+    echo "slurm/_common.sh: $*" >&2
+    exit 2
+}
+
+esc_train() {
+    : "${SLURM_JOB_ID:?not inside a SLURM job: submit with sbatch (see docs/cluster.md)}"
+    [[ -f train.py ]] || esc_die "no train.py in $PWD: submit from the repository root (or set ESC_REPO)"
+    [[ -n ${SLURM_NTASKS_PER_NODE:-} ]] ||
+        esc_die "SLURM_NTASKS_PER_NODE is unset: request --ntasks-per-node=<GPUs per node>, not --ntasks"
+    local arg
+    for arg in "$@"; do
+        case $arg in
+            -m | --multirun | --multirun=* | -m=*)
+                esc_die "$arg: one sbatch job runs one training run; sweep with" \
+                    "'python train.py -m hydra/launcher=slurm ...' (docs/cluster.md)" ;;
+            hydra.run.dir=* | +hydra.run.dir=* | ++hydra.run.dir=*)
+                esc_die "$arg: set the run directory with ESC_RUN_DIR=<dir> instead" ;;
+            trainer.devices=* | trainer.num_nodes=* | ++trainer.devices=* | ++trainer.num_nodes=*)
+                esc_die "$arg: devices and nodes follow the allocation; change" \
+                    "sbatch --ntasks-per-node/--gpus-per-node/--nodes instead" ;;
+        esac
+    done
+
+    # The environment. Activation scripts (conda's among them) often trip over `set -u`.
+    local python=python
+    if [[ -n ${ESC_ENV_ACTIVATE:-} ]]; then
+        set +u
+        eval "$ESC_ENV_ACTIVATE" || esc_die "ESC_ENV_ACTIVATE failed: $ESC_ENV_ACTIVATE"
+        set -u
+    elif [[ -x .venv/bin/python ]]; then
+        python=$PWD/.venv/bin/python
+    fi
+
+    # Since Slurm 22.05 srun no longer inherits sbatch's --cpus-per-task unless told so.
+    if [[ -n ${SLURM_CPUS_PER_TASK:-} ]]; then
+        export SRUN_CPUS_PER_TASK=${SRUN_CPUS_PER_TASK:-$SLURM_CPUS_PER_TASK}
+        export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$SLURM_CPUS_PER_TASK}
+    fi
+    export PYTHONUNBUFFERED=1
+
+    local run_dir=${ESC_RUN_DIR:-outputs/slurm/${SLURM_JOB_NAME:-esc-train}-${SLURM_JOB_ID}}
+    local devices=$SLURM_NTASKS_PER_NODE
+    local nodes=${SLURM_NNODES:-1}
+    if [[ -n ${SLURM_GPUS_ON_NODE:-} && $SLURM_GPUS_ON_NODE != "$devices" ]]; then
+        echo "slurm/_common.sh: warning: $SLURM_GPUS_ON_NODE GPUs per node but $devices tasks per node;" \
+            "Lightning uses one task per GPU: make --ntasks-per-node equal --gpus-per-node" >&2
+    fi
+
+    # User overrides first; the allocation's geometry and the run directory last, so that they win.
+    local cmd=(
+        srun --kill-on-bad-exit=1
+        "$python" train.py "$@"
+        "hydra.run.dir=$run_dir"
+        "trainer.devices=$devices"
+        "trainer.num_nodes=$nodes"
+    )
+    echo "job ${SLURM_JOB_ID} (restart ${SLURM_RESTART_COUNT:-0}) on ${SLURM_JOB_NODELIST:-?}:" \
+        "${nodes} node(s) x ${devices} task(s); run dir ${run_dir}"
+    echo "+ ${cmd[*]}"
+    "${cmd[@]}"
+}

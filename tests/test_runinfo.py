@@ -1,0 +1,33 @@
+"""Run records: manifests carry what reproduces a run, and never a secret."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from esc.runinfo import RunManifest, redact
+
+
+def test_redact_hides_credentials_but_keeps_env_var_names() -> None:
+    config = {
+        "backend": {"api_key": "sk-secret", "api_key_env": "OPENAI_API_KEY", "max_new_tokens": 64},
+        "wandb": [{"token": "abc"}],
+        "hf_token": "hf_xyz",
+        "password": "",
+    }
+    clean = redact(config)
+    text = json.dumps(clean)
+    assert "sk-secret" not in text and "abc" not in text and "hf_xyz" not in text
+    assert clean["backend"]["api_key_env"] == "OPENAI_API_KEY" and clean["backend"]["max_new_tokens"] == 64
+
+
+def test_manifest_records_attempts_and_finishes(tmp_path: Path) -> None:
+    first = RunManifest(tmp_path, {"seed": 1, "api_key": "sk-x"}, seed=1)
+    assert json.loads(first.path.read_text())["status"] == "running"
+    second = RunManifest(tmp_path, {"seed": 1}, seed=1)  # a rerun after a kill
+    second.finish(global_step=7)
+    data = json.loads(second.path.read_text())
+    assert data["status"] == "completed" and data["global_step"] == 7 and data["end_time"]
+    assert data["previous_attempts"][0]["status"] == "running"
+    assert "sk-x" not in first.path.read_text()
+    assert data["packages"]["torch"] and "python" in data and "hostname" in data
