@@ -120,6 +120,16 @@ class RunManifest:
         os.replace(tmp, self.path)
 
 
+class NullManifest:
+    """Stands in for `RunManifest` on ranks other than zero, which must not write."""
+
+    def update(self, **fields: Any) -> None:
+        pass
+
+    def finish(self, status: str = "completed", **fields: Any) -> None:
+        pass
+
+
 def _summary(previous: Mapping[str, Any]) -> dict[str, Any]:
     keys = ("status", "start_time", "end_time", "git", "hostname", "slurm_job_id", "resumed_from")
     return {k: previous.get(k) for k in keys}

@@ -166,7 +166,7 @@ def test_other_seed_gives_other_weights_and_directory(tiny_cfg, tiny_path: Path,
     def copy_tokenizer(_spec: TinySpec, out: Path) -> None:
         # the tokenizer does not depend on the seed: reuse the cached one, train nothing (fast)
         for path in tiny_path.iterdir():
-            if path.name.startswith(("tokenizer", "special_tokens")):
+            if path.name.startswith(("tokenizer", "special_tokens", "chat_template")):
                 shutil.copy(path, out / path.name)
 
     monkeypatch.setattr(tiny, "_train_tokenizer", copy_tokenizer)

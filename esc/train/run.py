@@ -9,10 +9,11 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 from hydra.utils import instantiate
+from lightning_fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from esc.models.loading import load_tokenizer
-from esc.runinfo import RunManifest
+from esc.runinfo import NullManifest, RunManifest
 from esc.train.adapter import save_adapter
 from esc.train.loggers import build_loggers
 from esc.train.strategies import build_strategy
@@ -54,7 +55,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     fallbacks = adapt_to_hardware(cfg)
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    manifest = RunManifest(out, resolved, seed=cfg.seed)
+    # One writer: every rank of a multi-GPU job runs this function.
+    manifest = RunManifest(out, resolved, seed=cfg.seed) if rank_zero_only.rank == 0 else NullManifest()
     manifest.update(hardware_fallbacks=fallbacks)
     pl.seed_everything(cfg.seed, workers=True)
 
@@ -112,14 +114,19 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
 
 def _resume_checkpoint(cfg: DictConfig, out: Path) -> str | None:
-    """`resume=auto` continues from OUT/last.ckpt when it exists (a rerun after a kill or preemption)."""
+    """`resume=auto` continues from the newest checkpoint in OUT, if any (a rerun after a kill).
+
+    Candidates are `last.ckpt` (every N steps) and `hpc_ckpt_*.ckpt`, which Lightning writes when
+    SLURM signals the end of a job's time; whichever was written last wins.
+    """
     mode = cfg.get("resume", "auto")
-    last = out / "last.ckpt"
     if mode in (False, "false", "never", None):
         return None
-    if mode == "auto":
-        if last.exists():
-            log.info("Resuming from %s", last)
-            return str(last)
+    if mode != "auto":
+        return str(mode)  # an explicit checkpoint path
+    candidates = [p for p in [out / "last.ckpt", *out.glob("hpc_ckpt_*.ckpt")] if p.exists()]
+    if not candidates:
         return None
-    return str(mode)  # an explicit checkpoint path
+    newest = max(candidates, key=lambda p: p.stat().st_mtime)
+    log.info("Resuming from %s", newest)
+    return str(newest)
