@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# The shared body of slurm/train_1node.sbatch and slurm/train_multinode.sbatch: sourced by them,
+# The shared body of the sbatch scripts in slurm/ (train_1node, train_multinode, evaluate_array): sourced by them,
 # never run on its own. It activates the environment, picks a run directory that survives requeues,
 # and starts one train.py process per GPU with srun; Lightning's SLURMEnvironment reads the ranks,
 # world size, MASTER_ADDR and MASTER_PORT from SLURM's variables (docs/cluster.md).
@@ -16,6 +16,25 @@
 esc_die() {
     echo "slurm/_common.sh: $*" >&2
     exit 2
+}
+
+# Activate the environment and set ESC_PYTHON; shared by every sbatch script.
+esc_activate() {
+    # Activation scripts (conda's among them) often trip over `set -u`.
+    ESC_PYTHON=python
+    if [[ -n ${ESC_ENV_ACTIVATE:-} ]]; then
+        set +u
+        eval "$ESC_ENV_ACTIVATE" || esc_die "ESC_ENV_ACTIVATE failed: $ESC_ENV_ACTIVATE"
+        set -u
+    elif [[ -x .venv/bin/python ]]; then
+        ESC_PYTHON=$PWD/.venv/bin/python
+    fi
+    # Since Slurm 22.05 srun no longer inherits sbatch's --cpus-per-task unless told so.
+    if [[ -n ${SLURM_CPUS_PER_TASK:-} ]]; then
+        export SRUN_CPUS_PER_TASK=${SRUN_CPUS_PER_TASK:-$SLURM_CPUS_PER_TASK}
+        export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$SLURM_CPUS_PER_TASK}
+    fi
+    export PYTHONUNBUFFERED=1
 }
 
 esc_train() {
@@ -37,22 +56,8 @@ esc_train() {
         esac
     done
 
-    # The environment. Activation scripts (conda's among them) often trip over `set -u`.
-    local python=python
-    if [[ -n ${ESC_ENV_ACTIVATE:-} ]]; then
-        set +u
-        eval "$ESC_ENV_ACTIVATE" || esc_die "ESC_ENV_ACTIVATE failed: $ESC_ENV_ACTIVATE"
-        set -u
-    elif [[ -x .venv/bin/python ]]; then
-        python=$PWD/.venv/bin/python
-    fi
-
-    # Since Slurm 22.05 srun no longer inherits sbatch's --cpus-per-task unless told so.
-    if [[ -n ${SLURM_CPUS_PER_TASK:-} ]]; then
-        export SRUN_CPUS_PER_TASK=${SRUN_CPUS_PER_TASK:-$SLURM_CPUS_PER_TASK}
-        export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$SLURM_CPUS_PER_TASK}
-    fi
-    export PYTHONUNBUFFERED=1
+    esc_activate
+    local python=$ESC_PYTHON
 
     local run_dir=${ESC_RUN_DIR:-outputs/slurm/${SLURM_JOB_NAME:-esc-train}-${SLURM_JOB_ID}}
     local devices=$SLURM_NTASKS_PER_NODE

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from omegaconf import OmegaConf
 
 from tests.helpers import CONF_DIR, compose
 
 EXPERIMENTS = sorted(p.stem for p in (CONF_DIR / "exp").glob("*.yaml"))
+
+
+def entry_point(exp: str) -> str:
+    """The primary config an experiment belongs to, from the command its header comment gives."""
+    header = (CONF_DIR / "exp" / f"{exp}.yaml").read_text().split("defaults:")[0]
+    found = re.findall(r"python (train|evaluate|rank)\.py", header)
+    assert found, f"conf/exp/{exp}.yaml: the header comment must give the command that runs it"
+    return found[0]
+
+
 GROUPS = [
     "model",
     "data",
@@ -28,9 +40,23 @@ def options(group: str) -> list[str]:
 
 @pytest.mark.parametrize("exp", EXPERIMENTS)
 def test_experiment_composes_and_resolves(exp: str) -> None:
-    cfg = compose([f"+exp={exp}"])
-    container = OmegaConf.to_container(cfg, resolve=True)
-    assert container["module"]["_target_"].startswith("esc.")
+    cfg = compose([f"+exp={exp}"], config_name=entry_point(exp))
+    OmegaConf.to_container(cfg, resolve=True)
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_table2_sweeps_esc_role_over_the_14_targets(language: str) -> None:
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = hydra_compose("evaluate", overrides=[f"+exp=table2_{language}"], return_hydra_config=True)
+    targets = cfg.hydra.sweeper.params.target.split(",")
+    assert len(targets) == 14 and set(targets) <= set(options("target"))
+    assert cfg.roleplayer.name == "esc_role" and list(cfg.cards.languages) == [language]
+    assert cfg.dialogue.turns == 5 and cfg.hydra.launcher.gpus_per_node == 1
 
 
 @pytest.mark.parametrize(("group", "option"), [(g, o) for g in GROUPS for o in options(g)])

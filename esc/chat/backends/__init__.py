@@ -1,0 +1,13 @@
+"""The built-in chat backends. Importing this package registers them with `esc.chat.base`.
+
+* ``hf`` (:mod:`.hf`): a transformers causal LM (a hub id, a local directory or the embedded tiny
+  model), optionally with a PEFT adapter, batched on one device;
+* ``openai`` (:mod:`.openai_compat`): any OpenAI-compatible chat completions endpoint (OpenAI, or a
+  local vLLM / SGLang / TGI server);
+* ``baichuan_npc`` (:mod:`.baichuan_npc`): Baichuan's character (NPC) API, the paper's baseline
+  role-player.
+"""
+
+from esc.chat.backends import baichuan_npc, hf, openai_compat
+
+__all__ = ["baichuan_npc", "hf", "openai_compat"]

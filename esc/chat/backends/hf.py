@@ -1,0 +1,315 @@
+"""A transformers causal LM as a chat backend: batched, left-padded generation on one device.
+
+The model comes from a ``conf/model/*.yaml`` mapping (a hub id, a local directory or the embedded
+tiny model) and is loaded on first use, optionally with a PEFT adapter on top (e.g. the ESC-Role
+adapter written by ``train.py +exp=esc_role``). Prompts are rendered with the model's own chat
+template and a generation prompt; temperature 0 is greedy decoding.
+
+Replies do not depend on how a call's conversations are batched: prompts are left-padded, the
+padding is masked, and positions come from the attention mask, so a conversation gets the same
+tokens alone as in any batch (exactly so in float32; in half precision batched matrix products may
+round differently). Everything the settings do not fix (e.g. a repetition penalty) comes from the
+model's ``generation_config``, as in vLLM's default.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from esc.chat.backends._common import error_reply, plain
+from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, register_backend
+from esc.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@register_backend("hf")
+class HFBackend(ChatBackend):
+    """A local transformers model (plus an optional PEFT adapter) generating in batches.
+
+    Args:
+        model: a ``conf/model``-style mapping: name, name_or_path, revision, dtype,
+            trust_remote_code, chat_template, tiny, and optionally context_window.
+        adapter: a PEFT adapter directory applied on the base model, or None.
+        device: ``auto`` (CUDA when available, else CPU), ``cpu``, ``cuda``, ``cuda:1``...
+        batch_size: conversations per forward batch; a call is split into chunks of this size.
+        price: USD per 1,000 tokens, e.g. ``{"prompt": 0.0, "completion": 0.0}``.
+    """
+
+    def __init__(
+        self,
+        model: Mapping[str, Any],
+        adapter: str | None = None,
+        device: str = "auto",
+        batch_size: int = 8,
+        price: dict[str, float] | None = None,
+    ) -> None:
+        self.model_cfg = plain(model)
+        if not self.model_cfg.get("tiny") and not self.model_cfg.get("name_or_path"):
+            raise ConfigError("backend.model.name_or_path", "is empty: name a hub id or a local directory")
+        if int(batch_size) < 1:
+            raise ConfigError("backend.batch_size", f"must be at least 1, got {batch_size}")
+        self.adapter = str(adapter) if adapter else None
+        self.device_name = device
+        self.batch_size = int(batch_size)
+        self.price = dict(price) if price else None
+        self._model: Any = None
+        self._tokenizer: Any = None
+        self._device: Any = None
+        self._context_window: int | None = None
+        self._identity: dict[str, Any] | None = None
+        self._lock = threading.RLock()  # one generation at a time (a server may call from threads)
+
+    def __repr__(self) -> str:
+        return f"HFBackend(model={self.model_cfg.get('name')!r}, adapter={self.adapter!r})"
+
+    # --- loading ------------------------------------------------------------------------------
+
+    def _adapter_weights(self) -> Path:
+        assert self.adapter is not None
+        root = Path(self.adapter)
+        if not (root / "adapter_config.json").is_file():
+            raise ConfigError(
+                "backend.adapter", f"{root} is not a PEFT adapter directory (no adapter_config.json)"
+            )
+        for name in ADAPTER_WEIGHTS:
+            if (root / name).is_file():
+                return root / name
+        raise ConfigError("backend.adapter", f"{root} has no {' or '.join(ADAPTER_WEIGHTS)}")
+
+    def check_ready(self) -> None:
+        """Load the tokenizer, model and adapter now, so a broken config fails before any work."""
+        if self.adapter:
+            self._adapter_weights()
+        self._load()
+
+    def _load(self) -> None:
+        with self._lock:
+            if self._model is not None:
+                return
+            import torch
+
+            from esc.models.loading import load_causal_lm, load_tokenizer
+
+            device = self.device_name
+            if device == "auto":
+                device = "cuda" if torch.cuda.is_available() else "cpu"
+            tokenizer = load_tokenizer(self.model_cfg)
+            model = load_causal_lm(self.model_cfg)
+            if self.adapter:
+                from peft import PeftModel
+
+                self._adapter_weights()
+                log.info("Applying the PEFT adapter %s", self.adapter)
+                model = PeftModel.from_pretrained(model, self.adapter)
+            model.to(device)
+            model.eval()
+            self._device = torch.device(device)
+            self._tokenizer = tokenizer
+            self._model = model
+
+    # --- properties ---------------------------------------------------------------------------
+
+    @property
+    def context_window(self) -> int | None:  # type: ignore[override]
+        if self.model_cfg.get("context_window"):
+            return int(self.model_cfg["context_window"])
+        if self._context_window is None:
+            if self._model is not None:
+                config = self._model.config
+            else:
+                from transformers import AutoConfig
+
+                from esc.models.loading import resolve_model_path
+
+                config = AutoConfig.from_pretrained(
+                    resolve_model_path(self.model_cfg),
+                    revision=self.model_cfg.get("revision"),
+                    trust_remote_code=bool(self.model_cfg.get("trust_remote_code", False)),
+                )
+            self._context_window = getattr(config, "max_position_embeddings", None)
+        return self._context_window
+
+    def identity(self) -> dict[str, Any]:
+        if self._identity is None:
+            cfg = self.model_cfg
+            if cfg.get("tiny"):
+                from esc.models.tiny import TinySpec
+
+                name_or_path = f"tiny-{TinySpec(**dict(cfg['tiny'])).key()}"
+            else:
+                name_or_path = str(cfg.get("name_or_path"))
+            identity: dict[str, Any] = {
+                "kind": "hf",
+                "name_or_path": name_or_path,
+                "revision": cfg.get("revision"),
+                "dtype": cfg.get("dtype"),
+                "adapter": self.adapter,
+                "adapter_sha256": _sha256(self._adapter_weights()) if self.adapter else None,
+            }
+            if cfg.get("chat_template"):
+                identity["chat_template_sha256"] = hashlib.sha256(
+                    str(cfg["chat_template"]).encode()
+                ).hexdigest()
+            self._identity = identity
+        return dict(self._identity)
+
+    # --- tokens -------------------------------------------------------------------------------
+
+    def _prompt_ids(self, messages: Sequence[Message]) -> list[int]:
+        text = self._tokenizer.apply_chat_template(
+            [dict(m) for m in messages], tokenize=False, add_generation_prompt=True
+        )
+        return list(self._tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def count_tokens(self, messages: Sequence[Message]) -> int | None:
+        self._load()
+        return len(self._prompt_ids(messages))
+
+    # --- generation ---------------------------------------------------------------------------
+
+    def _generation_config(self, settings: GenerationSettings) -> Any:
+        model = self._model
+        gen = copy.deepcopy(model.generation_config)
+        gen.max_new_tokens = int(settings.max_new_tokens)
+        gen.max_length = None
+        if settings.temperature > 0:
+            gen.do_sample = True
+            gen.temperature = float(settings.temperature)
+            gen.top_p = float(settings.top_p)
+        else:  # greedy: never pass temperature 0; clear sampling knobs so nothing warns
+            gen.do_sample = False
+            gen.temperature = None
+            gen.top_p = None
+            gen.top_k = None
+            gen.min_p = None
+            gen.typical_p = None
+        gen.num_return_sequences = 1
+        gen.eos_token_id = sorted(self._eos_ids())
+        gen.pad_token_id = self._tokenizer.pad_token_id
+        gen.stop_strings = list(settings.stop) or None
+        return gen
+
+    def _eos_ids(self) -> set[int]:
+        ids: set[int] = set()
+        configured = self._model.generation_config.eos_token_id
+        if isinstance(configured, int):
+            ids.add(configured)
+        elif configured:
+            ids.update(int(i) for i in configured)
+        if self._tokenizer.eos_token_id is not None:
+            ids.add(int(self._tokenizer.eos_token_id))
+        return ids
+
+    def generate(self, batch: Sequence[Sequence[Message]], settings: GenerationSettings) -> list[Reply]:
+        if not batch:
+            return []
+        self._load()
+        with self._lock:
+            replies: list[Reply | None] = [None] * len(batch)
+            encoded: list[tuple[int, list[int]]] = []
+            for index, messages in enumerate(batch):
+                try:
+                    encoded.append((index, self._prompt_ids(messages)))
+                except Exception as err:  # a conversation the chat template rejects
+                    replies[index] = error_reply(err)
+            if settings.temperature > 0 and settings.seed is not None:
+                import torch
+
+                torch.manual_seed(int(settings.seed))
+            # longest first, so each chunk holds prompts of similar length (little padding)
+            encoded.sort(key=lambda item: -len(item[1]))
+            gen = self._generation_config(settings) if encoded else None
+            for start in range(0, len(encoded), self.batch_size):
+                chunk = encoded[start : start + self.batch_size]
+                t0 = time.perf_counter()
+                try:
+                    chunk_replies = self._generate_chunk([ids for _, ids in chunk], settings, gen)
+                except Exception as err:
+                    latency = (time.perf_counter() - t0) / len(chunk)
+                    log.warning("Generation failed for %d conversations: %s", len(chunk), err)
+                    chunk_replies = [error_reply(err, latency) for _ in chunk]
+                for (index, _), reply in zip(chunk, chunk_replies, strict=True):
+                    replies[index] = reply
+            return [reply for reply in replies if reply is not None]
+
+    def _generate_chunk(
+        self, prompts: list[list[int]], settings: GenerationSettings, gen: Any
+    ) -> list[Reply]:
+        import torch
+
+        t0 = time.perf_counter()
+        tokenizer = self._tokenizer
+        pad_id = tokenizer.pad_token_id
+        width = max(len(ids) for ids in prompts)
+        input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+        attention = torch.zeros((len(prompts), width), dtype=torch.long)
+        for row, ids in enumerate(prompts):  # left padding: every prompt ends at the same column
+            input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+            attention[row, width - len(ids) :] = 1
+        with torch.inference_mode():
+            output = self._model.generate(
+                input_ids=input_ids.to(self._device),
+                attention_mask=attention.to(self._device),
+                generation_config=gen,
+                tokenizer=tokenizer,
+            )
+        latency = (time.perf_counter() - t0) / len(prompts)
+        eos = self._eos_ids()
+        replies = []
+        for row, ids in enumerate(prompts):
+            new = output[row, width:].tolist()
+            stop_at = next((j for j, token in enumerate(new) if token in eos), None)
+            if stop_at is not None:
+                kept, produced, ended = new[:stop_at], stop_at + 1, True
+            else:
+                produced = len(new)
+                while produced and new[produced - 1] == pad_id:  # a row stopped by a stop string
+                    produced -= 1
+                kept, ended = new[:produced], False
+            text = tokenizer.decode(kept, skip_special_tokens=True)
+            cuts = [text.find(s) for s in settings.stop if s and s in text]
+            if cuts:
+                text, ended = text[: min(cuts)], True
+            finish = "length" if not ended and produced >= settings.max_new_tokens else "stop"
+            replies.append(
+                Reply(
+                    text=text.strip(),
+                    finish_reason=finish,
+                    prompt_tokens=len(ids),
+                    completion_tokens=produced,
+                    latency_s=latency,
+                )
+            )
+        return replies
+
+    def close(self) -> None:
+        with self._lock:
+            if self._model is None:
+                return
+            self._model = None
+            self._tokenizer = None
+            try:
+                import torch
+
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+            except Exception:  # pragma: no cover - best effort
+                pass

@@ -1,0 +1,129 @@
+"""The one interface every chat model sits behind, and the registry that builds them from config.
+
+A backend takes a *batch* of conversations (each a list of ``{"role", "content"}`` messages) and
+returns one :class:`Reply` per conversation, in order. Batching is the point: the evaluation engine
+sends every pending message of a dialogue turn at once, so GPU generation and API servers stay busy.
+A backend never raises for one failed request: the reply carries ``finish_reason="error"`` and the
+reason, and the engine records that dialogue as failed.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypedDict
+
+from esc.errors import ConfigError
+
+
+class Message(TypedDict):
+    role: str  # "system" | "user" | "assistant"
+    content: str
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerationSettings:
+    """Decoding settings. temperature 0 means greedy decoding (the paper's setting)."""
+
+    max_new_tokens: int = 512
+    temperature: float = 0.0
+    top_p: float = 1.0
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any] | None) -> GenerationSettings:
+        cfg = dict(cfg or {})
+        unknown = set(cfg) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ConfigError("generation", f"unknown keys {sorted(unknown)}")
+        if "stop" in cfg:
+            cfg["stop"] = tuple(cfg["stop"] or ())
+        return cls(**cfg)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["stop"] = list(self.stop)
+        return data
+
+
+@dataclasses.dataclass
+class Reply:
+    """One generated message with what it cost."""
+
+    text: str
+    finish_reason: str  # "stop" | "length" | "error" | "content_filter"
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_s: float = 0.0
+    cached: bool = False
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.finish_reason != "error"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Reply:
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
+
+
+class ChatBackend(abc.ABC):
+    """A chat model. Subclasses implement `generate` and `identity`; `close` frees resources."""
+
+    #: tokens the model can attend to (prompt + reply); None when unknown
+    context_window: int | None = None
+    #: USD per 1,000 tokens, e.g. {"prompt": 0.03, "completion": 0.06}; None when not configured
+    price: dict[str, float] | None = None
+
+    @abc.abstractmethod
+    def generate(self, batch: Sequence[Sequence[Message]], settings: GenerationSettings) -> list[Reply]:
+        """One reply per conversation in `batch`, in order. Never raises for a single failed request."""
+
+    @abc.abstractmethod
+    def identity(self) -> dict[str, Any]:
+        """What determines the outputs: backend kind, model id, revision, adapter... (cache key, manifest)."""
+
+    def check_ready(self) -> None:
+        """Fail fast, before any work, with a UserError naming what is missing (an API key, a model)."""
+        return None
+
+    def count_tokens(self, messages: Sequence[Message]) -> int | None:
+        """Prompt tokens of `messages` as this model would see them; None when the backend cannot tell."""
+        return None
+
+    def close(self) -> None:
+        """Release models, clients and threads."""
+        return None
+
+
+BackendFactory = Callable[..., ChatBackend]
+_REGISTRY: dict[str, BackendFactory] = {}
+
+
+def register_backend(kind: str) -> Callable[[BackendFactory], BackendFactory]:
+    """Class decorator: make a backend buildable from config as ``backend.kind: <kind>``."""
+
+    def decorate(factory: BackendFactory) -> BackendFactory:
+        _REGISTRY[kind] = factory
+        return factory
+
+    return decorate
+
+
+def build_backend(cfg: Mapping[str, Any], key: str = "backend") -> ChatBackend:
+    """Build the backend a config node describes: ``kind`` picks the class, the rest are its arguments."""
+    import esc.chat.backends  # noqa: F401  (registers the built-in backends)
+
+    cfg = dict(cfg)
+    kind = cfg.pop("kind", None)
+    if kind not in _REGISTRY:
+        raise ConfigError(f"{key}.kind", f"unknown backend {kind!r}; known: {sorted(_REGISTRY)}")
+    try:
+        return _REGISTRY[kind](**cfg)
+    except TypeError as err:
+        raise ConfigError(key, f"{kind} backend: {err}") from None

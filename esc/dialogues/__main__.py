@@ -1,0 +1,93 @@
+"""`python -m esc.dialogues`: export/import the official format, merge sharded runs.
+
+    python -m esc.dialogues export --format official RUN_DIR --out result/
+    python -m esc.dialogues import --format official result/llama3_en.json --language en \
+        --roleplayer esc_role --target llama3_8b_instruct --out RUN_DIR
+    python -m esc.dialogues merge SHARD_DIR [SHARD_DIR ...] --out MERGED_DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from esc.cards import load_cards
+from esc.dialogues.merge import merge_runs
+from esc.dialogues.official import from_official, to_official
+from esc.errors import UserError, exit_on_user_error
+from esc.interact.run import dialogue_file
+from esc.interact.store import DialogueStore, read_dialogues
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m esc.dialogues", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    exp = sub.add_parser("export", help="write RUN_DIR/dialogues/*.jsonl in another format")
+    exp.add_argument("run_dir", type=Path)
+    exp.add_argument("--format", choices=["official"], default="official")
+    exp.add_argument("--out", type=Path, required=True)
+    exp.add_argument(
+        "--cards", type=Path, nargs="*", help="card files the indices refer to (default: released)"
+    )
+    imp = sub.add_parser("import", help="read files in another format into RUN_DIR/dialogues/")
+    imp.add_argument("files", type=Path, nargs="+")
+    imp.add_argument("--format", choices=["official"], default="official")
+    imp.add_argument("--language", choices=["en", "zh"], required=True)
+    imp.add_argument("--roleplayer", default="esc_role")
+    imp.add_argument("--target", required=True)
+    imp.add_argument("--out", type=Path, required=True)
+    imp.add_argument(
+        "--cards", type=Path, nargs="*", help="card files the indices refer to (default: released)"
+    )
+    merge = sub.add_parser("merge", help="join sharded runs; report missing and duplicated dialogues")
+    merge.add_argument("run_dirs", type=Path, nargs="+")
+    merge.add_argument("--out", type=Path, required=True)
+    return parser
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "export":
+        files = sorted(
+            p for p in (args.run_dir / "dialogues").glob("*.jsonl") if not p.name.endswith(".failed.jsonl")
+        )
+        if not files:
+            raise UserError(f"{args.run_dir / 'dialogues'}: no dialogue files")
+        args.out.mkdir(parents=True, exist_ok=True)
+        for path in files:
+            target, _, language = path.stem.split("__")
+            cards = load_cards(args.cards or None, language=language)
+            data = to_official(list(read_dialogues(path)), cards)
+            dest = args.out / f"{target}_{language}.json"
+            dest.write_text(json.dumps(data, ensure_ascii=False, indent=4) + "\n", encoding="utf-8")
+            print(f"{path} -> {dest} ({len(data)} dialogues)")
+    elif args.command == "import":
+        cards = load_cards(args.cards or None, language=args.language)
+        store = DialogueStore(dialogue_file(args.out, args.target, args.roleplayer, args.language))
+        added = 0
+        for path in args.files:
+            for dialogue in from_official(path, cards, args.roleplayer, args.target):
+                added += not store.is_done(dialogue.card_id, dialogue.language)
+                store.add(dialogue)
+        print(f"{added} dialogues imported into {store.path}")
+    else:
+        report = merge_runs(args.run_dirs, args.out)
+        problems = 0
+        for name, info in report["files"].items():
+            print(
+                f"{name}: {info['dialogues']} dialogues, {len(info['missing'])} missing, "
+                f"{len(info['duplicated'])} duplicated"
+            )
+            problems += len(info["missing"]) + len(info["duplicated"])
+        if report["missing_shards"]:
+            print(f"missing shards: {report['missing_shards']} of {report['shard_count']}", file=sys.stderr)
+        print(f"merged into {args.out} (report: {args.out / 'merge_report.json'})")
+        return 1 if problems or report["missing_shards"] else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

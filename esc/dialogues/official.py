@@ -1,0 +1,81 @@
+"""The official ESC-Eval result format (`result/<date>/<Model>_<lang>.json`).
+
+A JSON object mapping the card's index in the evaluated card file ("0", "1", ...) to 11 strings:
+the supporter's opener, then the role-player and the assistant in turn, each prefixed with its
+speaker and a full-width colon: `AI assistant：...` / `ESC-Role：...`. Only texts survive the
+conversion; ids, settings and timings do not.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from esc.cards import RoleCard
+from esc.errors import DataError
+from esc.interact.dialogue import Dialogue, Turn
+
+ASSISTANT = "AI assistant："
+ROLE = "ESC-Role："
+
+
+def to_official(dialogues: Sequence[Dialogue], cards: Sequence[RoleCard]) -> dict[str, list[str]]:
+    """Index dialogues by their card's position in `cards` (the card file the official script read)."""
+    position = {(c.id, c.language): i for i, c in enumerate(cards)}
+    result: dict[int, list[str]] = {}
+    for dialogue in dialogues:
+        index = position.get(dialogue.key)
+        if index is None:
+            raise DataError(
+                "cards", dialogue.card_id, "dialogue's card is not in the card list given for export"
+            )
+        lines = [ASSISTANT + dialogue.opener]
+        lines += [(ROLE if t.speaker == "roleplayer" else ASSISTANT) + t.text for t in dialogue.turns]
+        result[index] = lines
+    return {str(i): result[i] for i in sorted(result)}
+
+
+def from_official(path: Path, cards: Sequence[RoleCard], roleplayer: str, target: str) -> list[Dialogue]:
+    """Read an official result file back into dialogues, mapping indices to `cards` by position."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise DataError(path, None, f"not valid JSON (line {err.lineno}: {err.msg})") from None
+    if not isinstance(data, dict):
+        raise DataError(path, None, "expected a JSON object of index -> list of strings")
+    dialogues = []
+    for key, lines in data.items():
+        if not key.isdigit() or int(key) >= len(cards):
+            raise DataError(path, key, f"index is not a position in the {len(cards)} cards given")
+        if not isinstance(lines, list) or not lines or not all(isinstance(x, str) for x in lines):
+            raise DataError(path, key, "expected a non-empty list of strings")
+        card = cards[int(key)]
+        opener = _strip(path, key, 0, lines[0], ASSISTANT)
+        turns = []
+        for i, line in enumerate(lines[1:], 1):
+            speaker = "roleplayer" if i % 2 else "target"
+            prefix = ROLE if speaker == "roleplayer" else ASSISTANT
+            turns.append(Turn(speaker, _strip(path, key, i, line, prefix), "stop"))
+        dialogues.append(
+            Dialogue(
+                card_id=card.id,
+                language=card.language,
+                roleplayer=roleplayer,
+                target=target,
+                system_prompt="",
+                opener=opener,
+                target_system_prompt=None,
+                turns=turns,
+                status="complete",
+                meta={"imported_from": str(path)},
+            )
+        )
+    return dialogues
+
+
+def _strip(path: Path, key: str, i: int, line: str, prefix: str) -> str:
+    for candidate in (prefix, prefix.replace("assistant", "assitant")):  # the official script's spelling
+        if line.startswith(candidate):
+            return line[len(candidate) :]
+    raise DataError(path, f"{key}, line {i}", f"expected the prefix {prefix!r}")

@@ -1,0 +1,1 @@
+"""Role-player x target dialogues for ESC-Eval: prompts, the turn-synchronous engine, storage."""

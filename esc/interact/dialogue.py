@@ -1,0 +1,122 @@
+"""A dialogue between a role-player and a target model, and the two views each side sees.
+
+The role-player plays the help-seeker: in its view it is the *assistant*, the target's replies are
+*user* turns, and the conversation opens with the supporter's opener. The target sees the same
+dialogue the normal way: the role-player's messages are *user* turns and its own are *assistant*.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from esc.chat.base import Message, Reply
+
+Speaker = Literal["roleplayer", "target"]
+
+
+@dataclasses.dataclass
+class Turn:
+    speaker: Speaker
+    text: str
+    finish_reason: str
+    latency_s: float = 0.0
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached: bool = False
+    context_dropped: int = 0  # earlier messages left out because the context window was full
+
+    @classmethod
+    def from_reply(cls, speaker: Speaker, reply: Reply, context_dropped: int = 0) -> Turn:
+        return cls(
+            speaker,
+            reply.text,
+            reply.finish_reason,
+            round(reply.latency_s, 4),
+            reply.prompt_tokens,
+            reply.completion_tokens,
+            reply.cached,
+            context_dropped,
+        )
+
+
+@dataclasses.dataclass
+class Dialogue:
+    """One role card played against one target. `status` is "complete" or "failed"."""
+
+    card_id: int
+    language: str
+    roleplayer: str
+    target: str
+    system_prompt: str
+    opener: str
+    target_system_prompt: str | None
+    turns: list[Turn] = dataclasses.field(default_factory=list)
+    status: str = "running"
+    error: str | None = None
+    meta: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[int, str]:
+        return (self.card_id, self.language)
+
+    def roleplayer_view(self) -> list[Message]:
+        """The conversation as the role-player sees it: it is the assistant."""
+        messages: list[Message] = [
+            {"role": "system", "content": self.system_prompt},
+            {"role": "user", "content": self.opener},
+        ]
+        for turn in self.turns:
+            role = "assistant" if turn.speaker == "roleplayer" else "user"
+            messages.append({"role": role, "content": turn.text})
+        return messages
+
+    def target_view(self) -> list[Message]:
+        """The conversation as the target sees it: the role-player is the user. No opener."""
+        messages: list[Message] = []
+        if self.target_system_prompt:
+            messages.append({"role": "system", "content": self.target_system_prompt})
+        for turn in self.turns:
+            role = "user" if turn.speaker == "roleplayer" else "assistant"
+            messages.append({"role": role, "content": turn.text})
+        return messages
+
+    def fail(self, reason: str) -> None:
+        self.status = "failed"
+        self.error = reason
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Dialogue:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in fields}
+        values["turns"] = [Turn(**t) for t in data.get("turns", [])]
+        return cls(**values)
+
+
+def fit_context(
+    messages: list[Message], count_tokens, window: int | None, reserve: int, keep_head: int
+) -> tuple[list[Message], int]:
+    """Drop the oldest messages after the first `keep_head` until the prompt plus `reserve` fits.
+
+    The policy: system prompt (and the role-player's opener) stay, then the oldest exchanges go
+    first, two messages at a time so roles keep alternating; the newest message always stays.
+    Returns the messages and how many were dropped. Without a window or a token counter: unchanged.
+    """
+    if window is None:
+        return messages, 0
+    size = count_tokens(messages)
+    if size is None or size + reserve <= window:
+        return messages, 0
+    head, body = messages[:keep_head], messages[keep_head:]
+    dropped = 0
+    while len(body) > 2:
+        body = body[2:]
+        dropped += 2
+        size = count_tokens(head + body)
+        if size is not None and size + reserve <= window:
+            break
+    return head + body, dropped

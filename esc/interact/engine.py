@@ -1,0 +1,132 @@
+"""The turn-synchronous dialogue engine.
+
+Dialogues advance together: in each turn, every pending role-player message goes to the
+role-player backend as one batch, then every target reply to the target backend as one batch.
+GPU generation and API servers therefore see full batches instead of one request at a time (the
+official script's shape). Cards are processed in waves of `wave_size` dialogues so that finished
+dialogues reach the disk as each wave completes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from esc.chat.base import ChatBackend, GenerationSettings, Reply
+from esc.interact.dialogue import Dialogue, Turn, fit_context
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Side:
+    """One party of the dialogue: its backend, decoding settings and name."""
+
+    name: str
+    backend: ChatBackend
+    settings: GenerationSettings
+
+
+@dataclasses.dataclass
+class Usage:
+    """Token counts of one side, for the manifest and the cost estimate."""
+
+    requests: int = 0
+    cached: int = 0
+    errors: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def add(self, reply: Reply) -> None:
+        self.requests += 1
+        self.cached += reply.cached
+        self.errors += not reply.ok
+        self.prompt_tokens += reply.prompt_tokens or 0
+        self.completion_tokens += reply.completion_tokens or 0
+
+    def cost(self, price: dict[str, float] | None) -> float | None:
+        if not price:
+            return None
+        return round(
+            self.prompt_tokens / 1000 * price.get("prompt", 0.0)
+            + self.completion_tokens / 1000 * price.get("completion", 0.0),
+            6,
+        )
+
+
+@dataclasses.dataclass
+class DialogueEngine:
+    roleplayer: Side
+    target: Side
+    turns: int = 5
+    context_policy: str = "truncate_oldest"  # or "fail"
+    usage: dict[str, Usage] = dataclasses.field(
+        default_factory=lambda: {"roleplayer": Usage(), "target": Usage()}
+    )
+
+    def run_wave(self, dialogues: Sequence[Dialogue]) -> list[Dialogue]:
+        """Play `turns` exchanges for every dialogue; each ends complete or failed with a reason."""
+        for _ in range(self.turns):
+            self._step(dialogues, self.roleplayer, "roleplayer", Dialogue.roleplayer_view, keep_head=2)
+            self._step(dialogues, self.target, "target", Dialogue.target_view, keep_head=None)
+        for dialogue in dialogues:
+            if dialogue.status == "running":
+                dialogue.status = "complete"
+        return list(dialogues)
+
+    def _step(
+        self,
+        dialogues: Sequence[Dialogue],
+        side: Side,
+        speaker: str,
+        view: Callable[[Dialogue], list],
+        keep_head: int | None,
+    ) -> None:
+        active = [d for d in dialogues if d.status == "running"]
+        if not active:
+            return
+        prompts = []
+        for dialogue in active:
+            messages = view(dialogue)
+            head = keep_head if keep_head is not None else int(bool(dialogue.target_system_prompt))
+            fitted, n = fit_context(
+                messages,
+                side.backend.count_tokens,
+                side.backend.context_window,
+                side.settings.max_new_tokens,
+                head,
+            )
+            if n and self.context_policy == "fail":
+                dialogue.fail(f"{speaker} context window ({side.backend.context_window} tokens) exceeded")
+                continue
+            if n:
+                log.warning(
+                    "card %s: %s prompt over its context window; dropped %d oldest messages",
+                    dialogue.card_id,
+                    speaker,
+                    n,
+                )
+            prompts.append((dialogue, fitted, n))
+        replies = side.backend.generate([p[1] for p in prompts], side.settings) if prompts else []
+        if len(replies) != len(prompts):
+            raise RuntimeError(
+                f"{side.name} backend returned {len(replies)} replies for {len(prompts)} prompts"
+            )
+        for (dialogue, _, n), reply in zip(prompts, replies, strict=True):
+            self.usage[speaker].add(reply)
+            if not reply.ok:
+                dialogue.fail(f"{speaker} {side.name}: {reply.error or 'generation failed'}")
+                continue
+            dialogue.turns.append(Turn.from_reply(speaker, reply, context_dropped=n))
+
+
+def usage_report(engine: DialogueEngine) -> dict[str, Any]:
+    return {
+        speaker: {**dataclasses.asdict(u), "cost_usd": u.cost(side.backend.price)}
+        for speaker, u, side in (
+            ("roleplayer", engine.usage["roleplayer"], engine.roleplayer),
+            ("target", engine.usage["target"], engine.target),
+        )
+    }

@@ -1,0 +1,141 @@
+"""The evaluation job behind `evaluate.py`: role-player × target × role cards → dialogue files."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
+
+from esc.cards import RoleCard
+from esc.chat.base import ChatBackend, GenerationSettings, build_backend
+from esc.chat.cache import with_cache
+from esc.interact.dialogue import Dialogue
+from esc.interact.engine import DialogueEngine, Side, usage_report
+from esc.interact.prompts import example_dialogue, prompt_version, render_roleplayer_prompt
+from esc.interact.selection import select_cards
+from esc.interact.store import DialogueStore
+from esc.runinfo import RunManifest
+
+log = logging.getLogger(__name__)
+
+
+def dialogue_file(out: Path, target: str, roleplayer: str, language: str) -> Path:
+    return out / "dialogues" / f"{target}__{roleplayer}__{language}.jsonl"
+
+
+def _side(cfg: Mapping[str, Any], role: str, cache_cfg: Mapping[str, Any] | None) -> Side:
+    backend: ChatBackend = build_backend(cfg["backend"], key=f"{role}.backend")
+    return Side(
+        cfg["name"], with_cache(backend, cache_cfg), GenerationSettings.from_config(cfg.get("generation"))
+    )
+
+
+class DialogueFactory:
+    """Opens a dialogue for a card: the role-player's prompt (versioned) and the target's system prompt."""
+
+    def __init__(
+        self, roleplayer: Mapping[str, Any], target: Mapping[str, Any], settings: dict[str, Any]
+    ) -> None:
+        self.roleplayer, self.target, self.settings = roleplayer, target, settings
+        self.examples: dict[str, str] = {}
+
+    def __call__(self, card: RoleCard) -> Dialogue:
+        example = None
+        if self.roleplayer.get("icl"):
+            if card.language not in self.examples:
+                self.examples[card.language] = example_dialogue(card.language)
+            example = self.examples[card.language]
+        prompt_id = self.roleplayer["prompt"]
+        system, opener = render_roleplayer_prompt(prompt_id, card.language, card.to_text(), example)
+        return Dialogue(
+            card_id=card.id,
+            language=card.language,
+            roleplayer=self.roleplayer["name"],
+            target=self.target["name"],
+            system_prompt=system,
+            opener=opener,
+            target_system_prompt=self.target.get("system_prompt"),
+            meta={"prompt": {"id": prompt_id, "version": prompt_version(prompt_id)}, **self.settings},
+        )
+
+
+def evaluate(cfg: DictConfig) -> dict[str, Any]:
+    """Play every selected card against the target; resumable, writing each wave as it completes."""
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    cards = select_cards(resolved["cards"], resolved.get("shard"))
+    roleplayer_cfg, target_cfg = resolved["roleplayer"], resolved["target"]
+    cache_cfg = resolved.get("cache")
+
+    roleplayer = _side(roleplayer_cfg, "roleplayer", cache_cfg)
+    target = _side(target_cfg, "target", cache_cfg)
+    for side in (roleplayer, target):  # a missing API key or model fails here, before any work
+        side.backend.check_ready()
+
+    manifest = RunManifest(out, resolved, seed=cfg.get("seed"))
+    manifest.update(models={"roleplayer": roleplayer.backend.identity(), "target": target.backend.identity()})
+
+    stores = {
+        lang: DialogueStore(dialogue_file(out, target.name, roleplayer.name, lang))
+        for lang in sorted({c.language for c in cards})
+    }
+    pending = [c for c in cards if not stores[c.language].is_done(c.id, c.language)]
+    skipped = len(cards) - len(pending)
+    if skipped:
+        log.info(
+            "Resuming: %d of %d dialogues already complete in %s", skipped, len(cards), out / "dialogues"
+        )
+    factory = DialogueFactory(
+        roleplayer_cfg,
+        target_cfg,
+        {
+            "generation": {"roleplayer": roleplayer.settings.to_dict(), "target": target.settings.to_dict()},
+            "turns": cfg.dialogue.turns,
+        },
+    )
+    engine = DialogueEngine(
+        roleplayer, target, turns=cfg.dialogue.turns, context_policy=cfg.dialogue.context_policy
+    )
+    wave_size = max(1, int(cfg.engine.wave_size))
+    counts = {"selected": len(cards), "skipped": skipped, "completed": 0, "failed": 0}
+    try:
+        with tqdm(
+            total=len(pending),
+            unit="dialogue",
+            desc=f"{roleplayer.name} × {target.name}",
+            disable=not cfg.engine.progress,
+        ) as bar:
+            for start in range(0, len(pending), wave_size):
+                wave = [factory(card) for card in pending[start : start + wave_size]]
+                for dialogue in engine.run_wave(wave):
+                    stores[dialogue.language].add(dialogue)
+                    counts["completed" if dialogue.status == "complete" else "failed"] += 1
+                bar.update(len(wave))
+                bar.set_postfix(failed=counts["failed"])
+                manifest.update(counts=counts, usage=usage_report(engine))
+        for store in stores.values():
+            store.finalize()
+    except BaseException as err:
+        manifest.finish(
+            status="interrupted" if isinstance(err, KeyboardInterrupt) else "failed",
+            counts=counts,
+            usage=usage_report(engine),
+            error=f"{type(err).__name__}: {err}"[:500],
+        )
+        raise
+    finally:
+        for side in (roleplayer, target):
+            side.backend.close()
+    files = {lang: str(store.path) for lang, store in stores.items()}
+    manifest.finish(
+        status="completed" if counts["failed"] == 0 else "completed_with_failures",
+        counts=counts,
+        usage=usage_report(engine),
+        files=files,
+    )
+    return {"output_dir": str(out), "files": files, "counts": counts}

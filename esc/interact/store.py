@@ -1,0 +1,107 @@
+"""Dialogue files: one JSON line per dialogue, appended and flushed as each one completes.
+
+`<name>.jsonl` holds completed dialogues, each exactly once. Failed dialogues go to
+`<name>.failed.jsonl`, which a rerun replaces as it retries them. A line cut short by a killed
+process is detected and dropped on the next open, so whatever kills a run, every complete line
+already written stays valid.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from esc.errors import DataError
+from esc.interact.dialogue import Dialogue
+
+log = logging.getLogger(__name__)
+
+
+def read_dialogues(path: Path) -> Iterator[Dialogue]:
+    """Every dialogue in a JSON-lines file; a malformed line is a DataError naming file and line."""
+    with Path(path).open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                yield Dialogue.from_dict(json.loads(line))
+            except (json.JSONDecodeError, TypeError, KeyError) as err:
+                raise DataError(path, f"line {lineno}", f"not a dialogue record ({err})") from None
+
+
+class DialogueStore:
+    """Completed and failed dialogues of one (target, role-player, language) combination."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.failed_path = self.path.with_suffix(".failed.jsonl")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        _drop_partial_last_line(self.path)
+        self._done = {d.key for d in read_dialogues(self.path)} if self.path.exists() else set()
+        self._previous_failures = (
+            {d.key: d.error for d in read_dialogues(self.failed_path)} if self.failed_path.exists() else {}
+        )
+        self._failed: list[Dialogue] = []
+
+    def is_done(self, card_id: int, language: str) -> bool:
+        return (card_id, language) in self._done
+
+    @property
+    def n_done(self) -> int:
+        return len(self._done)
+
+    @property
+    def previous_failures(self) -> dict[tuple[int, str], str | None]:
+        return dict(self._previous_failures)
+
+    def add(self, dialogue: Dialogue) -> None:
+        """Record a finished dialogue: completed ones are appended and flushed to disk at once."""
+        if dialogue.status == "complete":
+            if dialogue.key in self._done:
+                return
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(dialogue.to_dict(), ensure_ascii=False) + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            self._done.add(dialogue.key)
+        else:
+            self._failed.append(dialogue)
+            self._write_failures()
+
+    def _write_failures(self) -> None:
+        """Failures of this run plus earlier failures not retried (yet) in this run."""
+        retried = {d.key for d in self._failed} | self._done
+        keep = [
+            d
+            for d in (read_dialogues(self.failed_path) if self.failed_path.exists() else [])
+            if d.key not in retried
+        ]
+        tmp = self.failed_path.with_suffix(".tmp")
+        with tmp.open("w", encoding="utf-8") as fh:
+            for dialogue in [*keep, *self._failed]:
+                fh.write(json.dumps(dialogue.to_dict(), ensure_ascii=False) + "\n")
+        os.replace(tmp, self.failed_path)
+
+    def finalize(self) -> None:
+        """Drop failure records of dialogues that have since completed."""
+        if self.failed_path.exists():
+            self._write_failures()
+            if self.failed_path.stat().st_size == 0:
+                self.failed_path.unlink()
+
+
+def _drop_partial_last_line(path: Path) -> None:
+    """Truncate a file whose last line was cut short (no newline) by a killed writer."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with path.open("rb+") as fh:
+        fh.seek(-1, os.SEEK_END)
+        if fh.read(1) == b"\n":
+            return
+        data = path.read_bytes()
+        keep = data.rfind(b"\n") + 1
+        fh.truncate(keep)
+    log.warning("%s: dropped an incomplete last line left by an interrupted run", path)

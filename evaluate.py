@@ -1,0 +1,34 @@
+"""Run ESC-Eval dialogues: a role-player × a target model × role cards → dialogue files.
+
+    # the embedded tiny model on both sides, 8 cards per language, on a CPU
+    python evaluate.py roleplayer=tiny target=tiny cards.limit=8 hydra.run.dir=outputs/eval-tiny
+    # ESC-Role against LLaMA3-8B-Instruct on the English cards (GPU)
+    python evaluate.py roleplayer=esc_role target=llama3_8b_instruct cards.languages=[en]
+    # the paper's grid: ESC-Role × the 14 targets on the 331 English cards, one SLURM job per target
+    python evaluate.py -m +exp=table2_en hydra/launcher=slurm
+    # one target split over a SLURM array (see slurm/evaluate_array.sbatch), then merged
+    python -m esc.dialogues merge OUT_0 OUT_1 ... --out OUT
+
+Rerunning with the same `hydra.run.dir` resumes: completed dialogues are skipped, failed ones retried.
+"""
+
+import hydra
+from omegaconf import DictConfig
+
+from esc.errors import exit_on_user_error
+from esc.interact.run import evaluate
+
+
+@hydra.main(config_path="conf", config_name="evaluate", version_base="1.3")
+@exit_on_user_error
+def main(cfg: DictConfig) -> None:
+    result = evaluate(cfg)
+    counts = result["counts"]
+    print(
+        f"{counts['completed']} dialogues completed, {counts['failed']} failed, "
+        f"{counts['skipped']} already done; files: {', '.join(result['files'].values())}"
+    )
+
+
+if __name__ == "__main__":
+    main()

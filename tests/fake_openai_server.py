@@ -1,0 +1,269 @@
+"""A small OpenAI-compatible chat completions server with fault injection, for offline tests.
+
+It serves a chat backend (by default the embedded tiny model through ``HFBackend``) at
+``POST /v1/chat/completions`` and lists it at ``GET /v1/models``. Faults make the next requests
+fail the way real APIs do, to exercise client retries:
+
+* ``"429"``, ``"500"``, ``"503"``, any HTTP status: an OpenAI-style JSON error with that status
+  (and ``retry-after-ms``, so SDK retries wait only briefly); ``"401"`` echoes the bearer token in
+  its message, as a careless server might, to check that clients mask it;
+* ``"timeout"``: the reply comes only after ``timeout_sleep_s`` (longer than the client waits);
+* ``"drop"``: the connection is closed without a response.
+
+Queue faults with ``server.inject(["429", "500", "timeout"])`` (optionally only for requests whose
+last message contains ``match``), or send a header ``X-Fault: 500`` with one request.
+``server.requests`` counts the chat requests received and ``server.received`` keeps their bodies
+and Authorization headers. A request with a ``character_profile`` (Baichuan-NPC style) is answered
+with the profile rendered as a system message.
+
+    with FakeOpenAIServer(backend) as server:  # in tests
+        OpenAIBackend(model="tiny", base_url=server.url, api_key_env=None)
+
+    python tests/fake_openai_server.py --port 8011   # by hand: serves the tiny model
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from esc.chat.base import ChatBackend, GenerationSettings
+
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "invalid_api_key",
+    404: "not_found_error",
+    429: "rate_limit_exceeded",
+}
+
+
+class FakeOpenAIServer:
+    """An OpenAI-compatible server on 127.0.0.1 in a background thread (a context manager)."""
+
+    def __init__(
+        self,
+        backend: ChatBackend | None = None,
+        model_name: str = "tiny",
+        host: str = "127.0.0.1",
+        port: int = 0,
+        timeout_sleep_s: float = 5.0,
+        retry_after_ms: int | None = 10,
+    ) -> None:
+        self.backend = backend
+        self.model_name = model_name
+        self.host = host
+        self.port = port
+        self.timeout_sleep_s = timeout_sleep_s
+        self.retry_after_ms = retry_after_ms
+        self.requests = 0
+        self.received: list[dict[str, Any]] = []
+        self._faults: list[tuple[str, str | None]] = []
+        self._lock = threading.Lock()
+        self._generate_lock = threading.Lock()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- control ------------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def inject(self, faults: Iterable[str], match: str | None = None) -> None:
+        """Fail the next requests (those whose last message contains `match`, if given), in order."""
+        with self._lock:
+            self._faults.extend((str(f), match) for f in faults)
+
+    def pending_faults(self) -> int:
+        with self._lock:
+            return len(self._faults)
+
+    def reset(self) -> None:
+        with self._lock:
+            self._faults.clear()
+            self.received.clear()
+            self.requests = 0
+
+    def start(self) -> FakeOpenAIServer:
+        if self.backend is None:
+            self.backend = tiny_backend()
+        handler = type("Handler", (_Handler,), {"server_state": self})
+        self._httpd = ThreadingHTTPServer((self.host, self.port), handler)
+        self._httpd.daemon_threads = True
+        self.port = self._httpd.server_address[1]
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-openai", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> FakeOpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- request handling (called from the handler threads) -----------------------------------
+
+    def _record(self, body: dict[str, Any], headers: Any) -> str | None:
+        """Count the request and return the fault it must suffer, if any."""
+        messages = body.get("messages") or []
+        last = str(messages[-1].get("content", "")) if messages else ""
+        with self._lock:
+            self.requests += 1
+            self.received.append({"body": body, "authorization": headers.get("Authorization")})
+            if headers.get("X-Fault"):
+                return headers["X-Fault"]
+            for i, (fault, match) in enumerate(self._faults):
+                if match is None or match in last:
+                    del self._faults[i]
+                    return fault
+        return None
+
+    def complete(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """Answer one chat completions request with the backend."""
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            return 400, _error(400, "'messages' must be a non-empty list")
+        profile = body.get("character_profile")
+        if isinstance(profile, dict):
+            rendered = "\n".join(f"{k}: {v}" for k, v in profile.items())
+            messages = [{"role": "system", "content": rendered}, *messages]
+        stop = body.get("stop") or ()
+        settings = GenerationSettings(
+            max_new_tokens=int(body.get("max_tokens") or body.get("max_completion_tokens") or 256),
+            temperature=float(body.get("temperature", 1.0)),
+            top_p=float(body.get("top_p", 1.0)),
+            stop=(stop,) if isinstance(stop, str) else tuple(stop),
+            seed=body.get("seed"),
+        )
+        assert self.backend is not None
+        with self._generate_lock:
+            reply = self.backend.generate([messages], settings)[0]
+        if not reply.ok:
+            return 500, _error(500, reply.error or "generation failed")
+        prompt, completion = reply.prompt_tokens or 0, reply.completion_tokens or 0
+        return 200, {
+            "id": f"chatcmpl-fake-{self.requests}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", self.model_name),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": reply.text},
+                    "finish_reason": reply.finish_reason,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            },
+        }
+
+
+def _error(status: int, message: str) -> dict[str, Any]:
+    kind = ERROR_TYPES.get(status, "server_error")
+    return {"error": {"message": message, "type": kind, "param": None, "code": kind}}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_state: FakeOpenAIServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
+        pass
+
+    def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:  # the client gave up (a "timeout" fault): nobody is listening any more
+            self.close_connection = True
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") in ("/v1/models", "/models"):
+            model = {"id": self.server_state.model_name, "object": "model", "created": 0, "owned_by": "fake"}
+            self._send(200, {"object": "list", "data": [model]})
+        else:
+            self._send(404, _error(404, f"no route {self.path}"))
+
+    def do_POST(self) -> None:
+        state = self.server_state
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+            self._send(404, _error(404, f"no route {self.path}"))
+            return
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError as err:
+            self._send(400, _error(400, f"invalid JSON: {err}"))
+            return
+        fault = state._record(body, self.headers)
+        if fault == "drop":
+            self.close_connection = True
+            return
+        if fault == "timeout":
+            time.sleep(state.timeout_sleep_s)
+        elif fault:
+            status = int(fault)
+            message = f"injected fault {status}"
+            if status == 401:
+                token = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
+                message = f"Incorrect API key provided: {token}"
+            headers = {"retry-after-ms": str(state.retry_after_ms)} if state.retry_after_ms else {}
+            self._send(status, _error(status, message), headers)
+            return
+        try:
+            status, payload = state.complete(body)
+        except Exception as err:  # a bad request body: answer like an API would, keep serving
+            status, payload = 400, _error(400, f"{type(err).__name__}: {err}")
+        self._send(status, payload)
+
+
+def tiny_backend(batch_size: int = 8) -> ChatBackend:
+    """HFBackend on the embedded tiny model of conf/model/tiny.yaml."""
+    from omegaconf import OmegaConf
+
+    from esc.chat.backends.hf import HFBackend
+    from esc.paths import REPO_ROOT
+
+    return HFBackend(OmegaConf.load(REPO_ROOT / "conf" / "model" / "tiny.yaml"), batch_size=batch_size)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8011)
+    args = parser.parse_args(argv)
+    server = FakeOpenAIServer(host=args.host, port=args.port).start()
+    print(f"serving the tiny model at {server.url} (Ctrl-C to stop)", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

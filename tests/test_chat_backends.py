@@ -1,0 +1,412 @@
+"""Chat backends (esc/chat/backends/) and the request cache (esc/chat/cache.py), offline on CPU.
+
+The hf backend runs the embedded tiny model; the openai and baichuan_npc backends talk to
+tests/fake_openai_server.py, which serves the same tiny model and injects faults (429, 500,
+timeouts...) that the openai SDK's built-in retries must absorb. Timeouts are set to 1 s and
+faulty responses carry ``retry-after-ms: 10``, so the retry tests take seconds, not minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+from pathlib import Path
+
+import pytest
+
+from esc.chat.backends.baichuan_npc import BaichuanNPCBackend
+from esc.chat.backends.hf import HFBackend
+from esc.chat.backends.openai_compat import OpenAIBackend
+from esc.chat.base import GenerationSettings, Reply, build_backend
+from esc.chat.cache import CachedBackend, RequestCache, request_key, with_cache
+from esc.errors import ConfigError, UserError
+from tests.fake_openai_server import FakeOpenAIServer
+from tests.helpers import compose, requires_data
+
+pytestmark = requires_data  # the tiny model's tokenizer is trained on the data of `make data`
+
+GREEDY = GenerationSettings(max_new_tokens=16)
+KEY_ENV = "ESC_TEST_FAKE_API_KEY"
+SECRET = "sk-test-5ecret-do-not-leak-0123456789"
+
+TEXTS = [
+    "Hi",
+    "I have been feeling very anxious about my exams and I cannot sleep at night, what should I do?",
+    "你好，我最近工作压力很大。",
+    "My dog died last week and I miss him so much.",
+    "mixed 中文 and English: 工作压力大 (work stress).",
+    "ok",
+]
+
+
+def conversation(text: str, system: str | None = None) -> list[dict[str, str]]:
+    messages = [{"role": "system", "content": system}] if system else []
+    return [*messages, {"role": "user", "content": text}]
+
+
+CONVERSATIONS = [conversation(t) for t in TEXTS]
+CONVERSATIONS[3] = conversation(TEXTS[3], system="You are a caring friend.")
+CONVERSATIONS[5] = [
+    {"role": "user", "content": "Hello, I'm your personal assistant."},
+    {"role": "assistant", "content": "I lost my job."},
+    {"role": "user", "content": "I'm sorry to hear that."},
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_cfg():
+    return compose(["model=tiny"]).model
+
+
+@pytest.fixture(scope="module")
+def hf(tiny_cfg):
+    backend = HFBackend(tiny_cfg, batch_size=8, device="cpu")
+    backend.check_ready()
+    yield backend
+    backend.close()
+
+
+@pytest.fixture(scope="module")
+def server(hf):
+    with FakeOpenAIServer(hf, timeout_sleep_s=3.0) as srv:
+        yield srv
+
+
+@pytest.fixture()
+def fresh_server(server):
+    server.reset()
+    yield server
+    server.reset()
+
+
+def api(server: FakeOpenAIServer, **kwargs) -> OpenAIBackend:
+    kwargs = {"api_key_env": None, "timeout_s": 1.0, "max_retries": 2, **kwargs}
+    return OpenAIBackend(model="tiny", base_url=server.url, **kwargs)
+
+
+# --- hf ----------------------------------------------------------------------------------------
+
+
+def test_hf_batch_composition_does_not_change_replies(hf):
+    hf.batch_size = 6
+    try:
+        batched = hf.generate(CONVERSATIONS, GREEDY)
+        hf.batch_size = 1
+        alone = hf.generate(CONVERSATIONS, GREEDY)
+    finally:
+        hf.batch_size = 8
+    assert [r.text for r in batched] == [r.text for r in alone]
+    assert [r.completion_tokens for r in batched] == [r.completion_tokens for r in alone]
+    assert all(r.ok and r.text for r in batched)
+    # replies come back in the caller's order although chunks are sorted by prompt length
+    assert [r.prompt_tokens for r in batched] == [hf.count_tokens(c) for c in CONVERSATIONS]
+    assert len({r.prompt_tokens for r in batched}) > 3  # the prompts really differ in length
+
+
+def test_hf_greedy_is_deterministic_and_seeded_sampling_reproducible(hf):
+    first, second = hf.generate(CONVERSATIONS[:3], GREEDY), hf.generate(CONVERSATIONS[:3], GREEDY)
+    assert [r.text for r in first] == [r.text for r in second]
+    sampled = GenerationSettings(max_new_tokens=16, temperature=1.0, seed=7)
+    one, two = hf.generate(CONVERSATIONS[:3], sampled), hf.generate(CONVERSATIONS[:3], sampled)
+    assert [r.text for r in one] == [r.text for r in two]
+
+
+def test_hf_length_finish_reason_and_token_counts(hf):
+    replies = hf.generate(CONVERSATIONS, GenerationSettings(max_new_tokens=5))
+    assert any(r.finish_reason == "length" for r in replies)
+    for reply in replies:
+        assert 1 <= reply.completion_tokens <= 5
+        assert (reply.finish_reason == "length") == (reply.completion_tokens == 5)
+        assert reply.latency_s > 0 and not reply.cached
+
+
+def test_hf_stop_strings_end_and_cut_the_reply(hf):
+    settings = GenerationSettings(max_new_tokens=24)
+    full = hf.generate(CONVERSATIONS, settings)
+    # a plain word the model produces after its first few characters, to stop at
+    candidates = [
+        (i, m.group(0))
+        for i, reply in enumerate(full)
+        for m in re.finditer(r"[a-z]{4,}", reply.text)
+        if m.start() > 0 and reply.text.count(m.group(0)) >= 1
+    ]
+    assert candidates, [r.text for r in full]
+    index, word = candidates[0]
+    stopped = hf.generate([CONVERSATIONS[index]], GenerationSettings(max_new_tokens=24, stop=(word,)))[0]
+    expected = full[index].text[: full[index].text.index(word)].strip()
+    assert stopped.text == expected
+    assert stopped.finish_reason == "stop"
+    assert stopped.completion_tokens < full[index].completion_tokens
+
+
+def test_hf_errors_become_error_replies(hf, monkeypatch):
+    bad = [{"role": "user", "content": None}]  # the chat template cannot render it
+    replies = hf.generate([CONVERSATIONS[0], bad], GREEDY)
+    assert replies[0].ok and not replies[1].ok
+    assert replies[1].finish_reason == "error" and replies[1].error
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("CUDA out of memory\nTried to allocate 2 GiB")
+
+    monkeypatch.setattr(hf._model, "generate", broken)
+    replies = hf.generate(CONVERSATIONS[:3], GREEDY)
+    assert [r.finish_reason for r in replies] == ["error"] * 3
+    assert replies[0].error == "RuntimeError: CUDA out of memory Tried to allocate 2 GiB"
+
+
+def test_hf_identity_context_window_and_adapter(hf, tiny_cfg, tmp_path: Path):
+    from peft import LoraConfig, get_peft_model
+
+    from esc.models.loading import load_causal_lm
+    from esc.models.tiny import TinySpec
+
+    identity = hf.identity()
+    assert identity["kind"] == "hf"
+    assert identity["name_or_path"] == f"tiny-{TinySpec(**dict(tiny_cfg.tiny)).key()}"
+    assert identity["adapter"] is None and identity["dtype"] == "float32"
+    assert hf.context_window == tiny_cfg.tiny.max_position_embeddings
+    assert HFBackend({**dict(tiny_cfg), "context_window": 512}).context_window == 512
+
+    # a freshly initialised LoRA adapter is a no-op (B = 0): same replies, other identity
+    adapter_dir = tmp_path / "adapter"
+    peft_model = get_peft_model(
+        load_causal_lm(tiny_cfg), LoraConfig(r=2, target_modules=["q_proj", "v_proj"])
+    )
+    peft_model.save_pretrained(adapter_dir)
+    with_adapter = HFBackend(tiny_cfg, adapter=str(adapter_dir), device="cpu")
+    assert [r.text for r in with_adapter.generate(CONVERSATIONS[:2], GREEDY)] == [
+        r.text for r in hf.generate(CONVERSATIONS[:2], GREEDY)
+    ]
+    first = with_adapter.identity()
+    assert first["adapter"] == str(adapter_dir) and len(first["adapter_sha256"]) == 64
+    with_adapter.close()
+    # a retrained adapter (new weights in the same directory) must not hit the old cache entries
+    (adapter_dir / "adapter_model.safetensors").write_bytes(b"retrained")
+    assert (
+        HFBackend(tiny_cfg, adapter=str(adapter_dir)).identity()["adapter_sha256"] != first["adapter_sha256"]
+    )
+    with pytest.raises(ConfigError, match="backend.adapter"):
+        HFBackend(tiny_cfg, adapter=str(tmp_path / "missing")).check_ready()
+
+
+# --- openai against the fake server ------------------------------------------------------------
+
+
+def test_openai_backend_matches_hf_replies(hf, fresh_server):
+    backend = api(fresh_server)
+    try:
+        via_api = backend.generate(CONVERSATIONS, GREEDY)
+    finally:
+        backend.close()
+    direct = hf.generate(CONVERSATIONS, GREEDY)
+    assert fresh_server.requests == len(CONVERSATIONS)
+    for got, want in zip(via_api, direct, strict=True):
+        assert (got.text, got.finish_reason) == (want.text, want.finish_reason)
+        assert (got.prompt_tokens, got.completion_tokens) == (want.prompt_tokens, want.completion_tokens)
+    sent = fresh_server.received[0]["body"]
+    assert (
+        sent["temperature"] == 0 and sent["max_tokens"] == GREEDY.max_new_tokens and sent["model"] == "tiny"
+    )
+
+
+@pytest.mark.parametrize("fault", ["429", "500", "timeout", "drop"])
+def test_openai_retries_absorb_transient_faults(fault, fresh_server):
+    backend = api(fresh_server)
+    try:
+        fresh_server.inject([fault])
+        reply = backend.generate([CONVERSATIONS[0]], GREEDY)[0]
+    finally:
+        backend.close()
+    assert reply.ok, reply.error
+    assert fresh_server.requests == 2  # the failed attempt and the SDK's retry
+    assert fresh_server.pending_faults() == 0
+
+
+def test_openai_exhausted_retries_fail_one_conversation_only(fresh_server):
+    backend = api(fresh_server, max_retries=2)
+    batch = [*CONVERSATIONS[:2], conversation("BOOM please"), CONVERSATIONS[2]]
+    try:
+        fresh_server.inject(["500"] * 3, match="BOOM")  # first try + 2 retries
+        replies = backend.generate(batch, GREEDY)
+    finally:
+        backend.close()
+    assert [r.ok for r in replies] == [True, True, False, True]
+    assert replies[2].finish_reason == "error"
+    assert replies[2].error.startswith("InternalServerError: Error code: 500")
+    assert "\n" not in replies[2].error and len(replies[2].error) <= 300
+    assert fresh_server.requests == len(batch) + 2
+
+
+def test_openai_missing_key_fails_before_any_request(fresh_server, monkeypatch):
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    backend = api(fresh_server, api_key_env=KEY_ENV)
+    with pytest.raises(ConfigError, match=KEY_ENV) as info:
+        backend.check_ready()
+    assert "backend.api_key_env" in str(info.value)
+    with pytest.raises(UserError, match=KEY_ENV):
+        backend.generate(CONVERSATIONS[:2], GREEDY)
+    assert fresh_server.requests == 0
+
+
+def test_openai_key_never_leaks(fresh_server, monkeypatch, caplog):
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    caplog.set_level(logging.DEBUG)
+    backend = api(fresh_server, api_key_env=KEY_ENV, max_retries=0)
+    try:
+        backend.check_ready()
+        ok = backend.generate([CONVERSATIONS[0]], GREEDY)[0]
+        fresh_server.inject(["401"])  # the server echoes the key it got in its error message
+        denied = backend.generate([CONVERSATIONS[0]], GREEDY)[0]
+        texts = [repr(backend), str(backend), json.dumps(backend.identity()), denied.error, caplog.text]
+    finally:
+        backend.close()
+    assert ok.ok and not denied.ok
+    assert fresh_server.received[0]["authorization"] == f"Bearer {SECRET}"  # the key was really sent
+    assert denied.error.startswith("AuthenticationError: Error code: 401") and "***" in denied.error
+    for text in texts:
+        assert SECRET not in text
+
+
+def test_build_backend_from_config(tiny_cfg):
+    assert isinstance(build_backend({"kind": "hf", "model": tiny_cfg, "batch_size": 2}), HFBackend)
+    assert isinstance(build_backend({"kind": "openai", "model": "gpt-4"}), OpenAIBackend)
+    assert isinstance(build_backend({"kind": "baichuan_npc"}), BaichuanNPCBackend)
+    with pytest.raises(ConfigError, match="backend"):
+        build_backend({"kind": "openai", "model": "gpt-4", "temprature": 0})
+
+
+# --- request cache -----------------------------------------------------------------------------
+
+
+def test_cache_replays_hits_without_requests(fresh_server, tmp_path: Path):
+    backend = with_cache(
+        api(fresh_server), {"enabled": True, "path": str(tmp_path / "c" / "requests.sqlite")}
+    )
+    assert isinstance(backend, CachedBackend)
+    try:
+        first = backend.generate(CONVERSATIONS, GREEDY)
+        assert fresh_server.requests == len(CONVERSATIONS) and not any(r.cached for r in first)
+        second = backend.generate(CONVERSATIONS, GREEDY)
+        assert fresh_server.requests == len(CONVERSATIONS)  # all hits
+        assert all(r.cached for r in second)
+        for hit, miss in zip(second, first, strict=True):
+            assert (hit.text, hit.finish_reason, hit.prompt_tokens, hit.completion_tokens) == (
+                miss.text,
+                miss.finish_reason,
+                miss.prompt_tokens,
+                miss.completion_tokens,
+            )
+        # a mixed batch: only the new conversation is sent
+        mixed = backend.generate([CONVERSATIONS[0], conversation("something new")], GREEDY)
+        assert [r.cached for r in mixed] == [True, False] and fresh_server.requests == len(CONVERSATIONS) + 1
+        # other settings miss
+        backend.generate([CONVERSATIONS[0]], GenerationSettings(max_new_tokens=8))
+        assert fresh_server.requests == len(CONVERSATIONS) + 2
+    finally:
+        backend.close()
+    # another identity (a new model snapshot label) misses the same file
+    other = with_cache(
+        api(fresh_server, revision="2024-06-01"),
+        {"enabled": True, "path": str(tmp_path / "c" / "requests.sqlite")},
+    )
+    try:
+        assert not other.generate([CONVERSATIONS[0]], GREEDY)[0].cached
+    finally:
+        other.close()
+    assert fresh_server.requests == len(CONVERSATIONS) + 3
+
+
+def test_cache_never_stores_errors(fresh_server, tmp_path: Path):
+    cache = RequestCache(tmp_path / "requests.sqlite")
+    backend = CachedBackend(api(fresh_server, max_retries=0), cache)
+    try:
+        fresh_server.inject(["500"], match="Hi")
+        first = backend.generate(CONVERSATIONS[:2], GREEDY)
+        assert [r.ok for r in first] == [False, True] and len(cache) == 1
+        second = backend.generate(CONVERSATIONS[:2], GREEDY)
+        assert [r.ok for r in second] == [True, True] and [r.cached for r in second] == [False, True]
+        assert fresh_server.requests == 3
+    finally:
+        backend.close()
+
+
+def test_cache_forwards_the_inner_backend(hf, tmp_path: Path):
+    cached = CachedBackend(hf, RequestCache(tmp_path / "r.sqlite"))
+    assert cached.identity() == hf.identity()
+    assert cached.context_window == hf.context_window and cached.price is hf.price
+    assert cached.count_tokens(CONVERSATIONS[0]) == hf.count_tokens(CONVERSATIONS[0])
+    cached.check_ready()
+    assert with_cache(hf, {"enabled": False, "path": "x"}) is hf and with_cache(hf, None) is hf
+    with pytest.raises(ConfigError, match="cache.path"):
+        with_cache(hf, {"enabled": True, "path": None})
+
+
+def test_cache_file_is_shared_by_concurrent_writers(tmp_path: Path):
+    """Separate connections (as separate processes have) write one file at once without losses."""
+    path = tmp_path / "shared.sqlite"
+    settings = GenerationSettings()
+
+    def shard(n: int) -> None:
+        cache = RequestCache(path)
+        for i in range(40):
+            key = request_key({"kind": "x"}, [{"role": "user", "content": f"{n}-{i}"}], settings)
+            cache.put_many([(key, Reply(text=f"{n}-{i}", finish_reason="stop"))])
+        cache.close()
+
+    threads = [threading.Thread(target=shard, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    cache = RequestCache(path)
+    assert len(cache) == 160
+    key = request_key({"kind": "x"}, [{"role": "user", "content": "3-39"}], settings)
+    assert cache.get_many([key])[key].text == "3-39"
+    assert cache._connection().execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+# --- baichuan_npc ------------------------------------------------------------------------------
+
+PROFILE = {
+    "basic_info": "Name: Lily. Age: 24. Lost her job last month and feels worthless.",
+    "reply_restrict": "1. Talk like a real person. 2. Reveal your troubles gradually.",
+    "opener": "I have some trouble to share.",
+    "dialogue_sample": None,
+}
+
+
+def test_baichuan_request_shape_and_profile(fresh_server, monkeypatch):
+    monkeypatch.setenv("BAICHUAN_API_KEY", SECRET)
+    backend = BaichuanNPCBackend(base_url=fresh_server.url, timeout_s=1.0, max_retries=1)
+    dialogue = [
+        {"role": "system", "content": json.dumps(PROFILE, ensure_ascii=False)},
+        {"role": "user", "content": "Hello, I'm your personal assistant."},
+    ]
+    bad = [{"role": "system", "content": "not json"}, {"role": "user", "content": "hi"}]
+    try:
+        replies = backend.generate([dialogue, bad, dialogue[1:]], GREEDY)
+        identity = backend.identity()
+    finally:
+        backend.close()
+    assert replies[0].ok and replies[0].text
+    assert replies[1].error.startswith("ValueError: baichuan_npc: the system message is not a JSON profile")
+    assert replies[2].error.startswith("ValueError: baichuan_npc: the first message must be the system")
+    assert fresh_server.requests == 1  # malformed conversations are never sent
+    received = fresh_server.received[0]
+    body = received["body"]
+    assert received["authorization"] == f"Bearer {SECRET}"
+    assert body["model"] == "Baichuan-NPC-Turbo"
+    assert body["character_profile"] == {k: v for k, v in PROFILE.items() if v is not None}
+    assert body["messages"] == dialogue[1:]
+    assert body["temperature"] == pytest.approx(0.01) and body["max_tokens"] == GREEDY.max_new_tokens
+    assert body["stream"] is False and "seed" not in body
+    assert identity["kind"] == "baichuan_npc" and SECRET not in json.dumps(identity)
+
+
+def test_baichuan_missing_key_names_the_variable(monkeypatch, fresh_server):
+    monkeypatch.delenv("BAICHUAN_API_KEY", raising=False)
+    with pytest.raises(ConfigError, match="BAICHUAN_API_KEY"):
+        BaichuanNPCBackend(base_url=fresh_server.url).check_ready()
+    assert fresh_server.requests == 0

@@ -1,0 +1,293 @@
+"""The evaluation engine: turn-synchronous batches, flipped views, resume, failures, shards, formats."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf, open_dict
+
+import tests.scripted_backend  # noqa: F401  (registers backend kind "scripted")
+from esc.errors import UserError
+from esc.interact.run import evaluate
+from esc.interact.store import read_dialogues
+from tests.helpers import REPO_ROOT, compose, requires_data, run_entry
+from tests.scripted_backend import ScriptedBackend
+
+pytestmark = requires_data
+VOLATILE = {"latency_s", "cached"}
+
+
+def scripted_cfg(out: Path, *overrides: str, rp: dict | None = None, target: dict | None = None):
+    cfg = compose(
+        [
+            "roleplayer=tiny",
+            "target=tiny",
+            "cards.limit=3",
+            "engine.progress=false",
+            "cache.enabled=false",
+            *overrides,
+        ],
+        output_dir=out,
+        config_name="evaluate",
+    )
+    with open_dict(cfg):
+        cfg.roleplayer.backend = {"kind": "scripted", "label": "seeker", **(rp or {})}
+        cfg.target.backend = {"kind": "scripted", "label": "helper", **(target or {})}
+    return cfg
+
+
+def stable(path: Path) -> list[dict]:
+    """Dialogues without the fields that differ between runs (timings, cache hits)."""
+    rows = []
+    for dialogue in read_dialogues(path):
+        row = dialogue.to_dict()
+        row["turns"] = [{k: v for k, v in t.items() if k not in VOLATILE} for t in row["turns"]]
+        rows.append(row)
+    return rows
+
+
+def test_dialogues_advance_in_turn_synchronous_batches_with_flipped_views(tmp_path: Path) -> None:
+    ScriptedBackend.instances.clear()
+    result = evaluate(scripted_cfg(tmp_path, "dialogue.turns=5"))
+    assert result["counts"] == {"selected": 6, "skipped": 0, "completed": 6, "failed": 0}
+    seeker, helper = ScriptedBackend.instances[-2:]
+    assert [len(batch) for batch in seeker.calls] == [6] * 5  # one batch per turn, all dialogues in it
+    assert [len(batch) for batch in helper.calls] == [6] * 5
+
+    first_rp = seeker.calls[0][0]
+    assert [m["role"] for m in first_rp] == ["system", "user"]  # role card prompt, then the opener
+    last_rp = seeker.calls[-1][0]
+    assert [m["role"] for m in last_rp[2:]] == ["assistant", "user"] * 4  # it is the assistant
+    last_target = helper.calls[-1][0]
+    assert last_target[0] == {"role": "system", "content": "You are a helpful assistant!"}
+    assert [m["role"] for m in last_target[1:]] == ["user", "assistant"] * 4 + ["user"]
+    assert first_rp[1]["content"] not in [
+        m["content"] for m in last_target
+    ]  # the target never sees the opener
+
+    for language in ("en", "zh"):
+        dialogues = list(read_dialogues(tmp_path / "dialogues" / f"tiny__tiny__{language}.jsonl"))
+        assert len(dialogues) == 3 and all(d.status == "complete" for d in dialogues)
+        assert all([t.speaker for t in d.turns] == ["roleplayer", "target"] * 5 for d in dialogues)
+        assert dialogues[0].meta["prompt"]["version"] >= 1
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["usage"]["roleplayer"]["requests"] == 30 and manifest["counts"]["completed"] == 6
+
+
+def test_rerun_writes_nothing_new(tmp_path: Path) -> None:
+    evaluate(scripted_cfg(tmp_path))
+    files = {p: p.read_bytes() for p in (tmp_path / "dialogues").glob("*")}
+    ScriptedBackend.instances.clear()
+    result = evaluate(scripted_cfg(tmp_path))
+    assert result["counts"]["skipped"] == 6 and result["counts"]["completed"] == 0
+    assert all(not backend.calls for backend in ScriptedBackend.instances)
+    assert {p: p.read_bytes() for p in (tmp_path / "dialogues").glob("*")} == files
+
+
+def test_failed_dialogue_is_recorded_and_only_it_is_retried(tmp_path: Path) -> None:
+    from esc.cards import load_cards
+
+    card = load_cards(language="en", limit=3)[1]
+    marker = card.problem[:40]
+    result = evaluate(scripted_cfg(tmp_path, "cards.languages=[en]", rp={"fail_on": marker}))
+    assert result["counts"]["failed"] == 1 and result["counts"]["completed"] == 2
+    failed = list(read_dialogues(tmp_path / "dialogues" / "tiny__tiny__en.failed.jsonl"))
+    assert [d.card_id for d in failed] == [card.id] and "planned failure" in failed[0].error
+
+    ScriptedBackend.instances.clear()
+    result = evaluate(scripted_cfg(tmp_path, "cards.languages=[en]"))
+    assert result["counts"] == {"selected": 3, "skipped": 2, "completed": 1, "failed": 0}
+    assert [len(b) for b in ScriptedBackend.instances[-2].calls] == [1] * 5
+    assert not (tmp_path / "dialogues" / "tiny__tiny__en.failed.jsonl").exists()
+    assert len(list(read_dialogues(tmp_path / "dialogues" / "tiny__tiny__en.jsonl"))) == 3
+
+
+def test_context_overflow_drops_oldest_exchanges(tmp_path: Path) -> None:
+    ScriptedBackend.instances.clear()
+    args = ["cards.languages=[en]", "cards.limit=1", "roleplayer.generation.max_new_tokens=8"]
+    evaluate(scripted_cfg(tmp_path / "probe", *args))
+    head = ScriptedBackend.instances[-2].count_tokens(ScriptedBackend.instances[-2].calls[0][0])
+    window = head + 8 + 12  # room for the system prompt, the opener and two short exchanges
+
+    ScriptedBackend.instances.clear()
+    evaluate(scripted_cfg(tmp_path / "run", *args, rp={"context_window": window}))
+    seeker = ScriptedBackend.instances[-2]
+    assert all(seeker.count_tokens(batch[0]) + 8 <= window for batch in seeker.calls)
+    dialogue = next(read_dialogues(tmp_path / "run" / "dialogues" / "tiny__tiny__en.jsonl"))
+    assert len(dialogue.turns) == 10 and dialogue.status == "complete"
+    assert [t.context_dropped > 0 for t in dialogue.turns if t.speaker == "roleplayer"][-1]
+    last = seeker.calls[-1][0]
+    assert [m["role"] for m in last[:3]] == ["system", "user", "assistant"]  # card prompt and opener stay
+
+
+def test_shards_merge_into_the_unsharded_run(tmp_path: Path) -> None:
+    from esc.dialogues.merge import merge_runs
+
+    evaluate(scripted_cfg(tmp_path / "whole", "cards.limit=5"))
+    for index in range(3):
+        evaluate(
+            scripted_cfg(tmp_path / f"shard{index}", "cards.limit=5", f"shard.index={index}", "shard.count=3")
+        )
+    report = merge_runs([tmp_path / f"shard{i}" for i in range(3)], tmp_path / "merged")
+    for name in ("tiny__tiny__en.jsonl", "tiny__tiny__zh.jsonl"):
+        assert stable(tmp_path / "merged" / "dialogues" / name) == stable(
+            tmp_path / "whole" / "dialogues" / name
+        )
+        assert report["files"][name] == {"dialogues": 5, "missing": [], "duplicated": []}
+
+    partial = merge_runs(
+        [tmp_path / "shard0", tmp_path / "shard1", tmp_path / "shard1"], tmp_path / "partial"
+    )
+    assert partial["missing_shards"] == [2]
+    info = partial["files"]["tiny__tiny__en.jsonl"]
+    assert len(info["missing"]) == 1 and len(info["duplicated"]) == 2
+
+
+def test_unknown_card_ids_are_named(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=r"unknown card ids \[99999999\]"):
+        evaluate(scripted_cfg(tmp_path, "cards.ids=[32025,99999999]"))
+
+
+def test_official_format_round_trip(tmp_path: Path) -> None:
+    from esc.paths import data_dir
+
+    cards = data_dir() / "esc_eval" / "test_en.json"
+    official = data_dir() / "esc_eval" / "example_dialogues" / "llama3_en.json"
+    cli = [sys.executable, "-m", "esc.dialogues"]
+    run = subprocess.run(
+        [
+            *cli,
+            "import",
+            str(official),
+            "--language",
+            "en",
+            "--target",
+            "llama3",
+            "--out",
+            str(tmp_path / "run"),
+            "--cards",
+            str(cards),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    run = subprocess.run(
+        [*cli, "export", str(tmp_path / "run"), "--out", str(tmp_path / "result"), "--cards", str(cards)],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    assert json.loads((tmp_path / "result" / "llama3_en.json").read_text()) == json.loads(
+        official.read_text()
+    )
+
+
+def test_malformed_official_file_is_one_line_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"0": ["AI assistant：hi", "Someone：hello"]}))
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "esc.dialogues",
+            "import",
+            str(bad),
+            "--language",
+            "en",
+            "--target",
+            "x",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.count("\n") == 1 and "bad.json [record 0, line 1]" in run.stderr
+
+
+def test_tiny_models_write_complete_dialogues_and_a_manifest(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    args = ["roleplayer=tiny", "target=tiny", "cards.limit=2", f"hydra.run.dir={out}", "cache.enabled=false"]
+    result = run_entry("evaluate.py", args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for language in ("en", "zh"):
+        dialogues = list(read_dialogues(out / "dialogues" / f"tiny__tiny__{language}.jsonl"))
+        assert len(dialogues) == 2 and all(len(d.turns) == 10 for d in dialogues)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "completed" and manifest["git"]["commit"]
+    assert manifest["models"]["target"]["kind"] == "hf"
+
+
+def test_sigkill_mid_run_then_rerun_equals_an_uninterrupted_run(tmp_path: Path) -> None:
+    common = [
+        "roleplayer=tiny",
+        "target=tiny",
+        "cards.limit=6",
+        "cards.languages=[en]",
+        "engine.wave_size=2",
+        "engine.progress=false",
+        "cache.enabled=false",
+    ]
+    whole = run_entry("evaluate.py", [*common, f"hydra.run.dir={tmp_path / 'whole'}"])
+    assert whole.returncode == 0, whole.stderr[-3000:]
+
+    out = tmp_path / "killed"
+    path = out / "dialogues" / "tiny__tiny__en.jsonl"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "evaluate.py", *common, f"hydra.run.dir={out}"],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        if path.exists() and path.read_text().count("\n") >= 2:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    written = path.read_text().count("\n")
+    assert 2 <= written < 6, f"kill came at the wrong moment ({written} dialogues written)"
+    again = run_entry("evaluate.py", [*common, f"hydra.run.dir={out}"])
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert stable(path) == stable(tmp_path / "whole" / "dialogues" / "tiny__tiny__en.jsonl")
+
+
+def test_missing_api_key_is_reported_before_any_work(tmp_path: Path) -> None:
+    env_key = "ESC_TEST_MISSING_KEY"
+    out = tmp_path / "out"
+    result = run_entry(
+        "evaluate.py",
+        [
+            "roleplayer=gpt4_zero_shot",
+            "target=tiny",
+            "cards.limit=1",
+            f"roleplayer.backend.api_key_env={env_key}",
+            f"hydra.run.dir={out}",
+        ],
+        timeout=300,
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert env_key in result.stderr
+    assert not (out / "dialogues").exists()
+
+
+def test_every_roleplayer_and_target_config_composes() -> None:
+    from tests.helpers import CONF_DIR
+
+    for group in ("roleplayer", "target"):
+        for option in sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml") if not p.stem.startswith("_")):
+            cfg = compose([f"{group}={option}"], config_name="evaluate")
+            OmegaConf.to_container(cfg[group], resolve=False)
+            assert cfg[group].name
