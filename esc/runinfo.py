@@ -131,5 +131,16 @@ class NullManifest:
 
 
 def _summary(previous: Mapping[str, Any]) -> dict[str, Any]:
-    keys = ("status", "start_time", "end_time", "git", "hostname", "slurm_job_id", "resumed_from")
+    keys = (
+        "status",
+        "start_time",
+        "end_time",
+        "git",
+        "hostname",
+        "slurm_job_id",
+        "resumed_from",
+        "global_step",
+        "counts",
+        "usage",
+    )
     return {k: previous.get(k) for k in keys}

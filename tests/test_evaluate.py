@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf, open_dict
+from omegaconf import open_dict
 
 import tests.scripted_backend  # noqa: F401  (registers backend kind "scripted")
 from esc.errors import UserError
@@ -283,11 +283,49 @@ def test_missing_api_key_is_reported_before_any_work(tmp_path: Path) -> None:
     assert not (out / "dialogues").exists()
 
 
-def test_every_roleplayer_and_target_config_composes() -> None:
-    from tests.helpers import CONF_DIR
+def test_openai_target_through_a_flaky_server_matches_the_local_model(tmp_path: Path) -> None:
+    """ESC-Role-style run whose target is served over the OpenAI API, with 429/500s and one hard failure."""
+    from tests.fake_openai_server import FakeOpenAIServer
 
-    for group in ("roleplayer", "target"):
-        for option in sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml") if not p.stem.startswith("_")):
-            cfg = compose([f"{group}={option}"], config_name="evaluate")
-            OmegaConf.to_container(cfg[group], resolve=False)
-            assert cfg[group].name
+    def cfg_for(out: Path, target_backend: dict | None):
+        cfg = compose(
+            [
+                "roleplayer=tiny",
+                "target=tiny",
+                "cards.languages=[en]",
+                "cards.limit=3",
+                "engine.progress=false",
+                "cache.enabled=false",
+            ],
+            output_dir=out,
+            config_name="evaluate",
+        )
+        if target_backend:
+            with open_dict(cfg):
+                cfg.target.backend = target_backend
+        return cfg
+
+    evaluate(cfg_for(tmp_path / "local", None))
+    with FakeOpenAIServer() as server:
+        api = {
+            "kind": "openai",
+            "model": "tiny",
+            "base_url": server.url,
+            "api_key_env": None,
+            "max_retries": 1,
+            "timeout_s": 30,
+        }
+        server.inject(["429", "500"])  # transient: the SDK retries them
+        first = next(read_dialogues(tmp_path / "local" / "dialogues" / "tiny__tiny__en.jsonl"))
+        server.inject(["500", "500"], match=first.turns[0].text)  # this dialogue fails after retries
+        result = evaluate(cfg_for(tmp_path / "api", api))
+        assert result["counts"]["failed"] == 1 and result["counts"]["completed"] == 2
+        failed = next(read_dialogues(tmp_path / "api" / "dialogues" / "tiny__tiny__en.failed.jsonl"))
+        assert failed.card_id == first.card_id and "500" in failed.error
+        result = evaluate(cfg_for(tmp_path / "api", api))  # the rerun retries only the failure
+        assert result["counts"] == {"selected": 3, "skipped": 2, "completed": 1, "failed": 0}
+    local = {d["card_id"]: d for d in stable(tmp_path / "local" / "dialogues" / "tiny__tiny__en.jsonl")}
+    served = {d["card_id"]: d for d in stable(tmp_path / "api" / "dialogues" / "tiny__tiny__en.jsonl")}
+    assert local.keys() == served.keys()
+    for card_id in local:
+        assert [t["text"] for t in served[card_id]["turns"]] == [t["text"] for t in local[card_id]["turns"]]
