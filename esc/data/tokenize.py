@@ -112,8 +112,12 @@ def encode_dataset(
     Columns: id, source, language, input_ids, attention_mask, labels. Samples that do not fit
     `max_length` (see `encode_chat`) are dropped and counted in the log.
     """
+    import sys
+
     import datasets
 
+    if not sys.stderr.isatty():  # progress bars in a log file are one line per update
+        datasets.disable_progress_bars()
     rows = [s.to_dict() if hasattr(s, "to_dict") else dict(s) for s in samples]
     for row in rows:
         row.pop("split_hint", None)
