@@ -22,31 +22,22 @@ sys.path.insert(
     0, str(Path(__file__).resolve().parent.parent)
 )  # run from a checkout without installing tests/
 
-from omegaconf import open_dict  # noqa: E402
-
 from esc.interact.run import evaluate  # noqa: E402
 from esc.interact.store import read_dialogues  # noqa: E402
-from tests.helpers import compose  # noqa: E402
+from tests.helpers import evaluate_config  # noqa: E402
 
 
 def run(out: Path, cards: int, batch: int, max_new_tokens: int) -> tuple[float, list]:
-    cfg = compose(
-        [
-            "roleplayer=tiny",
-            "target=tiny",
-            "cards.languages=[en]",
-            f"cards.limit={cards}",
-            "cache.enabled=false",
-            "engine.progress=false",
-            f"engine.wave_size={batch}",
-        ],
-        output_dir=out,
-        config_name="evaluate",
+    cfg = evaluate_config(
+        out,
+        "cards.languages=[en]",
+        f"cards.limit={cards}",
+        f"engine.wave_size={batch}",
+        f"roleplayer.backend.batch_size={batch}",
+        f"target.backend.batch_size={batch}",
+        f"roleplayer.generation.max_new_tokens={max_new_tokens}",
+        f"target.generation.max_new_tokens={max_new_tokens}",
     )
-    with open_dict(cfg):
-        for side in (cfg.roleplayer, cfg.target):
-            side.backend.batch_size = batch
-            side.generation.max_new_tokens = max_new_tokens
     start = time.perf_counter()
     result = evaluate(cfg)
     elapsed = time.perf_counter() - start

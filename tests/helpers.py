@@ -56,3 +56,30 @@ def run_entry(script: str, args: list[str], timeout: float = 600, **kwargs) -> s
         timeout=timeout,
         **kwargs,
     )
+
+
+def evaluate_config(
+    out: Path, *overrides: str, roleplayer_backend: dict | None = None, target_backend: dict | None = None
+):
+    """A small `evaluate.py` config (tiny × tiny, 3 cards per language, no cache, no progress bar),
+    optionally with another backend on either side."""
+    from omegaconf import open_dict
+
+    cfg = compose(
+        [
+            "roleplayer=tiny",
+            "target=tiny",
+            "cards.limit=3",
+            "engine.progress=false",
+            "cache.enabled=false",
+            *overrides,
+        ],
+        output_dir=out,
+        config_name="evaluate",
+    )
+    with open_dict(cfg):
+        if roleplayer_backend:
+            cfg.roleplayer.backend = roleplayer_backend
+        if target_backend:
+            cfg.target.backend = target_backend
+    return cfg

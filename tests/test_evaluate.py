@@ -11,13 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
-from omegaconf import open_dict
 
 import tests.scripted_backend  # noqa: F401  (registers backend kind "scripted")
 from esc.errors import UserError
 from esc.interact.run import evaluate
 from esc.interact.store import read_dialogues
-from tests.helpers import REPO_ROOT, compose, requires_data, run_entry
+from tests.helpers import REPO_ROOT, evaluate_config, requires_data, run_entry
 from tests.scripted_backend import ScriptedBackend
 
 pytestmark = requires_data
@@ -25,22 +24,12 @@ VOLATILE = {"latency_s", "cached"}
 
 
 def scripted_cfg(out: Path, *overrides: str, rp: dict | None = None, target: dict | None = None):
-    cfg = compose(
-        [
-            "roleplayer=tiny",
-            "target=tiny",
-            "cards.limit=3",
-            "engine.progress=false",
-            "cache.enabled=false",
-            *overrides,
-        ],
-        output_dir=out,
-        config_name="evaluate",
+    return evaluate_config(
+        out,
+        *overrides,
+        roleplayer_backend={"kind": "scripted", "label": "seeker", **(rp or {})},
+        target_backend={"kind": "scripted", "label": "helper", **(target or {})},
     )
-    with open_dict(cfg):
-        cfg.roleplayer.backend = {"kind": "scripted", "label": "seeker", **(rp or {})}
-        cfg.target.backend = {"kind": "scripted", "label": "helper", **(target or {})}
-    return cfg
 
 
 def stable(path: Path) -> list[dict]:
@@ -288,22 +277,7 @@ def test_openai_target_through_a_flaky_server_matches_the_local_model(tmp_path: 
     from tests.fake_openai_server import FakeOpenAIServer
 
     def cfg_for(out: Path, target_backend: dict | None):
-        cfg = compose(
-            [
-                "roleplayer=tiny",
-                "target=tiny",
-                "cards.languages=[en]",
-                "cards.limit=3",
-                "engine.progress=false",
-                "cache.enabled=false",
-            ],
-            output_dir=out,
-            config_name="evaluate",
-        )
-        if target_backend:
-            with open_dict(cfg):
-                cfg.target.backend = target_backend
-        return cfg
+        return evaluate_config(out, "cards.languages=[en]", target_backend=target_backend)
 
     evaluate(cfg_for(tmp_path / "local", None))
     with FakeOpenAIServer() as server:

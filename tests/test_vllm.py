@@ -13,11 +13,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from omegaconf import open_dict
 
 from esc.interact.run import evaluate
 from esc.interact.store import read_dialogues
-from tests.helpers import compose, requires_data
+from tests.helpers import compose, evaluate_config, requires_data
 
 VLLM_PYTHON = os.environ.get("ESC_VLLM_PYTHON")
 pytestmark = [
@@ -87,20 +86,7 @@ def vllm_server():
 
 def test_vllm_target_gives_the_same_dialogues_as_local_generation(vllm_server: str, tmp_path: Path) -> None:
     def run(out: Path, target_backend: dict | None) -> list:
-        cfg = compose(
-            [
-                "roleplayer=tiny",
-                "target=tiny",
-                "cards.limit=3",
-                "engine.progress=false",
-                "cache.enabled=false",
-            ],
-            output_dir=out,
-            config_name="evaluate",
-        )
-        if target_backend:
-            with open_dict(cfg):
-                cfg.target.backend = target_backend
+        cfg = evaluate_config(out, target_backend=target_backend)
         result = evaluate(cfg)
         assert result["counts"]["completed"] == 6
         return [
