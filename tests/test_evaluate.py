@@ -303,3 +303,34 @@ def test_openai_target_through_a_flaky_server_matches_the_local_model(tmp_path: 
     assert local.keys() == served.keys()
     for card_id in local:
         assert [t["text"] for t in served[card_id]["turns"]] == [t["text"] for t in local[card_id]["turns"]]
+
+
+def test_esc_role_local_plays_with_the_adapter_train_py_wrote(tmp_path: Path) -> None:
+    """train.py +exp=esc_role (tiny) → its adapter drives the role-player of evaluate.py."""
+    from omegaconf import OmegaConf
+
+    from tests.helpers import FAST_TRAIN, compose
+
+    trained = tmp_path / "train"
+    result = run_entry(
+        "train.py", ["+exp=esc_role", *FAST_TRAIN, "trainer.max_steps=3", f"hydra.run.dir={trained}"]
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    local = compose(["roleplayer=esc_role_local"], output_dir=tmp_path, config_name="evaluate").roleplayer
+    backend = OmegaConf.to_container(local.backend, resolve=False)
+    backend.update(
+        model=OmegaConf.to_container(compose(["model=tiny"]).model, resolve=True), adapter=str(trained)
+    )
+    cfg = evaluate_config(
+        tmp_path / "eval",
+        "roleplayer=esc_role_local",
+        "cards.limit=2",
+        f"roleplayer.backend.adapter={trained}",
+        roleplayer_backend=backend,
+    )
+    assert evaluate(cfg)["counts"]["completed"] == 4
+    manifest = json.loads((tmp_path / "eval" / "manifest.json").read_text())
+    assert manifest["models"]["roleplayer"]["adapter"] == str(trained)
+    assert manifest["models"]["roleplayer"]["adapter_sha256"]
+    dialogue = next(read_dialogues(tmp_path / "eval" / "dialogues" / "tiny__esc_role_local__en.jsonl"))
+    assert dialogue.meta["prompt"]["id"] == "esc_role_figure11"
