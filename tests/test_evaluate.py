@@ -205,12 +205,12 @@ def test_malformed_official_file_is_one_line_error(tmp_path: Path) -> None:
 
 def test_tiny_models_write_complete_dialogues_and_a_manifest(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    args = ["roleplayer=tiny", "target=tiny", "cards.limit=2", f"hydra.run.dir={out}", "cache.enabled=false"]
+    args = ["roleplayer=tiny", "target=tiny", "cards.limit=8", f"hydra.run.dir={out}", "cache.enabled=false"]
     result = run_entry("evaluate.py", args)
     assert result.returncode == 0, result.stderr[-3000:]
     for language in ("en", "zh"):
         dialogues = list(read_dialogues(out / "dialogues" / f"tiny__tiny__{language}.jsonl"))
-        assert len(dialogues) == 2 and all(len(d.turns) == 10 for d in dialogues)
+        assert len(dialogues) == 8 and all(len(d.turns) == 10 for d in dialogues)
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "completed" and manifest["git"]["commit"]
     assert manifest["models"]["target"]["kind"] == "hf"
