@@ -14,6 +14,7 @@ from typing import Any, Literal
 from esc.chat.base import Message, Reply
 
 Speaker = Literal["roleplayer", "target"]
+TEMPLATE_TOKENS_PER_MESSAGE = 16  # generous: ChatML spends 5 tokens on a message's frame
 
 
 @dataclasses.dataclass
@@ -107,6 +108,10 @@ def fit_context(
     Returns the messages and how many were dropped. Without a window or a token counter: unchanged.
     """
     if window is None:
+        return messages, 0
+    # Cheap bound first: a token covers at least one byte of text, plus a few template tokens per
+    # message. Most prompts fit by far, and then nothing is tokenized twice.
+    if sum(len(m["content"].encode()) + TEMPLATE_TOKENS_PER_MESSAGE for m in messages) + reserve <= window:
         return messages, 0
     size = count_tokens(messages)
     if size is None or size + reserve <= window:
