@@ -50,13 +50,20 @@ class ChatSFTDataModule(pl.LightningDataModule):
         self.cache = cache
         self.train_set = None
         self.val_set = None
+        self._samples: tuple[list, list] | None = None
+
+    def _build_samples(self) -> tuple[list, list]:
+        """The (train, val) samples, built once per process (prepare_data and setup both need them)."""
+        if self._samples is None:
+            from esc.data.mixture import build_samples
+
+            self._samples = build_samples(self.data_cfg)
+        return self._samples
 
     def prepare_data(self) -> None:
         """Once per node: tokenize into the cache, so that every rank's `setup` only loads it."""
         if self.cache:
-            from esc.data.mixture import build_samples
-
-            train, val = build_samples(self.data_cfg)
+            train, val = self._build_samples()
             self._encode(train, "train")
             if val:
                 self._encode(val, "val")
@@ -64,10 +71,9 @@ class ChatSFTDataModule(pl.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
             return
-        from esc.data.mixture import build_samples
         from esc.data.tokenize import pack
 
-        train, val = build_samples(self.data_cfg)
+        train, val = self._build_samples()
         self.train_set = self._encode(train, "train")
         self.val_set = self._encode(val, "val") if val else None
         if len(self.train_set) == 0:

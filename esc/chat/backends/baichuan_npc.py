@@ -87,26 +87,13 @@ class BaichuanNPCBackend(OpenAIBackend):
         base_url: str | None = "https://api.baichuan-ai.com/v1",
         api_key_env: str | None = "BAICHUAN_API_KEY",
         max_concurrency: int = 4,
-        timeout_s: float = 60.0,
-        max_retries: int = 5,
-        price: dict[str, float] | None = None,
-        extra_body: Mapping[str, Any] | None = None,
-        revision: str | None = None,
-        context_window: int | None = None,
         profile_defaults: Mapping[str, Any] | None = None,
         min_temperature: float = 0.01,
+        **kwargs: Any,
     ) -> None:
+        """Defaults differ from the openai backend's; every other argument is passed on to it."""
         super().__init__(
-            model=model,
-            base_url=base_url,
-            api_key_env=api_key_env,
-            max_concurrency=max_concurrency,
-            timeout_s=timeout_s,
-            max_retries=max_retries,
-            price=price,
-            extra_body=extra_body,
-            revision=revision,
-            context_window=context_window,
+            model=model, base_url=base_url, api_key_env=api_key_env, max_concurrency=max_concurrency, **kwargs
         )
         self.profile_defaults = plain(profile_defaults)
         self.min_temperature = float(min_temperature)
