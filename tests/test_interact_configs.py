@@ -34,6 +34,7 @@ BACKEND_KINDS = {"hf", "openai", "baichuan_npc"}
 # `???` values a user must give on the command line; every other value must be set.
 MANDATORY = {
     ("roleplayer", "esc_role_local"): {"backend.adapter"},
+    ("roleplayer", "esc_role_smollm2"): {"backend.adapter"},
     ("target", "extes_llama"): {"backend.model.name_or_path"},
     ("target", "emollm"): {"backend.model.name_or_path"},
 }
@@ -46,6 +47,7 @@ PAPER_TARGETS = {
 ROLEPLAYER_CONFIGS = {
     "esc_role", "esc_role_local", "gpt4_zero_shot", "gpt4_icl", "gpt4_cot", "gpt4_icl_cot",
     "baichuan_npc_zero_shot", "baichuan_npc_icl", "baichuan_npc_cot", "baichuan_npc_icl_cot", "tiny",
+    "smollm2", "esc_role_smollm2",
 }  # fmt: skip
 ROLEPLAYER_PROMPTS = {
     "esc_role_official", "esc_role_figure11", "gpt4_zero_shot", "gpt4_icl", "gpt4_cot", "gpt4_icl_cot",
@@ -118,7 +120,7 @@ ALL_OPTIONS = [(g, o) for g in GROUPS for o in options(g)]
 def test_every_paper_model_and_roleplayer_has_a_config() -> None:
     assert set(options("roleplayer")) == ROLEPLAYER_CONFIGS
     targets = [compose_interact([f"target={t}"]).target for t in options("target")]
-    assert {t.display_name for t in targets} == PAPER_TARGETS | {"Tiny (test)"}
+    assert {t.display_name for t in targets} == PAPER_TARGETS | {"Tiny (test)", "SmolLM2-135M-Instruct"}
 
 
 def test_default_composition_is_tiny() -> None:
@@ -146,7 +148,12 @@ def test_option_composes_and_resolves(group: str, option: str) -> None:
         assert node.system_prompt is None or isinstance(node.system_prompt, str)
     if node.backend.kind == "hf":
         model = node.backend.model
-        assert model.get("tiny") or OmegaConf.is_missing(model, "name_or_path") or model.name_or_path
+        assert (
+            model.get("tiny")
+            or model.get("packaged")
+            or OmegaConf.is_missing(model, "name_or_path")
+            or model.name_or_path
+        )
         assert model.dtype in DTYPES
         assert isinstance(model.trust_remote_code, bool)
         assert model.chat_template is None or isinstance(model.chat_template, str)

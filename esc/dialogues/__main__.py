@@ -1,5 +1,6 @@
-"""`python -m esc.dialogues`: export/import the official format, merge sharded runs.
+"""`python -m esc.dialogues`: read dialogues as transcripts, export/import the official format, merge shards.
 
+    python -m esc.dialogues show RUN_DIR/dialogues/*.jsonl [--card 32025] [--limit 1] [--brief]
     python -m esc.dialogues export --format official RUN_DIR --out result/
     python -m esc.dialogues import --format official result/llama3_en.json --language en \
         --roleplayer esc_role --target llama3_8b_instruct --out RUN_DIR
@@ -10,12 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from pathlib import Path
 
 from esc.cards import load_cards
 from esc.dialogues.merge import merge_runs
 from esc.dialogues.official import from_official, to_official
+from esc.dialogues.transcript import render_transcript
 from esc.errors import UserError, exit_on_user_error
 from esc.interact.run import dialogue_file
 from esc.interact.store import DialogueStore, read_dialogues
@@ -24,6 +27,12 @@ from esc.interact.store import DialogueStore, read_dialogues
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m esc.dialogues", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    show = sub.add_parser("show", help="print dialogues as transcripts (speaker, text, finish reason)")
+    show.add_argument("files", type=Path, nargs="+", help="dialogue files (RUN_DIR/dialogues/*.jsonl)")
+    show.add_argument("--card", type=int, action="append", help="only this card id (repeatable)")
+    show.add_argument("--limit", type=int, default=None, help="at most this many dialogues")
+    show.add_argument("--brief", action="store_true", help="leave out the prompts, show the turns only")
+    show.add_argument("--width", type=int, default=None, help="columns (default: the terminal's)")
     exp = sub.add_parser("export", help="write RUN_DIR/dialogues/*.jsonl in another format")
     exp.add_argument("run_dir", type=Path)
     exp.add_argument("--format", choices=["official"], default="official")
@@ -50,6 +59,8 @@ def _parser() -> argparse.ArgumentParser:
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "show":
+        return _show(args)
     if args.command == "export":
         files = sorted(
             p for p in (args.run_dir / "dialogues").glob("*.jsonl") if not p.name.endswith(".failed.jsonl")
@@ -86,6 +97,26 @@ def main(argv: list[str] | None = None) -> int:
             print(f"missing shards: {report['missing_shards']} of {report['shard_count']}", file=sys.stderr)
         print(f"merged into {args.out} (report: {args.out / 'merge_report.json'})")
         return 1 if problems or report["missing_shards"] else 0
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    width = args.width or shutil.get_terminal_size(fallback=(100, 24)).columns
+    shown = 0
+    for path in args.files:
+        if not path.is_file():
+            raise UserError(f"{path}: no such dialogue file")
+        for dialogue in read_dialogues(path):
+            if args.card and dialogue.card_id not in args.card:
+                continue
+            if args.limit is not None and shown >= args.limit:
+                return 0
+            print(("\n" if shown else "") + f"{path}:")
+            print(render_transcript(dialogue, width=width, prompts=not args.brief))
+            shown += 1
+    if not shown:
+        wanted = f" for card {', '.join(map(str, args.card))}" if args.card else ""
+        raise UserError(f"{', '.join(map(str, args.files))}: no dialogue{wanted}")
     return 0
 
 

@@ -1,1 +1,1 @@
-"""Model loading: the embedded tiny model and hub models named in `conf/model/`."""
+"""Model loading: the embedded tiny model, packaged models (SmolLM2 from PyPI) and hub models."""

