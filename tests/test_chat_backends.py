@@ -191,6 +191,22 @@ def test_hf_identity_context_window_and_adapter(hf, tiny_cfg, tmp_path: Path):
         HFBackend(tiny_cfg, adapter=str(tmp_path / "missing")).check_ready()
 
 
+def test_hf_generation_config_overrides_apply_and_enter_the_identity(hf, tiny_cfg):
+    """`backend.generation_config` reaches transformers (no repeated 3-token sequence in a reply)."""
+    long = GenerationSettings(max_new_tokens=48)
+    plain_replies = hf.generate(CONVERSATIONS[:3], long)
+    no_repeat = HFBackend(tiny_cfg, device="cpu", generation_config={"no_repeat_ngram_size": 3})
+    replies = no_repeat.generate(CONVERSATIONS[:3], long)
+    assert no_repeat._generation_config(long).no_repeat_ngram_size == 3
+    assert [r.text for r in replies] != [r.text for r in plain_replies]  # the random model loops
+    assert no_repeat.identity()["generation_config"] == {"no_repeat_ngram_size": 3}
+    assert "generation_config" not in hf.identity()
+    no_repeat.close()
+    for bad in ({"max_new_tokens": 5}, {"no_such_field": 1}):
+        with pytest.raises(ConfigError, match=f"backend.generation_config.{next(iter(bad))}"):
+            HFBackend(tiny_cfg, generation_config=bad)
+
+
 # --- openai against the fake server ------------------------------------------------------------
 
 

@@ -30,6 +30,12 @@ from esc.errors import ConfigError
 log = logging.getLogger(__name__)
 
 ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
+# Decoding fields that `GenerationSettings` (or the backend itself) owns; `generation_config` may
+# not set them, so one setting never has two sources.
+OWNED_BY_SETTINGS = frozenset(
+    {"max_new_tokens", "max_length", "temperature", "top_p", "do_sample", "num_return_sequences",
+     "stop_strings", "eos_token_id", "pad_token_id"}
+)  # fmt: skip
 
 
 def _sha256(path: Path) -> str:
@@ -38,6 +44,25 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def _check_generation_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
+    """`backend.generation_config` entries, each a real GenerationConfig field not owned elsewhere."""
+    if not overrides:
+        return {}
+    from transformers import GenerationConfig
+
+    known = GenerationConfig().to_dict()
+    for key in overrides:
+        if key in OWNED_BY_SETTINGS:
+            raise ConfigError(
+                f"backend.generation_config.{key}", "is set by `generation` (or the backend): set it there"
+            )
+        if key not in known:
+            raise ConfigError(
+                f"backend.generation_config.{key}", "is not a transformers GenerationConfig field"
+            )
+    return dict(overrides)
 
 
 @register_backend("hf")
@@ -51,6 +76,8 @@ class HFBackend(ChatBackend):
         device: ``auto`` (CUDA when available, else CPU), ``cpu``, ``cuda``, ``cuda:1``...
         batch_size: conversations per forward batch; a call is split into chunks of this size.
         price: USD per 1,000 tokens, e.g. ``{"prompt": 0.0, "completion": 0.0}``.
+        generation_config: extra ``transformers.GenerationConfig`` fields on top of the model's own,
+            e.g. ``{"no_repeat_ngram_size": 3}``; part of the backend's identity (and cache key).
     """
 
     def __init__(
@@ -60,8 +87,10 @@ class HFBackend(ChatBackend):
         device: str = "auto",
         batch_size: int = 8,
         price: dict[str, float] | None = None,
+        generation_config: Mapping[str, Any] | None = None,
     ) -> None:
         self.model_cfg = plain(model)
+        self.generation_overrides = _check_generation_overrides(plain(generation_config))
         if not any(self.model_cfg.get(k) for k in ("tiny", "packaged", "name_or_path")):
             raise ConfigError("backend.model.name_or_path", "is empty: name a hub id or a local directory")
         if int(batch_size) < 1:
@@ -169,6 +198,8 @@ class HFBackend(ChatBackend):
                 "adapter": self.adapter,
                 "adapter_sha256": _sha256(self._adapter_weights()) if self.adapter else None,
             }
+            if self.generation_overrides:
+                identity["generation_config"] = dict(sorted(self.generation_overrides.items()))
             if cfg.get("chat_template"):
                 identity["chat_template_sha256"] = hashlib.sha256(
                     str(cfg["chat_template"]).encode()
@@ -206,6 +237,8 @@ class HFBackend(ChatBackend):
             gen.top_k = None
             gen.min_p = None
             gen.typical_p = None
+        for key, value in self.generation_overrides.items():
+            setattr(gen, key, value)
         gen.num_return_sequences = 1
         gen.eos_token_id = sorted(self._eos_ids())
         gen.pad_token_id = self._tokenizer.pad_token_id
