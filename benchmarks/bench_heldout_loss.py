@@ -33,6 +33,7 @@ import pytorch_lightning as pl  # noqa: E402
 import torch  # noqa: E402
 from hydra.utils import instantiate  # noqa: E402
 
+from benchmarks.common import cpu_trainer  # noqa: E402
 from esc.data.esconv import read_esconv_splits  # noqa: E402
 from esc.data.tokenize import encode_chat  # noqa: E402
 from esc.errors import UserError, exit_on_user_error  # noqa: E402
@@ -101,21 +102,7 @@ def main() -> int:
     before = heldout_loss(module.model, encoded, pad)
     eval_s = time.perf_counter() - t0
     losses = LossLog()
-    trainer = pl.Trainer(
-        max_steps=args.steps,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        accelerator="cpu",
-        devices=1,
-        precision="32-true",
-        gradient_clip_val=cfg.trainer.gradient_clip_val,
-        limit_val_batches=0,
-        num_sanity_val_steps=0,
-        callbacks=[losses],
-        default_root_dir=str(out),
-    )
+    trainer = cpu_trainer(args.steps, [losses], out, cfg.trainer.gradient_clip_val)
     t0 = time.perf_counter()
     trainer.fit(module, datamodule=datamodule)
     train_s = time.perf_counter() - t0

@@ -35,6 +35,7 @@ import pytorch_lightning as pl  # noqa: E402
 import torch  # noqa: E402
 from hydra.utils import instantiate  # noqa: E402
 
+from benchmarks.common import cpu_trainer  # noqa: E402
 from esc.data.tokenize import IGNORE_INDEX  # noqa: E402
 from esc.errors import exit_on_user_error  # noqa: E402
 from esc.models.loading import load_tokenizer  # noqa: E402
@@ -100,21 +101,7 @@ def measure(args: argparse.Namespace, packing: bool, out_dir: Path) -> tuple[Met
     datamodule = instantiate(cfg.datamodule, tokenizer=tokenizer, _convert_="all")
     module = instantiate(cfg.module, _convert_="all")
     meter = Meter(warmup=args.warmup)
-    trainer = pl.Trainer(
-        max_steps=args.warmup + args.steps,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        accelerator="cpu",
-        devices=1,
-        precision="32-true",
-        gradient_clip_val=cfg.trainer.gradient_clip_val,
-        limit_val_batches=0,
-        num_sanity_val_steps=0,
-        callbacks=[meter],
-        default_root_dir=str(out_dir),
-    )
+    trainer = cpu_trainer(args.warmup + args.steps, [meter], out_dir, cfg.trainer.gradient_clip_val)
     trainer.fit(module, datamodule=datamodule)
     info = {"rows": len(datamodule.train_set), "max_length": cfg.model.max_length}
     return meter, info

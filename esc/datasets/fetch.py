@@ -36,6 +36,7 @@ except ImportError:  # the progress bar is optional: `make data` may run before 
 
 from esc.datasets.manifest import MANIFEST_PATH, DataFile, Dataset, load_manifest
 from esc.errors import UserError, exit_on_user_error
+from esc.hashing import sha256_file
 from esc.paths import data_dir, shared_data_dir
 
 TIMEOUT_S = 30.0
@@ -44,14 +45,6 @@ RETRY_WAIT_S = 2.0  # multiplied by the attempt number
 RETRY_HTTP_CODES = frozenset({408, 425, 429, 500, 502, 503, 504})
 CHUNK = 1 << 20
 USER_AGENT = "esc-eval-data-fetch"
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _chunks(stream: BinaryIO) -> Iterator[bytes]:

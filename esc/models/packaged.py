@@ -22,7 +22,6 @@ fetches it: ``make models`` (``python -m esc.models fetch``).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
 import os
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from esc.errors import UserError
+from esc.hashing import sha256_file
 from esc.paths import cache_dir
 
 log = logging.getLogger(__name__)
@@ -115,14 +115,6 @@ def is_converted(spec: PackagedModel) -> bool:
     except json.JSONDecodeError:
         return False
     return info.get("format") == CONVERSION_FORMAT and info.get("wheel_sha256") == spec.wheel_sha256
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def provenance(spec: PackagedModel) -> dict[str, Any]:

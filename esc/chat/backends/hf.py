@@ -26,6 +26,7 @@ from typing import Any
 from esc.chat.backends._common import error_reply, plain
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, register_backend
 from esc.errors import ConfigError
+from esc.hashing import sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -36,14 +37,6 @@ OWNED_BY_SETTINGS = frozenset(
     {"max_new_tokens", "max_length", "temperature", "top_p", "do_sample", "num_return_sequences",
      "stop_strings", "eos_token_id", "pad_token_id"}
 )  # fmt: skip
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _check_generation_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
@@ -196,7 +189,7 @@ class HFBackend(ChatBackend):
                 "revision": cfg.get("revision"),
                 "dtype": cfg.get("dtype"),
                 "adapter": self.adapter,
-                "adapter_sha256": _sha256(self._adapter_weights()) if self.adapter else None,
+                "adapter_sha256": sha256_file(self._adapter_weights()) if self.adapter else None,
             }
             if self.generation_overrides:
                 identity["generation_config"] = dict(sorted(self.generation_overrides.items()))
