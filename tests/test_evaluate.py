@@ -241,12 +241,12 @@ def test_sigkill_mid_run_then_rerun_equals_an_uninterrupted_run(tmp_path: Path) 
     )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and proc.poll() is None:
-        if path.exists() and path.read_text().count("\n") >= 2:
+        if path.exists() and path.read_bytes().count(b"\n") >= 2:  # bytes: a line may be half-written
             break
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    written = path.read_text().count("\n")
+    written = path.read_bytes().count(b"\n")
     assert 2 <= written < 6, f"kill came at the wrong moment ({written} dialogues written)"
     again = run_entry("evaluate.py", [*common, f"hydra.run.dir={out}"])
     assert again.returncode == 0, again.stderr[-3000:]
