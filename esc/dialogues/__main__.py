@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -60,7 +61,11 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "show":
-        return _show(args)
+        try:
+            return _show(args)
+        except BrokenPipeError:  # `show ... | head`: the reader has enough; stop quietly
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
     if args.command == "export":
         files = sorted(
             p for p in (args.run_dir / "dialogues").glob("*.jsonl") if not p.name.endswith(".failed.jsonl")
