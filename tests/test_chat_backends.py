@@ -2,8 +2,10 @@
 
 The hf backend runs the embedded tiny model; the openai and baichuan_npc backends talk to
 tests/fake_openai_server.py, which serves the same tiny model and injects faults (429, 500,
-timeouts...) that the openai SDK's built-in retries must absorb. Timeouts are set to 1 s and
-faulty responses carry ``retry-after-ms: 10``, so the retry tests take seconds, not minutes.
+timeouts...) that the openai SDK's built-in retries must absorb. Faulty responses carry
+``retry-after-ms: 10`` and the timeout test waits 1 s, so the retry tests take seconds, not minutes.
+Other requests get a generous timeout: the server answers one request at a time, and on a busy
+machine the last of a batch may wait several seconds (a client timeout would add a retry).
 """
 
 from __future__ import annotations
@@ -82,7 +84,7 @@ def fresh_server(server):
 
 
 def api(server: FakeOpenAIServer, **kwargs) -> OpenAIBackend:
-    kwargs = {"api_key_env": None, "timeout_s": 1.0, "max_retries": 2, **kwargs}
+    kwargs = {"api_key_env": None, "timeout_s": 30.0, "max_retries": 2, **kwargs}
     return OpenAIBackend(model="tiny", base_url=server.url, **kwargs)
 
 
@@ -229,7 +231,7 @@ def test_openai_backend_matches_hf_replies(hf, fresh_server):
 
 @pytest.mark.parametrize("fault", ["429", "500", "timeout", "drop"])
 def test_openai_retries_absorb_transient_faults(fault, fresh_server):
-    backend = api(fresh_server)
+    backend = api(fresh_server, timeout_s=1.0)  # the server's "timeout" fault answers after 3 s
     try:
         fresh_server.inject([fault])
         reply = backend.generate([CONVERSATIONS[0]], GREEDY)[0]
@@ -395,7 +397,7 @@ PROFILE = {
 
 def test_baichuan_request_shape_and_profile(fresh_server, monkeypatch):
     monkeypatch.setenv("BAICHUAN_API_KEY", SECRET)
-    backend = BaichuanNPCBackend(base_url=fresh_server.url, timeout_s=1.0, max_retries=1)
+    backend = BaichuanNPCBackend(base_url=fresh_server.url, timeout_s=30.0, max_retries=1)
     dialogue = [
         {"role": "system", "content": json.dumps(PROFILE, ensure_ascii=False)},
         {"role": "user", "content": "Hello, I'm your personal assistant."},
