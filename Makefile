@@ -14,13 +14,13 @@ QUIET_PIP := { grep -v -e "is ignored: it is neither a file nor a directory" || 
 
 # `make demo`: one run folder per call (override with DEMO_DIR=...); short CPU-sized runs.
 DEMO_DIR ?= outputs/demo/$(shell date +%Y-%m-%d_%H-%M-%S)
-DEMO_STEPS ?= 12
+DEMO_STEPS ?= 8
 DEMO_CARDS ?= 2
 
 .PHONY: install data models demo test test-slow test-gpu test-vllm lint format clean help
 
 help:
-	@echo "make demo       install, fetch data and SmolLM2, train ESC-Role on SmolLM2, play $(DEMO_CARDS) cards, print a dialogue (CPU, ~8 min)"
+	@echo "make demo       install, fetch data and SmolLM2, train ESC-Role on SmolLM2, play $(DEMO_CARDS) cards, print a dialogue (CPU, ~7 min)"
 	@echo "make test       install, fetch data, run the test suite (offline, CPU, embedded tiny model)"
 	@echo "make test-slow  the tests marked slow (minutes each; none needs a GPU)"
 	@echo "make test-gpu   the tests marked gpu (Lightning DeepSpeed/bf16/QLoRA on CUDA)"
