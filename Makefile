@@ -14,7 +14,7 @@ QUIET_PIP := { grep -v -e "is ignored: it is neither a file nor a directory" || 
 
 # `make demo`: one run folder per call (override with DEMO_DIR=...); short CPU-sized runs.
 DEMO_DIR ?= outputs/demo/$(shell date +%Y-%m-%d_%H-%M-%S)
-DEMO_STEPS ?= 6
+DEMO_STEPS ?= 8
 DEMO_CARDS ?= 2
 
 .PHONY: install data models demo test test-slow test-gpu test-vllm lint format clean help
@@ -51,13 +51,14 @@ data: $(STAMP)
 models: $(STAMP)
 	$(PY) -m esc.models fetch
 
-# The main job on a real (small) chat model: ESC-Role LoRA on SmolLM2 for a few steps, then the
+# The main job on a real (small) chat model: ESC-Role LoRA on SmolLM2 for a few steps (one row of
+# <= 512 tokens each: a step takes 5-15 s on 2 cores, depending on the machine's load), then the
 # trained role-player talks with SmolLM2 about $(DEMO_CARDS) English role cards, and one dialogue is printed.
 # `:=` fixes the folder once, so all three steps share it.
 demo: DEMO_OUT := $(DEMO_DIR)
 demo: install data models
-	$(PY) train.py +exp=esc_role_smollm2 trainer.max_steps=$(DEMO_STEPS) model.max_length=512 \
-	  hydra.run.dir=$(DEMO_OUT)/train
+	$(PY) train.py +exp=esc_role_smollm2 trainer.max_steps=$(DEMO_STEPS) datamodule.batch_size=1 \
+	  model.max_length=512 hydra.run.dir=$(DEMO_OUT)/train
 	$(PY) evaluate.py roleplayer=esc_role_smollm2 roleplayer.backend.adapter=$(DEMO_OUT)/train \
 	  target=smollm2 cards.languages=[en] cards.limit=$(DEMO_CARDS) hydra.run.dir=$(DEMO_OUT)/evaluate
 	$(PY) -m esc.dialogues show $(DEMO_OUT)/evaluate/dialogues/*.jsonl --limit 1
