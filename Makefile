@@ -14,7 +14,7 @@ QUIET_PIP := { grep -v -e "is ignored: it is neither a file nor a directory" || 
 
 # `make demo`: one run folder per call (override with DEMO_DIR=...); short CPU-sized runs.
 DEMO_DIR ?= outputs/demo/$(shell date +%Y-%m-%d_%H-%M-%S)
-DEMO_STEPS ?= 8
+DEMO_STEPS ?= 16
 DEMO_CARDS ?= 2
 
 .PHONY: install data models demo test test-slow test-gpu test-vllm lint format clean help
