@@ -13,8 +13,9 @@ fail the way real APIs do, to exercise client retries:
 Queue faults with ``server.inject(["429", "500", "timeout"])`` (optionally only for requests whose
 last message contains ``match``), or send a header ``X-Fault: 500`` with one request.
 ``server.requests`` counts the chat requests received and ``server.received`` keeps their bodies
-and Authorization headers. A request with a ``character_profile`` (Baichuan-NPC style) is answered
-with the profile rendered as a system message.
+and Authorization headers. ``logprobs: true`` with ``top_logprobs: n`` returns per-token
+log-probabilities, as OpenAI and vLLM do. A request with a ``character_profile`` (Baichuan-NPC
+style) is answered with the profile rendered as a system message.
 
     with FakeOpenAIServer(backend) as server:  # in tests
         OpenAIBackend(model="tiny", base_url=server.url, api_key_env=None)
@@ -148,6 +149,7 @@ class FakeOpenAIServer:
             top_p=float(body.get("top_p", 1.0)),
             stop=(stop,) if isinstance(stop, str) else tuple(stop),
             seed=body.get("seed"),
+            top_logprobs=int(body.get("top_logprobs") or 0) if body.get("logprobs") else 0,
         )
         assert self.backend is not None
         with self._generate_lock:
@@ -165,6 +167,7 @@ class FakeOpenAIServer:
                     "index": 0,
                     "message": {"role": "assistant", "content": reply.text},
                     "finish_reason": reply.finish_reason,
+                    "logprobs": _logprobs_payload(reply.logprobs),
                 }
             ],
             "usage": {
@@ -173,6 +176,18 @@ class FakeOpenAIServer:
                 "total_tokens": prompt + completion,
             },
         }
+
+
+def _logprobs_payload(logprobs: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """The chat completions `logprobs` object for a reply's per-token log-probabilities."""
+    if not logprobs:
+        return None
+    content = []
+    for item in logprobs:
+        top = [{"token": t, "logprob": lp, "bytes": None} for t, lp in item["top"].items()]
+        own = item["top"].get(item["token"], min(item["top"].values(), default=0.0))
+        content.append({"token": item["token"], "logprob": own, "bytes": None, "top_logprobs": top})
+    return {"content": content}
 
 
 def _error(status: int, message: str) -> dict[str, Any]:

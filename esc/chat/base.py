@@ -31,6 +31,7 @@ class GenerationSettings:
     top_p: float = 1.0
     stop: tuple[str, ...] = ()
     seed: int | None = None
+    top_logprobs: int = 0  # > 0: return the log-probabilities of the n likeliest tokens at each step
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None) -> GenerationSettings:
@@ -45,6 +46,8 @@ class GenerationSettings:
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["stop"] = list(self.stop)
+        if not self.top_logprobs:  # absent unless asked for: older cache keys and records stay valid
+            del data["top_logprobs"]
         return data
 
 
@@ -59,6 +62,8 @@ class Reply:
     latency_s: float = 0.0
     cached: bool = False
     error: str | None = None
+    # with GenerationSettings.top_logprobs: per generated token, {"token": text, "top": {text: logprob}}
+    logprobs: list[dict[str, Any]] | None = None
 
     @property
     def ok(self) -> bool:

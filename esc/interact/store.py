@@ -16,6 +16,7 @@ from pathlib import Path
 
 from esc.errors import DataError
 from esc.interact.dialogue import Dialogue
+from esc.jsonl import append_jsonl, drop_partial_last_line
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ class DialogueStore:
         self.path = Path(path)
         self.failed_path = self.path.with_suffix(".failed.jsonl")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        _drop_partial_last_line(self.path)
+        drop_partial_last_line(self.path)
         self._done = {d.key for d in read_dialogues(self.path)} if self.path.exists() else set()
         self._previous_failures = (
             {d.key: d.error for d in read_dialogues(self.failed_path)} if self.failed_path.exists() else {}
@@ -62,10 +63,7 @@ class DialogueStore:
         if dialogue.status == "complete":
             if dialogue.key in self._done:
                 return
-            with self.path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps(dialogue.to_dict(), ensure_ascii=False) + "\n")
-                fh.flush()
-                os.fsync(fh.fileno())
+            append_jsonl(self.path, [dialogue.to_dict()])
             self._done.add(dialogue.key)
         else:
             self._failed.append(dialogue)
@@ -91,17 +89,3 @@ class DialogueStore:
             self._write_failures()
             if self.failed_path.stat().st_size == 0:
                 self.failed_path.unlink()
-
-
-def _drop_partial_last_line(path: Path) -> None:
-    """Truncate a file whose last line was cut short (no newline) by a killed writer."""
-    if not path.exists() or path.stat().st_size == 0:
-        return
-    with path.open("rb+") as fh:
-        fh.seek(-1, os.SEEK_END)
-        if fh.read(1) == b"\n":
-            return
-        data = path.read_bytes()
-        keep = data.rfind(b"\n") + 1
-        fh.truncate(keep)
-    log.warning("%s: dropped an incomplete last line left by an interrupted run", path)

@@ -35,7 +35,7 @@ ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
 # not set them, so one setting never has two sources.
 OWNED_BY_SETTINGS = frozenset(
     {"max_new_tokens", "max_length", "temperature", "top_p", "do_sample", "num_return_sequences",
-     "stop_strings", "eos_token_id", "pad_token_id"}
+     "stop_strings", "eos_token_id", "pad_token_id", "return_dict_in_generate", "output_logits"}
 )  # fmt: skip
 
 
@@ -233,6 +233,8 @@ class HFBackend(ChatBackend):
         for key, value in self.generation_overrides.items():
             setattr(gen, key, value)
         gen.num_return_sequences = 1
+        gen.return_dict_in_generate = settings.top_logprobs > 0  # raw logits for Reply.logprobs
+        gen.output_logits = settings.top_logprobs > 0
         gen.eos_token_id = sorted(self._eos_ids())
         gen.pad_token_id = self._tokenizer.pad_token_id
         gen.stop_strings = list(settings.stop) or None
@@ -295,6 +297,7 @@ class HFBackend(ChatBackend):
         for row, ids in enumerate(prompts):  # left padding: every prompt ends at the same column
             input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
             attention[row, width - len(ids) :] = 1
+        want_logprobs = settings.top_logprobs > 0
         with torch.inference_mode():
             output = self._model.generate(
                 input_ids=input_ids.to(self._device),
@@ -302,6 +305,9 @@ class HFBackend(ChatBackend):
                 generation_config=gen,
                 tokenizer=tokenizer,
             )
+        step_logits = output.logits if want_logprobs else None
+        if want_logprobs:
+            output = output.sequences
         latency = (time.perf_counter() - t0) / len(prompts)
         eos = self._eos_ids()
         replies = []
@@ -327,9 +333,28 @@ class HFBackend(ChatBackend):
                     prompt_tokens=len(ids),
                     completion_tokens=produced,
                     latency_s=latency,
+                    logprobs=(
+                        self._top_logprobs(step_logits, row, new[:produced], settings.top_logprobs)
+                        if step_logits is not None
+                        else None
+                    ),
                 )
             )
         return replies
+
+    def _top_logprobs(self, step_logits: Any, row: int, tokens: list[int], n: int) -> list[dict[str, Any]]:
+        """Per generated token: its text and the `n` likeliest tokens' log-probabilities (raw logits,
+        before any logits processor), as the chat completions API reports them."""
+        import torch
+
+        decode = self._tokenizer.decode
+        out = []
+        for step, token in enumerate(tokens):
+            logprobs = torch.log_softmax(step_logits[step][row].float(), dim=-1)
+            values, ids = logprobs.topk(n)
+            top = {decode([int(i)]): float(v) for v, i in zip(values.tolist(), ids.tolist(), strict=True)}
+            out.append({"token": decode([token]), "top": top})
+        return out
 
     def close(self) -> None:
         with self._lock:

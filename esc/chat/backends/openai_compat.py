@@ -31,6 +31,17 @@ log = logging.getLogger(__name__)
 DUMMY_KEY = "EMPTY"  # local servers (vLLM, SGLang, TGI) accept any key when started without one
 
 
+def _logprobs(choice: Any) -> list[dict[str, Any]] | None:
+    """The chat completions `logprobs.content` list as {"token", "top": {token: logprob}} per token."""
+    content = getattr(getattr(choice, "logprobs", None), "content", None)
+    if not content:
+        return None  # the endpoint does not return log-probabilities
+    return [
+        {"token": item.token, "top": {t.token: float(t.logprob) for t in (item.top_logprobs or [])}}
+        for item in content
+    ]
+
+
 @register_backend("openai")
 class OpenAIBackend(ChatBackend):
     """A model behind an OpenAI-compatible ``/chat/completions`` endpoint.
@@ -165,6 +176,9 @@ class OpenAIBackend(ChatBackend):
             request["stop"] = list(settings.stop)
         if settings.seed is not None:
             request["seed"] = int(settings.seed)
+        if settings.top_logprobs:
+            request["logprobs"] = True
+            request["top_logprobs"] = int(settings.top_logprobs)
         if self.extra_body:
             request["extra_body"] = dict(self.extra_body)
         return request
@@ -185,6 +199,7 @@ class OpenAIBackend(ChatBackend):
                     prompt_tokens=getattr(usage, "prompt_tokens", None),
                     completion_tokens=getattr(usage, "completion_tokens", None),
                     latency_s=time.perf_counter() - t0,
+                    logprobs=_logprobs(choice) if settings.top_logprobs else None,
                 )
             except Exception as err:  # retries are exhausted (or the request was never valid)
                 reply = error_reply(err, time.perf_counter() - t0, self._secrets)

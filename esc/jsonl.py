@@ -1,0 +1,42 @@
+"""Append-only JSON-lines files that survive a killed writer (dialogue and score files).
+
+Each write appends whole lines, then flushes and fsyncs. A line cut short by a killed process has no
+newline at the end of the file; `drop_partial_last_line` removes it on the next open, so every
+complete line already written stays valid.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+def append_jsonl(path: Path, records: Iterable[Mapping[str, Any]]) -> None:
+    """Append records as JSON lines and make them durable (flush + fsync)."""
+    lines = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
+    if not lines:
+        return
+    with Path(path).open("a", encoding="utf-8") as fh:
+        fh.write(lines)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def drop_partial_last_line(path: Path) -> None:
+    """Truncate a file whose last line was cut short (no newline) by a killed writer."""
+    path = Path(path)
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with path.open("rb+") as fh:
+        fh.seek(-1, os.SEEK_END)
+        if fh.read(1) == b"\n":
+            return
+        data = path.read_bytes()
+        fh.truncate(data.rfind(b"\n") + 1)
+    log.warning("%s: dropped an incomplete last line left by an interrupted run", path)

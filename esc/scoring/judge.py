@@ -1,0 +1,111 @@
+"""What a judge is: (dialogue, dimension) items in, one judgment each out, never a silent failure.
+
+A judgment is `valid` with a score 0-4; `invalid` when the judge answered but not with one score
+(the reason and its reply are kept); or `failed` when no answer came (a request that failed after
+its retries, an error in the batch), which a rerun retries. Invalid and failed judgments are counted
+and reported per dimension and never enter a mean. Judges that can
+(local models; APIs that return log-probabilities) also give the probability of each score, the
+expected score, and how much of the next-token probability fell on the five answers at all.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from esc.errors import ConfigError
+from esc.scoring.rubrics import SCORES, prompt_style
+
+VALID, INVALID, FAILED = "valid", "invalid", "failed"
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoreItem:
+    """One dialogue to score on one dimension."""
+
+    item_id: str  # the dialogue's id, unique within a run
+    dimension: str  # canonical dimension key
+    language: str  # "en" | "zh": picks the rubric (and, for ESC-RANK, the adapter)
+    lines: tuple[tuple[str, str], ...]  # (role, text), role "assistant" (the chatbot) or "user"
+
+
+@dataclasses.dataclass
+class Judgment:
+    status: str  # "valid" | "invalid" | "failed"
+    score: int | None = None
+    expected: float | None = None  # sum of score x probability over the five answers
+    probs: list[float] | None = None  # P(0..4), renormalised over the five answers
+    answer_mass: float | None = None  # probability the judge put on the five answers at all
+    raw: str | None = None  # the judge's reply, when it wrote one
+    error: str | None = None  # why a judgment is invalid
+
+    @classmethod
+    def from_distribution(cls, answer_probs: Sequence[float], min_answer_mass: float = 0.0) -> Judgment:
+        """A judgment from the unnormalised probabilities of the answers "0".."4"."""
+        mass = float(sum(answer_probs))
+        if mass <= 0.0 or mass < min_answer_mass:
+            return cls(
+                INVALID,
+                answer_mass=mass,
+                error=f"only {mass:.2e} of the probability is on the answers 0-4 (< {min_answer_mass})",
+            )
+        probs = [float(p) / mass for p in answer_probs]
+        score = max(SCORES, key=lambda s: probs[s])
+        expected = sum(s * p for s, p in zip(SCORES, probs, strict=True))
+        return cls(VALID, score, round(expected, 6), [round(p, 6) for p in probs], round(mass, 6))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class Judge(abc.ABC):
+    """Scores items. `name` labels its outputs; `identity` says what determines its scores."""
+
+    name: str
+    prompt: str  # the prompt style (esc/scoring/rubrics.yaml)
+
+    @abc.abstractmethod
+    def judge(self, items: Sequence[ScoreItem]) -> list[Judgment]:
+        """One judgment per item, in order. Never raises for one bad item."""
+
+    @abc.abstractmethod
+    def identity(self) -> dict[str, Any]:
+        """Model, revision, adapters, prompt style and version: what a score depends on."""
+
+    def check_ready(self) -> None:  # noqa: B027 (optional hook)
+        """Fail before any work (a missing key, model or adapter) with a UserError."""
+
+    def close(self) -> None:  # noqa: B027 (optional hook)
+        """Free the model or client."""
+
+    @property
+    def prompt_version(self) -> int:
+        return prompt_style(self.prompt).version
+
+
+JudgeFactory = Callable[..., Judge]
+_REGISTRY: dict[str, JudgeFactory] = {}
+
+
+def register_judge(kind: str) -> Callable[[JudgeFactory], JudgeFactory]:
+    def decorate(factory: JudgeFactory) -> JudgeFactory:
+        _REGISTRY[kind] = factory
+        return factory
+
+    return decorate
+
+
+def build_judge(cfg: Mapping[str, Any]) -> Judge:
+    """The judge a `conf/judge/*.yaml` node describes: `kind` picks the class, the rest are arguments."""
+    import esc.scoring.judges  # noqa: F401  (registers the built-in judges)
+
+    cfg = {k: v for k, v in dict(cfg).items() if k not in ("notes", "display_name")}
+    kind = cfg.pop("kind", None)
+    if kind not in _REGISTRY:
+        raise ConfigError("judge.kind", f"unknown judge {kind!r}; known: {sorted(_REGISTRY)}")
+    try:
+        return _REGISTRY[kind](**cfg)
+    except TypeError as err:
+        raise ConfigError("judge", f"{kind} judge: {err}") from None

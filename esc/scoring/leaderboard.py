@@ -1,0 +1,256 @@
+"""The leaderboard (paper Table 2): per target and language, each dimension's mean score as
+mean/4 x 100 and their average, with bootstrap 95% intervals; markdown, CSV and PNG charts.
+
+Only valid judgments enter a mean. Each dimension's cell says how many dialogues it rests on, and
+the invalid and failed judgments are counted beside it. The average is the mean of the seven
+dimension means (as Table 2); its interval resamples dialogues, all dimensions together.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from esc.scoring.judge import FAILED, INVALID, VALID
+from esc.scoring.rubrics import DIMENSION_KEYS, dimension
+from esc.scoring.store import ScoreRecord
+
+# Table 2's column order
+TABLE_ORDER = ("fluency", "diversity", "empathy", "suggestion", "skill", "humanoid", "overall")
+
+
+@dataclasses.dataclass
+class Cell:
+    n_valid: int
+    n_invalid: int
+    n_failed: int
+    mean: float | None  # on the 0-100 scale (mean score / 4 x 100)
+    low: float | None
+    high: float | None
+
+
+@dataclasses.dataclass
+class Row:
+    target: str
+    roleplayer: str
+    language: str
+    judge: str
+    dialogues: int
+    cells: dict[str, Cell]  # dimension key -> cell
+    average: Cell
+
+
+def bootstrap_ci(
+    values: Sequence[float], statistic: Any = np.mean, n_resamples: int = 1000, seed: int = 0
+) -> tuple[float | None, float | None]:
+    """Percentile 95% bootstrap interval of `statistic` over `values` (None with fewer than 2)."""
+    from scipy.stats import bootstrap
+
+    data = np.asarray(values, dtype=float)
+    if len(data) < 2:
+        return None, None
+    if np.all(data == data[0]) and statistic is np.mean:
+        return float(data[0]), float(data[0])
+    result = bootstrap(
+        (data,),
+        statistic,
+        n_resamples=n_resamples,
+        confidence_level=0.95,
+        method="percentile",
+        random_state=np.random.default_rng(seed),
+        vectorized=statistic is np.mean,
+    )
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+def _scale(x: float | None) -> float | None:
+    return None if x is None or math.isnan(x) else x / 4 * 100
+
+
+def leaderboard(records: Iterable[ScoreRecord], n_resamples: int = 1000, seed: int = 0) -> list[Row]:
+    """One row per (target, role-player, language, judge) from the latest record of each judgment."""
+    groups: dict[tuple[str, str, str, str], list[ScoreRecord]] = defaultdict(list)
+    for r in records:
+        groups[(r.target or "?", r.roleplayer or "?", r.language, r.judge)].append(r)
+    rows = []
+    for (target, roleplayer, language, judge), recs in sorted(groups.items()):
+        by_dim: dict[str, list[ScoreRecord]] = defaultdict(list)
+        for r in recs:
+            by_dim[dimension(r.dimension).key].append(r)
+        cells = {}
+        for key in DIMENSION_KEYS:
+            group = by_dim.get(key, [])
+            valid = [r.score for r in group if r.status == VALID]
+            low, high = bootstrap_ci(valid, n_resamples=n_resamples, seed=seed)
+            cells[key] = Cell(
+                len(valid),
+                sum(r.status == INVALID for r in group),
+                sum(r.status == FAILED for r in group),
+                _scale(float(np.mean(valid))) if valid else None,
+                _scale(low),
+                _scale(high),
+            )
+        rows.append(
+            Row(
+                target,
+                roleplayer,
+                language,
+                judge,
+                len({r.dialogue_id for r in recs}),
+                cells,
+                _average(recs, n_resamples, seed),
+            )  # fmt: skip
+        )
+    return rows
+
+
+def _average(records: Sequence[ScoreRecord], n_resamples: int, seed: int) -> Cell:
+    """Mean of the dimension means; the interval resamples dialogues (all their dimensions at once)."""
+    dialogues = sorted({r.dialogue_id for r in records})
+    table = np.full((len(dialogues), len(DIMENSION_KEYS)), np.nan)
+    index = {d: i for i, d in enumerate(dialogues)}
+    for r in records:
+        if r.status == VALID:
+            table[index[r.dialogue_id], DIMENSION_KEYS.index(dimension(r.dimension).key)] = r.score
+    n_valid = int(np.sum(~np.isnan(table)))
+    n_invalid = sum(r.status == INVALID for r in records)
+    n_failed = sum(r.status == FAILED for r in records)
+
+    def mean_of_means(rows: np.ndarray) -> float:
+        sub = table[rows.astype(int)]
+        with np.errstate(invalid="ignore"):
+            means = [np.nanmean(col) for col in sub.T if not np.all(np.isnan(col))]
+        return float(np.mean(means)) if means else float("nan")
+
+    if n_valid == 0:
+        return Cell(0, n_invalid, n_failed, None, None, None)
+    value = mean_of_means(np.arange(len(dialogues)))
+    low, high = bootstrap_ci(np.arange(len(dialogues)), mean_of_means, n_resamples, seed)
+    return Cell(n_valid, n_invalid, n_failed, _scale(value), _scale(low), _scale(high))
+
+
+def _fmt(cell: Cell) -> str:
+    if cell.mean is None:
+        return "n/a"
+    text = f"{cell.mean:.2f}"
+    if cell.low is not None:
+        text += f" [{cell.low:.1f}, {cell.high:.1f}]"
+    return text
+
+
+def to_markdown(rows: Sequence[Row]) -> str:
+    """Table 2's layout: one row per target and language, 0-100 scores with 95% intervals."""
+    names = [dimension(k).paper_name for k in TABLE_ORDER]
+    head = ["Lang", "Target", "Role-player", *names, "Average", "n", "invalid", "failed"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in sorted(rows, key=lambda r: (r.language, r.target)):
+        invalid = sum(c.n_invalid for c in row.cells.values())
+        failed = sum(c.n_failed for c in row.cells.values())
+        cells = [_fmt(row.cells[k]) for k in TABLE_ORDER]
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    row.language,
+                    row.target,
+                    row.roleplayer,
+                    *cells,
+                    _fmt(row.average),
+                    str(row.dialogues),
+                    str(invalid),
+                    str(failed),
+                ]
+            )  # fmt: skip
+            + " |"
+        )
+    judges = sorted({r.judge for r in rows})
+    lines.append("")
+    lines.append(
+        f"Judge: {', '.join(judges)}. Scores are mean/4 x 100 over valid judgments with bootstrap 95% "
+        "intervals; invalid and failed judgments are counted, never averaged in."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def write_csv(rows: Sequence[Row], path: Path) -> None:
+    """Long format: one line per (target, role-player, language, judge, dimension), plus `average`."""
+    fields = ["target", "roleplayer", "language", "judge", "dimension", "paper_name", "n_valid",
+              "n_invalid", "n_failed", "score_100", "ci_low", "ci_high"]  # fmt: skip
+    with Path(path).open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        for row in rows:
+            for key, cell in [*row.cells.items(), ("average", row.average)]:
+                writer.writerow(
+                    {
+                        "target": row.target,
+                        "roleplayer": row.roleplayer,
+                        "language": row.language,
+                        "judge": row.judge,
+                        "dimension": key,
+                        "paper_name": dimension(key).paper_name if key != "average" else "Average",
+                        "n_valid": cell.n_valid,
+                        "n_invalid": cell.n_invalid,
+                        "n_failed": cell.n_failed,
+                        "score_100": None if cell.mean is None else round(cell.mean, 4),
+                        "ci_low": None if cell.low is None else round(cell.low, 4),
+                        "ci_high": None if cell.high is None else round(cell.high, 4),
+                    }
+                )
+
+
+def write_charts(rows: Sequence[Row], out_dir: Path) -> list[Path]:
+    """Per language: a radar of the seven dimensions (one polygon per target) and a bar chart of
+    the averages with their intervals. PNG files; returns their paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for language in sorted({r.language for r in rows}):
+        group = [r for r in rows if r.language == language]
+        labels = [dimension(k).paper_name for k in TABLE_ORDER]
+        angles = np.linspace(0, 2 * np.pi, len(labels), endpoint=False).tolist()
+        fig = plt.figure(figsize=(7, 7))
+        ax = fig.add_subplot(polar=True)
+        for row in group:
+            values = [row.cells[k].mean if row.cells[k].mean is not None else 0.0 for k in TABLE_ORDER]
+            ax.plot(angles + angles[:1], values + values[:1], label=f"{row.target} ({row.roleplayer})")
+            ax.fill(angles + angles[:1], values + values[:1], alpha=0.08)
+        ax.set_xticks(angles)
+        ax.set_xticklabels(labels)
+        ax.set_ylim(0, 100)
+        ax.set_title(f"ESC-Eval scores ({language}, 0-100)")
+        ax.legend(loc="upper right", bbox_to_anchor=(1.35, 1.1), fontsize=8)
+        path = out_dir / f"radar_{language}.png"
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+        plt.close(fig)
+        paths.append(path)
+
+        fig, ax = plt.subplots(figsize=(max(5, 0.7 * len(group) + 2), 4))
+        names = [f"{r.target}\n({r.roleplayer})" for r in group]
+        means = [r.average.mean or 0.0 for r in group]
+        lows = [r.average.low if r.average.low is not None else m for m, r in zip(means, group, strict=True)]
+        highs = [
+            r.average.high if r.average.high is not None else m for m, r in zip(means, group, strict=True)
+        ]
+        errors = np.array([np.subtract(means, lows), np.subtract(highs, means)])
+        ax.bar(names, means, yerr=errors, capsize=4, color="#4C72B0")
+        ax.set_ylim(0, 100)
+        ax.set_ylabel("average score (0-100)")
+        ax.set_title(f"ESC-Eval average ({language}), 95% bootstrap intervals")
+        plt.setp(ax.get_xticklabels(), fontsize=8)
+        path = out_dir / f"average_{language}.png"
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+        plt.close(fig)
+        paths.append(path)
+    return paths

@@ -1,0 +1,44 @@
+"""Strict parsing of a judge's free-text reply into a score 0-4, or None (invalid).
+
+The official score.py takes the first of "0".."4" found *anywhere* in the reply ("Score: 4 on a
+0-4 scale" becomes 0) and writes -1 when none is found. Here a reply counts only when its first
+non-empty line is the score and nothing else, up to formatting:
+
+- an optional label: "Score:", "Rating -", "The score is", "评分：", "得分为" ...;
+- markdown emphasis or quotes around it: "**3**", "`3`", "「3」";
+- the scale after it: "3/4", "3 out of 4", "3分", "3 points";
+- closing punctuation: "4.", "3!", "3。";
+- full-width digits (３) and the Chinese numerals 零 〇 一 二 三 四.
+
+Anything else ("I'd give 2 or 3", "3.5", "5", "-1", "", "The dialogue is fluent") is invalid: the
+caller keeps the raw reply and counts it, and it never enters a mean.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+_NUMERALS = {"零": 0, "〇": 0, "一": 1, "二": 2, "三": 3, "四": 4}
+_LABEL = (
+    r"(?:(?:the\s+|my\s+|final\s+|overall\s+)*(?:score|rating|grade|answer)"
+    r"(?:\s+(?:is|would\s+be|of))?\s*[:：=\-]?\s*"
+    r"|(?:评分|分数|得分|打分|评分为|得分为|分数为)\s*(?:是|为)?\s*[:：]?\s*)?"
+)
+_SCALE = r"(?:\s*(?:/\s*4|out\s+of\s+4|分|points?|pts?))?"
+_LINE = re.compile(rf"^{_LABEL}(?P<score>[0-4零〇一二三四]){_SCALE}\s*[.。!！]*$", re.IGNORECASE)
+_DECORATION = re.compile(r"[*_`\"'“”‘’「」『』\[\]()（）]")
+
+
+def parse_score(reply: str | None) -> int | None:
+    """The score a judge's reply states, or None when it is not exactly one score 0-4."""
+    if not reply:
+        return None
+    text = unicodedata.normalize("NFKC", reply)  # full-width digits and colons become ASCII
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    first = _DECORATION.sub("", first).strip()
+    match = _LINE.match(first)
+    if not match:
+        return None
+    value = match.group("score")
+    return _NUMERALS[value] if value in _NUMERALS else int(value)

@@ -1,0 +1,113 @@
+"""The 7 dimensions, the judge prompts that score them, and the human annotation rules.
+
+All texts live in `rubrics.yaml` next to this file (sources and versions are documented there).
+A dialogue is scored one dimension at a time: `judge_messages` renders the chat a judge sees for one
+(dialogue, dimension) pair in a prompt style (`official`: the ESC-Eval score.py prompts the released
+ESC-RANK adapters were trained on; `paper`: Figures 12-19, the GPT-4 / InternLM2 prompts of Table 4).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from esc.chat.base import Message
+from esc.errors import ConfigError, UserError
+
+RUBRICS_FILE = Path(__file__).with_name("rubrics.yaml")
+LANGUAGES = ("en", "zh")
+SCORES = (0, 1, 2, 3, 4)
+ASSISTANT = "AI assistant："  # official-format speaker prefixes (esc/dialogues/official.py)
+USER = "ESC-Role："
+
+
+@dataclasses.dataclass(frozen=True)
+class Dimension:
+    key: str  # canonical: fluency, diversity, empathy, suggestion, humanoid, skill, overall
+    paper_name: str  # Table 2's column name
+    short: str  # Table 4's row label
+    official_key: str  # score.py's key and ESC-RANK's adapter folder name
+    aliases: tuple[str, ...]
+
+
+@functools.cache
+def _data() -> dict[str, Any]:
+    return yaml.safe_load(RUBRICS_FILE.read_text(encoding="utf-8"))
+
+
+@functools.cache
+def dimensions() -> tuple[Dimension, ...]:
+    """The 7 dimensions in the paper's order."""
+    return tuple(
+        Dimension(key, d["paper_name"], d["short"], d["official_key"], tuple(d.get("aliases") or ()))
+        for key, d in _data()["dimensions"].items()
+    )
+
+
+DIMENSION_KEYS: tuple[str, ...] = tuple(d.key for d in dimensions())
+
+
+def dimension(name: str, where: str = "dimension") -> Dimension:
+    """The dimension called `name`: its key, paper name, official key or an alias (any case)."""
+    wanted = str(name).strip().lower()
+    for d in dimensions():
+        if wanted in {d.key, d.paper_name.lower(), d.official_key, *(a.lower() for a in d.aliases)}:
+            return d
+    raise UserError(f"{where}: unknown dimension {name!r}; known: {', '.join(DIMENSION_KEYS)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class PromptStyle:
+    name: str
+    version: int
+    system: str | None
+    user: str  # with {rubric}, {dialogue}, {phrase}
+    phrases: Mapping[str, str]  # dimension key -> how the last sentence names it
+    rubrics: Mapping[str, Mapping[str, str]]  # language -> dimension key -> rubric
+
+    def messages(self, dimension_key: str, dialogue_text: str, language: str) -> list[Message]:
+        if language not in self.rubrics:
+            raise UserError(f"prompt style {self.name!r} has no {language!r} rubrics")
+        user = self.user.format(
+            rubric=self.rubrics[language][dimension_key],
+            dialogue=dialogue_text.strip(),
+            phrase=self.phrases[dimension_key],
+        )
+        messages: list[Message] = []
+        if self.system:
+            messages.append({"role": "system", "content": self.system})
+        messages.append({"role": "user", "content": user})
+        return messages
+
+
+@functools.cache
+def prompt_style(name: str) -> PromptStyle:
+    styles = _data()["styles"]
+    if name not in styles:
+        raise ConfigError("judge.prompt", f"unknown prompt style {name!r}; known: {sorted(styles)}")
+    s = styles[name]
+    return PromptStyle(name, int(s["version"]), s.get("system"), s["user"], s["phrases"], s["rubrics"])
+
+
+def dialogue_text(lines: Sequence[tuple[str, str]]) -> str:
+    """A dialogue as the judge prompts show it, from (role, text) pairs, role "assistant" or "user".
+
+    As score.py does: official-format lines ("AI assistant：...", "ESC-Role：...") joined by blank
+    lines, then "AI assistant" -> "**AI助手**" and "ESC-Role：" -> "**用户**".
+    """
+    fmt = _data()["dialogue_format"]
+    prefix = {"assistant": ASSISTANT, "user": USER}
+    text = fmt["separator"].join(prefix[role] + content for role, content in lines)
+    for old, new in fmt["replace"]:
+        text = text.replace(old, new)
+    return text
+
+
+def annotation_rules() -> dict[str, Any]:
+    """Paper Table 16: per dimension, what annotators focus on and what each score 0-4 means."""
+    return dict(_data()["annotation_rules"])

@@ -1,0 +1,211 @@
+"""The scoring job behind `rank.py`: dialogues → judgments on 7 dimensions → leaderboard.
+
+Resumable and kill-safe: judgments are appended to `OUT/scores/*.jsonl` as each chunk is judged, and
+a rerun with the same output directory judges only what is missing or failed. The leaderboard is
+rebuilt from the score files at the end of every run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
+
+from esc.errors import ConfigError, DataError, UserError
+from esc.interact.dialogue import Dialogue
+from esc.interact.store import read_dialogues
+from esc.runinfo import RunManifest
+from esc.scoring import leaderboard as board
+from esc.scoring.judge import FAILED, INVALID, VALID, Judge, ScoreItem, build_judge
+from esc.scoring.rubrics import DIMENSION_KEYS, dimension
+from esc.scoring.store import ScoreRecord, ScoreStore, latest, read_scores
+
+log = logging.getLogger(__name__)
+
+
+def dialogue_files(spec: str | Sequence[str]) -> list[Path]:
+    """The dialogue files a `dialogues=` value names: run directories, files, or a list of them."""
+    items = [spec] if isinstance(spec, str | Path) else list(spec)
+    files: list[Path] = []
+    for item in items:
+        path = Path(str(item))
+        if path.is_dir():
+            folder = path / "dialogues" if (path / "dialogues").is_dir() else path
+            found = sorted(p for p in folder.glob("*.jsonl") if not p.name.endswith(".failed.jsonl"))
+            if not found:
+                raise UserError(f"{folder}: no dialogue files (*.jsonl)")
+            files += found
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise UserError(f"{path}: no such dialogue file or directory (config `dialogues`)")
+    return files
+
+
+def dialogue_lines(dialogue: Dialogue, path: Path, lineno: int) -> tuple[tuple[str, str], ...]:
+    """The (role, text) lines a judge reads: the opener, then role-player and target in turn."""
+    if not dialogue.turns:
+        raise DataError(path, f"line {lineno}", f"dialogue of card {dialogue.card_id} has no turns")
+    for i, turn in enumerate(dialogue.turns):
+        expected = "roleplayer" if i % 2 == 0 else "target"
+        if turn.speaker != expected:
+            raise DataError(
+                path,
+                f"line {lineno}",
+                f"turn {i} is by {turn.speaker!r}, expected {expected!r} (turns missing?)",
+            )
+        if not isinstance(turn.text, str):
+            raise DataError(path, f"line {lineno}", f"turn {i} has no text")
+    lines = [("assistant", dialogue.opener)] if dialogue.opener else []
+    lines += [("user" if t.speaker == "roleplayer" else "assistant", t.text) for t in dialogue.turns]
+    return tuple(lines)
+
+
+def load_items(path: Path, dims: Sequence[str]) -> list[tuple[ScoreItem, dict[str, Any]]]:
+    """(item, record fields) for every complete dialogue of `path` and every dimension."""
+    items = []
+    for lineno, dialogue in enumerate(read_dialogues(path), 1):
+        if dialogue.status != "complete":
+            continue
+        lines = dialogue_lines(dialogue, path, lineno)
+        dialogue_id = f"{path.stem}/{dialogue.card_id}"
+        fields = {
+            "dialogue_id": dialogue_id,
+            "language": dialogue.language,
+            "target": dialogue.target,
+            "roleplayer": dialogue.roleplayer,
+            "card_id": dialogue.card_id,
+        }
+        for key in dims:
+            items.append(
+                (ScoreItem(dialogue_id, key, dialogue.language, lines), {**fields, "dimension": key})
+            )
+    return items
+
+
+def selected_dimensions(value: Any) -> list[str]:
+    if value in (None, "all"):
+        return list(DIMENSION_KEYS)
+    if isinstance(value, str):
+        value = [value]
+    keys = [dimension(v, "config `dimensions`").key for v in value]
+    if not keys:
+        raise ConfigError("dimensions", "is empty")
+    return keys
+
+
+def score_files(out: Path, judge: Judge, sources: Sequence[Path], dims: Sequence[str], chunk: int,
+                progress: bool) -> Counter:  # fmt: skip
+    """Judge every pending (dialogue, dimension) of `sources`; append to OUT/scores as it goes."""
+    counts: Counter = Counter()
+    plan = []
+    for path in sources:
+        store = ScoreStore(out / "scores" / f"{path.stem}__{judge.name}.jsonl")
+        items = load_items(path, dims)
+        pending = [(item, f) for item, f in items if not store.is_done((item.item_id, item.dimension))]
+        counts["skipped"] += len(items) - len(pending)
+        plan.append((store, pending))
+    total = sum(len(p) for _, p in plan)
+    prompt = {"style": judge.prompt, "version": judge.prompt_version}
+    with tqdm(total=total, unit="score", desc=f"judge {judge.name}", disable=not progress) as bar:
+        for store, pending in plan:
+            for start in range(0, len(pending), chunk):
+                part = pending[start : start + chunk]
+                judgments = judge.judge([item for item, _ in part])
+                records = [
+                    ScoreRecord.make(j, judge=judge.name, prompt=prompt, **fields)
+                    for (_, fields), j in zip(part, judgments, strict=True)
+                ]
+                store.add(records)
+                counts.update(r.status for r in records)
+                bar.update(len(part))
+                bar.set_postfix(invalid=counts[INVALID], failed=counts[FAILED])
+    return counts
+
+
+def invalid_report(records: Sequence[ScoreRecord]) -> dict[str, dict[str, int]]:
+    """Per dimension: valid, invalid and failed judgments (what the manifest and the log show)."""
+    report: dict[str, dict[str, int]] = {k: {VALID: 0, INVALID: 0, FAILED: 0} for k in DIMENSION_KEYS}
+    for r in records:
+        report[r.dimension][r.status] += 1
+    return report
+
+
+def write_reports(out: Path, records: Sequence[ScoreRecord], cfg: Mapping[str, Any]) -> dict[str, Any]:
+    rows = board.leaderboard(records, int(cfg.get("bootstrap", 1000)), int(cfg.get("seed", 0)))
+    markdown = board.to_markdown(rows)
+    (out / "leaderboard.md").write_text(markdown, encoding="utf-8")
+    board.write_csv(rows, out / "leaderboard.csv")
+    charts = board.write_charts(rows, out / "charts") if cfg.get("charts", True) else []
+    return {"rows": rows, "markdown": markdown, "charts": [str(p) for p in charts]}
+
+
+def rank(cfg: DictConfig) -> dict[str, Any]:
+    """Score (mode=score) or only report (mode=leaderboard) as configured; returns where things are."""
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    manifest = RunManifest(out, resolved, seed=cfg.get("seed"))
+    mode = cfg.get("mode", "score")
+    if mode not in ("score", "leaderboard"):
+        raise ConfigError("mode", f"{mode!r} is not one of score, leaderboard")
+    counts: Counter = Counter()
+    try:
+        if mode == "score":
+            if OmegaConf.is_missing(cfg, "dialogues"):
+                raise ConfigError("dialogues", "name an evaluate.py output directory or dialogue files")
+            dims = selected_dimensions(resolved.get("dimensions"))
+            sources = dialogue_files(resolved["dialogues"])
+            for path in sources:  # bad input stops here, before any judging
+                load_items(path, dims[:1])
+            judge = build_judge(resolved["judge"])
+            try:
+                judge.check_ready()
+                manifest.update(judge=judge.identity(), sources=[str(p) for p in sources])
+                scoring = resolved.get("scoring") or {}
+                counts = score_files(out, judge, sources, dims, int(scoring.get("chunk", 64)),
+                                     bool(scoring.get("progress", True)))  # fmt: skip
+            finally:
+                judge.close()
+        score_paths = sorted((out / "scores").glob("*.jsonl")) if mode == "score" else _score_inputs(resolved)
+        records = list(latest(r for p in score_paths for r in read_scores(p)).values())
+        if not records:
+            raise UserError(f"no score records in {', '.join(map(str, score_paths)) or out / 'scores'}")
+        reports = write_reports(
+            out, records, {**(resolved.get("leaderboard") or {}), "seed": cfg.get("seed", 0)}
+        )
+    except BaseException as err:
+        manifest.finish(status="interrupted" if isinstance(err, KeyboardInterrupt) else "failed",
+                        counts=dict(counts), error=f"{type(err).__name__}: {err}"[:500])  # fmt: skip
+        raise
+    by_dimension = invalid_report(records)
+    manifest.finish(
+        status="completed",
+        counts=dict(counts),
+        judgments=by_dimension,
+        leaderboard=str(out / "leaderboard.md"),
+        charts=reports["charts"],
+    )
+    return {"output_dir": str(out), "counts": dict(counts), "judgments": by_dimension, **reports}
+
+
+def _score_inputs(resolved: Mapping[str, Any]) -> list[Path]:
+    spec = resolved.get("scores")
+    if not spec:
+        raise ConfigError("scores", "mode=leaderboard needs score files or a directory of them")
+    paths: list[Path] = []
+    for item in [spec] if isinstance(spec, str) else spec:
+        path = Path(str(item))
+        if path.is_dir():
+            folder = path / "scores" if (path / "scores").is_dir() else path
+            paths += sorted(folder.glob("*.jsonl"))
+        elif path.is_file():
+            paths.append(path)
+        else:
+            raise UserError(f"{path}: no such score file or directory (config `scores`)")
+    return paths

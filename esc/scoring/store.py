@@ -1,0 +1,106 @@
+"""Score files: one JSON line per (dialogue, dimension) judgment, appended as each batch is judged.
+
+`OUT/scores/<target>__<roleplayer>__<lang>__<judge>.jsonl`. A rerun reads what is there and judges
+only what is missing or `failed`; a later line for the same (dialogue, dimension) supersedes an
+earlier one, so a retried failure needs no rewrite. A line cut short by a killed process is dropped
+on the next open (`esc.jsonl`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from esc.errors import DataError, UserError
+from esc.jsonl import append_jsonl, drop_partial_last_line
+from esc.scoring.judge import FAILED, INVALID, VALID, Judgment
+from esc.scoring.rubrics import SCORES, dimension
+
+STATUSES = (VALID, INVALID, FAILED)
+
+
+@dataclasses.dataclass
+class ScoreRecord:
+    """A judgment with what it judged and who judged it."""
+
+    dialogue_id: str
+    dimension: str
+    language: str
+    judge: str
+    prompt: dict[str, Any]  # {"style", "version"}
+    status: str
+    score: int | None = None
+    expected: float | None = None
+    probs: list[float] | None = None
+    answer_mass: float | None = None
+    raw: str | None = None
+    error: str | None = None
+    target: str | None = None
+    roleplayer: str | None = None
+    card_id: int | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.dialogue_id, self.dimension)
+
+    @classmethod
+    def make(cls, judgment: Judgment, **fields: Any) -> ScoreRecord:
+        return cls(**fields, **judgment.to_dict())
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ScoreRecord:
+        """A record from its JSON form; ValueError or TypeError when it is not a valid one."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        record = cls(**{k: v for k, v in data.items() if k in names})
+        try:
+            record.dimension = dimension(record.dimension).key
+        except UserError as err:
+            raise ValueError(str(err)) from None
+        if record.status not in STATUSES:
+            raise ValueError(f"status {record.status!r} is not one of {STATUSES}")
+        if record.status == VALID and record.score not in SCORES:
+            raise ValueError(f"a valid score must be one of {SCORES}, got {record.score!r}")
+        return record
+
+
+def read_scores(path: Path) -> Iterator[ScoreRecord]:
+    """Every record of a score file, in order; a malformed line is a DataError naming file and line."""
+    with Path(path).open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                yield ScoreRecord.from_dict(json.loads(line))
+            except (json.JSONDecodeError, TypeError, ValueError) as err:
+                raise DataError(path, f"line {lineno}", f"not a score record ({err})") from None
+
+
+def latest(records: Iterable[ScoreRecord]) -> dict[tuple[str, str], ScoreRecord]:
+    """The last record of each (dialogue, dimension): later lines supersede earlier ones."""
+    return {record.key: record for record in records}
+
+
+class ScoreStore:
+    """The judgments of one score file; `done` are the keys not to judge again."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        drop_partial_last_line(self.path)
+        self.records = latest(read_scores(self.path)) if self.path.exists() else {}
+
+    def is_done(self, key: tuple[str, str]) -> bool:
+        record = self.records.get(key)
+        return record is not None and record.status != FAILED
+
+    def add(self, records: Iterable[ScoreRecord]) -> None:
+        records = list(records)
+        append_jsonl(self.path, [r.to_dict() for r in records])
+        for record in records:
+            self.records[record.key] = record

@@ -1,0 +1,43 @@
+"""Score ESC-Eval dialogues on the paper's 7 dimensions (0-4) with a judge, and report them.
+
+    # the embedded tiny judge on the dialogues of an evaluate.py run (CPU, seconds)
+    python rank.py judge=tiny dialogues=outputs/eval-tiny hydra.run.dir=outputs/rank-tiny
+    # SmolLM2 zero-shot on CPU (real, if weak, judgments), English dialogues
+    python rank.py judge=smollm2 dialogues=OUT_OF_EVALUATE
+    # the released ESC-RANK (InternLM2-chat-7B + 14 LoRA adapters), GPU
+    python rank.py judge=esc_rank judge.adapters.root=/path/to/ESC-RANK dialogues=OUT_OF_EVALUATE
+    # GPT-4 as judge (Figures 12-19 prompts), key from OPENAI_API_KEY
+    python rank.py judge=gpt4 dialogues=OUT_OF_EVALUATE
+    # only the leaderboard, from existing score files
+    python rank.py mode=leaderboard scores=[OUT_A,OUT_B]
+
+Writes OUT/scores/*.jsonl (one judgment per dialogue and dimension, as they are made),
+OUT/leaderboard.{md,csv}, OUT/charts/*.png and OUT/manifest.json. Rerunning with the same
+`hydra.run.dir` judges only what is missing or failed.
+"""
+
+import hydra
+from omegaconf import DictConfig
+
+from esc.errors import exit_on_user_error
+from esc.scoring.run import rank
+
+
+@hydra.main(config_path="conf", config_name="rank", version_base="1.3")
+@exit_on_user_error
+def main(cfg: DictConfig) -> None:
+    result = rank(cfg)
+    print(result["markdown"])
+    counts, per_dim = result["counts"], result["judgments"]
+    invalid = {k: v["invalid"] for k, v in per_dim.items() if v["invalid"]}
+    failed = {k: v["failed"] for k, v in per_dim.items() if v["failed"]}
+    print(
+        f"{counts.get('valid', 0)} valid, {counts.get('invalid', 0)} invalid, {counts.get('failed', 0)} "
+        f"failed judgments this run ({counts.get('skipped', 0)} already done); invalid by dimension: "
+        f"{invalid or 'none'}; failed: {failed or 'none'}"
+    )
+    print(f"leaderboard: {result['output_dir']}/leaderboard.md (.csv), charts: {', '.join(result['charts'])}")
+
+
+if __name__ == "__main__":
+    main()
