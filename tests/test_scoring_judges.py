@@ -1,0 +1,149 @@
+"""Judges beyond the base model: per-dimension LoRA adapters in one batch, and API judges
+(strict parsing, log-probabilities, failures) against canned replies and the fake OpenAI server."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, register_backend
+from esc.scoring.judge import FAILED, INVALID, VALID, ScoreItem, build_judge
+from esc.scoring.judges.api import answer_distribution
+from esc.scoring.rubrics import DIMENSION_KEYS
+from tests.helpers import compose, requires_data
+
+LINES = (("assistant", "Hello."), ("user", "I can't sleep before exams."), ("assistant", "That sounds hard."))
+
+
+@register_backend("canned")
+class CannedBackend(ChatBackend):
+    """Replies with the given texts in turn (and log-probabilities when given), for API-judge tests."""
+
+    def __init__(self, replies: list[dict[str, Any]]) -> None:
+        self.replies = replies
+        self.sent: list[list[Message]] = []
+        self.settings: GenerationSettings | None = None
+
+    def generate(self, batch: Sequence[Sequence[Message]], settings: GenerationSettings) -> list[Reply]:
+        self.settings = settings
+        out = []
+        for messages in batch:
+            self.sent.append(list(messages))
+            canned = self.replies[(len(self.sent) - 1) % len(self.replies)]
+            out.append(Reply(**{"finish_reason": "stop", **canned}))
+        return out
+
+    def identity(self) -> dict[str, Any]:
+        return {"kind": "canned"}
+
+
+def logprobs(token: str, top: dict[str, float]) -> list[dict[str, Any]]:
+    return [{"token": token, "top": {t: math.log(p) for t, p in top.items()}}]
+
+
+def api_judge(replies: list[dict[str, Any]], prompt: str = "paper"):
+    return build_judge({"kind": "api", "name": "canned", "prompt": prompt,
+                        "backend": {"kind": "canned", "replies": replies}})  # fmt: skip
+
+
+def test_api_judge_parses_strictly_and_keeps_log_probabilities() -> None:
+    judge = api_judge([
+        {"text": "3", "logprobs": logprobs("3", {"3": 0.6, "2": 0.2, " 4": 0.1, "Score": 0.1})},
+        {"text": "**2**"},                      # no log-probabilities: the stated score only
+        {"text": "I'd give 2 or 3"},            # invalid, reply kept
+        {"text": "", "finish_reason": "error", "error": "APITimeoutError: timed out"},  # failed
+    ])  # fmt: skip
+    items = [ScoreItem(f"d{i}", "empathy", "en", LINES) for i in range(4)]
+    valid, plain, invalid, failed = judge.judge(items)
+    assert valid.status == VALID and valid.score == 3 and valid.answer_mass == pytest.approx(0.9)
+    assert valid.probs == pytest.approx([0, 0, 0.2 / 0.9, 0.6 / 0.9, 0.1 / 0.9], abs=1e-6)
+    assert plain.status == VALID and plain.score == 2 and plain.probs is None and plain.raw == "**2**"
+    assert invalid.status == INVALID and invalid.score is None and invalid.raw == "I'd give 2 or 3"
+    assert failed.status == FAILED and "timed out" in failed.error
+    backend = judge.backend
+    assert backend.settings.temperature == 0 and backend.settings.top_logprobs == 20
+    system, user = backend.sent[0]
+    assert (
+        system["content"] == "You are a helpful assistant!" and "give your empathic score" in user["content"]
+    )
+
+
+def test_answer_distribution_reads_the_token_that_states_the_score() -> None:
+    steps = [{"token": "Score", "top": {"Score": -0.1}}, {"token": ":", "top": {":": 0.0}},
+             {"token": " 4", "top": {" 4": math.log(0.5), "3": math.log(0.25), "x": math.log(0.25)}}]  # fmt: skip
+    assert answer_distribution(steps, 4) == pytest.approx([0, 0, 0, 0.25, 0.5])
+    assert answer_distribution(steps, 2) is None and answer_distribution(None, 3) is None
+
+
+@requires_data
+def test_api_judge_through_the_fake_openai_server(tmp_path: Path) -> None:
+    """The real openai backend: log-probabilities come back; the tiny model's text is no score."""
+    from esc.chat.backends.hf import HFBackend
+    from tests.fake_openai_server import FakeOpenAIServer
+
+    hf = HFBackend(compose(["model=tiny"]).model, device="cpu")
+    with FakeOpenAIServer(hf) as server:
+        judge = build_judge({
+            "kind": "api", "name": "served", "prompt": "official", "max_new_tokens": 4, "top_logprobs": 5,
+            "backend": {"kind": "openai", "model": "tiny", "base_url": server.url, "api_key_env": None,
+                        "max_retries": 0, "timeout_s": 60},
+        })  # fmt: skip
+        server.inject(["500"], match="DIE")
+        items = [ScoreItem("a", "fluency", "en", LINES), ScoreItem("b", "overall", "en", (("user", "DIE"),))]
+        ok, dead = judge.judge(items)
+        judge.close()
+    assert ok.status == INVALID and ok.raw and "single score" in ok.error
+    assert dead.status == FAILED and "500" in dead.error
+    sent = server.received[0]["body"]
+    assert sent["logprobs"] is True and sent["top_logprobs"] == 5 and sent["temperature"] == 0
+
+
+@pytest.fixture(scope="module")
+def adapter_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Seven random (non-zero) LoRA adapters on the tiny model, in the per_dimension layout."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from esc.models.loading import load_causal_lm
+
+    root = tmp_path_factory.mktemp("adapters")
+    cfg = compose(["model=tiny"]).model
+    for i, key in enumerate(DIMENSION_KEYS):
+        torch.manual_seed(i)
+        model = get_peft_model(load_causal_lm(cfg), LoraConfig(r=4, target_modules=["q_proj", "v_proj"],
+                                                               init_lora_weights=False))  # fmt: skip
+        model.save_pretrained(root / key)
+    return root
+
+
+@requires_data
+def test_per_dimension_adapters_share_one_batch(adapter_root: Path) -> None:
+    """A batch mixing all dimensions gives each item what its own adapter alone gives."""
+    model = compose(["model=tiny"]).model
+    judge = build_judge({"kind": "local", "name": "rank", "model": model, "batch_size": 16,
+                         "adapters": {"layout": "per_dimension", "root": str(adapter_root)}})  # fmt: skip
+    judge.check_ready()
+    items = [ScoreItem(f"d{i}", key, "en", LINES[: 1 + i % 3]) for i in range(2) for key in DIMENSION_KEYS]
+    mixed = judge.judge(items)
+    base = build_judge({"kind": "local", "name": "base", "model": model}).judge(items)
+    for item, got, plain in zip(items, mixed, base, strict=True):
+        single = build_judge({"kind": "local", "name": "one", "model": model,
+                              "adapters": {"layout": "single", "root": str(adapter_root / item.dimension)}})  # fmt: skip
+        assert got.probs == pytest.approx(single.judge([item])[0].probs, abs=1e-5)
+        assert got.probs != pytest.approx(plain.probs, abs=1e-3)  # the adapter matters
+    files = judge.identity()["adapters"]["files"]
+    assert len(files) == 14 and files["empathy/en"]["path"].endswith("/empathy")
+    assert len({f["sha256"] for f in files.values()}) == 7
+
+
+def test_official_layout_maps_to_the_released_folders(tmp_path: Path) -> None:
+    from esc.scoring.judges.local import adapter_paths
+
+    paths = adapter_paths({"layout": "official", "root": str(tmp_path / "ESC-RANK")})
+    assert paths[("empathy", "en")] == tmp_path / "ESC-RANK" / "empathic_en"
+    assert paths[("skill", "zh")] == tmp_path / "ESC-RANK" / "tech"
+    assert paths[("humanoid", "en")].name == "human_en" and len(paths) == 14
