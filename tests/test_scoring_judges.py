@@ -73,8 +73,9 @@ def test_api_judge_parses_strictly_and_keeps_log_probabilities() -> None:
 
 
 def test_answer_distribution_reads_the_token_that_states_the_score() -> None:
+    last = {" 4": math.log(0.5), "3": math.log(0.25), "x": math.log(0.25)}
     steps = [{"token": "Score", "top": {"Score": -0.1}}, {"token": ":", "top": {":": 0.0}},
-             {"token": " 4", "top": {" 4": math.log(0.5), "3": math.log(0.25), "x": math.log(0.25)}}]  # fmt: skip
+             {"token": " 4", "top": last}]  # fmt: skip
     assert answer_distribution(steps, 4) == pytest.approx([0, 0, 0, 0.25, 0.5])
     assert answer_distribution(steps, 2) is None and answer_distribution(None, 3) is None
 
@@ -131,8 +132,8 @@ def test_per_dimension_adapters_share_one_batch(adapter_root: Path) -> None:
     mixed = judge.judge(items)
     base = build_judge({"kind": "local", "name": "base", "model": model}).judge(items)
     for item, got, plain in zip(items, mixed, base, strict=True):
-        single = build_judge({"kind": "local", "name": "one", "model": model,
-                              "adapters": {"layout": "single", "root": str(adapter_root / item.dimension)}})  # fmt: skip
+        only = {"layout": "single", "root": str(adapter_root / item.dimension)}
+        single = build_judge({"kind": "local", "name": "one", "model": model, "adapters": only})
         assert got.probs == pytest.approx(single.judge([item])[0].probs, abs=1e-5)
         assert got.probs != pytest.approx(plain.probs, abs=1e-3)  # the adapter matters
     files = judge.identity()["adapters"]["files"]
