@@ -47,6 +47,7 @@ endif
 
 data: $(STAMP)
 	$(PY) -m esc.datasets.fetch
+	$(PY) -m esc.scoring.annotations build-esconv
 
 models: $(STAMP)
 	$(PY) -m esc.models fetch

@@ -9,21 +9,26 @@
     # a local sweep, one run after the other
     python train.py -m +exp=esc_role model=tiny trainer.max_steps=5 peft.r=4,8
 
+    # ESC-RANK: one LoRA judge adapter per dimension from human scores, then agreement on the test split
+    python train.py +exp=esc_rank model=tiny trainer.max_steps=30
+
 Rerunning a command with the same `hydra.run.dir` resumes from its `last.ckpt`.
 """
 
 import hydra
+from hydra.utils import get_method
 from omegaconf import DictConfig
 
 from esc.errors import exit_on_user_error
-from esc.train.run import train
 
 
 @hydra.main(config_path="conf", config_name="train", version_base="1.3")
 @exit_on_user_error
 def main(cfg: DictConfig) -> None:
-    result = train(cfg)
-    print(f"Adapter saved to {result['adapter_dir']} (step {result['global_step']})")
+    result = get_method(cfg.runner)(cfg)  # esc.train.run.train, or an experiment's own job
+    if result.get("report"):
+        print(result["report"])
+    print(result.get("saved") or f"Adapter saved to {result['adapter_dir']} (step {result['global_step']})")
 
 
 if __name__ == "__main__":

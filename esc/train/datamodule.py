@@ -21,7 +21,10 @@ log = logging.getLogger(__name__)
 
 
 class ChatSFTDataModule(pl.LightningDataModule):
-    """Builds the sample mixture, tokenizes it with the model's chat template and serves batches.
+    """Builds the samples, tokenizes them with the model's chat template and serves batches.
+
+    The samples come from ``data.builder`` (a dotted function path returning ``(train, val)``):
+    the ESC-Role mixture by default, ESC-RANK's annotated judge prompts with ``data=esc_rank``.
 
     Only the role-player's (assistant) tokens carry labels; see :mod:`esc.data.tokenize`.
     """
@@ -55,9 +58,10 @@ class ChatSFTDataModule(pl.LightningDataModule):
     def samples(self) -> tuple[list, list]:
         """The (train, val) samples, built once per process (prepare_data and setup both need them)."""
         if self._samples is None:
-            from esc.data.mixture import build_samples
+            from hydra.utils import get_method
 
-            self._samples = build_samples(self.data_cfg)
+            builder = self.data_cfg.get("builder") or "esc.data.mixture.build_samples"
+            self._samples = get_method(builder)(self.data_cfg)
         return self._samples
 
     def prepare_data(self) -> None:

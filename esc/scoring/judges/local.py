@@ -24,7 +24,15 @@ from esc.chat.backends._common import one_line, plain
 from esc.errors import ConfigError, UserError
 from esc.hashing import sha256_file
 from esc.scoring.judge import FAILED, INVALID, Judge, Judgment, ScoreItem, register_judge
-from esc.scoring.rubrics import LANGUAGES, SCORES, dialogue_text, dimension, dimensions, prompt_style
+from esc.scoring.rubrics import (
+    DIMENSION_KEYS,
+    LANGUAGES,
+    SCORES,
+    dialogue_text,
+    dimension,
+    dimensions,
+    prompt_style,
+)
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +46,8 @@ def adapter_paths(adapters: Mapping[str, Any] | None) -> dict[tuple[str, str], P
     layouts: ``none`` (the base model judges); ``single`` (``root`` is one adapter for everything);
     ``per_dimension`` (``root/<key>/`` for both languages, as ``train.py +exp=esc_rank`` writes);
     ``official`` (the released ESC-RANK: ``root/<official key>`` for Chinese and
-    ``root/<official key>_en`` for English, e.g. ``ESC-RANK/empathic_en``).
+    ``root/<official key>_en`` for English, e.g. ``ESC-RANK/empathic_en``). ``dimensions`` limits
+    the adapters to some dimensions (items of the others are invalid: "no adapter").
     """
     cfg = dict(adapters or {})
     layout = cfg.get("layout", "none")
@@ -50,8 +59,9 @@ def adapter_paths(adapters: Mapping[str, Any] | None) -> dict[tuple[str, str], P
     if not root:
         raise ConfigError("judge.adapters.root", f"layout {layout!r} needs the adapter directory")
     root = Path(str(root))
+    wanted = {dimension(d, "judge.adapters.dimensions").key for d in cfg.get("dimensions") or DIMENSION_KEYS}
     paths: dict[tuple[str, str], Path] = {}
-    for d in dimensions():
+    for d in (d for d in dimensions() if d.key in wanted):
         for language in LANGUAGES:
             if layout == "single":
                 path = root

@@ -1,0 +1,281 @@
+"""Human annotations: 0-4 scores people gave dialogues on the 7 dimensions (ESC-RANK's training
+data and the reference of every agreement figure).
+
+File format, JSON lines, one annotation per line:
+
+    {"dialogue_id": "esconv/train/12", "language": "en",
+     "dialogue": [{"role": "user", "content": "..."}, {"role": "assistant", "content": "..."}],
+     "dimension": "empathy", "score": 3, "annotator": "seeker", "source": "esconv"}
+
+`role` is "user" for the person seeking help (ESC-Role) and "assistant" for the chatbot. A bad file
+stops with one line naming the file and line: not JSON, a missing field, an unknown dimension, a
+score that is not an integer 0-4, a (dialogue, dimension, annotator) given twice, an empty file.
+
+The paper's 59,654 annotations are not public. `build-esconv` derives a real, smaller set from the
+ESConv seekers' own ratings (ESConv and FailedESConv; CC BY-NC 4.0); see `esconv_annotations`.
+
+    python -m esc.scoring.annotations build-esconv     # -> data/annotations/esconv_ratings.jsonl
+    python -m esc.scoring.annotations stats FILE
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from esc.data.esconv import SPLITS, esconv_path
+from esc.data.sample import read_json, read_jsonl
+from esc.errors import DataError, UserError, exit_on_user_error
+from esc.paths import data_dir
+from esc.scoring.rubrics import DIMENSION_KEYS, SCORES, dimension
+
+ROLES = ("user", "assistant")
+RATIOS = (7, 1, 2)  # train : val : test by dialogue (paper §3.4)
+
+
+@dataclasses.dataclass(frozen=True)
+class Annotation:
+    dialogue_id: str
+    language: str
+    lines: tuple[tuple[str, str], ...]  # (role, text), role "user" or "assistant"
+    dimension: str
+    score: int
+    annotator: str
+    source: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dialogue_id": self.dialogue_id,
+            "language": self.language,
+            "dialogue": [{"role": r, "content": t} for r, t in self.lines],
+            "dimension": self.dimension,
+            "score": self.score,
+            "annotator": self.annotator,
+            "source": self.source,
+        }
+
+
+def _parse(record: Any, path: Path, where: str) -> Annotation:
+    if not isinstance(record, dict):
+        raise DataError(path, where, f"expected a JSON object, got {type(record).__name__}")
+    for key in ("dialogue_id", "language", "dialogue", "dimension", "score", "annotator"):
+        if key not in record:
+            raise DataError(path, where, f"missing field `{key}`")
+    try:
+        key = dimension(record["dimension"]).key
+    except UserError as err:
+        raise DataError(path, where, str(err)) from None
+    score = record["score"]
+    if isinstance(score, bool) or not isinstance(score, int) or score not in SCORES:
+        raise DataError(path, where, f"score must be an integer 0-4, got {score!r}")
+    dialogue = record["dialogue"]
+    if not isinstance(dialogue, list) or not dialogue:
+        raise DataError(path, where, "`dialogue` must be a non-empty list of {role, content}")
+    lines = []
+    for i, turn in enumerate(dialogue):
+        if (
+            not isinstance(turn, dict)
+            or turn.get("role") not in ROLES
+            or not isinstance(turn.get("content"), str)
+        ):
+            raise DataError(path, where, f"dialogue[{i}] must be {{role: user|assistant, content: text}}")
+        lines.append((turn["role"], turn["content"]))
+    if record["language"] not in ("en", "zh"):
+        raise DataError(path, where, f"language must be en or zh, got {record['language']!r}")
+    return Annotation(
+        str(record["dialogue_id"]),
+        record["language"],
+        tuple(lines),
+        key,
+        score,
+        str(record["annotator"]),
+        record.get("source"),
+    )
+
+
+def read_annotations(path: Path) -> list[Annotation]:
+    """Every annotation of a JSONL file, validated (see the module docstring)."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: annotation file not found (build one: python -m esc.scoring.annotations)")
+    annotations: list[Annotation] = []
+    seen: dict[tuple[str, str, str], int] = {}
+    for lineno, record in read_jsonl(path):
+        ann = _parse(record, path, f"line {lineno}")
+        key = (ann.dialogue_id, ann.dimension, ann.annotator)
+        if key in seen:
+            raise DataError(
+                path,
+                f"line {lineno}",
+                f"duplicate of line {seen[key]} (same dialogue, dimension and annotator: {key})",
+            )
+        seen[key] = lineno
+        annotations.append(ann)
+    if not annotations:
+        raise DataError(path, None, "no annotations (empty file)")
+    return annotations
+
+
+def write_annotations(annotations: Iterable[Annotation], path: Path) -> int:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    n = 0
+    with tmp.open("w", encoding="utf-8") as fh:
+        for ann in annotations:
+            fh.write(json.dumps(ann.to_dict(), ensure_ascii=False) + "\n")
+            n += 1
+    tmp.replace(path)
+    return n
+
+
+# --- ESConv: the seekers' own ratings, mapped to the dimensions they measure -------------------------
+
+
+def _window(lines: list[tuple[str, str]], max_lines: int | None) -> list[tuple[str, str]]:
+    return lines[:max_lines] if max_lines else lines
+
+
+def _feedback_overall(ratings: Sequence[int]) -> int | None:
+    """Mean per-turn feedback (1-5) -> 0-4, half up; None without ratings."""
+    if not ratings:
+        return None
+    return int(sum(ratings) / len(ratings) - 1 + 0.5)
+
+
+def esconv_annotations(root: Path | None = None, max_lines: int | None = 12) -> list[Annotation]:
+    """Annotations from the ESConv seekers' ratings (ESConv, FailedESConv), 1-5 mapped to 0-4:
+
+    - `empathy` <- the post-chat survey's empathy rating ("the supporter understood/empathised");
+    - `fluency` <- the survey's relevance rating: the coherence half of the fluency rubric
+      ("dialogue content unrelated to the user's questions"); sentence fluency is not rated;
+    - `overall` <- the mean of the seeker's per-turn feedback ("how helpful was this"), over the
+      turns shown to the judge, as the closest thing to the paper's "would I use it" preference.
+
+    `diversity`, `suggestion`, `humanoid` and `skill` have no human ratings here and get none.
+    Dialogues are cut to their first `max_lines` utterances (12: the length of an ESC-Eval dialogue,
+    opener + 5 exchanges + 1) so that prompts fit small judges; the survey ratings describe the whole
+    chat, a limit of this proxy. Missing ratings (-1 in ESConv) give no annotation.
+    """
+    root = Path(root or data_dir())
+    out: list[Annotation] = []
+    for split in SPLITS:
+        path = esconv_path(root, split)
+        for index, (_, record) in enumerate(read_jsonl(path)):
+            lines, feedback = [], []
+            for utt in record["dialog"]:
+                role = "user" if utt["speaker"] == "usr" else "assistant"
+                if max_lines and len(lines) >= max_lines:
+                    break
+                lines.append((role, utt["text"]))
+                if role == "user" and utt.get("rating") not in (None, ""):
+                    feedback.append(int(utt["rating"]))
+            ratings = {"empathy": record.get("empathy"), "fluency": record.get("relevance")}
+            out += _annotations(f"esconv/{split}/{index}", lines, ratings, feedback, "esconv")
+    failed = root / "esconv" / "FailedESConv.json"
+    for index, record in enumerate(read_json(failed)):
+        survey = (record.get("survey_score") or {}).get("seeker") or {}
+        lines, feedback = [], []
+        for utt in record["dialog"]:
+            role = "user" if utt["speaker"] in ("seeker", "speaker") else "assistant"
+            if max_lines and len(lines) >= max_lines:
+                break
+            lines.append((role, utt["content"].strip()))
+            rating = (utt.get("annotation") or {}).get("feedback")
+            if role == "user" and rating:
+                feedback.append(int(rating))
+        ratings = {"empathy": survey.get("empathy"), "fluency": survey.get("relevance")}
+        out += _annotations(f"failedesconv/{index}", lines, ratings, feedback, "failedesconv")
+    return out
+
+
+def _annotations(
+    dialogue_id: str, lines: list[tuple[str, str]], survey: dict[str, Any], feedback: list[int], source: str
+) -> list[Annotation]:
+    anns = []
+    for key, value in survey.items():
+        value = int(value) if value not in (None, "", -1, "-1") else None
+        if value is not None and 1 <= value <= 5:
+            anns.append(Annotation(dialogue_id, "en", tuple(lines), key, value - 1, "seeker", source))
+    overall = _feedback_overall(feedback)
+    if overall is not None:
+        anns.append(Annotation(dialogue_id, "en", tuple(lines), "overall", overall, "seeker", source))
+    return anns
+
+
+# --- splits and summaries ------------------------------------------------------------------------
+
+
+def split_by_dialogue(
+    annotations: Sequence[Annotation], seed: int = 42, ratios: Sequence[int] = RATIOS
+) -> dict[str, list[Annotation]]:
+    """train / val / test by dialogue (never by row), from sha256(seed:dialogue_id): every
+    annotation of a dialogue lands in the same split, on every machine."""
+    total = sum(ratios)
+    bounds = [sum(ratios[: i + 1]) / total for i in range(len(ratios))]
+    splits: dict[str, list[Annotation]] = {"train": [], "val": [], "test": []}
+    for ann in annotations:
+        digest = hashlib.sha256(f"{seed}:{ann.dialogue_id}".encode()).hexdigest()
+        u = int(digest[:12], 16) / float(16**12)
+        name = next(n for n, b in zip(splits, bounds, strict=True) if u < b)
+        splits[name].append(ann)
+    return splits
+
+
+def human_reference(annotations: Iterable[Annotation]) -> dict[tuple[str, str], int]:
+    """(dialogue, dimension) -> the human score: the annotators' median (the lower one on a tie)."""
+    scores: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for ann in annotations:
+        scores[(ann.dialogue_id, ann.dimension)].append(ann.score)
+    return {key: sorted(v)[(len(v) - 1) // 2] for key, v in scores.items()}
+
+
+def stats(annotations: Sequence[Annotation]) -> str:
+    lines = [f"{len(annotations)} annotations, {len({a.dialogue_id for a in annotations})} dialogues"]
+    for key in DIMENSION_KEYS:
+        counts = Counter(a.score for a in annotations if a.dimension == key)
+        if counts:
+            dist = ", ".join(f"{s}: {counts.get(s, 0)}" for s in SCORES)
+            lines.append(f"  {key:<11}{sum(counts.values()):>6}  ({dist})")
+        else:
+            lines.append(f"  {key:<11}{'none':>6}  (no human ratings)")
+    return "\n".join(lines)
+
+
+def default_esconv_path() -> Path:
+    return data_dir() / "annotations" / "esconv_ratings.jsonl"
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m esc.scoring.annotations", description=__doc__.splitlines()[0]
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    build = sub.add_parser("build-esconv", help="derive annotations from the ESConv seekers' ratings")
+    build.add_argument(
+        "--out", type=Path, default=None, help="default: data/annotations/esconv_ratings.jsonl"
+    )
+    build.add_argument("--max-lines", type=int, default=12, help="utterances kept per dialogue (0: all)")
+    show = sub.add_parser("stats", help="count annotations per dimension and score")
+    show.add_argument("file", type=Path)
+    args = parser.parse_args(argv)
+    if args.command == "build-esconv":
+        out = args.out or default_esconv_path()
+        anns = esconv_annotations(max_lines=args.max_lines or None)
+        write_annotations(anns, out)
+        print(f"{out}: {stats(anns)}")
+    else:
+        print(stats(read_annotations(args.file)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""ESC-RANK training samples: a judge prompt for one (dialogue, dimension), answered with the
+human score. The `data` group's builder for `train.py +exp=esc_rank` (conf/data/esc_rank.yaml).
+
+The split is the paper's 7:1:2 by dialogue (`annotations.split_by_dialogue`): train and val feed
+training; test is held out for the agreement report after training.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from esc.data.sample import Sample
+from esc.errors import ConfigError
+from esc.scoring.annotations import (
+    Annotation,
+    default_esconv_path,
+    esconv_annotations,
+    read_annotations,
+    split_by_dialogue,
+    write_annotations,
+)
+from esc.scoring.rubrics import DIMENSION_KEYS, dialogue_text, dimension, prompt_style
+
+log = logging.getLogger(__name__)
+
+
+def load_annotations(cfg: Mapping[str, Any]) -> list[Annotation]:
+    """The configured annotation file; null: the ESConv-derived set, built on first use."""
+    path = cfg.get("annotations")
+    if not path:
+        path = default_esconv_path()
+        if not path.is_file():
+            log.info("Building %s from the ESConv seekers' ratings", path)
+            write_annotations(esconv_annotations(), path)
+    return read_annotations(Path(str(path)))
+
+
+def selected(cfg: Mapping[str, Any], annotations: Sequence[Annotation]) -> list[Annotation]:
+    dims = cfg.get("dimensions", "all")
+    keys = (
+        set(DIMENSION_KEYS) if dims in (None, "all") else {dimension(d, "data.dimensions").key for d in dims}
+    )
+    languages = set(cfg.get("languages") or ("en", "zh"))
+    return [a for a in annotations if a.dimension in keys and a.language in languages]
+
+
+def splits(cfg: Mapping[str, Any]) -> dict[str, list[Annotation]]:
+    """train / val / test annotations of the configured dimensions and languages."""
+    ratios = list(cfg.get("split") or (7, 1, 2))
+    if len(ratios) != 3 or any(r < 0 for r in ratios) or not ratios[0]:
+        raise ConfigError("data.split", f"should be three ratios train, val, test (train > 0), got {ratios}")
+    return split_by_dialogue(selected(cfg, load_annotations(cfg)), int(cfg.get("seed", 42)), ratios)
+
+
+def rank_sample(ann: Annotation, prompt: str) -> Sample:
+    style = prompt_style(prompt)
+    messages = style.messages(ann.dimension, dialogue_text(ann.lines), ann.language)
+    messages.append({"role": "assistant", "content": str(ann.score)})
+    return Sample(
+        f"{ann.dialogue_id}#{ann.dimension}#{ann.annotator}",
+        ann.source or "annotations",
+        ann.language,
+        None,
+        messages,
+        group=ann.dialogue_id,
+    )
+
+
+def build_rank_samples(cfg: Any) -> tuple[list[Sample], list[Sample]]:
+    """(train, val) samples for the ChatSFTDataModule."""
+    from esc.data.mixture import _plain
+
+    cfg = _plain(cfg)
+    parts = splits(cfg)
+    prompt = cfg.get("prompt", "official")
+    train = [rank_sample(a, prompt) for a in parts["train"]]
+    val = [rank_sample(a, prompt) for a in parts["val"]]
+    if not train:
+        raise ConfigError(
+            "data.dimensions", "no training annotations for the selected dimensions and languages"
+        )
+    log.info(
+        "ESC-RANK data: %d train, %d val, %d test annotations (held out)",
+        len(train),
+        len(val),
+        len(parts["test"]),
+    )
+    return train, val
