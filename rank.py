@@ -10,9 +10,15 @@
     python rank.py judge=gpt4 dialogues=OUT_OF_EVALUATE
     # only the leaderboard, from existing score files
     python rank.py mode=leaderboard scores=[OUT_A,OUT_B]
+    # agreement with people (Table 4 style) on the held-out split of the human annotations
+    python rank.py mode=agreement judge=smollm2
+    python rank.py mode=agreement scores=[OUT_OF_A_RANK_RUN]   # judgments already made
+    # correlation of BLEU, Distinct, ROUGE-L, METEOR and a judge with human scores (Tables 3, 13-15)
+    python rank.py mode=correlation correlation.scores=[OUT_OF_A_MODE_AGREEMENT_RUN]
 
 Writes OUT/scores/*.jsonl (one judgment per dialogue and dimension, as they are made),
-OUT/leaderboard.{md,csv}, OUT/charts/*.png and OUT/manifest.json. Rerunning with the same
+OUT/leaderboard.{md,csv}, OUT/charts/*.png and OUT/manifest.json (mode=agreement:
+OUT/agreement.{md,csv,json}; mode=correlation: OUT/correlation.{md,csv,json}). Rerunning with the same
 `hydra.run.dir` judges only what is missing or failed.
 """
 
@@ -28,6 +34,14 @@ from esc.scoring.run import rank
 def main(cfg: DictConfig) -> None:
     result = rank(cfg)
     print(result["markdown"])
+    if result.get("mode") == "agreement":
+        invalid = {k: v for k, v in result["invalid"].items() if v}
+        print(f"invalid judgments by dimension: {invalid or 'none'}")
+        print(f"agreement: {result['output_dir']}/agreement.md (.csv, .json)")
+        return
+    if result.get("mode") == "correlation":
+        print(f"correlation: {result['output_dir']}/correlation.md (.csv, .json)")
+        return
     counts, per_dim = result["counts"], result["judgments"]
     invalid = {k: v["invalid"] for k, v in per_dim.items() if v["invalid"]}
     failed = {k: v["failed"] for k, v in per_dim.items() if v["failed"]}

@@ -20,12 +20,15 @@ from esc.errors import ConfigError, DataError, UserError
 from esc.interact.dialogue import Dialogue
 from esc.interact.store import read_dialogues
 from esc.runinfo import RunManifest
+from esc.scoring import agreement_run as job
 from esc.scoring import leaderboard as board
+from esc.scoring.annotations import human_reference
 from esc.scoring.judge import FAILED, INVALID, VALID, Judge, ScoreItem, build_judge
 from esc.scoring.rubrics import DIMENSION_KEYS, dimension
 from esc.scoring.store import ScoreRecord, ScoreStore, latest, read_scores
 
 log = logging.getLogger(__name__)
+MODES = ("score", "leaderboard", "agreement", "correlation")
 
 
 def dialogue_files(spec: str | Sequence[str]) -> list[Path]:
@@ -152,8 +155,12 @@ def rank(cfg: DictConfig) -> dict[str, Any]:
     resolved = OmegaConf.to_container(cfg, resolve=True)
     manifest = RunManifest(out, resolved, seed=cfg.get("seed"))
     mode = cfg.get("mode", "score")
-    if mode not in ("score", "leaderboard"):
-        raise ConfigError("mode", f"{mode!r} is not one of score, leaderboard")
+    if mode not in MODES:
+        raise ConfigError("mode", f"{mode!r} is not one of {', '.join(MODES)}")
+    if mode == "agreement":
+        return run_agreement(resolved, out, manifest)
+    if mode == "correlation":
+        return run_correlation_mode(resolved, out, manifest)
     counts: Counter = Counter()
     try:
         if mode == "score":
@@ -184,8 +191,10 @@ def rank(cfg: DictConfig) -> dict[str, Any]:
                         counts=dict(counts), error=f"{type(err).__name__}: {err}"[:500])  # fmt: skip
         raise
     by_dimension = invalid_report(records)
+    wandb_dir = _log_to_wandb(out, resolved, reports["charts"])
     manifest.finish(
         status="completed",
+        wandb_dir=wandb_dir,
         counts=dict(counts),
         judgments=by_dimension,
         leaderboard=str(out / "leaderboard.md"),
@@ -209,3 +218,85 @@ def _score_inputs(resolved: Mapping[str, Any]) -> list[Path]:
         else:
             raise UserError(f"{path}: no such score file or directory (config `scores`)")
     return paths
+
+
+def run_agreement(resolved: Mapping[str, Any], out: Path, manifest: RunManifest) -> dict[str, Any]:
+    """mode=agreement: the judge (or existing `scores`) against the human annotations of one split."""
+    section = dict(resolved.get("agreement") or {})
+    data = {
+        "annotations": section.get("annotations"),
+        "dimensions": resolved.get("dimensions", "all"),
+        "languages": section.get("languages") or ["en", "zh"],
+        "split": section.get("split_ratios") or [7, 1, 2],
+        "seed": section.get("split_seed", 42),
+    }
+    n_resamples, seed = int(section.get("bootstrap", 1000)), int(resolved.get("seed", 0))
+    try:
+        evaluated, train_part = job.split_annotations(data, section.get("split", "test"))
+        reference = human_reference(evaluated)
+        if resolved.get("scores"):
+            paths = _score_inputs(resolved)
+            predicted = job.scores_from_files(paths)
+            judges = sorted({r.judge for p in paths for r in read_scores(p)})
+            label = section.get("label") or ", ".join(judges)
+            manifest.update(scores=[str(p) for p in paths])
+        else:
+            judge = build_judge(resolved["judge"])
+            try:
+                judge.check_ready()
+                manifest.update(judge=judge.identity())
+                store = ScoreStore(out / "scores" / f"annotations__{judge.name}.jsonl")
+                scoring = resolved.get("scoring") or {}
+                predicted = job.judge_items(
+                    judge, job.annotated_items(evaluated), store, int(scoring.get("chunk", 64)),
+                    bool(scoring.get("progress", True)),
+                )  # fmt: skip
+            finally:
+                judge.close()
+            label = judge.name
+        job.coverage_warning(predicted, reference)
+        results = job.judge_agreement(label, predicted, reference, n_resamples, seed)
+        if section.get("baselines", True):
+            results += job.baselines(train_part, evaluated, reference, n_resamples, seed)
+        split = section.get("split", "test")
+        title = f"{label} against people: {len(reference)} annotated items ({split} split)"
+        markdown = job.write_agreement(out, results, title)
+    except BaseException as err:
+        manifest.finish(status="failed", error=f"{type(err).__name__}: {err}"[:500])
+        raise
+    judge_rows = [r for r in results if r.judge == label]
+    invalid = {r.dimension: r.n_invalid for r in judge_rows}
+    wandb_dir = _log_to_wandb(out, resolved)
+    manifest.finish(
+        status="completed", agreement=str(out / "agreement.md"), invalid=invalid, wandb_dir=wandb_dir
+    )
+    return {"output_dir": str(out), "markdown": markdown, "invalid": invalid, "mode": "agreement"}
+
+
+def run_correlation_mode(resolved: Mapping[str, Any], out: Path, manifest: RunManifest) -> dict[str, Any]:
+    """mode=correlation: text metrics and judges against the human scores (Tables 3, 13-15)."""
+    from esc.scoring.correlation import run_correlation
+
+    section = {"seed": resolved.get("seed", 42), **(resolved.get("correlation") or {})}
+    try:
+        result = run_correlation(section, out)
+    except BaseException as err:
+        manifest.finish(status="failed", error=f"{type(err).__name__}: {err}"[:500])
+        raise
+    wandb_dir = _log_to_wandb(out, resolved)
+    manifest.finish(
+        status="completed",
+        correlation=result["files"]["md"],
+        warnings=result["warnings"],
+        wandb_dir=wandb_dir,
+    )
+    return {"output_dir": str(out), "markdown": result["markdown"], "mode": "correlation"}
+
+
+def _log_to_wandb(out: Path, resolved: Mapping[str, Any], charts: Sequence[str] = ()) -> str | None:
+    settings = resolved.get("wandb") or {}
+    if not settings.get("enabled"):
+        return None
+    from esc.scoring.wandb_report import log_reports
+
+    return log_reports(out, settings, resolved, charts)

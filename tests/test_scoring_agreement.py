@@ -1,0 +1,394 @@
+"""Human annotations, agreement metrics, rank.py mode=agreement, ESC-RANK training, and rank.py
+resuming after SIGKILL. Offline, CPU, tiny model."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from esc.errors import DataError
+from esc.paths import REPO_ROOT
+from esc.scoring import agreement as agree
+from esc.scoring.annotations import (
+    Annotation,
+    esconv_annotations,
+    human_reference,
+    read_annotations,
+    split_by_dialogue,
+    write_annotations,
+)
+from esc.scoring.store import read_scores
+from tests.helpers import requires_data, run_entry
+
+DIALOGUE = [{"role": "user", "content": "I lost my job."}, {"role": "assistant", "content": "That is hard."}]
+
+
+def row(dialogue_id: str = "d1", dimension: str = "empathy", score: object = 3, annotator: str = "a") -> str:
+    record = {
+        "dialogue_id": dialogue_id,
+        "language": "en",
+        "dialogue": DIALOGUE,
+        "dimension": dimension,
+        "score": score,
+        "annotator": annotator,
+    }
+    return json.dumps(record) + "\n"
+
+
+# --- annotation files ------------------------------------------------------------------------------
+
+
+def test_annotations_read_and_write_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "ann.jsonl"
+    path.write_text(row() + row(dimension="tech", score=0) + row(annotator="b", score=4))
+    anns = read_annotations(path)
+    assert [(a.dimension, a.score, a.annotator) for a in anns] == [
+        ("empathy", 3, "a"),
+        ("skill", 0, "a"),  # the official key `tech` is the canonical `skill`
+        ("empathy", 4, "b"),
+    ]
+    assert anns[0].lines == (("user", "I lost my job."), ("assistant", "That is hard."))
+    write_annotations(anns, tmp_path / "copy.jsonl")
+    assert read_annotations(tmp_path / "copy.jsonl") == anns
+    assert human_reference(anns) == {("d1", "empathy"): 3, ("d1", "skill"): 0}  # median of 3, 4: lower
+
+
+@pytest.mark.parametrize(
+    ("lines", "where", "message"),
+    [
+        ([row(), row(score=5)], "line 2", "score must be an integer 0-4, got 5"),
+        ([row(score=-1)], "line 1", "score must be an integer 0-4"),
+        ([row(score=2.5)], "line 1", "score must be an integer 0-4"),
+        ([row(score=True)], "line 1", "score must be an integer 0-4"),
+        ([row(), row(), row()], "line 2", "duplicate of line 1"),
+        ([row(), row(dimension="kindness")], "line 2", "kindness"),
+        ([row().replace('"dialogue_id": "d1", ', "")], "line 1", "missing field `dialogue_id`"),
+        ([row().replace('"role": "user"', '"role": "seeker"')], "line 1", "dialogue[0]"),
+        ([row(), "{not json\n"], "line 2", ""),
+    ],
+)
+def test_bad_annotation_rows_are_one_line_errors(
+    tmp_path: Path, lines: list[str], where: str, message: str
+) -> None:
+    path = tmp_path / "ann.jsonl"
+    path.write_text("".join(lines))
+    with pytest.raises(DataError) as err:
+        read_annotations(path)
+    text = str(err.value)
+    assert "\n" not in text and str(path) in text and where in text and message in text
+
+
+def test_empty_annotation_file_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_text("")
+    with pytest.raises(DataError, match="empty file"):
+        read_annotations(path)
+
+
+def test_split_is_by_dialogue_seeded_and_near_7_1_2() -> None:
+    anns = [
+        Annotation(f"d{i}", "en", (("user", "x"),), dim, 2, "a")
+        for i in range(2000)
+        for dim in ("empathy", "overall")
+    ]
+    parts = split_by_dialogue(anns, seed=42)
+    assert split_by_dialogue(anns, seed=42) == parts
+    assert split_by_dialogue(anns, seed=7) != parts
+    owner = {}
+    for name, part in parts.items():
+        for a in part:
+            assert owner.setdefault(a.dialogue_id, name) == name  # a dialogue never straddles splits
+    shares = {name: len({a.dialogue_id for a in part}) / 2000 for name, part in parts.items()}
+    assert (
+        abs(shares["train"] - 0.7) < 0.04
+        and abs(shares["val"] - 0.1) < 0.03
+        and abs(shares["test"] - 0.2) < 0.03
+    )
+
+
+@requires_data
+def test_esconv_annotations_follow_the_documented_mapping() -> None:
+    from esc.data.esconv import esconv_path
+    from esc.data.sample import read_jsonl
+    from esc.paths import data_dir
+
+    anns = esconv_annotations()
+    assert {a.dimension for a in anns} == {"empathy", "fluency", "overall"}  # the others have no ratings
+    assert all(0 <= a.score <= 4 and a.annotator == "seeker" and a.language == "en" for a in anns)
+    _, first = next(iter(read_jsonl(esconv_path(data_dir(), "train"))))
+    by_dim = {a.dimension: a for a in anns if a.dialogue_id == "esconv/train/0"}
+    assert by_dim["empathy"].score == int(first["empathy"]) - 1
+    assert by_dim["fluency"].score == int(first["relevance"]) - 1
+    feedback = [int(u["rating"]) for u in first["dialog"][:12] if u["speaker"] == "usr" and u.get("rating")]
+    if feedback:
+        assert by_dim["overall"].score == int(sum(feedback) / len(feedback) - 1 + 0.5)
+    assert len(by_dim["empathy"].lines) <= 12
+
+
+# --- agreement metrics ----------------------------------------------------------------------------
+
+PRED = [0, 1, 2, 3, 4, 2]
+HUMAN = [0, 2, 2, 1, 4, 3]
+
+
+def test_accuracy_soft_accuracy_and_mae_by_hand() -> None:
+    r = agree.agreement("j", "empathy", PRED, HUMAN, n_resamples=200)
+    assert r.values["acc"] == pytest.approx(3 / 6)  # items 0, 2, 4
+    assert r.values["acc_soft"] == pytest.approx(5 / 6)  # all but 3 vs 1
+    assert r.values["mae"] == pytest.approx((0 + 1 + 0 + 2 + 0 + 1) / 6)
+
+
+def test_quadratic_weighted_kappa_by_hand() -> None:
+    observed = np.zeros((5, 5))
+    for h, p in zip(HUMAN, PRED, strict=True):
+        observed[h, p] += 1
+    expected = np.outer(observed.sum(1), observed.sum(0)) / observed.sum()
+    weights = np.array([[(i - j) ** 2 / 16 for j in range(5)] for i in range(5)])
+    kappa = 1 - (weights * observed).sum() / (weights * expected).sum()
+    r = agree.agreement("j", "empathy", PRED, HUMAN, n_resamples=200)
+    assert r.values["qwk"] == pytest.approx(kappa)
+
+
+def test_correlations_by_hand() -> None:
+    x, y = np.array(PRED, float), np.array(HUMAN, float)
+    pearson = ((x - x.mean()) * (y - y.mean())).sum() / math.sqrt(
+        ((x - x.mean()) ** 2).sum() * ((y - y.mean()) ** 2).sum()
+    )
+
+    def ranks(v: np.ndarray) -> np.ndarray:  # average ranks for ties
+        return np.array([np.mean([j for j, w in enumerate(sorted(v)) if w == u]) for u in v])
+
+    rx, ry = ranks(x), ranks(y)
+    spearman = ((rx - rx.mean()) * (ry - ry.mean())).sum() / math.sqrt(
+        ((rx - rx.mean()) ** 2).sum() * ((ry - ry.mean()) ** 2).sum()
+    )
+    # Kendall's tau-b: (concordant - discordant) / sqrt((n0 - ties_x)(n0 - ties_y))
+    pairs = [(i, j) for i in range(6) for j in range(i + 1, 6)]
+    s = sum(np.sign(x[i] - x[j]) * np.sign(y[i] - y[j]) for i, j in pairs)
+    tx = sum(1 for i, j in pairs if x[i] == x[j])
+    ty = sum(1 for i, j in pairs if y[i] == y[j])
+    kendall = s / math.sqrt((len(pairs) - tx) * (len(pairs) - ty))
+    r = agree.agreement("j", "empathy", PRED, HUMAN, n_resamples=200)
+    assert r.values["pearson"] == pytest.approx(pearson)
+    assert r.values["spearman"] == pytest.approx(spearman)
+    assert r.values["kendall"] == pytest.approx(kendall)
+
+
+def test_invalid_counts_as_wrong_for_accuracy_and_is_left_out_of_the_rest() -> None:
+    r = agree.agreement("j", "empathy", [None, 1, 2], [0, 1, 2], n_resamples=200)
+    assert r.n == 3 and r.n_invalid == 1 and r.invalid_rate == pytest.approx(1 / 3)
+    assert r.values["acc"] == pytest.approx(2 / 3) and r.values["acc_soft"] == pytest.approx(2 / 3)
+    assert r.values["mae"] == 0.0  # over the two valid items only
+    table = agree.to_markdown([r])
+    assert "1 (33%)" in table
+
+
+def test_intervals_cover_the_value_and_constant_series_have_no_correlation() -> None:
+    rng = np.random.default_rng(0)
+    human = rng.integers(0, 5, 200).tolist()
+    noisy = [int(np.clip(h + rng.integers(-1, 2), 0, 4)) for h in human]
+    r = agree.agreement("j", "empathy", noisy, human, n_resamples=300)
+    for metric in agree.METRICS:
+        low, high = r.intervals[metric]
+        assert low <= r.values[metric] <= high, metric
+    constant = agree.agreement("j", "empathy", [2] * 50, human[:50], n_resamples=100)
+    assert math.isnan(constant.values["spearman"]) and "n/a" in agree.to_markdown([constant])
+
+
+def test_baselines_majority_and_length() -> None:
+    assert agree.majority_baseline([1, 3, 3, 1, 2]) == 3  # a tie goes to the higher score
+    fit = agree.length_baseline([10, 20, 30, 40], [0, 1, 2, 3])
+    assert [fit(10), fit(27), fit(1000)] == [0, 2, 4]  # 1.7 rounds to 2; clipped to 0-4
+
+
+def test_mean_rows_are_labelled_like_table_4() -> None:
+    a = agree.agreement("j", "empathy", [1, 2], [1, 2], n_resamples=50)
+    b = agree.agreement("j", "overall", [1, 1], [1, 2], n_resamples=50)
+    [mean] = agree.mean_rows([a, b])
+    assert mean.dimension == "Aver." and mean.values["acc"] == pytest.approx(0.75)
+
+
+# --- end to end ------------------------------------------------------------------------------------
+
+
+def small_annotations(tmp_path: Path, dialogues: int = 40) -> Path:
+    """The first `dialogues` dialogues of the shipped ESConv annotations."""
+    from esc.scoring.annotations import default_esconv_path
+    from esc.scoring.rank_data import load_annotations
+
+    anns = load_annotations(
+        {"annotations": str(default_esconv_path()) if default_esconv_path().is_file() else None}
+    )
+    keep = list(dict.fromkeys(a.dialogue_id for a in anns))[:dialogues]
+    path = tmp_path / "annotations.jsonl"
+    write_annotations([a for a in anns if a.dialogue_id in set(keep)], path)
+    return path
+
+
+@requires_data
+def test_rank_py_agreement_mode_with_the_tiny_judge(tmp_path: Path) -> None:
+    annotations = small_annotations(tmp_path)
+    out = tmp_path / "agree"
+    args = [
+        "mode=agreement",
+        "judge=tiny",
+        f"agreement.annotations={annotations}",
+        "agreement.split=all",
+        "agreement.bootstrap=100",
+        "scoring.progress=false",
+        f"hydra.run.dir={out}",
+    ]
+    result = run_entry("rank.py", args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((out / "agreement.json").read_text())
+    n = len({(a.dialogue_id, a.dimension) for a in read_annotations(annotations)})
+    assert sum(d["n"] for d in summary["tiny"].values()) == n
+    assert set(summary) == {"tiny", "majority (train)", "dialogue length (train fit)"}
+    assert summary["tiny"]["empathy"]["acc"]["ci"][0] <= summary["tiny"]["empathy"]["acc"]["value"]
+    assert len(list(read_scores(out / "scores" / "annotations__tiny.jsonl"))) == n
+    assert "| Empa. | tiny |" in (out / "agreement.md").read_text()
+    # the same judgments, read back from the score file instead of judged again
+    again = run_entry(
+        "rank.py", [*args[:-1], f"scores=[{out / 'scores'}]", f"hydra.run.dir={tmp_path / 'b'}"]
+    )
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads((tmp_path / "b" / "agreement.json").read_text()) == summary
+
+
+@requires_data
+def test_tiny_esc_rank_training_reports_agreement_and_resumes(tmp_path: Path) -> None:
+    annotations = small_annotations(tmp_path, dialogues=60)
+    out = tmp_path / "rank"
+    args = [
+        "+exp=esc_rank",
+        "model=tiny",
+        "trainer.max_steps=3",
+        "logger=csv",
+        f"data.annotations={annotations}",
+        "data.dimensions=[empathy,overall]",
+        "rank.bootstrap=100",
+        f"hydra.run.dir={out}",
+    ]
+    result = run_entry("train.py", args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for dim in ("empathy", "overall"):
+        assert (out / dim / "adapter_model.safetensors").is_file()
+    assert not (out / "fluency").exists()  # not selected
+    summary = json.loads((out / "agreement.json").read_text())
+    rank, base = "ESC-RANK (tiny)", "tiny zero-shot"
+    assert set(summary) == {rank, base, "majority (train)", "dialogue length (train fit)"}
+    assert set(summary[rank]) == {"empathy", "overall"}
+    for dim in ("empathy", "overall"):
+        acc = summary[rank][dim]["acc"]
+        assert 0 <= acc["ci"][0] <= acc["value"] <= acc["ci"][1] <= 1
+        assert summary[rank][dim]["acc_soft"]["value"] >= acc["value"]
+    assert "ACC_soft" in result.stdout and "| Aver. | ESC-RANK (tiny) |" in result.stdout
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "completed" and manifest["dimensions_trained"] == ["empathy", "overall"]
+    assert manifest["split"]["test"] > 0
+    again = run_entry("train.py", args)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (again.stdout + again.stderr).count("already trained") == 2  # nothing trained twice
+    assert json.loads((out / "agreement.json").read_text()) == summary  # test judgments resumed
+
+
+def test_rank_py_resumes_after_sigkill(tmp_path: Path) -> None:
+    dialogues = tmp_path / "eval"
+    made = run_entry(
+        "evaluate.py",
+        [
+            "roleplayer=tiny",
+            "target=tiny",
+            "cards.limit=4",
+            "cards.languages=[en]",
+            "engine.progress=false",
+            "cache.enabled=false",
+            f"hydra.run.dir={dialogues}",
+        ],
+    )
+    assert made.returncode == 0, made.stderr[-3000:]
+    common = [
+        "judge=tiny",
+        f"dialogues={dialogues}",
+        "scoring.chunk=2",
+        "scoring.progress=false",
+        "leaderboard.charts=false",
+        "leaderboard.bootstrap=50",
+    ]
+    whole = run_entry("rank.py", [*common, f"hydra.run.dir={tmp_path / 'whole'}"])
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    out = tmp_path / "killed"
+    path = out / "scores" / "tiny__tiny__en__tiny.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "rank.py", *common, f"hydra.run.dir={out}"],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "WANDB_MODE": "disabled"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        if path.exists() and path.read_bytes().count(b"\n") >= 4:
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    written = path.read_bytes().count(b"\n")
+    assert 4 <= written < 28, f"kill came at the wrong moment ({written} judgments written)"
+    again = run_entry("rank.py", [*common, f"hydra.run.dir={out}"])
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"({written} already done)" in again.stdout
+
+    def scores(p: Path) -> dict:
+        return {r.key: (r.status, r.score, r.probs) for r in read_scores(p)}
+
+    assert scores(path) == scores(tmp_path / "whole" / "scores" / path.name)
+    assert len(list(read_scores(path))) == 28  # each (dialogue, dimension) once
+
+
+@requires_data
+def test_rank_py_correlation_mode_and_wandb_tables(tmp_path: Path) -> None:
+    annotations = small_annotations(tmp_path)
+    judged = tmp_path / "agree"
+    args = [
+        "mode=agreement",
+        "judge=tiny",
+        f"agreement.annotations={annotations}",
+        "agreement.split=all",
+        "agreement.bootstrap=50",
+        "dimensions=[empathy]",
+        "scoring.progress=false",
+        f"hydra.run.dir={judged}",
+    ]
+    assert run_entry("rank.py", args).returncode == 0
+    out = tmp_path / "corr"
+    args = [
+        "mode=correlation",
+        f"correlation.annotations={annotations}",
+        f"correlation.scores=[{judged}]",
+        "correlation.bootstrap=50",
+        "wandb.enabled=true",
+        f"hydra.run.dir={out}",
+    ]
+    result = run_entry("rank.py", args, env={"WANDB_MODE": "offline"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((out / "correlation.json").read_text())
+    assert summary["dialogues"] == len({a.dialogue_id for a in read_annotations(annotations)})
+    markdown = (out / "correlation.md").read_text()
+    assert "| ESC-empathy |" in markdown and "| Distinct-1 |" in markdown
+    assert "BLEU-1: not computed: no references file" in markdown  # never invented
+    tables = list((out / "wandb").glob("offline-run-*/files/media/table/correlation_*.table.json"))
+    assert len(tables) == 1
+    table = json.loads(tables[0].read_text())
+    assert table["columns"][:3] == ["level", "metric", "dimension"] and table["data"]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "completed" and manifest["wandb_dir"]
