@@ -392,3 +392,13 @@ def test_rank_py_correlation_mode_and_wandb_tables(tmp_path: Path) -> None:
     assert table["columns"][:3] == ["level", "metric", "dimension"] and table["data"]
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "completed" and manifest["wandb_dir"]
+
+
+def test_rank_py_empty_dialogue_file_is_one_line_error(tmp_path: Path) -> None:
+    (tmp_path / "bot__rp__en.jsonl").write_text("")
+    result = run_entry(
+        "rank.py", ["judge=tiny", f"dialogues={tmp_path}", f"hydra.run.dir={tmp_path / 'out'}"]
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    [error] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert "bot__rp__en.jsonl" in error and "empty file" in error

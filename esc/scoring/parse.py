@@ -1,8 +1,8 @@
 """Strict parsing of a judge's free-text reply into a score 0-4, or None (invalid).
 
-The official score.py takes the first of "0".."4" found *anywhere* in the reply ("Score: 4 on a
-0-4 scale" becomes 0) and writes -1 when none is found. Here a reply counts only when its first
-non-empty line is the score and nothing else, up to formatting:
+The official score.py takes the lowest of "0".."4" found *anywhere* in the reply ("Score: 4 on a
+0-4 scale" becomes 0, "3 or 2" becomes 2) and writes -1 when none is found. Here a reply counts only
+when its first non-empty line is the score and nothing else, up to formatting:
 
 - an optional label: "Score:", "Rating -", "The score is", "评分：", "得分为" ...;
 - markdown emphasis or quotes around it: "**3**", "`3`", "「3」";

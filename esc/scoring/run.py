@@ -72,6 +72,7 @@ def dialogue_lines(dialogue: Dialogue, path: Path, lineno: int) -> tuple[tuple[s
 def load_items(path: Path, dims: Sequence[str]) -> list[tuple[ScoreItem, dict[str, Any]]]:
     """(item, record fields) for every complete dialogue of `path` and every dimension."""
     items = []
+    lineno = 0
     for lineno, dialogue in enumerate(read_dialogues(path), 1):
         if dialogue.status != "complete":
             continue
@@ -88,6 +89,8 @@ def load_items(path: Path, dims: Sequence[str]) -> list[tuple[ScoreItem, dict[st
             items.append(
                 (ScoreItem(dialogue_id, key, dialogue.language, lines), {**fields, "dimension": key})
             )
+    if not lineno:
+        raise DataError(path, None, "no dialogues (empty file)")
     return items
 
 

@@ -1,0 +1,305 @@
+"""The official ESC-Eval score files (`score/<Model>_<lang>.json`), read and written.
+
+The official score.py reads each dialogue file `result/<date>/<Model>_<lang>.json` (see
+`esc.dialogues.official`: card position -> 11 lines "AI assitant：..." / "ESC-Role：..."), judges every
+dialogue on the 7 dimensions with ESC-RANK (InternLM2-chat-7B + one LoRA adapter per dimension,
+greedy `chat()`), and writes a file of the same name under `score/`:
+
+    {"0": {"fluency": 3, "diversity": 3, "empathic": 3, "suggestion": 3, "human": 1, "tech": 3,
+           "overall": 2},
+     "1": {...}, ...}
+
+- the outer key is the dialogue's key in the dialogue file: the position of its role card in the card
+  file the official evaluate.py played ("0", "1", ...);
+- the inner keys are the official dimension keys, always all 7, in that order (`Dimension.official_key`:
+  fluency, diversity, empathic, suggestion, human, tech, overall);
+- a value is an integer 0-4, or -1 when no score was parsed: score.py takes the lowest of "0".."4"
+  that occurs anywhere in the reply (`official_parse`), and -1 when none does. The reply is not kept;
+- the language is the file name's `_en` / `_zh` suffix (score.py picks the Chinese or English
+  adapters by whether "zh" is in the file name); JSON with `indent=4` and `ensure_ascii=False`.
+
+Here -1 is read as an `invalid` judgment (never a score), and both `invalid` and `failed` judgments are
+written as -1, as the official files do: the difference between the two, and the reason, is lost in
+that layout. Card positions map to card ids through the card file (default: the released files of the
+language, as `python -m esc.dialogues import` does), so imported scores carry the same dialogue ids as
+`rank.py` gives the dialogues imported from the matching official dialogue file.
+
+    python -m esc.scoring.official import score/llama3_en.json --out scores/llama3.jsonl \
+        [--cards data/esc_eval/test_en.json] [--target llama3] [--judge esc_rank_official]
+    python rank.py mode=leaderboard scores=scores/llama3.jsonl
+    python -m esc.scoring.official export RANK_OUT_DIR [score files ...] --out score/ [--judge NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from esc.errors import DataError, UserError, exit_on_user_error
+from esc.scoring.judge import FAILED, INVALID, VALID
+from esc.scoring.rubrics import LANGUAGES, SCORES, dimension, dimensions, prompt_style
+from esc.scoring.store import ScoreRecord, latest, read_scores
+
+UNPARSED = -1  # what score.py writes when the reply holds none of "0".."4"
+DEFAULT_JUDGE = "esc_rank_official"
+DEFAULT_ROLEPLAYER = "esc_role"  # as `python -m esc.dialogues import`
+_NAME = re.compile(r"^(?P<target>.+)_(?P<language>en|zh)$")
+
+
+def official_parse(reply: str) -> int:
+    """score.py's parse: the lowest of "0".."4" found anywhere in the reply, else -1.
+
+    ("Score: 3 out of 4" -> 3, "4/10" -> 0, "I'd say 3 or 2" -> 2, "five" -> -1.)
+    """
+    return next((s for s in SCORES if str(s) in reply), UNPARSED)
+
+
+def official_keys() -> tuple[str, ...]:
+    """The 7 official dimension keys in score.py's order."""
+    return tuple(d.official_key for d in dimensions())
+
+
+def split_name(path: Path) -> tuple[str | None, str | None]:
+    """(model, language) from an official file name `<Model>_<lang>.json`; None where it has none."""
+    match = _NAME.match(Path(path).stem)
+    return (match["target"], match["language"]) if match else (None, None)
+
+
+def _released_card_ids(language: str) -> list[int]:
+    from esc.cards import load_cards
+
+    return [card.id for card in load_cards(None, language=language)]
+
+
+def read_official_scores(
+    path: Path,
+    card_ids: Sequence[int] | None = None,
+    *,
+    target: str | None = None,
+    language: str | None = None,
+    roleplayer: str = DEFAULT_ROLEPLAYER,
+    judge: str = DEFAULT_JUDGE,
+) -> list[ScoreRecord]:
+    """The judgments of an official score file, one record per (dialogue, dimension) it holds.
+
+    `card_ids`: the ids of the card file the official run played, in file order (position -> id;
+    default: the released cards of the language). `target` and `language` default to the file
+    name's `<Model>_<lang>`. A -1 becomes an `invalid` record without a score. Bad input (not JSON,
+    an index that is no card position, an unknown dimension key, a value outside -1..4) is a
+    DataError naming the file and the record.
+    """
+    path = Path(path)
+    name_target, name_language = split_name(path)
+    target = target or name_target or path.stem
+    language = language or name_language
+    if language not in LANGUAGES:
+        raise DataError(
+            path, None, "no language: name the file <Model>_en.json or <Model>_zh.json, or pass --language"
+        )
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise DataError(path, None, f"not valid JSON (line {err.lineno}: {err.msg})") from None
+    except UnicodeDecodeError as err:
+        raise DataError(path, None, f"not UTF-8 text ({err.reason})") from None
+    if not isinstance(data, dict):
+        raise DataError(path, None, "expected a JSON object of index -> {dimension key: score}")
+    ids = list(card_ids) if card_ids is not None else _released_card_ids(language)
+    if not ids:
+        raise DataError(path, None, f"no {language} cards to map positions to (see --cards)")
+    prompt = {"style": "official", "version": prompt_style("official").version}
+    stem = f"{target}__{roleplayer}__{language}"  # the dialogue file rank.py would read
+    records: list[ScoreRecord] = []
+    for index, scores in data.items():
+        if not index.isdigit() or int(index) >= len(ids):
+            problem = (
+                f"the key is not a position in the {len(ids)} cards given (wrong card file? see --cards)"
+            )
+            raise DataError(path, index, problem)
+        if not isinstance(scores, dict):
+            raise DataError(path, index, f"expected an object of dimension key -> score, got {scores!r}")
+        card_id = ids[int(index)]
+        seen: dict[str, str] = {}
+        for key, value in scores.items():
+            try:
+                dim = dimension(key)
+            except UserError:
+                known = ", ".join(official_keys())
+                raise DataError(
+                    path, index, f"unknown dimension key {key!r}; official keys: {known}"
+                ) from None
+            if dim.key in seen:
+                raise DataError(path, index, f"{key!r} and {seen[dim.key]!r} are the same dimension")
+            seen[dim.key] = key
+            if isinstance(value, bool) or not isinstance(value, int) or not UNPARSED <= value <= 4:
+                raise DataError(path, f"{index}, {key}", f"score {value!r} is not an integer in -1..4")
+            fields = {
+                "dialogue_id": f"{stem}/{card_id}",
+                "dimension": dim.key,
+                "language": language,
+                "judge": judge,
+                "prompt": dict(prompt),
+                "target": target,
+                "roleplayer": roleplayer,
+                "card_id": card_id,
+            }
+            if value == UNPARSED:
+                error = "official score file: -1, score.py parsed no score 0-4 from the reply"
+                records.append(ScoreRecord(**fields, status=INVALID, error=error))
+            else:
+                records.append(ScoreRecord(**fields, status=VALID, score=value))
+    return records
+
+
+def to_official(records: Iterable[ScoreRecord], card_ids: Sequence[int]) -> dict[str, dict[str, int]]:
+    """The official layout of one (target, language)'s records: position -> official key -> score.
+
+    The latest record of each (dialogue, dimension) counts; `invalid` and `failed` ones are written
+    as -1, as score.py writes a reply it could not parse. Dimensions without a record are left out
+    (score.py always wrote all 7). Positions come from `card_ids` (the card file, in order).
+    """
+    position = {card_id: i for i, card_id in enumerate(card_ids)}
+    table: dict[int, dict[str, int]] = defaultdict(dict)
+    for record in latest(records).values():
+        if record.card_id not in position:
+            problem = f"card {record.card_id} is not in the card list given for export (see --cards)"
+            raise DataError(record.dialogue_id, record.dimension, problem)
+        value = record.score if record.status == VALID else UNPARSED
+        if record.status not in (VALID, INVALID, FAILED) or value not in (*SCORES, UNPARSED):
+            raise DataError(record.dialogue_id, record.dimension, f"cannot write {record.status} {value!r}")
+        table[position[record.card_id]][dimension(record.dimension).official_key] = value
+    order = official_keys()
+    return {str(i): {key: table[i][key] for key in order if key in table[i]} for i in sorted(table)}
+
+
+def write_official_scores(
+    records: Iterable[ScoreRecord], path: Path, card_ids: Sequence[int] | None = None
+) -> Path:
+    """Write one target's records of one language as an official score file (`<Model>_<lang>.json`).
+
+    `invalid` and `failed` judgments become -1, as in the official files (reading the file back
+    gives `invalid` for both; reasons, probabilities and replies are not part of the layout).
+    `card_ids` defaults to the released cards of the records' language.
+    """
+    records = list(records)
+    languages = sorted({r.language for r in records})
+    if len(languages) > 1:
+        raise UserError(f"{path}: an official score file holds one language, got {', '.join(languages)}")
+    if card_ids is None:
+        card_ids = _released_card_ids(languages[0]) if languages else []
+    data = to_official(records, card_ids)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, ensure_ascii=False, indent=4), encoding="utf-8")
+    return path
+
+
+# --- CLI ------------------------------------------------------------------------------------------
+
+
+def score_paths(items: Sequence[Path]) -> list[Path]:
+    """Score files named directly or found in a rank.py output directory (`OUT/scores/*.jsonl`)."""
+    paths: list[Path] = []
+    for item in items:
+        if item.is_dir():
+            folder = item / "scores" if (item / "scores").is_dir() else item
+            found = sorted(folder.glob("*.jsonl"))
+            if not found:
+                raise UserError(f"{folder}: no score files (*.jsonl)")
+            paths += found
+        elif item.is_file():
+            paths.append(item)
+        else:
+            raise UserError(f"{item}: no such score file or directory")
+    return paths
+
+
+def _card_ids(files: Sequence[Path] | None, language: str) -> list[int] | None:
+    if not files:
+        return None
+    from esc.cards import load_cards
+
+    return [card.id for card in load_cards(list(files), language=language)]
+
+
+def export(
+    sources: Sequence[Path], out: Path, cards: Sequence[Path] | None = None, judge: str | None = None
+) -> list[tuple[Path, int]]:
+    """One official file per (target, language) of the score files: `OUT/<target>_<lang>.json`."""
+    records = [r for p in score_paths(sources) for r in read_scores(p) if judge in (None, r.judge)]
+    if not records:
+        raise UserError(f"no score records{f' of judge {judge!r}' if judge else ''} in the files given")
+    groups: dict[tuple[str, str], list[ScoreRecord]] = defaultdict(list)
+    for r in records:
+        groups[(r.target or "unknown", r.language)].append(r)
+    written = []
+    for (target, language), group in sorted(groups.items()):
+        runs = sorted({(r.roleplayer or "?", r.judge) for r in group})
+        if len(runs) > 1:
+            raise UserError(
+                f"{target} ({language}) was judged in {len(runs)} runs (role-player, judge): {runs}; "
+                "an official file holds one: pass --judge or fewer score files"
+            )
+        path = write_official_scores(group, out / f"{target}_{language}.json", _card_ids(cards, language))
+        written.append((path, len({r.dialogue_id for r in group})))
+    return written
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m esc.scoring.official", description=__doc__.splitlines()[0]
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    exp = sub.add_parser("export", help="rank.py score files -> official score/<Model>_<lang>.json")
+    exp.add_argument("sources", type=Path, nargs="+", help="rank.py output directories or score files")
+    exp.add_argument("--out", type=Path, required=True, help="folder for the official files")
+    exp.add_argument("--judge", default=None, help="only the records of this judge")
+    exp.add_argument(
+        "--cards", type=Path, nargs="*", help="card files positions refer to (default: released)"
+    )
+    imp = sub.add_parser("import", help="official score files -> one score file for rank.py")
+    imp.add_argument("files", type=Path, nargs="+", help="official score files <Model>_<lang>.json")
+    imp.add_argument("--out", type=Path, required=True, help="the score file to write (JSON lines)")
+    imp.add_argument("--target", default=None, help="the model's name (default: from the file name)")
+    imp.add_argument("--language", choices=LANGUAGES, default=None, help="default: from the file name")
+    imp.add_argument("--roleplayer", default=DEFAULT_ROLEPLAYER)
+    imp.add_argument("--judge", default=DEFAULT_JUDGE, help="the judge's name in the records")
+    imp.add_argument(
+        "--cards", type=Path, nargs="*", help="card files positions refer to (default: released)"
+    )
+    return parser
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "export":
+        for path, n in export(args.sources, args.out, args.cards, args.judge):
+            print(f"{path} ({n} dialogues)")
+        return 0
+    records: list[ScoreRecord] = []
+    for path in args.files:
+        language = args.language or split_name(path)[1] or ""
+        records += read_official_scores(
+            path,
+            _card_ids(args.cards, language) if language else None,
+            target=args.target,
+            language=args.language,
+            roleplayer=args.roleplayer,
+            judge=args.judge,
+        )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    lines = "".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in records)
+    args.out.write_text(lines, encoding="utf-8")
+    invalid = sum(r.status == INVALID for r in records)
+    print(f"{len(records)} judgments ({invalid} invalid: -1) -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
