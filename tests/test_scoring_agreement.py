@@ -402,3 +402,19 @@ def test_rank_py_empty_dialogue_file_is_one_line_error(tmp_path: Path) -> None:
     assert result.returncode == 2 and "Traceback" not in result.stderr
     [error] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert "bot__rp__en.jsonl" in error and "empty file" in error
+
+
+def test_sample_dialogues_is_seeded_and_keeps_whole_dialogues() -> None:
+    from esc.scoring.agreement_run import sample_dialogues
+
+    anns = [
+        Annotation(f"d{i}", "en", (("user", "x"),), dim, 2, "a")
+        for i in range(50)
+        for dim in ("empathy", "overall")
+    ]
+    picked = sample_dialogues(anns, 10, seed=1)
+    assert picked == sample_dialogues(anns, 10, seed=1) != sample_dialogues(anns, 10, seed=2)
+    ids = {a.dialogue_id for a in picked}
+    assert len(ids) == 10 and len(picked) == 20  # both dimensions of each dialogue
+    assert ids != {f"d{i}" for i in range(10)}  # a sample, not the file's first ten
+    assert sample_dialogues(anns, None) == anns

@@ -10,6 +10,7 @@ the training split (majority score, dialogue length).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections import defaultdict
@@ -119,6 +120,23 @@ def split_annotations(data: Mapping[str, Any], split: str) -> tuple[list[Annotat
     if not evaluated:
         raise ConfigError("agreement.split", f"the {split} split has no annotations: nothing to measure")
     return evaluated, parts["train"]
+
+
+def sample_dialogues(
+    annotations: Sequence[Annotation], limit: int | None, seed: int = 42
+) -> list[Annotation]:
+    """The annotations of `limit` dialogues drawn by a seeded hash of their ids (None: all), so a
+    smaller evaluation is a random sample of the split, the same on every machine."""
+    if not limit:
+        return list(annotations)
+    if int(limit) < 1:
+        raise ConfigError("rank.eval_dialogues", f"should be a positive number of dialogues, got {limit}")
+    ids = sorted(
+        dict.fromkeys(a.dialogue_id for a in annotations),
+        key=lambda d: hashlib.sha256(f"sample:{seed}:{d}".encode()).hexdigest(),
+    )
+    keep = set(ids[: int(limit)])
+    return [a for a in annotations if a.dialogue_id in keep]
 
 
 def scores_from_files(paths: Sequence[Path]) -> dict[tuple[str, str], int | None]:

@@ -31,6 +31,7 @@ from esc.scoring.agreement_run import (
     baselines,
     judge_agreement,
     judge_items,
+    sample_dialogues,
     split_annotations,
     write_agreement,
 )
@@ -76,10 +77,11 @@ def evaluate(cfg: DictConfig, out: Path, folders: Mapping[str, str], mode: str) 
     """Agreement with the human scores of the test split: trained judge, base model, baselines."""
     data = OmegaConf.to_container(cfg.data, resolve=True)
     test, train_part = split_annotations(data, "test")
+    rank_cfg = cfg.get("rank") or {}
+    test = sample_dialogues(test, rank_cfg.get("eval_dialogues"), int(cfg.get("seed", 42)))
     reference = human_reference(test)
     items = annotated_items(test)
     model = OmegaConf.to_container(cfg.model, resolve=True)
-    rank_cfg = cfg.get("rank") or {}
     dims = [d for d in DIMENSION_KEYS if any(k[1] == d for k in reference)]
     adapters = (
         {"layout": "per_dimension", "root": str(out), "dimensions": [d for d in dims if d in folders]}
