@@ -85,7 +85,7 @@ class ChatSFTDataModule(pl.LightningDataModule):
         if self.packing:
             self.train_set = pack(self.train_set, self.max_length)
         log.info(
-            "ESC-Role data: %d train / %d val sequences (max_length=%d, packing=%s)",
+            "Training data: %d train / %d val sequences (max_length=%d, packing=%s)",
             len(self.train_set),
             len(self.val_set or []),
             self.max_length,
