@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from esc.errors import ConfigError
@@ -123,3 +123,27 @@ def load_causal_lm(model_cfg: Mapping[str, Any], quant_cfg: Mapping[str, Any] | 
         kwargs["quantization_config"] = quantization
     log.info("Loading causal LM %s from %s", model_cfg.get("name"), path)
     return AutoModelForCausalLM.from_pretrained(path, **kwargs)
+
+
+def load_for_inference(
+    model_cfg: Mapping[str, Any], device_name: str = "auto", adapters: Sequence[tuple[str, str]] = ()
+) -> tuple[Any, Any, Any]:
+    """(model, tokenizer, torch device) ready to generate or score: the PEFT adapters given as
+    (path, name) loaded (the first one active), on `device_name` ("auto": CUDA when there is one),
+    in eval mode."""
+    import torch
+
+    device = "cuda" if device_name == "auto" and torch.cuda.is_available() else device_name
+    device = "cpu" if device == "auto" else device
+    tokenizer = load_tokenizer(model_cfg)
+    model = load_causal_lm(model_cfg)
+    if adapters:
+        from peft import PeftModel
+
+        (first, first_name), *rest = adapters
+        model = PeftModel.from_pretrained(model, first, adapter_name=first_name)
+        for path, name in rest:
+            model.load_adapter(path, adapter_name=name)
+    model.to(device)
+    model.eval()
+    return model, tokenizer, torch.device(device)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import math
-import warnings
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from esc.scoring.bootstrap import paired_intervals
 from esc.scoring.rubrics import DIMENSION_KEYS, SCORES, dimension
 
 METRICS = ("acc", "acc_soft", "qwk", "mae", "spearman", "pearson", "kendall")
@@ -99,32 +99,7 @@ class Agreement:
 def _interval(
     fn: Callable, pred: np.ndarray, human: np.ndarray, n_resamples: int, seed: int
 ) -> tuple[float, float]:
-    """Percentile bootstrap (scipy); resamples where the statistic is undefined (a constant series
-    has no correlation) are left out of the percentiles rather than turning the interval into NaN."""
-    from scipy.stats import bootstrap
-
-    if len(pred) < 2:
-        return (float("nan"), float("nan"))
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # scipy warns on degenerate resamples; handled below
-        result = bootstrap(
-            (pred, human),
-            fn,
-            paired=True,
-            vectorized=False,
-            n_resamples=n_resamples,
-            confidence_level=0.95,
-            method="percentile",
-            random_state=np.random.default_rng(seed),
-        )
-    low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
-    if math.isnan(low) or math.isnan(high):
-        dist = np.asarray(result.bootstrap_distribution, dtype=float)
-        dist = dist[~np.isnan(dist)]
-        if len(dist) < n_resamples / 2:  # mostly undefined: no honest interval
-            return (float("nan"), float("nan"))
-        low, high = (float(x) for x in np.percentile(dist, [2.5, 97.5]))
-    return (low, high)
+    return paired_intervals(pred, human, fn, n_resamples, seed)[0]
 
 
 def agreement(

@@ -39,9 +39,10 @@ import numpy as np
 from esc.data.sample import read_jsonl
 from esc.errors import ConfigError, DataError, UserError
 from esc.scoring.annotations import Annotation, default_esconv_path, human_reference, read_annotations
+from esc.scoring.bootstrap import paired_intervals
 from esc.scoring.judge import VALID
 from esc.scoring.rubrics import DIMENSION_KEYS, dimension
-from esc.scoring.store import ScoreRecord, read_scores
+from esc.scoring.store import ScoreRecord, read_scores, score_file_paths
 from esc.scoring.textmetrics import METRICS as TEXT_METRICS
 
 log = logging.getLogger(__name__)
@@ -73,30 +74,7 @@ def _statistics(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _intervals(x: np.ndarray, y: np.ndarray, n_resamples: int, seed: int) -> list[tuple[float, float]]:
-    from scipy.stats import bootstrap
-
-    if n_resamples <= 0:
-        return [NAN_INTERVAL] * len(STATISTICS)
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # scipy warns on degenerate resamples; handled below
-        result = bootstrap(
-            (x, y),
-            _statistics,
-            paired=True,
-            vectorized=False,
-            n_resamples=n_resamples,
-            method="percentile",
-            random_state=np.random.default_rng(seed),
-        )
-    out = []
-    for dist in np.atleast_2d(np.asarray(result.bootstrap_distribution, dtype=float)):
-        dist = dist[~np.isnan(dist)]
-        if len(dist) < n_resamples / 2:  # mostly undefined: no honest interval
-            out.append(NAN_INTERVAL)
-        else:
-            low, high = np.percentile(dist, [2.5, 97.5])
-            out.append((float(low), float(high)))
-    return out
+    return paired_intervals(x, y, _statistics, n_resamples, seed)
 
 
 @dataclasses.dataclass
@@ -202,23 +180,8 @@ def read_references(path: Path) -> dict[str, list[str]]:
 
 
 def score_paths(spec: str | Sequence[str] | None) -> list[Path]:
-    """Score files from files or rank.py output folders (their `scores/*.jsonl`)."""
-    if not spec:
-        return []
-    paths: list[Path] = []
-    for item in [spec] if isinstance(spec, str | Path) else spec:
-        path = Path(str(item))
-        if path.is_dir():
-            folder = path / "scores" if (path / "scores").is_dir() else path
-            found = sorted(folder.glob("*.jsonl"))
-            if not found:
-                raise ConfigError("correlation.scores", f"{folder}: no score files (*.jsonl) there")
-            paths += found
-        elif path.is_file():
-            paths.append(path)
-        else:
-            raise ConfigError("correlation.scores", f"{path}: no such score file or directory")
-    return paths
+    """Score files from files or rank.py output folders (their `scores/*.jsonl`); none without spec."""
+    return score_file_paths(spec, "correlation.scores") if spec else []
 
 
 # --- metric values per dialogue --------------------------------------------------------------------

@@ -43,7 +43,7 @@ from pathlib import Path
 from esc.errors import DataError, UserError, exit_on_user_error
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.rubrics import LANGUAGES, SCORES, dimension, dimensions, prompt_style
-from esc.scoring.store import ScoreRecord, latest, read_scores
+from esc.scoring.store import ScoreRecord, latest, read_scores, score_file_paths
 
 UNPARSED = -1  # what score.py writes when the reply holds none of "0".."4"
 DEFAULT_JUDGE = "esc_rank_official"
@@ -202,23 +202,6 @@ def write_official_scores(
 # --- CLI ------------------------------------------------------------------------------------------
 
 
-def score_paths(items: Sequence[Path]) -> list[Path]:
-    """Score files named directly or found in a rank.py output directory (`OUT/scores/*.jsonl`)."""
-    paths: list[Path] = []
-    for item in items:
-        if item.is_dir():
-            folder = item / "scores" if (item / "scores").is_dir() else item
-            found = sorted(folder.glob("*.jsonl"))
-            if not found:
-                raise UserError(f"{folder}: no score files (*.jsonl)")
-            paths += found
-        elif item.is_file():
-            paths.append(item)
-        else:
-            raise UserError(f"{item}: no such score file or directory")
-    return paths
-
-
 def _card_ids(files: Sequence[Path] | None, language: str) -> list[int] | None:
     if not files:
         return None
@@ -231,7 +214,7 @@ def export(
     sources: Sequence[Path], out: Path, cards: Sequence[Path] | None = None, judge: str | None = None
 ) -> list[tuple[Path, int]]:
     """One official file per (target, language) of the score files: `OUT/<target>_<lang>.json`."""
-    records = [r for p in score_paths(sources) for r in read_scores(p) if judge in (None, r.judge)]
+    records = [r for p in score_file_paths(sources) for r in read_scores(p) if judge in (None, r.judge)]
     if not records:
         raise UserError(f"no score records{f' of judge {judge!r}' if judge else ''} in the files given")
     groups: dict[tuple[str, str], list[ScoreRecord]] = defaultdict(list)

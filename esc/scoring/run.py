@@ -25,7 +25,7 @@ from esc.scoring import leaderboard as board
 from esc.scoring.annotations import human_reference
 from esc.scoring.judge import FAILED, INVALID, VALID, Judge, ScoreItem, build_judge
 from esc.scoring.rubrics import DIMENSION_KEYS, dimension
-from esc.scoring.store import ScoreRecord, ScoreStore, latest, read_scores
+from esc.scoring.store import ScoreRecord, ScoreStore, latest, read_scores, score_file_paths
 
 log = logging.getLogger(__name__)
 MODES = ("score", "leaderboard", "agreement", "correlation")
@@ -209,18 +209,8 @@ def rank(cfg: DictConfig) -> dict[str, Any]:
 def _score_inputs(resolved: Mapping[str, Any]) -> list[Path]:
     spec = resolved.get("scores")
     if not spec:
-        raise ConfigError("scores", "mode=leaderboard needs score files or a directory of them")
-    paths: list[Path] = []
-    for item in [spec] if isinstance(spec, str) else spec:
-        path = Path(str(item))
-        if path.is_dir():
-            folder = path / "scores" if (path / "scores").is_dir() else path
-            paths += sorted(folder.glob("*.jsonl"))
-        elif path.is_file():
-            paths.append(path)
-        else:
-            raise UserError(f"{path}: no such score file or directory (config `scores`)")
-    return paths
+        raise ConfigError("scores", "name score files or rank.py output directories")
+    return score_file_paths(spec, "scores")
 
 
 def run_agreement(resolved: Mapping[str, Any], out: Path, manifest: RunManifest) -> dict[str, Any]:

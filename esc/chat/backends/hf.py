@@ -126,26 +126,16 @@ class HFBackend(ChatBackend):
         with self._lock:
             if self._model is not None:
                 return
-            import torch
+            from esc.models.loading import load_for_inference
 
-            from esc.models.loading import load_causal_lm, load_tokenizer
-
-            device = self.device_name
-            if device == "auto":
-                device = "cuda" if torch.cuda.is_available() else "cpu"
-            tokenizer = load_tokenizer(self.model_cfg)
-            model = load_causal_lm(self.model_cfg)
+            adapters = []
             if self.adapter:
-                from peft import PeftModel
-
                 self._adapter_weights()
                 log.info("Applying the PEFT adapter %s", self.adapter)
-                model = PeftModel.from_pretrained(model, self.adapter)
-            model.to(device)
-            model.eval()
-            self._device = torch.device(device)
-            self._tokenizer = tokenizer
-            self._model = model
+                adapters = [(str(self.adapter), "default")]
+            self._model, self._tokenizer, self._device = load_for_inference(
+                self.model_cfg, self.device_name, adapters
+            )
 
     # --- properties ---------------------------------------------------------------------------
 

@@ -146,30 +146,16 @@ class LocalJudge(Judge):
         with self._lock:
             if self._model is not None:
                 return
-            import torch
+            from esc.models.loading import load_for_inference
 
-            from esc.models.loading import load_causal_lm, load_tokenizer
-
-            device = self.device_name
-            if device == "auto":
-                device = "cuda" if torch.cuda.is_available() else "cpu"
-            tokenizer = load_tokenizer(self.model_cfg)
-            model = load_causal_lm(self.model_cfg)
             distinct = sorted({str(p) for p in self.paths.values()})
+            names = {path: f"a{i}" for i, path in enumerate(distinct)}  # one copy of each adapter
             if distinct:
-                from peft import PeftModel
-
-                names = {path: f"a{i}" for i, path in enumerate(distinct)}  # one copy of each adapter
                 log.info("Loading %d LoRA adapter(s) for the judge", len(distinct))
-                model = PeftModel.from_pretrained(model, distinct[0], adapter_name=names[distinct[0]])
-                for path in distinct[1:]:
-                    model.load_adapter(path, adapter_name=names[path])
-                self._adapter_names = {key: names[str(path)] for key, path in self.paths.items()}
-            model.to(device)
-            model.eval()
-            self._device = torch.device(device)
-            self._tokenizer = tokenizer
-            self._model = model
+            self._model, self._tokenizer, self._device = load_for_inference(
+                self.model_cfg, self.device_name, [(path, names[path]) for path in distinct]
+            )
+            self._adapter_names = {key: names[str(path)] for key, path in self.paths.items()}
             self._answer_ids = self._find_answer_ids()
 
     def _find_answer_ids(self) -> list[int]:
