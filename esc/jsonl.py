@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,3 +40,30 @@ def drop_partial_last_line(path: Path) -> None:
         data = path.read_bytes()
         fh.truncate(data.rfind(b"\n") + 1)
     log.warning("%s: dropped an incomplete last line left by an interrupted run", path)
+
+
+def find_jsonl_files(
+    spec: str | Path | Sequence[str | Path], subfolder: str, what: str, key: str | None = None
+) -> list[Path]:
+    """The JSONL files a config value names: files, or run directories whose `subfolder`
+    (`dialogues`, `scores`) holds them (`*.failed.jsonl` left out). `what` names them in errors;
+    `key`, the config key the value came from, makes the error a ConfigError naming it."""
+    from esc.errors import ConfigError, UserError
+
+    def error(problem: str) -> UserError:
+        return ConfigError(key, problem) if key else UserError(problem)
+
+    paths: list[Path] = []
+    for item in [spec] if isinstance(spec, str | Path) else spec:
+        path = Path(str(item))
+        if path.is_dir():
+            folder = path / subfolder if (path / subfolder).is_dir() else path
+            found = sorted(p for p in folder.glob("*.jsonl") if not p.name.endswith(".failed.jsonl"))
+            if not found:
+                raise error(f"{folder}: no {what} files (*.jsonl)")
+            paths += found
+        elif path.is_file():
+            paths.append(path)
+        else:
+            raise error(f"{path}: no such {what} file or directory")
+    return paths

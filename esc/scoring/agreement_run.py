@@ -139,12 +139,14 @@ def sample_dialogues(
     return [a for a in annotations if a.dialogue_id in keep]
 
 
-def scores_from_files(paths: Sequence[Path]) -> dict[tuple[str, str], int | None]:
-    """{(dialogue, dimension): score or None (invalid, failed)} from rank.py score files."""
+def scores_from_files(paths: Sequence[Path]) -> tuple[dict[tuple[str, str], int | None], list[str]]:
+    """({(dialogue, dimension): score or None (invalid, failed)}, the judges' names) from rank.py
+    score files."""
     records = latest(r for p in paths for r in read_scores(p))
     if not records:
         raise UserError(f"no score records in {', '.join(map(str, paths))}")
-    return {key: (r.score if r.status == VALID else None) for key, r in records.items()}
+    judges = sorted({r.judge for r in records.values()})
+    return {key: (r.score if r.status == VALID else None) for key, r in records.items()}, judges
 
 
 def write_agreement(out: Path, results: Sequence[agree.Agreement], title: str) -> str:

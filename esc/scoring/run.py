@@ -19,6 +19,7 @@ from tqdm import tqdm
 from esc.errors import ConfigError, DataError, UserError
 from esc.interact.dialogue import Dialogue
 from esc.interact.store import read_dialogues
+from esc.jsonl import find_jsonl_files
 from esc.runinfo import RunManifest
 from esc.scoring import agreement_run as job
 from esc.scoring import leaderboard as board
@@ -33,21 +34,7 @@ MODES = ("score", "leaderboard", "agreement", "correlation")
 
 def dialogue_files(spec: str | Sequence[str]) -> list[Path]:
     """The dialogue files a `dialogues=` value names: run directories, files, or a list of them."""
-    items = [spec] if isinstance(spec, str | Path) else list(spec)
-    files: list[Path] = []
-    for item in items:
-        path = Path(str(item))
-        if path.is_dir():
-            folder = path / "dialogues" if (path / "dialogues").is_dir() else path
-            found = sorted(p for p in folder.glob("*.jsonl") if not p.name.endswith(".failed.jsonl"))
-            if not found:
-                raise UserError(f"{folder}: no dialogue files (*.jsonl)")
-            files += found
-        elif path.is_file():
-            files.append(path)
-        else:
-            raise UserError(f"{path}: no such dialogue file or directory (config `dialogues`)")
-    return files
+    return find_jsonl_files(spec, "dialogues", "dialogue", "dialogues")
 
 
 def dialogue_lines(dialogue: Dialogue, path: Path, lineno: int) -> tuple[tuple[str, str], ...]:
@@ -152,7 +139,8 @@ def write_reports(out: Path, records: Sequence[ScoreRecord], cfg: Mapping[str, A
 
 
 def rank(cfg: DictConfig) -> dict[str, Any]:
-    """Score (mode=score) or only report (mode=leaderboard) as configured; returns where things are."""
+    """Score (mode=score), report (mode=leaderboard) or compare with people (mode=agreement,
+    correlation) as configured; returns where things are."""
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     resolved = OmegaConf.to_container(cfg, resolve=True)
@@ -160,10 +148,14 @@ def rank(cfg: DictConfig) -> dict[str, Any]:
     mode = cfg.get("mode", "score")
     if mode not in MODES:
         raise ConfigError("mode", f"{mode!r} is not one of {', '.join(MODES)}")
-    if mode == "agreement":
-        return run_agreement(resolved, out, manifest)
-    if mode == "correlation":
-        return run_correlation_mode(resolved, out, manifest)
+    if mode in ("agreement", "correlation"):
+        analysis = run_agreement if mode == "agreement" else run_correlation_mode
+        try:
+            return analysis(resolved, out, manifest)
+        except BaseException as err:
+            manifest.finish(status="interrupted" if isinstance(err, KeyboardInterrupt) else "failed",
+                            error=f"{type(err).__name__}: {err}"[:500])  # fmt: skip
+            raise
     counts: Counter = Counter()
     try:
         if mode == "score":
@@ -224,39 +216,34 @@ def run_agreement(resolved: Mapping[str, Any], out: Path, manifest: RunManifest)
         "seed": section.get("split_seed", 42),
     }
     n_resamples, seed = int(section.get("bootstrap", 1000)), int(resolved.get("seed", 0))
-    try:
-        evaluated, train_part = job.split_annotations(data, section.get("split", "test"))
-        reference = human_reference(evaluated)
-        if resolved.get("scores"):
-            paths = _score_inputs(resolved)
-            predicted = job.scores_from_files(paths)
-            judges = sorted({r.judge for p in paths for r in read_scores(p)})
-            label = section.get("label") or ", ".join(judges)
-            manifest.update(scores=[str(p) for p in paths])
-        else:
-            judge = build_judge(resolved["judge"])
-            try:
-                judge.check_ready()
-                manifest.update(judge=judge.identity())
-                store = ScoreStore(out / "scores" / f"annotations__{judge.name}.jsonl")
-                scoring = resolved.get("scoring") or {}
-                predicted = job.judge_items(
-                    judge, job.annotated_items(evaluated), store, int(scoring.get("chunk", 64)),
-                    bool(scoring.get("progress", True)),
-                )  # fmt: skip
-            finally:
-                judge.close()
-            label = judge.name
-        job.coverage_warning(predicted, reference)
-        results = job.judge_agreement(label, predicted, reference, n_resamples, seed)
-        if section.get("baselines", True):
-            results += job.baselines(train_part, evaluated, reference, n_resamples, seed)
-        split = section.get("split", "test")
-        title = f"{label} against people: {len(reference)} annotated items ({split} split)"
-        markdown = job.write_agreement(out, results, title)
-    except BaseException as err:
-        manifest.finish(status="failed", error=f"{type(err).__name__}: {err}"[:500])
-        raise
+    evaluated, train_part = job.split_annotations(data, section.get("split", "test"))
+    reference = human_reference(evaluated)
+    if resolved.get("scores"):
+        paths = _score_inputs(resolved)
+        predicted, judges = job.scores_from_files(paths)
+        label = section.get("label") or ", ".join(judges)
+        manifest.update(scores=[str(p) for p in paths])
+    else:
+        judge = build_judge(resolved["judge"])
+        try:
+            judge.check_ready()
+            manifest.update(judge=judge.identity())
+            store = ScoreStore(out / "scores" / f"annotations__{judge.name}.jsonl")
+            scoring = resolved.get("scoring") or {}
+            predicted = job.judge_items(
+                judge, job.annotated_items(evaluated), store, int(scoring.get("chunk", 64)),
+                bool(scoring.get("progress", True)),
+            )  # fmt: skip
+        finally:
+            judge.close()
+        label = judge.name
+    job.coverage_warning(predicted, reference)
+    results = job.judge_agreement(label, predicted, reference, n_resamples, seed)
+    if section.get("baselines", True):
+        results += job.baselines(train_part, evaluated, reference, n_resamples, seed)
+    split = section.get("split", "test")
+    title = f"{label} against people: {len(reference)} annotated items ({split} split)"
+    markdown = job.write_agreement(out, results, title)
     judge_rows = [r for r in results if r.judge == label]
     invalid = {r.dimension: r.n_invalid for r in judge_rows}
     wandb_dir = _log_to_wandb(out, resolved)
@@ -271,11 +258,7 @@ def run_correlation_mode(resolved: Mapping[str, Any], out: Path, manifest: RunMa
     from esc.scoring.correlation import run_correlation
 
     section = {"seed": resolved.get("seed", 42), **(resolved.get("correlation") or {})}
-    try:
-        result = run_correlation(section, out)
-    except BaseException as err:
-        manifest.finish(status="failed", error=f"{type(err).__name__}: {err}"[:500])
-        raise
+    result = run_correlation(section, out)
     wandb_dir = _log_to_wandb(out, resolved)
     manifest.finish(
         status="completed",

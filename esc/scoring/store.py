@@ -14,8 +14,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from esc.errors import ConfigError, DataError, UserError
-from esc.jsonl import append_jsonl, drop_partial_last_line
+from esc.errors import DataError, UserError
+from esc.jsonl import append_jsonl, drop_partial_last_line, find_jsonl_files
 from esc.scoring.judge import FAILED, INVALID, VALID, Judgment
 from esc.scoring.rubrics import SCORES, dimension
 
@@ -107,23 +107,5 @@ class ScoreStore:
 
 
 def score_file_paths(spec: str | Path | Sequence[str | Path], key: str | None = None) -> list[Path]:
-    """Score files named directly or found in rank.py output directories (`OUT/scores/*.jsonl`);
-    `key`, the config key they came from, is named in errors."""
-
-    def error(problem: str) -> UserError:
-        return ConfigError(key, problem) if key else UserError(problem)
-
-    paths: list[Path] = []
-    for item in [spec] if isinstance(spec, str | Path) else spec:
-        path = Path(str(item))
-        if path.is_dir():
-            folder = path / "scores" if (path / "scores").is_dir() else path
-            found = sorted(folder.glob("*.jsonl"))
-            if not found:
-                raise error(f"{folder}: no score files (*.jsonl)")
-            paths += found
-        elif path.is_file():
-            paths.append(path)
-        else:
-            raise error(f"{path}: no such score file or directory")
-    return paths
+    """Score files named directly or found in rank.py output directories (`OUT/scores/*.jsonl`)."""
+    return find_jsonl_files(spec, "scores", "score", key)
