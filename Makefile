@@ -46,7 +46,7 @@ endif
 	touch $(STAMP)
 
 data: $(STAMP)
-	$(PY) -m esc.datasets.fetch
+	$(PY) -m esc.fetch
 	$(PY) -m esc.scoring.annotations build-esconv
 
 models: $(STAMP)

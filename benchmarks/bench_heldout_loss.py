@@ -34,11 +34,11 @@ import torch  # noqa: E402
 from hydra.utils import instantiate  # noqa: E402
 
 from benchmarks.common import cpu_trainer  # noqa: E402
-from esc.data.esconv import read_esconv_splits  # noqa: E402
-from esc.data.tokenize import encode_chat  # noqa: E402
 from esc.errors import UserError, exit_on_user_error  # noqa: E402
 from esc.models.loading import load_tokenizer  # noqa: E402
 from esc.paths import data_dir  # noqa: E402
+from esc.sft.esconv import read_esconv_splits  # noqa: E402
+from esc.sft.tokenize import encode_chat  # noqa: E402
 from esc.train.heldout import HeldOutLoss, heldout_loss  # noqa: E402
 from tests.helpers import compose  # noqa: E402
 

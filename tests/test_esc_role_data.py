@@ -7,21 +7,21 @@ from pathlib import Path
 
 import pytest
 
-from esc.data.esconv import esconv_path, read_esconv, read_esconv_splits
-from esc.data.mixture import build_samples
-from esc.data.prompts import PROMPTS, role_player_system_prompt, supporter_opener
-from esc.data.roleplay import (
+from esc.errors import ConfigError, UserError
+from esc.paths import data_dir
+from esc.sft.esconv import esconv_path, read_esconv, read_esconv_splits
+from esc.sft.mixture import build_samples
+from esc.sft.prompts import PROMPTS, role_player_system_prompt, supporter_opener
+from esc.sft.roleplay import (
     CHARACTEREVAL_DATA,
     CHARACTEREVAL_PROFILES,
     ROLEBENCH_FILES,
     read_charactereval,
     read_rolebench,
 )
-from esc.data.sample import Sample
-from esc.data.smile import read_smile, read_smile_file, smile_dir
-from esc.data.tokenize import IGNORE_INDEX, collate, encode_chat, encode_dataset, pack
-from esc.errors import ConfigError, UserError
-from esc.paths import data_dir
+from esc.sft.sample import Sample
+from esc.sft.smile import read_smile, read_smile_file, smile_dir
+from esc.sft.tokenize import IGNORE_INDEX, collate, encode_chat, encode_dataset, pack
 
 CHATML = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "

@@ -11,9 +11,9 @@ from urllib.error import HTTPError, URLError
 import pytest
 import yaml
 
-from esc.datasets import fetch as fetch_mod
-from esc.datasets.manifest import MANIFEST_PATH, RAW_URL, load_manifest
 from esc.errors import DataError, UserError
+from esc.fetch import fetcher as fetch_mod
+from esc.fetch.manifest import MANIFEST_PATH, RAW_URL, load_manifest
 from esc.paths import shared_data_dir
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

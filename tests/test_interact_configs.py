@@ -13,7 +13,6 @@ import pytest
 from omegaconf import DictConfig, OmegaConf
 
 from esc.chat.base import GenerationSettings
-from esc.data import prompts as training_prompts
 from esc.errors import ConfigError, UserError
 from esc.interact.prompts import (
     example_dialogue,
@@ -25,6 +24,7 @@ from esc.interact.prompts import (
 )
 from esc.models.loading import DTYPES
 from esc.paths import REPO_ROOT, data_dir
+from esc.sft import prompts as training_prompts
 
 CONF_DIR = REPO_ROOT / "conf"
 TEST_CONF_DIR = Path(__file__).parent / "configs"

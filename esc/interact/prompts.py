@@ -8,7 +8,7 @@ comes from:
   haidequanbu/ESC-Eval ``evaluate.py``, English and Chinese, quoted exactly with its quoting of the
   card (``card:'<card>\\n' Please ...`` and ``角色卡：“<card>\\n 请...``) and its supporter opener.
   The role card is inserted as given, not stripped, as the script inserts the released ``base``.
-- ``esc_role_figure11``: the ESC-Role *training* prompt and opener of :mod:`esc.data.prompts`
+- ``esc_role_figure11``: the ESC-Role *training* prompt and opener of :mod:`esc.sft.prompts`
   (paper Figure 11), imported from there, so an adapter trained by ``train.py +exp=esc_role`` sees
   at evaluation exactly what it saw in training.
 - ``gpt4_zero_shot`` / ``gpt4_icl`` / ``gpt4_cot`` / ``gpt4_icl_cot``: paper Table 11 (English
@@ -36,8 +36,8 @@ from typing import Any
 
 import yaml
 
-from esc.data import prompts as training_prompts
 from esc.errors import ConfigError, UserError
+from esc.sft import prompts as training_prompts
 
 PROMPTS_FILE = Path(__file__).with_name("roleplayer_prompts.yaml")
 LANGUAGES = ("en", "zh")
@@ -113,7 +113,7 @@ def _check_training_version(prompt_id: str, entry: dict[str, Any]) -> None:
     if entry["training_prompts_version"] != current:
         raise ConfigError(
             KEY,
-            f"{prompt_id}: esc/data/prompts.py is at version {current} but {PROMPTS_FILE.name} records "
+            f"{prompt_id}: esc/sft/prompts.py is at version {current} but {PROMPTS_FILE.name} records "
             f"{entry['training_prompts_version']}; bump the entry's `version` and set its "
             "`training_prompts_version` to match",
         )
@@ -184,9 +184,9 @@ def _merge(turns: list[tuple[int, str]]) -> list[tuple[int, str]]:
 
 
 def _esconv_example() -> tuple[str, list[tuple[int, str]]]:
-    from esc.data.esconv import esconv_path
-    from esc.data.sample import get_field, read_jsonl
     from esc.paths import data_dir
+    from esc.sft.esconv import esconv_path
+    from esc.sft.sample import get_field, read_jsonl
 
     path = esconv_path(data_dir(), "train")
     chosen = None
@@ -205,9 +205,9 @@ def _esconv_example() -> tuple[str, list[tuple[int, str]]]:
 
 
 def _smile_example() -> tuple[str, list[tuple[int, str]]]:
-    from esc.data.sample import get_field, read_json
-    from esc.data.smile import smile_dir, smile_files
     from esc.paths import data_dir
+    from esc.sft.sample import get_field, read_json
+    from esc.sft.smile import smile_dir, smile_files
 
     path = smile_files(smile_dir(data_dir()))[0]
     data = read_json(path)

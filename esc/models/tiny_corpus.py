@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from esc.data.esconv import read_esconv_splits
-from esc.data.smile import read_smile, smile_dir
 from esc.paths import data_dir
+from esc.sft.esconv import read_esconv_splits
+from esc.sft.smile import read_smile, smile_dir
 
 
 def english_texts() -> Iterator[str]:

@@ -30,11 +30,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from esc.data.esconv import SPLITS, esconv_path
-from esc.data.sample import read_json, read_jsonl
 from esc.errors import DataError, UserError, exit_on_user_error
 from esc.paths import data_dir
 from esc.scoring.rubrics import DIMENSION_KEYS, SCORES, dimension
+from esc.sft.esconv import SPLITS, esconv_path
+from esc.sft.sample import read_json, read_jsonl
 
 ROLES = ("user", "assistant")
 RATIOS = (7, 1, 2)  # train : val : test by dialogue (paper §3.4)

@@ -36,7 +36,6 @@ from typing import Any
 
 import numpy as np
 
-from esc.data.sample import read_jsonl
 from esc.errors import ConfigError, DataError, UserError
 from esc.scoring.annotations import Annotation, default_esconv_path, human_reference, read_annotations
 from esc.scoring.bootstrap import paired_intervals
@@ -44,6 +43,7 @@ from esc.scoring.judge import VALID
 from esc.scoring.rubrics import DIMENSION_KEYS, dimension
 from esc.scoring.store import ScoreRecord, read_scores, score_file_paths
 from esc.scoring.textmetrics import METRICS as TEXT_METRICS
+from esc.sft.sample import read_jsonl
 
 log = logging.getLogger(__name__)
 

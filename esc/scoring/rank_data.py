@@ -12,7 +12,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from esc.data.sample import Sample
 from esc.errors import ConfigError
 from esc.scoring.annotations import (
     Annotation,
@@ -23,6 +22,7 @@ from esc.scoring.annotations import (
     write_annotations,
 )
 from esc.scoring.rubrics import DIMENSION_KEYS, dialogue_text, dimension, prompt_style
+from esc.sft.sample import Sample
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def rank_sample(ann: Annotation, prompt: str) -> Sample:
 
 def build_rank_samples(cfg: Any) -> tuple[list[Sample], list[Sample]]:
     """(train, val) samples for the ChatSFTDataModule."""
-    from esc.data.mixture import _plain
+    from esc.sft.mixture import _plain
 
     cfg = _plain(cfg)
     parts = splits(cfg)

@@ -26,7 +26,7 @@ class ChatSFTDataModule(pl.LightningDataModule):
     The samples come from ``data.builder`` (a dotted function path returning ``(train, val)``):
     the ESC-Role mixture by default, ESC-RANK's annotated judge prompts with ``data=esc_rank``.
 
-    Only the role-player's (assistant) tokens carry labels; see :mod:`esc.data.tokenize`.
+    Only the role-player's (assistant) tokens carry labels; see :mod:`esc.sft.tokenize`.
     """
 
     def __init__(
@@ -60,7 +60,7 @@ class ChatSFTDataModule(pl.LightningDataModule):
         if self._samples is None:
             from hydra.utils import get_method
 
-            builder = self.data_cfg.get("builder") or "esc.data.mixture.build_samples"
+            builder = self.data_cfg.get("builder") or "esc.sft.mixture.build_samples"
             self._samples = get_method(builder)(self.data_cfg)
         return self._samples
 
@@ -75,7 +75,7 @@ class ChatSFTDataModule(pl.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
             return
-        from esc.data.tokenize import pack
+        from esc.sft.tokenize import pack
 
         train, val = self.samples()
         self.train_set = self._encode(train, "train")
@@ -96,7 +96,7 @@ class ChatSFTDataModule(pl.LightningDataModule):
         """Tokenize, reusing an earlier run's result for the same samples, tokenizer and max_length."""
         import datasets
 
-        from esc.data.tokenize import encode_dataset
+        from esc.sft.tokenize import encode_dataset
 
         if not self.cache:
             return encode_dataset(samples, self.tokenizer, self.max_length, num_proc=self.num_proc)
@@ -125,7 +125,7 @@ class ChatSFTDataModule(pl.LightningDataModule):
         return digest.hexdigest()[:16]
 
     def _collate(self, batch: list[dict[str, Any]]) -> dict[str, Any]:
-        from esc.data.tokenize import collate
+        from esc.sft.tokenize import collate
 
         return collate(batch, pad_token_id=self.tokenizer.pad_token_id)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from esc.data.tokenize import IGNORE_INDEX, collate
+from esc.sft.tokenize import IGNORE_INDEX, collate
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,7 +38,7 @@ class HeldOutLoss:
 def heldout_loss(
     model: Any, encoded: Sequence[Mapping[str, list[int]]], pad_token_id: int, batch_size: int = 4
 ) -> HeldOutLoss:
-    """Token-weighted NLL of `model` on `encoded` chats (from `esc.data.tokenize.encode_chat`).
+    """Token-weighted NLL of `model` on `encoded` chats (from `esc.sft.tokenize.encode_chat`).
 
     Batches are right-padded (`collate`), so a row's loss does not depend on its batch. The model
     is put in eval mode (no dropout) and restored to its previous mode afterwards.

@@ -39,14 +39,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from esc.data.esconv import SPLITS as ESCONV_SPLITS
-from esc.data.esconv import read_esconv_splits
-from esc.data.prompts import LANGUAGES
-from esc.data.roleplay import read_roleplay
-from esc.data.sample import Sample
-from esc.data.smile import read_smile, smile_dir
 from esc.errors import ConfigError
 from esc.paths import data_dir
+from esc.sft.esconv import SPLITS as ESCONV_SPLITS
+from esc.sft.esconv import read_esconv_splits
+from esc.sft.prompts import LANGUAGES
+from esc.sft.roleplay import read_roleplay
+from esc.sft.sample import Sample
+from esc.sft.smile import read_smile, smile_dir
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
-from esc.data.prompts import supporter_opener
 from esc.errors import DataError, UserError
+from esc.sft.prompts import supporter_opener
 
 Role = Literal["system", "user", "assistant"]
 

@@ -6,10 +6,10 @@ https://raw.githubusercontent.com/{repo}/{commit}/{path}. Every copy and downloa
 the manifest's sha256, written to a temporary file and renamed, so a failure never leaves half a file
 and never removes files fetched before it.
 
-    python -m esc.datasets.fetch                  # fill data/
-    python -m esc.datasets.fetch --only esc_eval  # one dataset (repeatable)
-    python -m esc.datasets.fetch --check          # verify only; exit 1 listing problems
-    python -m esc.datasets.fetch --offline        # never download
+    python -m esc.fetch                  # fill data/
+    python -m esc.fetch --only esc_eval  # one dataset (repeatable)
+    python -m esc.fetch --check          # verify only; exit 1 listing problems
+    python -m esc.fetch --offline        # never download
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ try:
 except ImportError:  # the progress bar is optional: `make data` may run before the full install
     tqdm = None
 
-from esc.datasets.manifest import MANIFEST_PATH, DataFile, Dataset, load_manifest
 from esc.errors import UserError, exit_on_user_error
+from esc.fetch.manifest import MANIFEST_PATH, DataFile, Dataset, load_manifest
 from esc.hashing import sha256_file
 from esc.paths import data_dir, shared_data_dir
 
@@ -198,7 +198,7 @@ def select(datasets: Sequence[Dataset], only: Sequence[str] | None, manifest: Pa
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m esc.datasets.fetch",
+        prog="python -m esc.fetch",
         description="Fill data/ with the pinned public datasets of data/sources.yaml "
         "(shared copy first, else the pinned GitHub URL; sha256 always checked).",
     )

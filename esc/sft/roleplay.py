@@ -23,9 +23,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from esc.data.prompts import prompt
-from esc.data.sample import Role, Sample, get_field, read_json, read_jsonl, shape_dialogue
 from esc.errors import DataError
+from esc.sft.prompts import prompt
+from esc.sft.sample import Role, Sample, get_field, read_json, read_jsonl, shape_dialogue
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from esc.data.prompts import format_card, role_player_system_prompt
-from esc.data.sample import Role, Sample, esc_dialogue, get_field, read_jsonl
 from esc.errors import DataError
+from esc.sft.prompts import format_card, role_player_system_prompt
+from esc.sft.sample import Role, Sample, esc_dialogue, get_field, read_jsonl
 
 SOURCE = "esconv"
 SPLITS = ("train", "valid", "test")

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from esc.data.prompts import format_card, role_player_system_prompt
-from esc.data.sample import Role, Sample, esc_dialogue, get_field, read_json, require_file
 from esc.errors import DataError, UserError
+from esc.sft.prompts import format_card, role_player_system_prompt
+from esc.sft.sample import Role, Sample, esc_dialogue, get_field, read_json, require_file
 
 SOURCE = "smile"
 CARD_PROBLEM_CHARS = 200

@@ -1,1 +1,0 @@
-"""ESC-Role training data: source readers, the training mixture and chat tokenization."""

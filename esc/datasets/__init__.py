@@ -1,1 +1,0 @@
-"""Third-party datasets: the pinned manifest (data/sources.yaml) and the fetcher behind `make data`."""

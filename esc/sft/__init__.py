@@ -1,0 +1,1 @@
+"""ESC-Role supervised fine-tuning (SFT) samples: source readers, the training mixture, chat tokenization."""
