@@ -15,20 +15,27 @@ Rerunning with the same `hydra.run.dir` resumes: completed dialogues are skipped
 import hydra
 from omegaconf import DictConfig
 
-from esc.errors import exit_on_user_error
+from esc.config_schema import validate
+from esc.errors import IncompleteRun, exit_on_user_error, run_hydra
 from esc.interact.run import evaluate
 
 
 @hydra.main(config_path="conf", config_name="evaluate", version_base="1.3")
 @exit_on_user_error
 def main(cfg: DictConfig) -> None:
+    validate(cfg, "evaluate")  # one line naming the key, before any work
     result = evaluate(cfg)
     counts = result["counts"]
     print(
         f"{counts['completed']} dialogues completed, {counts['failed']} failed, "
         f"{counts['skipped']} already done; files: {', '.join(result['files'].values())}"
     )
+    if counts["failed"]:  # exit code 3: a scheduler must not count this run as done
+        raise IncompleteRun(
+            f"{counts['failed']} of {counts['selected']} dialogues failed (reasons in "
+            f"{result['output_dir']}/dialogues/*.failed.jsonl); rerun the same command to retry them"
+        )
 
 
 if __name__ == "__main__":
-    main()
+    run_hydra(main)  # Hydra's own errors (unknown key, option) as one line too

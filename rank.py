@@ -25,13 +25,15 @@ OUT/agreement.{md,csv,json}; mode=correlation: OUT/correlation.{md,csv,json}). R
 import hydra
 from omegaconf import DictConfig
 
-from esc.errors import exit_on_user_error
+from esc.config_schema import validate
+from esc.errors import IncompleteRun, exit_on_user_error, run_hydra
 from esc.scoring.run import rank
 
 
 @hydra.main(config_path="conf", config_name="rank", version_base="1.3")
 @exit_on_user_error
 def main(cfg: DictConfig) -> None:
+    validate(cfg, "rank")  # one line naming the key, before any work
     result = rank(cfg)
     print(result["markdown"])
     if result.get("mode") == "agreement":
@@ -51,7 +53,12 @@ def main(cfg: DictConfig) -> None:
         f"{invalid or 'none'}; failed: {failed or 'none'}"
     )
     print(f"leaderboard: {result['output_dir']}/leaderboard.md (.csv), charts: {', '.join(result['charts'])}")
+    if counts.get("failed"):  # exit code 3: a scheduler must not count this run as done
+        raise IncompleteRun(
+            f"{counts['failed']} judgments failed (no answer came: {failed}); rerun the same command to "
+            "retry them"
+        )
 
 
 if __name__ == "__main__":
-    main()
+    run_hydra(main)  # Hydra's own errors (unknown key, option) as one line too

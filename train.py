@@ -3,14 +3,14 @@
     # ESC-Role, the paper's recipe: Qwen1.5-14B-Chat, LoRA, bf16, DeepSpeed ZeRO-2 on one GPU node
     python train.py +exp=esc_role
     # the same job on the embedded tiny model, on a CPU, in about a minute
-    python train.py +exp=esc_role model=tiny trainer.max_steps=30 hydra.run.dir=outputs/demo
+    python train.py +exp=esc_role model=tiny cpu_fallback=true trainer.max_steps=30 hydra.run.dir=outputs/demo
     # several nodes under SLURM (Lightning reads SLURM's environment); see docs/cluster.md
     sbatch --nodes=2 slurm/train_multinode.sbatch +exp=esc_role
     # a local sweep, one run after the other
-    python train.py -m +exp=esc_role model=tiny trainer.max_steps=5 peft.r=4,8
+    python train.py -m +exp=esc_role model=tiny cpu_fallback=true trainer.max_steps=5 peft.r=4,8
 
     # ESC-RANK: one LoRA judge adapter per dimension from human scores, then agreement on the test split
-    python train.py +exp=esc_rank model=tiny trainer.max_steps=30
+    python train.py +exp=esc_rank model=tiny cpu_fallback=true trainer.max_steps=30
 
 Rerunning a command with the same `hydra.run.dir` resumes from its `last.ckpt`.
 """
@@ -19,12 +19,14 @@ import hydra
 from hydra.utils import get_method
 from omegaconf import DictConfig
 
-from esc.errors import exit_on_user_error
+from esc.config_schema import validate
+from esc.errors import exit_on_user_error, run_hydra
 
 
 @hydra.main(config_path="conf", config_name="train", version_base="1.3")
 @exit_on_user_error
 def main(cfg: DictConfig) -> None:
+    validate(cfg, "train")  # one line naming the key, before any work
     result = get_method(cfg.runner)(cfg)  # esc.train.run.train, or an experiment's own job
     if result.get("report"):
         print(result["report"])
@@ -32,4 +34,4 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_hydra(main)  # Hydra's own errors (unknown key, option) as one line too

@@ -75,7 +75,8 @@ class Meter(pl.Callback):
         self.seconds += elapsed
         self.cpu_seconds += cpu
         self.learned += int((batch["labels"] != IGNORE_INDEX).sum())
-        self.pad += int((batch["attention_mask"] == 0).sum())
+        if "attention_mask" in batch:  # packed batches are flattened: no padding, no mask
+            self.pad += int((batch["attention_mask"] == 0).sum())
         self.total += batch["input_ids"].numel()
 
 

@@ -10,11 +10,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
+_UMASK = os.umask(0o022)  # read the process umask (set it back at once): new files get 0o666 & ~umask
+os.umask(_UMASK)
 
 
 def append_jsonl(path: Path, records: Iterable[Mapping[str, Any]]) -> None:
@@ -26,6 +29,23 @@ def append_jsonl(path: Path, records: Iterable[Mapping[str, Any]]) -> None:
         fh.write(lines)
         fh.flush()
         os.fsync(fh.fileno())
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Replace `path` with `text` in one step, through a temp file unique to this process and call
+    (two writers never share a temp file; a reader sees the old or the new file, never half)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_UMASK)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def drop_partial_last_line(path: Path) -> None:

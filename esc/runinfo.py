@@ -1,7 +1,8 @@
 """Run records: every run saves its resolved config, seed, git commit and package versions.
 
-Secrets never reach the record: config keys that look like credentials are redacted, and API keys
-are only ever read from the environment (configs hold the *name* of the variable).
+Secrets never reach the record: everything written goes through `esc.secrets.redact` (credential-like
+keys and every known secret value masked, the command line included), and API keys are only ever
+read from the environment (configs hold the *name* of the variable).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import importlib.metadata
 import json
 import os
 import platform
-import re
 import socket
 import subprocess
 import sys
@@ -19,7 +19,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from esc.jsonl import atomic_write_text
 from esc.paths import REPO_ROOT
+from esc.secrets import redact, redact_command, secret_values
 
 PACKAGES = (
     "esc-eval",
@@ -39,20 +41,6 @@ PACKAGES = (
     "vllm",
     "openai",
 )
-_SECRET = re.compile(r"(api[_-]?key|secret|password|passwd|token)$", re.IGNORECASE)
-_SAFE_SECRET_KEYS = {"api_key_env", "pad_token", "eos_token", "bos_token", "max_new_tokens", "max_tokens"}
-
-
-def redact(obj: Any) -> Any:
-    """A copy of ``obj`` with credential-like keys replaced by '***'."""
-    if isinstance(obj, Mapping):
-        return {
-            k: ("***" if _SECRET.search(str(k)) and str(k) not in _SAFE_SECRET_KEYS and v else redact(v))
-            for k, v in obj.items()
-        }
-    if isinstance(obj, list | tuple):
-        return [redact(v) for v in obj]
-    return obj
 
 
 def git_info(root: Path = REPO_ROOT) -> dict[str, Any]:
@@ -78,6 +66,16 @@ def package_versions(names: Iterable[str] = PACKAGES) -> dict[str, str]:
     return versions
 
 
+def installed_packages() -> list[str]:
+    """Every installed distribution as `name==version`, sorted: the run's exact environment."""
+    found = {
+        f"{dist.metadata['Name']}=={dist.version}"
+        for dist in importlib.metadata.distributions()
+        if dist.metadata and dist.metadata["Name"]
+    }
+    return sorted(found, key=str.lower)
+
+
 def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -88,19 +86,21 @@ class RunManifest:
     def __init__(self, out_dir: str | Path, config: Mapping[str, Any], seed: int | None) -> None:
         self.path = Path(out_dir) / "manifest.json"
         previous = json.loads(self.path.read_text()) if self.path.exists() else {}
+        self._secrets = secret_values(config)
         self.data: dict[str, Any] = {
             "status": "running",
-            "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
+            "command": redact_command([Path(sys.argv[0]).name, *sys.argv[1:]], self._secrets),
             "seed": seed,
             "git": git_info(),
             "packages": package_versions(),
+            "environment": installed_packages(),
             "python": sys.version.split()[0],
             "platform": platform.platform(),
             "hostname": socket.gethostname(),
             "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
             "start_time": now(),
             "end_time": None,
-            "config": redact(config),
+            "config": config,
             "previous_attempts": previous.get("previous_attempts", [])
             + ([_summary(previous)] if previous else []),
         }
@@ -115,9 +115,8 @@ class RunManifest:
 
     def write(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.data, indent=2, ensure_ascii=False, default=str) + "\n")
-        os.replace(tmp, self.path)
+        text = json.dumps(redact(self.data, self._secrets), indent=2, ensure_ascii=False, default=str)
+        atomic_write_text(self.path, text + "\n")
 
 
 class NullManifest:

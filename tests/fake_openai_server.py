@@ -13,7 +13,13 @@ fail the way real APIs do, to exercise client retries:
 Queue faults with ``server.inject(["429", "500", "timeout"])`` (optionally only for requests whose
 last message contains ``match``), or send a header ``X-Fault: 500`` with one request.
 ``server.requests`` counts the chat requests received and ``server.received`` keeps their bodies
-and Authorization headers. ``logprobs: true`` with ``top_logprobs: n`` returns per-token
+and Authorization headers; ``server.model_requests`` counts ``GET /v1/models``.
+
+Like a real server it can check the bearer token (``api_key``: a wrong one is a 401 on every route),
+list the models it serves (``served_models``; ``list_models=False``: no such route, 404), refuse a
+model it does not serve (``strict_models``: 404 "model does not exist", as vLLM does), and report
+in every reply the model that answered (``response_model``, default the requested name) and a
+``system_fingerprint``. ``logprobs: true`` with ``top_logprobs: n`` returns per-token
 log-probabilities, as OpenAI and vLLM do. A request with a ``character_profile`` (Baichuan-NPC
 style) is answered with the profile rendered as a system message.
 
@@ -54,9 +60,22 @@ class FakeOpenAIServer:
         port: int = 0,
         timeout_sleep_s: float = 5.0,
         retry_after_ms: int | None = 10,
+        api_key: str | None = None,
+        served_models: Sequence[str] | None = None,
+        list_models: bool = True,
+        strict_models: bool = False,
+        response_model: str | None = None,
+        system_fingerprint: str | None = "fp_fake_0001",
     ) -> None:
         self.backend = backend
         self.model_name = model_name
+        self.api_key = api_key
+        self.served_models = list(served_models) if served_models is not None else [model_name]
+        self.list_models = list_models
+        self.strict_models = strict_models
+        self.response_model = response_model
+        self.system_fingerprint = system_fingerprint
+        self.model_requests = 0
         self.host = host
         self.port = port
         self.timeout_sleep_s = timeout_sleep_s
@@ -89,6 +108,7 @@ class FakeOpenAIServer:
             self._faults.clear()
             self.received.clear()
             self.requests = 0
+            self.model_requests = 0
 
     def start(self) -> FakeOpenAIServer:
         if self.backend is None:
@@ -138,6 +158,8 @@ class FakeOpenAIServer:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             return 400, _error(400, "'messages' must be a non-empty list")
+        if self.strict_models and body.get("model") not in self.served_models:
+            return 404, _error(404, f"The model `{body.get('model')}` does not exist.")
         profile = body.get("character_profile")
         if isinstance(profile, dict):
             rendered = "\n".join(f"{k}: {v}" for k, v in profile.items())
@@ -161,7 +183,8 @@ class FakeOpenAIServer:
             "id": f"chatcmpl-fake-{self.requests}",
             "object": "chat.completion",
             "created": int(time.time()),
-            "model": body.get("model", self.model_name),
+            "model": self.response_model or body.get("model", self.model_name),
+            "system_fingerprint": self.system_fingerprint,
             "choices": [
                 {
                     "index": 0,
@@ -215,10 +238,26 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:  # the client gave up (a "timeout" fault): nobody is listening any more
             self.close_connection = True
 
+    def _authorized(self) -> bool:
+        """False (after answering 401, echoing the token as a careless server might) for a wrong key."""
+        expected = self.server_state.api_key
+        token = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
+        if expected is None or token == expected:
+            return True
+        self._send(401, _error(401, f"Incorrect API key provided: {token}"))
+        return False
+
     def do_GET(self) -> None:
-        if self.path.rstrip("/") in ("/v1/models", "/models"):
-            model = {"id": self.server_state.model_name, "object": "model", "created": 0, "owned_by": "fake"}
-            self._send(200, {"object": "list", "data": [model]})
+        state = self.server_state
+        if state.list_models and self.path.rstrip("/") in ("/v1/models", "/models"):
+            with state._lock:
+                state.model_requests += 1
+            if not self._authorized():
+                return
+            models = [
+                {"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in state.served_models
+            ]
+            self._send(200, {"object": "list", "data": models})
         else:
             self._send(404, _error(404, f"no route {self.path}"))
 
@@ -235,6 +274,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, _error(400, f"invalid JSON: {err}"))
             return
         fault = state._record(body, self.headers)
+        if not self._authorized():
+            return
         if fault == "drop":
             self.close_connection = True
             return

@@ -275,10 +275,14 @@ def test_other_bad_records(tmp_path: Path) -> None:
         _assert_one_line(info.value, name, part)
 
 
-def test_missing_file_says_make_data(tmp_path: Path) -> None:
+def test_missing_file_says_make_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(UserError) as info:
-        load_cards([tmp_path / "no_such_cards.json"])
-    _assert_one_line(info.value, "no_such_cards.json", "make data")
+        load_cards([tmp_path / "no_such_cards.json"])  # a path given by the user
+    _assert_one_line(info.value, "no_such_cards.json", "check the path")
+    monkeypatch.setenv("ESC_DATA_DIR", str(tmp_path))
+    with pytest.raises(UserError) as info:
+        load_cards(language="en")  # the released cards, not fetched yet
+    _assert_one_line(info.value, "card_high_en.json", "make data")
 
 
 def test_loads_small_released_format_file(tmp_path: Path) -> None:

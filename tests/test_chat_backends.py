@@ -66,6 +66,7 @@ def tiny_cfg():
 def hf(tiny_cfg):
     backend = HFBackend(tiny_cfg, batch_size=8, device="cpu")
     backend.check_ready()
+    backend.load()
     yield backend
     backend.close()
 
@@ -84,8 +85,8 @@ def fresh_server(server):
 
 
 def api(server: FakeOpenAIServer, **kwargs) -> OpenAIBackend:
-    kwargs = {"api_key_env": None, "timeout_s": 30.0, "max_retries": 2, **kwargs}
-    return OpenAIBackend(model="tiny", base_url=server.url, **kwargs)
+    kwargs = {"model": "tiny", "api_key_env": None, "timeout_s": 30.0, "max_retries": 2, **kwargs}
+    return OpenAIBackend(base_url=server.url, **kwargs)
 
 
 # --- hf ----------------------------------------------------------------------------------------
@@ -193,6 +194,35 @@ def test_hf_identity_context_window_and_adapter(hf, tiny_cfg, tmp_path: Path):
         HFBackend(tiny_cfg, adapter=str(tmp_path / "missing")).check_ready()
 
 
+def test_hf_check_ready_loads_nothing_and_checks_local_paths(tiny_cfg, tmp_path: Path):
+    backend = HFBackend(tiny_cfg, device="cpu")
+    backend.check_ready()
+    assert backend._model is None  # the weights wait for load() or the first generation
+    (tmp_path / "empty").mkdir()
+    for bad in (tmp_path / "empty", tmp_path / "missing"):
+        with pytest.raises(ConfigError, match="backend.model.name_or_path.*no config.json"):
+            HFBackend({"name": "x", "name_or_path": str(bad)}).check_ready()
+    HFBackend({"name": "x", "name_or_path": "org/some-hub-model"}).check_ready()  # a hub id: fine
+
+
+def test_hf_identity_names_the_resolved_revision(hf, tiny_cfg):
+    import transformers
+
+    from esc.models.revision import directory_hash
+    from esc.models.tiny import TinySpec, ensure_tiny_model
+
+    identity = hf.identity()
+    on_disk = directory_hash(ensure_tiny_model(TinySpec(**dict(tiny_cfg.tiny))))
+    assert identity["revision"] == on_disk and identity["revision_source"] == "content"
+    assert identity["configured_revision"] is None
+    assert identity["code_version"] == {"HFBackend": HFBackend.CODE_VERSION}
+    assert identity["packages"] == {"transformers": transformers.__version__}
+    assert hf.cache_identity() == identity
+    # another tiny spec is another model on disk: another revision (it is not built: unresolved)
+    other = HFBackend({**dict(tiny_cfg), "tiny": {**dict(tiny_cfg.tiny), "seed": 99991}})
+    assert other.identity()["revision"] is None and other.identity()["revision_source"] == "unresolved"
+
+
 def test_hf_generation_config_overrides_apply_and_enter_the_identity(hf, tiny_cfg):
     """`backend.generation_config` reaches transformers (no repeated 3-token sequence in a reply)."""
     long = GenerationSettings(max_new_tokens=48)
@@ -265,7 +295,7 @@ def test_openai_missing_key_fails_before_any_request(fresh_server, monkeypatch):
     assert "backend.api_key_env" in str(info.value)
     with pytest.raises(UserError, match=KEY_ENV):
         backend.generate(CONVERSATIONS[:2], GREEDY)
-    assert fresh_server.requests == 0
+    assert fresh_server.requests == 0 and fresh_server.model_requests == 0
 
 
 def test_openai_key_never_leaks(fresh_server, monkeypatch, caplog):
@@ -285,6 +315,118 @@ def test_openai_key_never_leaks(fresh_server, monkeypatch, caplog):
     assert denied.error.startswith("AuthenticationError: Error code: 401") and "***" in denied.error
     for text in texts:
         assert SECRET not in text
+
+
+def test_openai_replies_keep_the_served_model_and_fingerprint(hf, tmp_path: Path):
+    with FakeOpenAIServer(hf, response_model="tiny-2024-06-01", system_fingerprint="fp_abc") as srv:
+        backend = with_cache(api(srv), {"enabled": True, "path": str(tmp_path / "r.sqlite")})
+        try:
+            fresh = backend.generate(CONVERSATIONS[:2], GREEDY)
+            replayed = backend.generate(CONVERSATIONS[:2], GREEDY)
+        finally:
+            backend.close()
+    assert [(r.model, r.system_fingerprint, r.cached) for r in fresh] == [
+        ("tiny-2024-06-01", "fp_abc", False)
+    ] * 2
+    assert [(r.model, r.system_fingerprint, r.cached) for r in replayed] == [
+        ("tiny-2024-06-01", "fp_abc", True)
+    ] * 2
+    assert hf.generate(CONVERSATIONS[:1], GREEDY)[0].model is None  # a local model reports none
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_openai_check_ready_accepts_a_good_config_with_one_request(hf, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    with FakeOpenAIServer(hf, api_key=SECRET, served_models=["other", "tiny"]) as srv:
+        backend = api(srv, api_key_env=KEY_ENV)
+        try:
+            backend.check_ready()
+        finally:
+            backend.close()
+        assert (srv.model_requests, srv.requests) == (1, 0)
+
+
+def test_openai_check_ready_names_an_unreachable_base_url(monkeypatch):
+    url = f"http://127.0.0.1:{_free_port()}/v1"
+    backend = OpenAIBackend(model="tiny", base_url=url, api_key_env=None, max_retries=5)
+    try:
+        with pytest.raises(UserError) as info:
+            backend.check_ready()
+    finally:
+        backend.close()
+    message = str(info.value)
+    assert message.startswith(f"openai backend (model 'tiny', base_url {url}): unreachable (")
+    assert "\n" not in message and "ConnectError" in message
+
+
+def test_openai_check_ready_names_a_rejected_key_without_showing_it(hf, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    with FakeOpenAIServer(hf, api_key="sk-the-right-key-000000") as srv:  # echoes the key it got
+        backend = api(srv, api_key_env=KEY_ENV, max_retries=5)
+        try:
+            with pytest.raises(UserError) as info:
+                backend.check_ready()
+        finally:
+            backend.close()
+        assert srv.model_requests == 1 and srv.requests == 0  # no retries
+    message = str(info.value)
+    assert (
+        f"base_url {srv.url}" in message and f"HTTP 401: the server rejected the key in {KEY_ENV}" in message
+    )
+    assert SECRET not in message and "***" in message
+
+
+def test_openai_check_ready_names_a_model_the_server_does_not_serve(hf):
+    with FakeOpenAIServer(hf, served_models=["tiny", "tiny-chat"]) as srv:
+        backend = api(srv, model="gpt-4")
+        try:
+            with pytest.raises(
+                UserError, match=r"model 'gpt-4' is not served there \(served: tiny, tiny-chat\)"
+            ):
+                backend.check_ready()
+        finally:
+            backend.close()
+        # Baichuan-NPC's model list is unverified: a warning, not an error
+        npc = BaichuanNPCBackend(base_url=srv.url, api_key_env=None)
+        try:
+            npc.check_ready()
+        finally:
+            npc.close()
+
+
+def test_openai_check_ready_without_a_model_list_probes_one_token(hf):
+    with FakeOpenAIServer(hf, list_models=False, strict_models=True) as srv:
+        good = api(srv)
+        wrong_path = OpenAIBackend(model="tiny", base_url=srv.url + "/api", api_key_env=None)
+        unknown = api(srv, model="gpt-4")
+        try:
+            good.check_ready()
+            assert srv.requests == 1 and srv.received[0]["body"]["max_tokens"] == 1
+            for backend in (wrong_path, unknown):
+                with pytest.raises(UserError, match="HTTP 404 for both /models and /chat/completions"):
+                    backend.check_ready()
+        finally:
+            for backend in (good, wrong_path, unknown):
+                backend.close()
+
+
+def test_openai_identity_masks_credentials_in_extra_body_and_base_url():
+    backend = OpenAIBackend(
+        model="m",
+        base_url="http://user:pa55word-123456@127.0.0.1:9/v1",
+        extra_body={"headers": {"Authorization": f"Bearer {SECRET}"}, "guided_choice": ["0", "1"]},
+    )
+    identity = backend.identity()
+    assert identity["extra_body"] == {"headers": {"Authorization": "***"}, "guided_choice": ["0", "1"]}
+    assert identity["base_url"] == "http://127.0.0.1:9/v1"
+    assert SECRET not in json.dumps(identity) and "pa55word" not in json.dumps(identity)
 
 
 def test_build_backend_from_config(tiny_cfg):

@@ -49,17 +49,151 @@ def test_zero3_configs_run_optimizer_steps_on_cpu(strategy: str, tmp_path: Path)
 
 
 @requires_data
-def test_lightning_deepspeed_strategy_refuses_cpu_when_fallback_is_off(tmp_path: Path) -> None:
+def test_the_gpu_recipe_stops_without_cuda_and_says_how_to_run_on_cpu(tmp_path: Path) -> None:
+    """+exp=esc_role sets cpu_fallback: false: no CUDA is one line naming what needs the GPU."""
+    args = [a for a in FAST_TRAIN if not a.startswith("cpu_fallback=")]
+    result = run_entry(
+        "train.py",
+        ["+exp=esc_role", *args, "trainer.max_steps=1", f"hydra.run.dir={tmp_path / 'run'}"],
+        timeout=300,
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, result.stderr[-3000:]
+    assert "config `cpu_fallback`" in lines[0] and "DeepSpeedStrategy" in lines[0]
+    assert "trainer.precision bf16-mixed" in lines[0] and "model=tiny cpu_fallback=true" in lines[0]
+    assert not (tmp_path / "run" / "manifest.json").exists()
+
+
+ZERO3_CONFIG = {"zero_optimization": {"stage": 3}, "train_micro_batch_size_per_gpu": 1}
+
+
+@pytest.fixture
+def zero3_loading(monkeypatch: pytest.MonkeyPatch):
+    """`from_pretrained` spied on: it records its kwargs and whether transformers saw ZeRO-3 then,
+    and returns the tiny model loaded beforehand (a real ZeRO-3 load needs GPUs). Afterwards the
+    process is left without ZeRO-3, as before."""
+    import gc
+
+    from transformers import AutoModelForCausalLM
+    from transformers.integrations import is_deepspeed_zero3_enabled
+
+    import esc.models.loading as loading
+    from esc.models.loading import resolve_model_path
+    from tests.helpers import compose
+
+    model_cfg = compose(["model=tiny"]).model
+    tiny = AutoModelForCausalLM.from_pretrained(resolve_model_path(model_cfg))
+    calls: list[dict] = []
+    suspended: list[str] = []
+
+    def spy(path, **kwargs):
+        calls.append({**kwargs, "zero3": is_deepspeed_zero3_enabled(), "suspended": list(suspended)})
+        return tiny
+
+    import deepspeed.runtime.zero.partition_parameters as zero_init
+
+    monkeypatch.setattr(zero_init, "shutdown_init_context", lambda: suspended.append("zero.Init off"))
+    monkeypatch.setattr(zero_init, "restore_init_context", lambda: suspended.append("zero.Init on"))
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", spy)
+    monkeypatch.setattr(loading, "_HF_DEEPSPEED_CONFIG", None)
+    yield model_cfg, calls, suspended
+    monkeypatch.undo()
+    gc.collect()
+    assert not is_deepspeed_zero3_enabled()
+
+
+def lora_module(model_cfg, quantization: dict | None, strategy_config: dict | None):
+    from types import SimpleNamespace
+
+    import torch
+
+    from esc.train.module import LoRACausalLM
+
+    module = LoRACausalLM(
+        model=model_cfg,
+        peft={"r": 4, "lora_alpha": 8, "lora_dropout": 0.0},
+        optimizer=lambda params: torch.optim.AdamW(params),
+        quantization=quantization,
+        gradient_checkpointing=True,
+    )
+    module._trainer = SimpleNamespace(strategy=SimpleNamespace(config=strategy_config), datamodule=None)
+    return module
+
+
+def test_zero3_builds_the_base_while_transformers_sees_the_deepspeed_config(zero3_loading) -> None:
+    """ZeRO-3 without quantization: from_pretrained runs with an HfDeepSpeedConfig alive, which
+    makes transformers build the model under zero.Init and fill every partition from the files."""
+    from esc.train.strategies import deepspeed_config
+    from tests.helpers import compose
+
+    model_cfg, calls, suspended = zero3_loading
+    config = deepspeed_config(compose(["strategy=deepspeed_zero3"]).strategy)
+    module = lora_module(model_cfg, {"load_in_4bit": False}, config)
+    module.configure_model()
+    assert len(calls) == 1 and calls[0]["zero3"] is True
+    assert "quantization_config" not in calls[0] and suspended == []
+    assert module.model is not None
+
+
+def test_qlora_under_zero3_stores_4bit_weights_in_the_compute_dtype(zero3_loading) -> None:
+    import torch
+
+    model_cfg, calls, suspended = zero3_loading
+    nf4 = {"load_in_4bit": True, "quant_type": "nf4", "double_quant": True, "compute_dtype": "bfloat16"}
+    module = lora_module(model_cfg, nf4, ZERO3_CONFIG)
+    module.configure_model()
+    (call,) = calls
+    assert call["quantization_config"].bnb_4bit_quant_storage == torch.bfloat16  # shardable by ZeRO-3
+    assert call["quantization_config"].bnb_4bit_compute_dtype == torch.bfloat16
+    assert call["dtype"] == torch.bfloat16  # one float dtype for every parameter
+    assert call["suspended"] == ["zero.Init off"] and suspended == ["zero.Init off", "zero.Init on"]
+    # prepare_model_for_kbit_training (fp32 casts) is skipped; checkpointing is still on
+    assert module.model.base_model.model.is_gradient_checkpointing
+
+
+def test_qlora_without_zero3_keeps_the_uint8_storage(zero3_loading) -> None:
+    import torch
+
+    from esc.models.loading import bnb_config
+
+    model_cfg, calls, _ = zero3_loading
+    nf4 = {"load_in_4bit": True, "compute_dtype": "bfloat16"}
+    assert bnb_config(nf4).bnb_4bit_quant_storage == torch.uint8
+    assert bnb_config({**nf4, "quant_storage": "float16"}, zero3=True).bnb_4bit_quant_storage == torch.float16
+    lora_module(model_cfg, {"load_in_4bit": False}, {"zero_optimization": {"stage": 2}}).configure_model()
+    assert calls[0]["zero3"] is False  # ZeRO-2 does not shard parameters: a plain load
+
+
+@pytest.mark.gpu
+@requires_data
+@pytest.mark.parametrize("quantization", ["none", "nf4"])
+def test_zero3_trains_on_the_pretrained_weights(quantization: str, tmp_path: Path) -> None:
+    """Lightning's DeepSpeed ZeRO-3 on one GPU: the base is loaded from its files (not left at the
+    values zero.Init gave it), plain or 4-bit, and an adapter comes out."""
+    from esc.models.loading import resolve_model_path
+    from tests.helpers import compose
+
+    weights = Path(resolve_model_path(compose(["model=tiny"]).model)) / "model.safetensors"
+    out = tmp_path / "run"
     result = run_entry(
         "train.py",
         [
             "+exp=esc_role",
             *FAST_TRAIN,
             "cpu_fallback=false",
-            "trainer.max_steps=1",
-            f"hydra.run.dir={tmp_path / 'run'}",
+            "strategy=deepspeed_zero3",
+            f"quantization={quantization}",
+            "trainer.accelerator=gpu",
+            "trainer.devices=1",
+            "trainer.max_steps=2",
+            "+callbacks.probe._target_=tests.train_probes.BaseWeightProbe",
+            f"+callbacks.probe.path={tmp_path / 'probe.json'}",
+            f"+callbacks.probe.weights={weights}",
+            f"hydra.run.dir={out}",
         ],
-        timeout=300,
     )
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert "config `strategy`" in result.stderr
+    assert result.returncode == 0, result.stderr[-3000:]
+    probe = json.loads((tmp_path / "probe.json").read_text())
+    assert probe["max_abs_diff"] < 1e-2, probe  # bf16 rounding of the file's fp32 values at most
+    assert (out / "adapter_model.safetensors").exists()

@@ -9,9 +9,15 @@ import pytest
 
 from esc.errors import ConfigError, UserError
 from esc.paths import data_dir
+from esc.prompts import (
+    prompt_version,
+    role_player_system_prompt,
+    supporter_opener,
+    training_prompt_id,
+    training_texts_version,
+)
 from esc.sft.esconv import esconv_path, read_esconv, read_esconv_splits
 from esc.sft.mixture import build_samples
-from esc.sft.prompts import PROMPTS, role_player_system_prompt, supporter_opener
 from esc.sft.roleplay import (
     CHARACTEREVAL_DATA,
     CHARACTEREVAL_PROFILES,
@@ -97,7 +103,7 @@ def _labelled_runs(labels: list[int]) -> list[list[int]]:
 
 
 def test_prompts_are_versioned_and_follow_figure_11():
-    assert PROMPTS["version"] == 1
+    assert training_texts_version() == 1 and prompt_version(training_prompt_id()) == 1
     en = role_player_system_prompt("Age: Not mentioned\nProblem: X", "en")
     assert en.startswith(
         "I hope you can role-play as a person with worries and communicate with an AI assistant."

@@ -174,7 +174,7 @@ def test_official_format_round_trip(tmp_path: Path) -> None:
         text=True,
     )
     assert run.returncode == 0, run.stderr
-    assert json.loads((tmp_path / "result" / "llama3_en.json").read_text()) == json.loads(
+    assert json.loads((tmp_path / "result" / "llama3__esc_role_en.json").read_text()) == json.loads(
         official.read_text()
     )
 

@@ -7,24 +7,32 @@ search path, so these tests do not depend on conf/evaluate.yaml.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from esc.chat.base import GenerationSettings
 from esc.errors import ConfigError, UserError
-from esc.interact.prompts import (
+from esc.models.loading import DTYPES
+from esc.paths import REPO_ROOT, data_dir
+from esc.prompts import (
+    CHECKSUMS_FILE,
+    PROMPTS_FILE,
     example_dialogue,
     example_dialogue_source,
+    load_registry,
     needs_example,
     prompt_ids,
     prompt_version,
     render_roleplayer_prompt,
+    role_player_system_prompt,
+    supporter_opener,
+    texts_checksum,
+    training_prompt_id,
 )
-from esc.models.loading import DTYPES
-from esc.paths import REPO_ROOT, data_dir
-from esc.sft import prompts as training_prompts
 
 CONF_DIR = REPO_ROOT / "conf"
 TEST_CONF_DIR = Path(__file__).parent / "configs"
@@ -303,17 +311,97 @@ def test_official_prompt_is_reproduced_exactly() -> None:
 
 
 def test_figure11_prompt_is_the_training_prompt() -> None:
-    card = "Age: Not mentioned\nGender: Female\nOccupation: Not mentioned\nProblem: P"
+    """The training samples and roleplayer=esc_role_local render from one registry entry."""
+    assert training_prompt_id() == "esc_role_figure11"
+    assert compose_interact(["roleplayer=esc_role_local"]).roleplayer.prompt == training_prompt_id()
+    assert compose_interact(["roleplayer=esc_role_smollm2"]).roleplayer.prompt == training_prompt_id()
+    card = "\n Age: Not mentioned\nGender: Female\nOccupation: Not mentioned\nProblem: P\n"
     for lang in ("en", "zh"):
         system, opener = render_roleplayer_prompt("esc_role_figure11", lang, card)
-        assert system == training_prompts.role_player_system_prompt(card, lang)
-        assert opener == training_prompts.supporter_opener(lang)
+        assert system == role_player_system_prompt(card, lang)
+        assert opener == supporter_opener(lang)
+        assert card.strip() in system and card not in system  # the training path strips the card
 
 
-def test_training_prompt_change_demands_a_version_bump(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(training_prompts.PROMPTS, "version", training_prompts.PROMPTS["version"] + 1)
-    with pytest.raises(ConfigError, match="bump"):
-        prompt_version("esc_role_figure11")
+def _edited_registry(tmp_path: Path, edit: Callable[[dict], None]) -> tuple[Path, Path]:
+    """Copies of the prompt file (after `edit(data)`) and of the checksum table in tmp_path."""
+    data = yaml.safe_load(PROMPTS_FILE.read_text(encoding="utf-8"))
+    edit(data)
+    prompts_file, checksums_file = tmp_path / "roleplayer.yaml", tmp_path / "checksums.json"
+    prompts_file.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+    checksums_file.write_text(CHECKSUMS_FILE.read_text(encoding="utf-8"), encoding="utf-8")
+    return prompts_file, checksums_file
+
+
+def test_every_text_and_version_is_recorded_in_the_checksum_table() -> None:
+    registry = load_registry()
+    table = json.loads(CHECKSUMS_FILE.read_text(encoding="utf-8"))
+    for prompt_id, entry in registry["roleplayer"].items():
+        if entry["kind"] != "alias":
+            assert table["roleplayer"][prompt_id][str(entry["version"])] == texts_checksum(entry), prompt_id
+    training = registry["training"]
+    assert table["training"][str(training["version"])] == texts_checksum(training)
+    for history in [*table["roleplayer"].values(), table["training"]]:  # versions 1..n, none skipped
+        assert sorted(map(int, history)) == list(range(1, len(history) + 1))
+
+
+@pytest.mark.parametrize(
+    ("section", "path"),
+    [
+        ("roleplayer.esc_role_figure11", ("roleplayer", "esc_role_figure11", "en")),
+        ("roleplayer.esc_role_official", ("roleplayer", "esc_role_official", "zh")),
+        ("roleplayer.gpt4_icl_cot", ("roleplayer", "gpt4_icl_cot", "en")),
+        ("training", ("training", "card", "zh")),
+        ("training", ("training", "scene_start", "zh")),
+    ],
+)
+def test_a_text_change_without_a_version_bump_is_refused(
+    tmp_path: Path, section: str, path: tuple[str, ...]
+) -> None:
+    def change_text(data: dict) -> None:
+        node = data
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = node[path[-1]] + " "
+
+    with pytest.raises(ValueError, match=rf"{section}: its texts changed but its version \(1\) did not"):
+        load_registry(*_edited_registry(tmp_path, change_text))
+
+    def change_text_and_bump(data: dict) -> None:
+        change_text(data)
+        versioned = data["training"] if path[0] == "training" else data["roleplayer"][path[1]]
+        versioned["version"] = 2
+
+    prompts_file, checksums_file = _edited_registry(tmp_path, change_text_and_bump)
+    want = rf'no checksum for {section} version 2; .* add  "2": "[0-9a-f]{{64}}"'
+    with pytest.raises(ValueError, match=want):
+        load_registry(prompts_file, checksums_file)
+    # recording the new version's checksum (the line the error names) makes the file load again
+    data = yaml.safe_load(prompts_file.read_text(encoding="utf-8"))
+    table = json.loads(checksums_file.read_text(encoding="utf-8"))
+    if section == "training":
+        table["training"]["2"] = texts_checksum(data["training"])
+    else:
+        table["roleplayer"][path[1]]["2"] = texts_checksum(data["roleplayer"][path[1]])
+    checksums_file.write_text(json.dumps(table), encoding="utf-8")
+    assert load_registry(prompts_file, checksums_file)
+
+
+def test_a_shared_text_change_demands_a_bump_of_every_entry_that_uses_it(tmp_path: Path) -> None:
+    """A YAML anchor (here the Table 12 CoT note) is part of every entry that refers to it."""
+
+    def change_note(data: dict) -> None:
+        note = data["roleplayer"]["_baichuan_cot_note"]  # the same object in every entry using it
+        note["en"] += " "
+        data["roleplayer"]["baichuan_npc_cot"]["version"] = 2
+
+    prompts_file, checksums_file = _edited_registry(tmp_path, change_note)
+    table = json.loads(checksums_file.read_text(encoding="utf-8"))
+    registry_texts = yaml.safe_load(prompts_file.read_text(encoding="utf-8"))["roleplayer"]
+    table["roleplayer"]["baichuan_npc_cot"]["2"] = texts_checksum(registry_texts["baichuan_npc_cot"])
+    checksums_file.write_text(json.dumps(table), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"roleplayer.baichuan_npc_icl_cot: its texts changed"):
+        load_registry(prompts_file, checksums_file)
 
 
 @requires_cards

@@ -271,6 +271,7 @@ def test_tiny_esc_rank_training_reports_agreement_and_resumes(tmp_path: Path) ->
     args = [
         "+exp=esc_rank",
         "model=tiny",
+        "cpu_fallback=true",
         "trainer.max_steps=3",
         "logger=csv",
         f"data.annotations={annotations}",

@@ -103,7 +103,7 @@ def test_cli_exports_a_rank_output_and_imports_it_for_the_leaderboard(
     store.add(our_records())
     store.add([ScoreRecord(**{**our_records()[0].to_dict(), "score": 4})])  # a later line supersedes
     assert main(["export", str(tmp_path / "run"), "--out", str(tmp_path / "score")]) == 0
-    official = tmp_path / "score" / "llama3_en.json"
+    official = tmp_path / "score" / "llama3__esc_role_en.json"  # the role-player in the name
     assert json.loads(official.read_text(encoding="utf-8"))["0"]["fluency"] == 4
     out = tmp_path / "imported.jsonl"
     assert main(["import", str(official), "--out", str(out)]) == 0

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import FAST_TRAIN, REPO_ROOT, requires_data, run_entry
+from tests.train_probes import read_records
 
 pytestmark = requires_data
 
@@ -96,44 +97,135 @@ def test_checkpoint_holds_only_the_adapter(tmp_path: Path) -> None:
     assert state and all("lora_" in name for name in state)
 
 
-def test_rerun_after_kill_resumes_from_last_ckpt(tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    args = [
+def train_steps(out: Path) -> list[int]:
+    """The step of every `train/loss` row of OUT/metrics.csv, in file order."""
+    with (out / "metrics.csv").open() as fh:
+        return [int(r["step"]) for r in csv.DictReader(fh) if r.get("train/loss")]
+
+
+def test_rerun_after_sigkill_continues_the_data_and_the_metrics(tmp_path: Path) -> None:
+    """SIGKILL after the step-2 checkpoint, during step 3; the same command again finishes the run.
+
+    Compared with an uninterrupted run of the same seed: the resumed run trains exactly the batches
+    the uninterrupted one trained from step 2 on (the data order continues; nothing is trained twice
+    in the final model's history, nothing skipped), and metrics.csv has every step once.
+    """
+    common = [
         "+exp=esc_role",
         *FAST_TRAIN,
-        "callbacks.checkpoint.every_n_train_steps=3",
+        "callbacks.checkpoint.every_n_train_steps=2",
+        "trainer.max_steps=6",
+        "+callbacks.record._target_=tests.train_probes.BatchRecorder",
+    ]
+    full = run_entry(
+        "train.py",
+        [*common, f"+callbacks.record.path={tmp_path / 'full.jsonl'}", f"hydra.run.dir={tmp_path / 'full'}"],
+    )
+    assert full.returncode == 0, full.stderr[-3000:]
+
+    out = tmp_path / "run"
+    args = [
+        *common,
+        f"+callbacks.record.path={tmp_path / 'run.jsonl'}",
+        "+callbacks.kill._target_=tests.train_probes.KillAt",
+        "+callbacks.kill.step=3",
+        f"+callbacks.kill.once={tmp_path / 'killed'}",
         f"hydra.run.dir={out}",
     ]
-    proc = subprocess.Popen(
-        [sys.executable, "train.py", *args, "trainer.max_steps=100000"],
-        cwd=REPO_ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 300
-        while not (out / "last.ckpt").exists() and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.2)
-        time.sleep(0.5)  # let the checkpoint file be fully renamed into place
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-    assert (out / "last.ckpt").exists(), "the run never wrote a checkpoint"
+    killed = run_entry("train.py", args)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     import torch
 
-    killed_at = torch.load(out / "last.ckpt", map_location="cpu", weights_only=False)["global_step"]
-    assert killed_at >= 3
+    assert torch.load(out / "last.ckpt", map_location="cpu", weights_only=False)["global_step"] == 2
     assert json.loads((out / "manifest.json").read_text())["status"] == "running"
+    assert train_steps(out) == [0, 1, 2]  # step 2 was trained and logged after the checkpoint
 
-    target = killed_at + 4
-    result = run_entry("train.py", [*args, f"trainer.max_steps={target}"])
+    result = run_entry("train.py", args)  # the very same command
     assert result.returncode == 0, result.stderr[-3000:]
+    assert "dataloader is not resumable" not in result.stderr
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["resumed_from"] == str(out / "last.ckpt")
-    assert manifest["global_step"] == target and manifest["status"] == "completed"
+    assert manifest["global_step"] == 6 and manifest["status"] == "completed"
     assert manifest["previous_attempts"][-1]["status"] == "running"  # the killed attempt is on record
-    steps = [int(r["step"]) for r in csv.DictReader((out / "metrics.csv").open()) if r.get("train/loss")]
-    assert max(steps) == target - 1
+    assert train_steps(out) == [0, 1, 2, 3, 4, 5]  # every step once: step 2's first row replaced
+
+    uninterrupted = [(r["step"], r["rows"]) for r in read_records(tmp_path / "full.jsonl")]
+    attempts = [(r["step"], r["rows"]) for r in read_records(tmp_path / "run.jsonl")]
+    assert [s for s, _ in uninterrupted] == [0, 1, 2, 3, 4, 5]
+    assert attempts[:3] == uninterrupted[:3]  # the killed run: steps 0-2 (step 2 lost with it)
+    assert attempts[3:] == uninterrupted[2:]  # the resumed run: from the checkpoint's step 2 on
+    assert len({row for _, rows in uninterrupted for row in rows}) == 12  # batches differ: a real check
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """A 2-step run with its last.ckpt, and the command line that made it."""
+    out = tmp_path_factory.mktemp("finished") / "run"
+    args = ["+exp=esc_role", *FAST_TRAIN, "trainer.max_steps=2", f"hydra.run.dir={out}"]
+    result = run_entry("train.py", args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return out, args
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file of a run folder but the records of each attempt: manifest, log, Hydra's .hydra/."""
+    skip = {"manifest.json", "train.log"}
+    return {
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in folder.rglob("*")
+        if p.is_file() and p.name not in skip and ".hydra" not in p.parts
+    }
+
+
+def one_error_line(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, result.stderr[-3000:]
+    return lines[0]
+
+
+def test_a_cut_short_checkpoint_stops_the_rerun_and_changes_nothing(
+    finished_run: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    src, args = finished_run
+    out = tmp_path / "run"
+    shutil.copytree(src, out)
+    ckpt = out / "last.ckpt"
+    ckpt.write_bytes(ckpt.read_bytes()[: ckpt.stat().st_size // 2])  # killed while writing it
+    before = snapshot(out)
+    result = run_entry("train.py", [*args[:-1], f"hydra.run.dir={out}", "trainer.max_steps=4"])
+    assert "cannot read checkpoint" in one_error_line(result)
+    assert snapshot(out) == before  # metrics.csv, last.ckpt, adapter: all as they were
+
+
+def test_resuming_another_adapter_shape_stops_and_changes_nothing(
+    finished_run: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    src, args = finished_run
+    before = snapshot(src)
+    out = tmp_path / "run"
+    result = run_entry(
+        "train.py",
+        [
+            *args[:-1],
+            "peft.r=4",
+            f"resume={src / 'last.ckpt'}",
+            "trainer.max_steps=4",
+            f"hydra.run.dir={out}",
+        ],
+    )
+    line = one_error_line(result)
+    assert "another adapter shape" in line and "peft.r" in line, line
+    assert snapshot(src) == before
+    assert not (out / "metrics.csv").exists() and not (out / "last.ckpt").exists()
+
+
+def test_a_missing_resume_path_is_a_one_line_error(tmp_path: Path) -> None:
+    result = run_entry(
+        "train.py",
+        ["+exp=esc_role", *FAST_TRAIN, f"resume={tmp_path / 'nope.ckpt'}", f"hydra.run.dir={tmp_path}"],
+    )
+    assert "config `resume`" in one_error_line(result)
 
 
 def test_local_sweep_runs_each_lora_rank(tmp_path: Path) -> None:
@@ -155,10 +247,12 @@ def test_local_sweep_runs_each_lora_rank(tmp_path: Path) -> None:
         ("model.tiny=null", "model.name_or_path"),
     ],
 )
-def test_user_errors_are_one_line_with_the_key_to_change(override: str, expected: str) -> None:
+def test_user_errors_are_one_line_with_the_key_to_change(
+    override: str, expected: str, tmp_path: Path
+) -> None:
     result = run_entry(
         "train.py",
-        ["+exp=esc_role", *FAST_TRAIN, *override.split(), "hydra.run.dir=/tmp/unused"],
+        ["+exp=esc_role", *FAST_TRAIN, *override.split(), f"hydra.run.dir={tmp_path}"],
         timeout=300,
     )
     assert result.returncode == 2

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
 from esc.cards.loader import load_cards
 from esc.cards.stats import card_stats, format_stats
-from esc.errors import UserError, exit_on_user_error
+from esc.errors import ArgumentParser, UserError, exit_on_user_error
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m esc.cards", description="Inspect ESC-Eval role cards.")
-    common = argparse.ArgumentParser(add_help=False)
+def _parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="python -m esc.cards", description="Inspect ESC-Eval role cards.")
+    common = ArgumentParser(add_help=False)
     common.add_argument(
         "--cards",
         type=Path,

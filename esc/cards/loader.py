@@ -152,10 +152,12 @@ def _quality_from_name(path: Path) -> str | None:
 
 
 def read_records(path: Path) -> list[Any]:
-    """The JSON list stored in `path`; UserError if missing, DataError if not a JSON list."""
+    """The JSON list stored in `path`; UserError if missing, DataError if not a non-empty JSON list."""
     if not path.is_file():
         what = "is a directory, not a card file" if path.is_dir() else "file not found"
-        raise UserError(f"{path}: {what}; run `make data` to fetch the released ESC-Eval role cards")
+        released = path.parent.resolve() == released_dir().resolve()
+        hint = "run `make data` to fetch the released ESC-Eval role cards" if released else "check the path"
+        raise UserError(f"{path}: {what}; {hint}")
     try:
         records = json.loads(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as err:
@@ -166,6 +168,8 @@ def read_records(path: Path) -> list[Any]:
         ) from err
     if not isinstance(records, list):
         raise DataError(path, None, f"expected a JSON list of cards, got a JSON {type(records).__name__}")
+    if not records:
+        raise DataError(path, None, "holds no cards (an empty JSON list)")
     return records
 
 

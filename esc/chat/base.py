@@ -64,6 +64,10 @@ class Reply:
     error: str | None = None
     # with GenerationSettings.top_logprobs: per generated token, {"token": text, "top": {text: logprob}}
     logprobs: list[dict[str, Any]] | None = None
+    # what an API says served the request: the model name it reports (e.g. a dated snapshot of the
+    # requested alias) and its `system_fingerprint` (backend configuration); None when not reported
+    model: str | None = None
+    system_fingerprint: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -78,8 +82,16 @@ class Reply:
 
 
 class ChatBackend(abc.ABC):
-    """A chat model. Subclasses implement `generate` and `identity`; `close` frees resources."""
+    """A chat model. Subclasses implement `generate` and `identity`; `close` frees resources.
 
+    Code version: every backend class sets its own `CODE_VERSION` (an int) and bumps it whenever a
+    change to that class can change the reply to the same request (prompt rendering, request shape,
+    decoding, post-processing of the text). `code_version` lists the versions of the class and its
+    backend ancestors; it is part of the identity and so of the request cache key, so a fix makes
+    old cached replies miss instead of being replayed.
+    """
+
+    CODE_VERSION: int = 1
     #: tokens the model can attend to (prompt + reply); None when unknown
     context_window: int | None = None
     #: USD per 1,000 tokens, e.g. {"prompt": 0.03, "completion": 0.06}; None when not configured
@@ -93,8 +105,28 @@ class ChatBackend(abc.ABC):
     def identity(self) -> dict[str, Any]:
         """What determines the outputs: backend kind, model id, revision, adapter... (cache key, manifest)."""
 
+    def code_version(self) -> dict[str, int]:
+        """``{class name: CODE_VERSION}`` for this class and each backend class it inherits code from."""
+        return {
+            cls.__name__: int(cls.__dict__["CODE_VERSION"])
+            for cls in reversed(type(self).__mro__)
+            if "CODE_VERSION" in cls.__dict__ and cls is not ChatBackend
+        } or {type(self).__name__: int(self.CODE_VERSION)}
+
+    def cache_identity(self) -> dict[str, Any]:
+        """The identity the request cache keys on: `identity` with the code version, and with
+        whatever a backend only knows once loaded (an hf model's downloaded revision) resolved."""
+        identity = self.identity()
+        identity.setdefault("code_version", self.code_version())
+        return identity
+
     def check_ready(self) -> None:
-        """Fail fast, before any work, with a UserError naming what is missing (an API key, a model)."""
+        """Fail fast, before any work, with a UserError naming what is wrong (an API key, an endpoint,
+        a model). Cheap: loads no local model, so every side can be checked before any loads."""
+        return None
+
+    def load(self) -> None:
+        """Load local weights now (after every side's `check_ready`); otherwise the first use loads."""
         return None
 
     def count_tokens(self, messages: Sequence[Message]) -> int | None:

@@ -1,23 +1,33 @@
 """A request cache on disk: the same request to the same model is answered once, ever.
 
-Reruns and resumed runs replay identical requests (same backend identity, messages and generation
-settings) for free. The store is one SQLite file (stdlib ``sqlite3``) in WAL mode with a busy
-timeout, so several processes -- SLURM array shards, say -- can read and write it at once: readers
-never block, writers queue for the lock. Only successful replies are stored; errors are retried
-on the next run.
+Reruns and resumed runs replay identical requests for free. The key is the sha256 of the backend's
+*cache identity* (kind, code version, renderer package versions, the resolved model revision --
+a hub commit or a content hash, `esc.models.revision` -- adapter hash, decoding overrides...), the
+messages and the generation settings, so a backend fix (a bumped ``CODE_VERSION``), a new
+transformers, a retrained adapter or a new model snapshot misses instead of replaying old replies.
+Only successful replies are stored, with their token counts, log-probabilities and the served model
+name and ``system_fingerprint`` an API reported; errors are retried on the next run.
 
-WAL needs shared memory between the processes, so it works on one machine's local disk (and on
-node-local storage of a cluster node); on a network filesystem (NFS, Lustre) give each node its
-own cache file or set ``journal_mode: delete``, which locks the whole file per write.
+The store is one SQLite file (stdlib ``sqlite3``) with a busy timeout. ``journal_mode: auto`` (the
+default) picks WAL on a local disk -- several processes of one machine read and write at once --
+and ``delete`` when the file is on a network filesystem (NFS, Lustre, GPFS, CIFS, Ceph, BeeGFS...,
+read from ``/proc/mounts``), where WAL's shared memory does not work across nodes. The cache never
+stops a run: a lock timeout or any other SQLite error is a cache miss (logged once as a warning;
+after `MAX_FAILURES` failures in a row the cache is off for the rest of the run).
+
+On a cluster, give each job its own file on node-local disk and merge them afterwards:
+``python -m esc.chat.cache merge SRC... --into DST`` (existing entries of DST are kept).
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import logging
 import os
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -25,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply
-from esc.errors import ConfigError
+from esc.errors import ConfigError, DataError, UserError, exit_on_user_error
 
 log = logging.getLogger(__name__)
 
@@ -36,16 +46,28 @@ CREATE TABLE IF NOT EXISTS replies (
     created REAL NOT NULL
 )
 """
-STORED_FIELDS = ("text", "finish_reason", "prompt_tokens", "completion_tokens")
-JOURNAL_MODES = ("wal", "delete", "truncate", "persist")
+KEY_FORMAT = 2  # bump when the key's recipe changes (2: cache identities with code versions)
+STORED_FIELDS = (
+    "text", "finish_reason", "prompt_tokens", "completion_tokens", "logprobs", "model", "system_fingerprint",
+)  # fmt: skip
+JOURNAL_MODES = ("auto", "wal", "delete", "truncate", "persist")
+CONFIG_KEYS = frozenset({"enabled", "path", "journal_mode", "timeout_s"})
+#: filesystems where SQLite's WAL mode is unsafe (no shared memory across machines)
+NETWORK_FILESYSTEMS = frozenset({
+    "nfs", "nfs4", "lustre", "gpfs", "cifs", "smb3", "smbfs", "ceph", "fuse.ceph", "cephfs",
+    "glusterfs", "fuse.glusterfs", "beegfs", "fuse.beegfs", "panfs", "afs", "fuse.sshfs", "sshfs",
+    "fuse.s3fs", "fuse.gcsfuse", "fuse.juicefs", "wekafs", "vastfs",
+})  # fmt: skip
+MAX_FAILURES = 5  # SQLite errors in a row before the cache is switched off for the run
 
 
 def request_key(
     identity: Mapping[str, Any], messages: Sequence[Message], settings: GenerationSettings
 ) -> str:
-    """sha256 of the canonical JSON of (backend identity, messages, generation settings)."""
+    """sha256 of the canonical JSON of (key format, backend identity, messages, generation settings)."""
     blob = json.dumps(
         {
+            "format": KEY_FORMAT,
             "identity": identity,
             "messages": [dict(m) for m in messages],
             "settings": settings.to_dict(),
@@ -58,17 +80,77 @@ def request_key(
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+# --- where the file lives -----------------------------------------------------------------------
+
+
+def _unescape_mount(field: str) -> str:
+    """/proc/mounts writes space, tab, newline and backslash as octal escapes (``\040``)."""
+    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
+        field = field.replace(code, char)
+    return field
+
+
+def filesystem_type(
+    path: str | os.PathLike[str], mounts: str | os.PathLike[str] = "/proc/mounts"
+) -> str | None:
+    """The type of the filesystem holding `path` (the longest matching mount point), or None."""
+    try:
+        lines = Path(mounts).read_text().splitlines()
+    except OSError:  # not Linux
+        return None
+    target = Path(path).absolute()
+    while not target.exists() and target.parent != target:  # the file may not exist yet
+        target = target.parent
+    target = target.resolve()
+    best, best_type = -1, None
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        mount = Path(_unescape_mount(fields[1]))
+        if (target == mount or mount in target.parents) and len(mount.parts) > best:
+            best, best_type = len(mount.parts), fields[2]
+    return best_type
+
+
+def choose_journal_mode(
+    path: str | os.PathLike[str], journal_mode: str = "auto", mounts: str | os.PathLike[str] = "/proc/mounts"
+) -> str:
+    """`journal_mode`, or for ``auto``: ``delete`` on a network filesystem, else ``wal``."""
+    mode = str(journal_mode).lower()
+    if mode not in JOURNAL_MODES:
+        raise ConfigError("cache.journal_mode", f"{journal_mode!r} is not one of {list(JOURNAL_MODES)}")
+    if mode != "auto":
+        return mode
+    fstype = filesystem_type(path, mounts)
+    if fstype in NETWORK_FILESYSTEMS:
+        log.info("request cache %s is on %s: journal_mode delete (WAL needs a local disk)", path, fstype)
+        return "delete"
+    return "wal"
+
+
+# --- the store ----------------------------------------------------------------------------------
+
+
 class RequestCache:
-    """Replies by request key in one SQLite file, shared safely by threads and processes."""
+    """Replies by request key in one SQLite file, shared by threads and processes.
+
+    Every SQLite error (a lock held longer than `timeout_s`, a full disk, a corrupt file) turns the
+    operation into a miss or a skipped write: the run goes on, the cache only saves work.
+    """
 
     def __init__(
-        self, path: str | os.PathLike[str], journal_mode: str = "wal", timeout_s: float = 60.0
+        self, path: str | os.PathLike[str], journal_mode: str = "auto", timeout_s: float = 30.0
     ) -> None:
-        if journal_mode.lower() not in JOURNAL_MODES:
-            raise ConfigError("cache.journal_mode", f"{journal_mode!r} is not one of {list(JOURNAL_MODES)}")
         self.path = Path(path)
-        self.journal_mode = journal_mode.lower()
+        self.journal_mode = choose_journal_mode(self.path, journal_mode)
+        if float(timeout_s) <= 0:
+            raise ConfigError("cache.timeout_s", f"must be positive, got {timeout_s}")
         self.timeout_s = float(timeout_s)
+        self.failures = 0  # SQLite errors so far (each one a miss or a skipped write)
+        self.disabled = False
+        self._in_a_row = 0
+        self._warned = False
         self._conn: sqlite3.Connection | None = None
         self._pid: int | None = None
         self._lock = threading.Lock()
@@ -84,52 +166,95 @@ class RequestCache:
         conn = sqlite3.connect(
             self.path, timeout=self.timeout_s, isolation_level=None, check_same_thread=False
         )
-        conn.execute(f"PRAGMA busy_timeout = {int(self.timeout_s * 1000)}")
-        mode = conn.execute(f"PRAGMA journal_mode = {self.journal_mode}").fetchone()[0]
-        if str(mode).lower() != self.journal_mode.lower():
-            log.warning(
-                "request cache %s: journal_mode %s unavailable, using %s", self.path, self.journal_mode, mode
-            )
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute(SCHEMA)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.timeout_s * 1000)}")
+            mode = conn.execute(f"PRAGMA journal_mode = {self.journal_mode}").fetchone()[0]
+            if str(mode).lower() != self.journal_mode:
+                log.warning(
+                    "request cache %s: journal_mode %s unavailable, using %s",
+                    self.path,
+                    self.journal_mode,
+                    mode,
+                )
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute(SCHEMA)
+        except BaseException:
+            conn.close()
+            raise
         self._conn, self._pid = conn, os.getpid()
         return conn
 
+    def _failed(self, operation: str, err: Exception) -> None:
+        """Count a SQLite error; warn the first time, switch the cache off after MAX_FAILURES in a row."""
+        self.failures += 1
+        self._in_a_row += 1
+        conn = self._conn if self._pid == os.getpid() else None
+        if conn is not None and conn.in_transaction:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+        if not self._warned:
+            self._warned = True
+            log.warning(
+                "request cache %s: %s failed (%s: %s); treated as a cache miss, the run goes on",
+                self.path, operation, type(err).__name__, err,
+            )  # fmt: skip
+        else:
+            log.debug("request cache %s: %s failed: %s", self.path, operation, err)
+        if self._in_a_row >= MAX_FAILURES and not self.disabled:
+            self.disabled = True
+            log.warning(
+                "request cache %s: %d errors in a row; the cache is off for the rest of this run",
+                self.path, self._in_a_row,
+            )  # fmt: skip
+
     def get_many(self, keys: Iterable[str]) -> dict[str, Reply]:
-        """The cached replies among `keys` (marked ``cached=True``, latency 0)."""
+        """The cached replies among `keys` (marked ``cached=True``, latency 0); {} on any SQLite error."""
         keys = list(dict.fromkeys(keys))
         found: dict[str, Reply] = {}
+        if self.disabled or not keys:
+            return found
         with self._lock:
-            conn = self._connection()
-            for start in range(0, len(keys), 500):  # stay under SQLite's host-parameter limit
-                part = keys[start : start + 500]
-                marks = ",".join("?" * len(part))
-                rows = conn.execute(f"SELECT key, reply FROM replies WHERE key IN ({marks})", part)
-                for key, blob in rows:
-                    data = json.loads(blob)
-                    found[key] = Reply(**{f: data.get(f) for f in STORED_FIELDS}, latency_s=0.0, cached=True)
+            try:
+                conn = self._connection()
+                for start in range(0, len(keys), 500):  # stay under SQLite's host-parameter limit
+                    part = keys[start : start + 500]
+                    marks = ",".join("?" * len(part))
+                    rows = conn.execute(f"SELECT key, reply FROM replies WHERE key IN ({marks})", part)
+                    for key, blob in rows:
+                        data = json.loads(blob)
+                        found[key] = Reply(
+                            **{f: data.get(f) for f in STORED_FIELDS}, latency_s=0.0, cached=True
+                        )
+            except (sqlite3.DatabaseError, OSError) as err:
+                self._failed("a lookup", err)
+                return {}
+            self._in_a_row = 0
         return found
 
     def put_many(self, items: Iterable[tuple[str, Reply]]) -> int:
-        """Store the successful replies among `items`; errors are never stored. Returns how many."""
+        """Store the successful replies among `items` (errors never); how many were stored (0 when
+        SQLite fails)."""
         rows = [
             (key, json.dumps({f: getattr(reply, f) for f in STORED_FIELDS}, ensure_ascii=False), time.time())
             for key, reply in items
             if reply.ok
         ]
-        if not rows:
+        if not rows or self.disabled:
             return 0
         with self._lock:
-            conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
             try:
+                conn = self._connection()
+                conn.execute("BEGIN IMMEDIATE")
                 conn.executemany(
                     "INSERT OR REPLACE INTO replies (key, reply, created) VALUES (?, ?, ?)", rows
                 )
                 conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+            except (sqlite3.DatabaseError, OSError) as err:
+                self._failed("a write", err)
+                return 0
+            self._in_a_row = 0
         return len(rows)
 
     def __len__(self) -> int:
@@ -164,8 +289,17 @@ class CachedBackend(ChatBackend):
     def identity(self) -> dict[str, Any]:
         return self.inner.identity()
 
+    def cache_identity(self) -> dict[str, Any]:
+        return self.inner.cache_identity()
+
+    def code_version(self) -> dict[str, int]:
+        return self.inner.code_version()
+
     def check_ready(self) -> None:
         self.inner.check_ready()
+
+    def load(self) -> None:
+        self.inner.load()
 
     def count_tokens(self, messages: Sequence[Message]) -> int | None:
         return self.inner.count_tokens(messages)
@@ -173,7 +307,7 @@ class CachedBackend(ChatBackend):
     def generate(self, batch: Sequence[Sequence[Message]], settings: GenerationSettings) -> list[Reply]:
         if not batch:
             return []
-        identity = self.inner.identity()
+        identity = self.inner.cache_identity()
         keys = [request_key(identity, messages, settings) for messages in batch]
         hits = self.cache.get_many(keys)
         misses = [i for i, key in enumerate(keys) if key not in hits]
@@ -196,10 +330,89 @@ class CachedBackend(ChatBackend):
 
 
 def with_cache(backend: ChatBackend, cfg_cache: Mapping[str, Any] | None, key: str = "cache") -> ChatBackend:
-    """`backend` behind the request cache that ``cfg_cache`` (``enabled``, ``path``) describes."""
+    """`backend` behind the request cache that ``cfg_cache`` describes (``enabled``, ``path``,
+    ``journal_mode``: auto | wal | delete | truncate | persist, ``timeout_s``)."""
     cfg = dict(cfg_cache or {})
+    unknown = set(cfg) - CONFIG_KEYS
+    if unknown:
+        raise ConfigError(key, f"unknown keys {sorted(unknown)}; known: {sorted(CONFIG_KEYS)}")
     if not cfg.get("enabled", False):
         return backend
     if not cfg.get("path"):
         raise ConfigError(f"{key}.path", "is empty: name the cache file, or set enabled=false")
-    return CachedBackend(backend, RequestCache(cfg["path"], journal_mode=str(cfg.get("journal_mode", "wal"))))
+    cache = RequestCache(
+        cfg["path"],
+        journal_mode=str(cfg.get("journal_mode") or "auto"),
+        timeout_s=float(cfg.get("timeout_s") or 30.0),
+    )
+    return CachedBackend(backend, cache)
+
+
+# --- merging per-job caches ---------------------------------------------------------------------
+
+
+def merge_caches(sources: Sequence[str | os.PathLike[str]], into: str | os.PathLike[str]) -> dict[str, Any]:
+    """Copy every entry of the `sources` cache files into `into` (created if missing); entries `into`
+    already has are kept. Returns per source the entries read, added and already present."""
+    target = Path(into).absolute()
+    paths = [Path(s) for s in sources]
+    for path in paths:
+        if not path.is_file():
+            raise UserError(f"{path}: no such cache file")
+        if path.absolute() == target:
+            raise UserError(f"{path}: a source cannot be the target of the merge")
+    dest = RequestCache(target, timeout_s=60.0)
+    report: dict[str, Any] = {"into": str(target), "sources": []}
+    try:
+        conn = dest._connection()
+        for path in paths:
+            src = sqlite3.connect(path, timeout=60.0)
+            before, read = conn.total_changes, 0
+            try:
+                try:
+                    cursor = src.execute("SELECT key, reply, created FROM replies")
+                except sqlite3.DatabaseError as err:
+                    raise DataError(path, None, f"not a request cache ({err})") from None
+                conn.execute("BEGIN IMMEDIATE")
+                while rows := cursor.fetchmany(10_000):
+                    read += len(rows)
+                    conn.executemany(
+                        "INSERT OR IGNORE INTO replies (key, reply, created) VALUES (?, ?, ?)", rows
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            finally:
+                src.close()
+            added = conn.total_changes - before
+            report["sources"].append(
+                {"path": str(path), "entries": read, "added": added, "present": read - added}
+            )
+        report["entries"] = int(conn.execute("SELECT COUNT(*) FROM replies").fetchone()[0])
+    except sqlite3.DatabaseError as err:
+        raise UserError(f"{target}: merging failed ({type(err).__name__}: {err})") from None
+    finally:
+        dest.close()
+    return report
+
+
+@exit_on_user_error
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m esc.chat.cache", description="Request cache files.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    merge = commands.add_parser("merge", help="merge per-job cache files into one (existing entries kept)")
+    merge.add_argument("sources", nargs="+", metavar="SRC", help="cache files to read")
+    merge.add_argument("--into", required=True, metavar="DST", help="the cache file to merge into")
+    args = parser.parse_args(argv)
+    report = merge_caches(args.sources, args.into)
+    for source in report["sources"]:
+        counts = f"{source['entries']} entries, {source['added']} added, {source['present']} already there"
+        print(f"{source['path']}: {counts}")
+    print(f"{report['into']}: {report['entries']} entries")
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    main()

@@ -1,7 +1,7 @@
 """`python -m esc.dialogues`: read dialogues as transcripts, export/import the official format, merge shards.
 
     python -m esc.dialogues show RUN_DIR/dialogues/*.jsonl [--card 32025] [--limit 1] [--brief]
-    python -m esc.dialogues export --format official RUN_DIR --out result/
+    python -m esc.dialogues export --format official RUN_DIR --out result/  # <target>__<rp>_<lang>.json
     python -m esc.dialogues import --format official result/llama3_en.json --language en \
         --roleplayer esc_role --target llama3_8b_instruct --out RUN_DIR
     python -m esc.dialogues merge SHARD_DIR [SHARD_DIR ...] --out MERGED_DIR
@@ -18,15 +18,17 @@ from pathlib import Path
 
 from esc.cards import load_cards
 from esc.dialogues.merge import merge_runs
-from esc.dialogues.official import from_official, to_official
+from esc.dialogues.official import from_official, official_name, to_official
 from esc.dialogues.transcript import render_transcript
-from esc.errors import UserError, exit_on_user_error
+from esc.errors import ArgumentParser, DataError, UserError, exit_on_user_error
 from esc.interact.run import dialogue_file
-from esc.interact.store import DialogueStore, read_dialogues
+from esc.interact.store import DialogueStore, check_against_settings, read_dialogues
+from esc.jsonl import atomic_write_text
+from esc.rundir import read_settings
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m esc.dialogues", description=__doc__.splitlines()[0])
+def _parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="python -m esc.dialogues", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     show = sub.add_parser("show", help="print dialogues as transcripts (speaker, text, finish reason)")
     show.add_argument("files", type=Path, nargs="+", help="dialogue files (RUN_DIR/dialogues/*.jsonl)")
@@ -67,29 +69,21 @@ def main(argv: list[str] | None = None) -> int:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 0
     if args.command == "export":
-        files = sorted(
-            p for p in (args.run_dir / "dialogues").glob("*.jsonl") if not p.name.endswith(".failed.jsonl")
-        )
-        if not files:
-            raise UserError(f"{args.run_dir / 'dialogues'}: no dialogue files")
-        args.out.mkdir(parents=True, exist_ok=True)
-        for path in files:
-            target, _, language = path.stem.split("__")
-            cards = load_cards(args.cards or None, language=language)
-            data = to_official(list(read_dialogues(path)), cards)
-            dest = args.out / f"{target}_{language}.json"
-            dest.write_text(json.dumps(data, ensure_ascii=False, indent=4) + "\n", encoding="utf-8")
-            print(f"{path} -> {dest} ({len(data)} dialogues)")
+        _export(args)
     elif args.command == "import":
+        _check_out_dir(args.out)
         cards = load_cards(args.cards or None, language=args.language)
+        dialogues = [
+            d for path in args.files for d in from_official(path, cards, args.roleplayer, args.target)
+        ]
         store = DialogueStore(dialogue_file(args.out, args.target, args.roleplayer, args.language))
         added = 0
-        for path in args.files:
-            for dialogue in from_official(path, cards, args.roleplayer, args.target):
-                added += not store.is_done(dialogue.card_id, dialogue.language)
-                store.add(dialogue)
+        for dialogue in dialogues:  # every file read and checked before the first line is written
+            added += not store.is_done(dialogue.card_id, dialogue.language)
+            store.add(dialogue)
         print(f"{added} dialogues imported into {store.path}")
     else:
+        _check_out_dir(args.out)
         report = merge_runs(args.run_dirs, args.out)
         problems = 0
         for name, info in report["files"].items():
@@ -103,6 +97,40 @@ def main(argv: list[str] | None = None) -> int:
         print(f"merged into {args.out} (report: {args.out / 'merge_report.json'})")
         return 1 if problems or report["missing_shards"] else 0
     return 0
+
+
+def _check_out_dir(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out}: --out is an existing file; name a folder (new or existing)")
+
+
+def _export(args: argparse.Namespace) -> None:
+    """Every dialogue file of a run as an official result file; all are read before any is written."""
+    if not args.run_dir.is_dir():
+        raise UserError(f"{args.run_dir}: no such run folder")
+    _check_out_dir(args.out)
+    files = sorted(
+        p for p in (args.run_dir / "dialogues").glob("*.jsonl") if not p.name.endswith(".failed.jsonl")
+    )
+    if not files:
+        raise UserError(f"{args.run_dir / 'dialogues'}: no dialogue files")
+    settings = read_settings(args.run_dir).get("evaluate")
+    exports = []
+    for path in files:
+        parts = path.stem.split("__")
+        if len(parts) != 3 or parts[2] not in ("en", "zh"):
+            raise DataError(path, None, "not a dialogue file name (<target>__<roleplayer>__<en|zh>.jsonl)")
+        target, roleplayer, language = parts
+        cards = load_cards(args.cards or None, language=language)
+        dialogues = list(read_dialogues(path))
+        if settings is not None:  # every dialogue made with the folder's settings, or nothing exported
+            check_against_settings(path, dialogues, settings)
+        data = to_official(dialogues, cards)
+        exports.append((path, args.out / official_name(target, roleplayer, language), data))
+    args.out.mkdir(parents=True, exist_ok=True)
+    for path, dest, data in exports:
+        atomic_write_text(dest, json.dumps(data, ensure_ascii=False, indent=4) + "\n")
+        print(f"{path} -> {dest} ({len(data)} dialogues)")
 
 
 def _show(args: argparse.Namespace) -> int:

@@ -13,11 +13,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from esc.cards import RoleCard
-from esc.errors import DataError
+from esc.errors import DataError, UserError
 from esc.interact.dialogue import Dialogue, Turn
 
 ASSISTANT = "AI assistant："
 ROLE = "ESC-Role："
+LANGUAGE_NAMES = {"en": "English", "zh": "Chinese"}
 
 
 def to_official(dialogues: Sequence[Dialogue], cards: Sequence[RoleCard]) -> dict[str, list[str]]:
@@ -36,10 +37,36 @@ def to_official(dialogues: Sequence[Dialogue], cards: Sequence[RoleCard]) -> dic
     return {str(i): result[i] for i in sorted(result)}
 
 
+def official_name(target: str, roleplayer: str, language: str) -> str:
+    """The exported file's name: the official `<Model>_<lang>.json`, with the role-player in the model
+    part (`<target>__<roleplayer>_<lang>.json`), so runs with different role-players never collide."""
+    return f"{target}__{roleplayer}_{language}.json"
+
+
+def text_language(text: str) -> str | None:
+    """ "zh" when Chinese characters outnumber Latin letters, "en" when not, None without either."""
+    cjk = sum(1 for ch in text if "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf")
+    latin = sum(1 for ch in text if ch.isascii() and ch.isalpha())
+    if not cjk and not latin:
+        return None
+    return "zh" if cjk > latin else "en"
+
+
 def from_official(path: Path, cards: Sequence[RoleCard], roleplayer: str, target: str) -> list[Dialogue]:
-    """Read an official result file back into dialogues, mapping indices to `cards` by position."""
+    """Read an official result file back into dialogues, mapping indices to `cards` by position.
+
+    The supporter's opener (each record's first line) must be in the cards' language: a Chinese
+    file read against the English cards would attach its dialogues to the wrong cards.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(
+            f"{path}: {'is a directory, not' if path.is_dir() else 'no such'} official result file"
+        )
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise DataError(path, None, f"not UTF-8 text (byte {err.start}); save the file as UTF-8") from None
     except json.JSONDecodeError as err:
         raise DataError(path, None, f"not valid JSON (line {err.lineno}: {err.msg})") from None
     if not isinstance(data, dict):
@@ -52,6 +79,14 @@ def from_official(path: Path, cards: Sequence[RoleCard], roleplayer: str, target
             raise DataError(path, key, "expected a non-empty list of strings")
         card = cards[int(key)]
         opener = _strip(path, key, 0, lines[0], ASSISTANT)
+        found = text_language(opener)
+        if found is not None and found != card.language:
+            raise DataError(
+                path,
+                key,
+                f"the opener is {LANGUAGE_NAMES[found]} but the cards given are "
+                f"{LANGUAGE_NAMES[card.language]}: pass --language {found} (and that language's card file)",
+            )
         turns = []
         for i, line in enumerate(lines[1:], 1):
             speaker = "roleplayer" if i % 2 else "target"

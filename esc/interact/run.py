@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +15,16 @@ from esc.chat.base import ChatBackend, GenerationSettings, build_backend
 from esc.chat.cache import with_cache
 from esc.interact.dialogue import Dialogue
 from esc.interact.engine import DialogueEngine, Side, usage_report
-from esc.interact.prompts import example_dialogue, prompt_version, render_roleplayer_prompt
 from esc.interact.selection import select_cards
 from esc.interact.store import DialogueStore
+from esc.prompts import example_dialogue, prompt_version, render_roleplayer_prompt
+from esc.rundir import RunFolder, model_settings, refuse_unswept_sweep, resolved_revision
 from esc.runinfo import RunManifest
 
 log = logging.getLogger(__name__)
+
+
+SIDES = ("roleplayer", "target")
 
 
 def dialogue_file(out: Path, target: str, roleplayer: str, language: str) -> Path:
@@ -63,10 +67,42 @@ class DialogueFactory:
         )
 
 
+def output_settings(
+    roleplayer_cfg: Mapping[str, Any], target_cfg: Mapping[str, Any], sides: tuple[Side, Side],
+    dialogue_cfg: Mapping[str, Any],
+) -> dict[str, Any]:  # fmt: skip
+    """What shapes a dialogue folder's outputs (OUT/settings.json): a rerun must match it to resume."""
+    roleplayer, target = sides
+    prompt_id = roleplayer_cfg["prompt"]
+    return {
+        "roleplayer": {
+            "name": roleplayer.name,
+            "prompt": {"id": prompt_id, "version": prompt_version(prompt_id)},
+            "icl": bool(roleplayer_cfg.get("icl")),
+            "model": model_settings(roleplayer.backend.identity()),
+            "generation": roleplayer.settings.to_dict(),
+        },
+        "target": {
+            "name": target.name,
+            "system_prompt": target_cfg.get("system_prompt"),
+            "model": model_settings(target.backend.identity()),
+            "generation": target.settings.to_dict(),
+        },
+        "dialogue": {"turns": dialogue_cfg["turns"], "context_policy": dialogue_cfg["context_policy"]},
+    }
+
+
+def check_ready(sides: Sequence[Side]) -> None:
+    """Fail in seconds, before any model loads: API keys, endpoints (one cheap request), model
+    and adapter paths, on every side."""
+    for side in sides:
+        side.backend.check_ready()
+
+
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
     """Play every selected card against the target; resumable, writing each wave as it completes."""
+    refuse_unswept_sweep()
     out = Path(cfg.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     cards = select_cards(resolved["cards"], resolved.get("shard"))
     roleplayer_cfg, target_cfg = resolved["roleplayer"], resolved["target"]
@@ -74,9 +110,29 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
 
     roleplayer = _side(roleplayer_cfg, "roleplayer", cache_cfg)
     target = _side(target_cfg, "target", cache_cfg)
-    for side in (roleplayer, target):  # a missing API key or model fails here, before any work
-        side.backend.check_ready()
+    try:
+        check_ready((roleplayer, target))
+        settings = output_settings(roleplayer_cfg, target_cfg, (roleplayer, target), resolved["dialogue"])
+        with RunFolder(out, "evaluate", settings) as folder:  # one run per folder, one set of settings
+            for side in (roleplayer, target):
+                side.backend.load()  # minutes for a large model: after the cheap checks
+            folder.check_resolved(
+                {
+                    side: resolved_revision(s.backend.identity())
+                    for side, s in zip(SIDES, (roleplayer, target), strict=True)
+                }
+            )
+            return _play(cfg, resolved, out, cards, roleplayer, target)
+    finally:
+        for side in (roleplayer, target):
+            side.backend.close()
 
+
+def _play(
+    cfg: DictConfig, resolved: dict[str, Any], out: Path, cards: list[RoleCard], roleplayer: Side,
+    target: Side,
+) -> dict[str, Any]:  # fmt: skip
+    roleplayer_cfg, target_cfg = resolved["roleplayer"], resolved["target"]
     manifest = RunManifest(out, resolved, seed=cfg.get("seed"))
     manifest.update(models={"roleplayer": roleplayer.backend.identity(), "target": target.backend.identity()})
 
@@ -128,9 +184,6 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
             error=f"{type(err).__name__}: {err}"[:500],
         )
         raise
-    finally:
-        for side in (roleplayer, target):
-            side.backend.close()
     files = {lang: str(store.path) for lang, store in stores.items()}
     manifest.finish(
         status="completed" if counts["failed"] == 0 else "completed_with_failures",

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from esc.cards import RoleCard, load_cards
-from esc.errors import ConfigError, UserError
+from esc.errors import ConfigError
 
 
 def select_cards(cfg: Mapping[str, Any], shard: Mapping[str, Any] | None = None) -> list[RoleCard]:
@@ -17,24 +17,24 @@ def select_cards(cfg: Mapping[str, Any], shard: Mapping[str, Any] | None = None)
     language), paths (card files; null: the released high-quality cards). Shard i of n takes every
     n-th card starting at i, so shards are balanced and their union is the unsharded selection.
     """
-    languages = list(cfg.get("languages") or ["en", "zh"])
-    paths = [Path(p) for p in cfg["paths"]] if cfg.get("paths") else None
-    wanted = {int(i) for i in cfg["ids"]} if cfg.get("ids") else None
+    languages = list(_given(cfg, "languages", ["en", "zh"]))
+    paths = [Path(p) for p in _given(cfg, "paths", [])] or None
+    wanted = None if cfg.get("ids") is None else {_int("ids", i, 0) for i in _given(cfg, "ids", [])}
+    limit = None if cfg.get("limit") is None else _int("limit", cfg["limit"], 1)
     cards: list[RoleCard] = []
     for language in languages:
         these = load_cards(paths, language=language)
         if wanted is not None:
             these = [c for c in these if c.id in wanted]
-        if cfg.get("limit") is not None:
-            these = these[: int(cfg["limit"])]
-        cards.extend(these)
+        cards.extend(these if limit is None else these[:limit])
     if wanted is not None:
         unknown = sorted(wanted - {c.id for c in cards})
         if unknown:
             where = ", ".join(str(p) for p in paths) if paths else "the released cards"
-            raise UserError(
-                f"cards.ids: unknown card ids {unknown[:10]}{' ...' if len(unknown) > 10 else ''} "
-                f"for languages {languages} in {where}"
+            raise ConfigError(
+                "cards.ids",
+                f"unknown card ids {unknown[:10]}{' ...' if len(unknown) > 10 else ''} "
+                f"for languages {languages} in {where}",
             )
     if not cards:
         raise ConfigError(
@@ -45,3 +45,20 @@ def select_cards(cfg: Mapping[str, Any], shard: Mapping[str, Any] | None = None)
     if count < 1 or not 0 <= index < count:
         raise ConfigError("shard", f"need 0 <= shard.index < shard.count, got index={index} count={count}")
     return cards[index::count]
+
+
+def _given(cfg: Mapping[str, Any], key: str, default: list[Any]) -> list[Any]:
+    """The list at `cards.<key>`; null means `default`, an empty list selects nothing and is an error."""
+    value = cfg.get(key)
+    if value is None:
+        return default
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence) or not value:
+        raise ConfigError(f"cards.{key}", f"must be a non-empty list or null, got {value!r}")
+    return list(value)
+
+
+def _int(key: str, value: Any, minimum: int) -> int:
+    """`value` as the integer `cards.<key>` needs (not a bool, not a string), at least `minimum`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"cards.{key}", f"must be an integer >= {minimum}, got {value!r}")
+    return value

@@ -10,27 +10,59 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from esc.errors import DataError
 from esc.interact.dialogue import Dialogue
-from esc.jsonl import append_jsonl, drop_partial_last_line
+from esc.jsonl import append_jsonl, atomic_write_text, drop_partial_last_line
 
 log = logging.getLogger(__name__)
 
 
 def read_dialogues(path: Path) -> Iterator[Dialogue]:
     """Every dialogue in a JSON-lines file; a malformed line is a DataError naming file and line."""
-    with Path(path).open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
+    with Path(path).open("rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise DataError(path, f"line {lineno}", f"not UTF-8 text (byte {err.start})") from None
             if not line.strip():
                 continue
             try:
-                yield Dialogue.from_dict(json.loads(line))
-            except (json.JSONDecodeError, TypeError, KeyError) as err:
+                record = json.loads(line)
+                if not isinstance(record, dict):
+                    raise TypeError(f"a JSON {type(record).__name__}, not an object")
+                dialogue = Dialogue.from_dict(record)
+            except (json.JSONDecodeError, TypeError, KeyError, ValueError, AttributeError) as err:
                 raise DataError(path, f"line {lineno}", f"not a dialogue record ({err})") from None
+            yield dialogue
+
+
+def check_against_settings(path: Path, dialogues: Iterable[Dialogue], settings: Mapping[str, Any]) -> None:
+    """DataError naming the file and card when a dialogue was not made with the folder's settings
+    (`OUT/settings.json`, kind `evaluate`): its prompt id or version, generation settings or turns
+    differ -- a folder mixed by an older version that did not refuse changed settings."""
+    want = {
+        "prompt": {k: settings["roleplayer"]["prompt"][k] for k in ("id", "version")},
+        "generation": {
+            "roleplayer": settings["roleplayer"]["generation"],
+            "target": settings["target"]["generation"],
+        },
+        "turns": settings["dialogue"]["turns"],
+    }
+    for dialogue in dialogues:
+        got = {key: dialogue.meta.get(key) for key in want}
+        if got != want:
+            key = next(k for k in want if got[k] != want[k])
+            raise DataError(
+                path,
+                f"card {dialogue.card_id}",
+                f"made with {key}={json.dumps(got[key])}, but the folder's settings.json says "
+                f"{json.dumps(want[key])}: the folder mixes runs of different settings",
+            )
 
 
 class DialogueStore:
@@ -77,11 +109,8 @@ class DialogueStore:
             for d in (read_dialogues(self.failed_path) if self.failed_path.exists() else [])
             if d.key not in retried
         ]
-        tmp = self.failed_path.with_suffix(".tmp")
-        with tmp.open("w", encoding="utf-8") as fh:
-            for dialogue in [*keep, *self._failed]:
-                fh.write(json.dumps(dialogue.to_dict(), ensure_ascii=False) + "\n")
-        os.replace(tmp, self.failed_path)
+        lines = [json.dumps(d.to_dict(), ensure_ascii=False) + "\n" for d in [*keep, *self._failed]]
+        atomic_write_text(self.failed_path, "".join(lines))
 
     def finalize(self) -> None:
         """Drop failure records of dialogues that have since completed."""

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import json
 import logging
-from collections.abc import Mapping, Sequence
+import os
+import zipfile
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from esc.errors import ConfigError
+from esc.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +72,13 @@ def torch_dtype(name: str | None):
     return getattr(torch, DTYPES[name])
 
 
-def bnb_config(quant_cfg: Mapping[str, Any] | None):
-    """A BitsAndBytesConfig for QLoRA, or None. Fails early, naming the key, where 4-bit cannot run."""
+def bnb_config(quant_cfg: Mapping[str, Any] | None, zero3: bool = False):
+    """A BitsAndBytesConfig for QLoRA, or None. Fails early, naming the key, where 4-bit cannot run.
+
+    The packed 4-bit weights are stored as `quant_storage` (uint8 by default). Under DeepSpeed
+    ZeRO-3 (`zero3`) they default to the compute dtype instead: ZeRO-3 shards floating-point
+    parameters of one dtype, so 4-bit weights stored as bf16 are sharded with everything else.
+    """
     if not quant_cfg or not quant_cfg.get("load_in_4bit"):
         return None
     if importlib.util.find_spec("bitsandbytes") is None:
@@ -79,11 +89,15 @@ def bnb_config(quant_cfg: Mapping[str, Any] | None):
     _probe_bitsandbytes(quant_cfg.get("compute_dtype", "bfloat16"))
     from transformers import BitsAndBytesConfig
 
+    storage = quant_cfg.get("quant_storage") or (
+        quant_cfg.get("compute_dtype", "bfloat16") if zero3 else None
+    )
     return BitsAndBytesConfig(
         load_in_4bit=True,
         bnb_4bit_quant_type=quant_cfg.get("quant_type", "nf4"),
         bnb_4bit_use_double_quant=bool(quant_cfg.get("double_quant", True)),
         bnb_4bit_compute_dtype=torch_dtype(quant_cfg.get("compute_dtype", "bfloat16")),
+        bnb_4bit_quant_storage=torch_dtype(storage) if storage else None,
     )
 
 
@@ -104,8 +118,20 @@ def _probe_bitsandbytes(compute_dtype: str) -> None:
         ) from None
 
 
-def load_causal_lm(model_cfg: Mapping[str, Any], quant_cfg: Mapping[str, Any] | None = None):
-    """The base causal LM in the configured dtype, 4-bit quantized when `quant_cfg` asks for it."""
+def load_causal_lm(
+    model_cfg: Mapping[str, Any],
+    quant_cfg: Mapping[str, Any] | None = None,
+    deepspeed_config: Mapping[str, Any] | None = None,
+):
+    """The base causal LM in the configured dtype, 4-bit quantized when `quant_cfg` asks for it.
+
+    With a DeepSpeed ZeRO-3 `deepspeed_config`, the model is loaded the way transformers expects
+    under ZeRO-3: while an `HfDeepSpeedConfig` is alive (`zero3_hf_config`), so `from_pretrained`
+    builds it partitioned and loads every shard's weights. A 4-bit model is instead loaded whole,
+    outside any active `zero.Init` (transformers cannot build a quantized model partitioned; DeepSpeed
+    shards it when its engine starts), with `bnb_4bit_quant_storage` and the dtype both the
+    compute dtype.
+    """
     from transformers import AutoModelForCausalLM
 
     path = resolve_model_path(model_cfg)
@@ -118,11 +144,87 @@ def load_causal_lm(model_cfg: Mapping[str, Any], quant_cfg: Mapping[str, Any] | 
         kwargs["dtype"] = dtype
     if model_cfg.get("attn_implementation"):
         kwargs["attn_implementation"] = model_cfg["attn_implementation"]
-    quantization = bnb_config(quant_cfg)
+    zero3 = is_zero3(deepspeed_config)
+    quantization = bnb_config(quant_cfg, zero3=zero3)
     if quantization is not None:
         kwargs["quantization_config"] = quantization
     log.info("Loading causal LM %s from %s", model_cfg.get("name"), path)
-    return AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    if not zero3:
+        return AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    zero3_hf_config(deepspeed_config)
+    if quantization is None:
+        return AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    kwargs["dtype"] = quantization.bnb_4bit_quant_storage  # one float dtype for ZeRO-3 to shard
+    with outside_zero_init():
+        return AutoModelForCausalLM.from_pretrained(path, **kwargs)
+
+
+_HF_DEEPSPEED_CONFIG: Any = None  # transformers keeps only a weak reference: this keeps it alive
+
+
+def is_zero3(deepspeed_config: Mapping[str, Any] | None) -> bool:
+    """Whether a DeepSpeed config shards parameters (ZeRO stage 3)."""
+    return bool(deepspeed_config) and (deepspeed_config.get("zero_optimization") or {}).get("stage") == 3
+
+
+def zero3_hf_config(deepspeed_config: Mapping[str, Any]) -> Any:
+    """Register `deepspeed_config` with transformers (`HfDeepSpeedConfig`), kept alive for the process.
+
+    While it lives, `transformers.integrations.is_deepspeed_zero3_enabled()` is true: `from_pretrained`
+    creates the model under `deepspeed.zero.Init` and loads each partitioned weight, and
+    `generate`/resizing gather what they need.
+    """
+    global _HF_DEEPSPEED_CONFIG
+    from transformers.integrations import HfDeepSpeedConfig
+
+    _HF_DEEPSPEED_CONFIG = HfDeepSpeedConfig(dict(deepspeed_config))
+    return _HF_DEEPSPEED_CONFIG
+
+
+@contextlib.contextmanager
+def outside_zero_init() -> Iterator[None]:
+    """Suspend an active `deepspeed.zero.Init` (Lightning's, around `configure_model`), if any."""
+    from deepspeed.runtime.zero.partition_parameters import restore_init_context, shutdown_init_context
+
+    shutdown_init_context()
+    try:
+        yield
+    finally:
+        restore_init_context()
+
+
+def check_adapter_files(directory: str | os.PathLike[str]) -> None:
+    """DataError naming the file when a PEFT adapter's config or weights cannot be read: a config that
+    is not JSON, weights cut short by an interrupted copy or download (safetensors header and size,
+    the zip structure of a `.bin`). Reads headers only, never the tensors."""
+    root = Path(directory)
+    config = root / "adapter_config.json"
+    if config.is_file():
+        try:
+            json.loads(config.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise DataError(
+                config, None, f"not a JSON adapter config ({err}); export the adapter again"
+            ) from None
+    weights = root / "adapter_model.safetensors"
+    if weights.is_file():
+        from safetensors import SafetensorError, safe_open
+
+        try:
+            with safe_open(str(weights), framework="pt"):
+                pass
+        except SafetensorError as err:
+            raise DataError(
+                weights,
+                None,
+                f"unreadable safetensors file ({err}): cut short or corrupt; copy or export it again",
+            ) from None
+    elif (root / "adapter_model.bin").is_file() and not zipfile.is_zipfile(root / "adapter_model.bin"):
+        raise DataError(
+            root / "adapter_model.bin",
+            None,
+            "not a complete torch archive: cut short or corrupt; copy it again",
+        )
 
 
 def load_for_inference(
@@ -135,6 +237,8 @@ def load_for_inference(
 
     device = "cuda" if device_name == "auto" and torch.cuda.is_available() else device_name
     device = "cpu" if device == "auto" else device
+    for path, _ in adapters:  # a cut-short or corrupt adapter fails here, before the base model loads
+        check_adapter_files(path)
     tokenizer = load_tokenizer(model_cfg)
     model = load_causal_lm(model_cfg)
     if adapters:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from esc.errors import DataError, UserError, exit_on_user_error
+from esc.jsonl import atomic_write_text
 from esc.paths import data_dir
 from esc.scoring.rubrics import DIMENSION_KEYS, SCORES, dimension
 from esc.sft.esconv import SPLITS, esconv_path
@@ -126,14 +127,9 @@ def read_annotations(path: Path) -> list[Annotation]:
 def write_annotations(annotations: Iterable[Annotation], path: Path) -> int:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    n = 0
-    with tmp.open("w", encoding="utf-8") as fh:
-        for ann in annotations:
-            fh.write(json.dumps(ann.to_dict(), ensure_ascii=False) + "\n")
-            n += 1
-    tmp.replace(path)
-    return n
+    lines = [json.dumps(ann.to_dict(), ensure_ascii=False) + "\n" for ann in annotations]
+    atomic_write_text(path, "".join(lines))
+    return len(lines)
 
 
 # --- ESConv: the seekers' own ratings, mapped to the dimensions they measure -------------------------

@@ -48,7 +48,8 @@ from esc.scoring.store import ScoreRecord, latest, read_scores, score_file_paths
 UNPARSED = -1  # what score.py writes when the reply holds none of "0".."4"
 DEFAULT_JUDGE = "esc_rank_official"
 DEFAULT_ROLEPLAYER = "esc_role"  # as `python -m esc.dialogues import`
-_NAME = re.compile(r"^(?P<target>.+)_(?P<language>en|zh)$")
+# `<Model>_<lang>` (official) or `<target>__<roleplayer>_<lang>` (what our exports write)
+_NAME = re.compile(r"^(?P<target>.+?)(?:__(?P<roleplayer>.+))?_(?P<language>en|zh)$")
 
 
 def official_parse(reply: str) -> int:
@@ -64,10 +65,17 @@ def official_keys() -> tuple[str, ...]:
     return tuple(d.official_key for d in dimensions())
 
 
-def split_name(path: Path) -> tuple[str | None, str | None]:
-    """(model, language) from an official file name `<Model>_<lang>.json`; None where it has none."""
+def split_name(path: Path) -> tuple[str | None, str | None, str | None]:
+    """(model, role-player, language) from an official file name `<Model>_<lang>.json` or an exported
+    `<target>__<roleplayer>_<lang>.json`; None where it has none."""
     match = _NAME.match(Path(path).stem)
-    return (match["target"], match["language"]) if match else (None, None)
+    return (match["target"], match["roleplayer"], match["language"]) if match else (None, None, None)
+
+
+def official_file_name(target: str, roleplayer: str, language: str) -> str:
+    """`<target>__<roleplayer>_<lang>.json`: the official `<Model>_<lang>.json` with the role-player
+    in the model part, so the scores of runs with different role-players never collide."""
+    return f"{target}__{roleplayer}_{language}.json"
 
 
 def _released_card_ids(language: str) -> list[int]:
@@ -82,7 +90,7 @@ def read_official_scores(
     *,
     target: str | None = None,
     language: str | None = None,
-    roleplayer: str = DEFAULT_ROLEPLAYER,
+    roleplayer: str | None = None,
     judge: str = DEFAULT_JUDGE,
 ) -> list[ScoreRecord]:
     """The judgments of an official score file, one record per (dialogue, dimension) it holds.
@@ -94,8 +102,9 @@ def read_official_scores(
     DataError naming the file and the record.
     """
     path = Path(path)
-    name_target, name_language = split_name(path)
+    name_target, name_roleplayer, name_language = split_name(path)
     target = target or name_target or path.stem
+    roleplayer = roleplayer or name_roleplayer or DEFAULT_ROLEPLAYER
     language = language or name_language
     if language not in LANGUAGES:
         raise DataError(
@@ -213,22 +222,24 @@ def _card_ids(files: Sequence[Path] | None, language: str) -> list[int] | None:
 def export(
     sources: Sequence[Path], out: Path, cards: Sequence[Path] | None = None, judge: str | None = None
 ) -> list[tuple[Path, int]]:
-    """One official file per (target, language) of the score files: `OUT/<target>_<lang>.json`."""
+    """One official file per (target, role-player, language) of the score files:
+    `OUT/<target>__<roleplayer>_<lang>.json`."""
     records = [r for p in score_file_paths(sources) for r in read_scores(p) if judge in (None, r.judge)]
     if not records:
         raise UserError(f"no score records{f' of judge {judge!r}' if judge else ''} in the files given")
-    groups: dict[tuple[str, str], list[ScoreRecord]] = defaultdict(list)
+    groups: dict[tuple[str, str, str], list[ScoreRecord]] = defaultdict(list)
     for r in records:
-        groups[(r.target or "unknown", r.language)].append(r)
+        groups[(r.target or "unknown", r.roleplayer or "unknown", r.language)].append(r)
     written = []
-    for (target, language), group in sorted(groups.items()):
-        runs = sorted({(r.roleplayer or "?", r.judge) for r in group})
-        if len(runs) > 1:
+    for (target, roleplayer, language), group in sorted(groups.items()):
+        judges = sorted({r.judge for r in group})
+        if len(judges) > 1:
             raise UserError(
-                f"{target} ({language}) was judged in {len(runs)} runs (role-player, judge): {runs}; "
+                f"{target} × {roleplayer} ({language}) was judged by {len(judges)} judges {judges}; "
                 "an official file holds one: pass --judge or fewer score files"
             )
-        path = write_official_scores(group, out / f"{target}_{language}.json", _card_ids(cards, language))
+        name = official_file_name(target, roleplayer, language)
+        path = write_official_scores(group, out / name, _card_ids(cards, language))
         written.append((path, len({r.dialogue_id for r in group})))
     return written
 
@@ -238,7 +249,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m esc.scoring.official", description=__doc__.splitlines()[0]
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    exp = sub.add_parser("export", help="rank.py score files -> official score/<Model>_<lang>.json")
+    exp = sub.add_parser(
+        "export", help="rank.py score files -> official score/<target>__<roleplayer>_<lang>.json"
+    )
     exp.add_argument("sources", type=Path, nargs="+", help="rank.py output directories or score files")
     exp.add_argument("--out", type=Path, required=True, help="folder for the official files")
     exp.add_argument("--judge", default=None, help="only the records of this judge")
@@ -250,7 +263,9 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument("--out", type=Path, required=True, help="the score file to write (JSON lines)")
     imp.add_argument("--target", default=None, help="the model's name (default: from the file name)")
     imp.add_argument("--language", choices=LANGUAGES, default=None, help="default: from the file name")
-    imp.add_argument("--roleplayer", default=DEFAULT_ROLEPLAYER)
+    imp.add_argument(
+        "--roleplayer", default=None, help=f"default: from the file name, else {DEFAULT_ROLEPLAYER}"
+    )
     imp.add_argument("--judge", default=DEFAULT_JUDGE, help="the judge's name in the records")
     imp.add_argument(
         "--cards", type=Path, nargs="*", help="card files positions refer to (default: released)"
@@ -267,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     records: list[ScoreRecord] = []
     for path in args.files:
-        language = args.language or split_name(path)[1] or ""
+        language = args.language or split_name(path)[2] or ""
         records += read_official_scores(
             path,
             _card_ids(args.cards, language) if language else None,

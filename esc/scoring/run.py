@@ -20,6 +20,7 @@ from esc.errors import ConfigError, DataError, UserError
 from esc.interact.dialogue import Dialogue
 from esc.interact.store import read_dialogues
 from esc.jsonl import find_jsonl_files
+from esc.rundir import RunFolder, model_settings, refuse_unswept_sweep, resolved_revision
 from esc.runinfo import RunManifest
 from esc.scoring import agreement_run as job
 from esc.scoring import leaderboard as board
@@ -141,54 +142,79 @@ def write_reports(out: Path, records: Sequence[ScoreRecord], cfg: Mapping[str, A
 def rank(cfg: DictConfig) -> dict[str, Any]:
     """Score (mode=score), report (mode=leaderboard) or compare with people (mode=agreement,
     correlation) as configured; returns where things are."""
+    refuse_unswept_sweep()
     out = Path(cfg.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    manifest = RunManifest(out, resolved, seed=cfg.get("seed"))
     mode = cfg.get("mode", "score")
     if mode not in MODES:
         raise ConfigError("mode", f"{mode!r} is not one of {', '.join(MODES)}")
-    if mode in ("agreement", "correlation"):
-        analysis = run_agreement if mode == "agreement" else run_correlation_mode
-        try:
-            return analysis(resolved, out, manifest)
-        except BaseException as err:
-            manifest.finish(status="interrupted" if isinstance(err, KeyboardInterrupt) else "failed",
-                            error=f"{type(err).__name__}: {err}"[:500])  # fmt: skip
-            raise
-    counts: Counter = Counter()
+    judging = mode == "score" or (mode == "agreement" and not resolved.get("scores"))
+    judge = build_judge(resolved["judge"]) if judging else None
     try:
-        if mode == "score":
-            if OmegaConf.is_missing(cfg, "dialogues"):
-                raise ConfigError("dialogues", "name an evaluate.py output directory or dialogue files")
-            dims = selected_dimensions(resolved.get("dimensions"))
-            sources = dialogue_files(resolved["dialogues"])
-            for path in sources:  # bad input stops here, before any judging
-                load_items(path, dims[:1])
-            judge = build_judge(resolved["judge"])
+        with RunFolder(out, f"rank.{mode}", output_settings(mode, resolved, judge)) as folder:
+            manifest = RunManifest(out, resolved, seed=cfg.get("seed"))
             try:
-                judge.check_ready()
-                manifest.update(judge=judge.identity(), sources=[str(p) for p in sources])
-                scoring = resolved.get("scoring") or {}
-                counts = score_files(out, judge, sources, dims, int(scoring.get("chunk", 64)),
-                                     bool(scoring.get("progress", True)))  # fmt: skip
-            finally:
-                judge.close()
-        score_paths = sorted((out / "scores").glob("*.jsonl")) if mode == "score" else _score_inputs(resolved)
-        records = list(latest(r for p in score_paths for r in read_scores(p)).values())
-        if not records:
-            raise UserError(f"no score records in {', '.join(map(str, score_paths)) or out / 'scores'}")
-        reports = write_reports(
-            out, records, {**(resolved.get("leaderboard") or {}), "seed": cfg.get("seed", 0)}
-        )
-    except BaseException as err:
-        manifest.finish(status="interrupted" if isinstance(err, KeyboardInterrupt) else "failed",
-                        counts=dict(counts), error=f"{type(err).__name__}: {err}"[:500])  # fmt: skip
-        raise
+                if mode == "agreement":
+                    return run_agreement(resolved, out, manifest, judge, folder)
+                if mode == "correlation":
+                    return run_correlation_mode(resolved, out, manifest)
+                return run_scores(resolved, out, manifest, judge, folder)
+            except BaseException as err:
+                manifest.finish(status="interrupted" if isinstance(err, KeyboardInterrupt) else "failed",
+                                error=f"{type(err).__name__}: {err}"[:500])  # fmt: skip
+                raise
+    finally:
+        if judge is not None:
+            judge.close()
+
+
+def output_settings(mode: str, resolved: Mapping[str, Any], judge: Judge | None) -> dict[str, Any] | None:
+    """What shapes the judgments a rank.py folder keeps (OUT/settings.json); None for the modes that
+    rewrite their reports whole (leaderboard, correlation, agreement on existing scores)."""
+    if judge is None:
+        return None
+    settings: dict[str, Any] = {"judge": model_settings(judge.identity())}
+    if mode == "agreement":
+        section = resolved.get("agreement") or {}
+        settings["annotations"] = {
+            k: section.get(k) for k in ("annotations", "languages", "split_ratios", "split_seed", "split")
+        }
+    return settings
+
+
+def run_scores(resolved: Mapping[str, Any], out: Path, manifest: RunManifest, judge: Judge | None,
+               folder: RunFolder | None = None) -> dict[str, Any]:  # fmt: skip
+    """mode=score: judge the dialogues, then the leaderboard; mode=leaderboard: only the latter."""
+    counts: Counter = Counter()
+    if judge is not None:
+        if resolved.get("dialogues") in (None, "???"):
+            raise ConfigError("dialogues", "name an evaluate.py output directory or dialogue files")
+        dims = selected_dimensions(resolved.get("dimensions"))
+        sources = dialogue_files(resolved["dialogues"])
+        for path in sources:  # bad input stops here, before any judging
+            load_items(path, dims[:1])
+        judge.check_ready()
+        if folder is not None:
+            folder.check_resolved({"judge": resolved_revision(judge.identity())})
+        manifest.update(judge=judge.identity(), sources=[str(p) for p in sources])
+        scoring = resolved.get("scoring") or {}
+        try:
+            counts = score_files(out, judge, sources, dims, int(scoring.get("chunk", 64)),
+                                 bool(scoring.get("progress", True)))  # fmt: skip
+        except BaseException:
+            manifest.update(counts=dict(counts))
+            raise
+    score_paths = sorted((out / "scores").glob("*.jsonl")) if judge is not None else _score_inputs(resolved)
+    records = list(latest(r for p in score_paths for r in read_scores(p)).values())
+    if not records:
+        raise UserError(f"no score records in {', '.join(map(str, score_paths)) or out / 'scores'}")
+    reports = write_reports(
+        out, records, {**(resolved.get("leaderboard") or {}), "seed": resolved.get("seed", 0)}
+    )
     by_dimension = invalid_report(records)
     wandb_dir = _log_to_wandb(out, resolved, reports["charts"])
     manifest.finish(
-        status="completed",
+        status="completed" if not counts.get(FAILED) else "completed_with_failures",
         wandb_dir=wandb_dir,
         counts=dict(counts),
         judgments=by_dimension,
@@ -205,7 +231,8 @@ def _score_inputs(resolved: Mapping[str, Any]) -> list[Path]:
     return score_file_paths(spec, "scores")
 
 
-def run_agreement(resolved: Mapping[str, Any], out: Path, manifest: RunManifest) -> dict[str, Any]:
+def run_agreement(resolved: Mapping[str, Any], out: Path, manifest: RunManifest, judge: Judge | None,
+                  folder: RunFolder | None = None) -> dict[str, Any]:  # fmt: skip
     """mode=agreement: the judge (or existing `scores`) against the human annotations of one split."""
     section = dict(resolved.get("agreement") or {})
     data = {
@@ -218,24 +245,22 @@ def run_agreement(resolved: Mapping[str, Any], out: Path, manifest: RunManifest)
     n_resamples, seed = int(section.get("bootstrap", 1000)), int(resolved.get("seed", 0))
     evaluated, train_part = job.split_annotations(data, section.get("split", "test"))
     reference = human_reference(evaluated)
-    if resolved.get("scores"):
+    if judge is None:
         paths = _score_inputs(resolved)
         predicted, judges = job.scores_from_files(paths)
         label = section.get("label") or ", ".join(judges)
         manifest.update(scores=[str(p) for p in paths])
     else:
-        judge = build_judge(resolved["judge"])
-        try:
-            judge.check_ready()
-            manifest.update(judge=judge.identity())
-            store = ScoreStore(out / "scores" / f"annotations__{judge.name}.jsonl")
-            scoring = resolved.get("scoring") or {}
-            predicted = job.judge_items(
-                judge, job.annotated_items(evaluated), store, int(scoring.get("chunk", 64)),
-                bool(scoring.get("progress", True)),
-            )  # fmt: skip
-        finally:
-            judge.close()
+        judge.check_ready()
+        if folder is not None:
+            folder.check_resolved({"judge": resolved_revision(judge.identity())})
+        manifest.update(judge=judge.identity())
+        store = ScoreStore(out / "scores" / f"annotations__{judge.name}.jsonl")
+        scoring = resolved.get("scoring") or {}
+        predicted = job.judge_items(
+            judge, job.annotated_items(evaluated), store, int(scoring.get("chunk", 64)),
+            bool(scoring.get("progress", True)),
+        )  # fmt: skip
         label = judge.name
     job.coverage_warning(predicted, reference)
     results = job.judge_agreement(label, predicted, reference, n_resamples, seed)

@@ -24,6 +24,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from esc.errors import ConfigError
+from esc.rundir import RunFolder, refuse_unswept_sweep
 from esc.runinfo import RunManifest
 from esc.scoring import agreement as agree
 from esc.scoring.agreement_run import (
@@ -40,7 +41,7 @@ from esc.scoring.judge import build_judge
 from esc.scoring.rank_data import splits
 from esc.scoring.rubrics import DIMENSION_KEYS
 from esc.scoring.store import ScoreStore
-from esc.train.run import train
+from esc.train.run import output_settings, train
 
 log = logging.getLogger(__name__)
 MODES = ("per_dimension", "single")
@@ -115,8 +116,13 @@ def evaluate(cfg: DictConfig, out: Path, folders: Mapping[str, str], mode: str) 
 
 def train_esc_rank(cfg: DictConfig) -> dict[str, Any]:
     """The `+exp=esc_rank` job: train the adapters, then the agreement report on the test split."""
+    refuse_unswept_sweep()
     out = Path(cfg.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    with RunFolder(out, "train.esc_rank", output_settings(cfg)):
+        return _train_esc_rank(cfg, out)
+
+
+def _train_esc_rank(cfg: DictConfig, out: Path) -> dict[str, Any]:
     rank_cfg = cfg.get("rank") or {}
     mode = rank_cfg.get("adapters", "per_dimension")
     if mode not in MODES:

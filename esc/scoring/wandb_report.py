@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from esc.runinfo import redact
+from esc.secrets import argv_redacted, redact
 from esc.train.loggers import wandb_has_credentials
 
 log = logging.getLogger(__name__)
@@ -40,16 +40,17 @@ def log_reports(
         log.warning(
             "No W&B credentials: logging the reports offline under %s/wandb (`wandb sync` later)", out
         )
-    run = wandb.init(
-        project=settings.get("project", "esc-eval"),
-        entity=settings.get("entity"),
-        name=config.get("run_name"),
-        group=config.get("task_name", "rank"),
-        job_type=f"rank-{config.get('mode', 'score')}",
-        config=redact(dict(config)),
-        dir=str(out),
-        mode=mode,
-    )
+    with argv_redacted(config):  # W&B records the command line in its run file
+        run = wandb.init(
+            project=settings.get("project", "esc-eval"),
+            entity=settings.get("entity"),
+            name=config.get("run_name"),
+            group=config.get("task_name", "rank"),
+            job_type=f"rank-{config.get('mode', 'score')}",
+            config=redact(dict(config)),
+            dir=str(out),
+            mode=mode,
+        )
     try:
         payload: dict[str, Any] = {
             path.stem: _table(path) for name in TABLES if (path := out / name).is_file()

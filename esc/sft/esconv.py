@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from esc.errors import DataError
-from esc.sft.prompts import format_card, role_player_system_prompt
+from esc.prompts import format_card, role_player_system_prompt
 from esc.sft.sample import Role, Sample, esc_dialogue, get_field, read_jsonl
 
 SOURCE = "esconv"

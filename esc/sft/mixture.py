@@ -41,9 +41,9 @@ from typing import Any
 
 from esc.errors import ConfigError
 from esc.paths import data_dir
+from esc.prompts import LANGUAGES
 from esc.sft.esconv import SPLITS as ESCONV_SPLITS
 from esc.sft.esconv import read_esconv_splits
-from esc.sft.prompts import LANGUAGES
 from esc.sft.roleplay import read_roleplay
 from esc.sft.sample import Sample
 from esc.sft.smile import read_smile, smile_dir

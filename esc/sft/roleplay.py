@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from esc.errors import DataError
-from esc.sft.prompts import prompt
+from esc.prompts import training_text
 from esc.sft.sample import Role, Sample, get_field, read_json, read_jsonl, shape_dialogue
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ def read_rolebench(path: Path, language: str) -> list[Sample]:
         if not isinstance(generated[0], str):
             raise DataError(path, where, f"`generated[0]` should be str, got {type(generated[0]).__name__}")
         messages = shape_dialogue(
-            prompt("roleplay_system", language, role=role),
+            training_text("roleplay_system", language, role=role),
             [("user", question), ("assistant", generated[0])],
             first_user=None,
         )
@@ -146,8 +146,9 @@ def read_charactereval(data_path: Path, profiles_path: Path) -> list[Sample]:
         for line in context.split("\n"):
             speaker, text = _split_line(line)
             turns.append(("assistant", text) if speaker == role else ("user", line))
-        system = prompt("character_system", "zh", role=role, work=work, profile=render_profile(profile))
-        messages = shape_dialogue(system, turns, first_user=prompt("scene_start", "zh"))
+        profile_text = render_profile(profile)
+        system = training_text("character_system", "zh", role=role, work=work, profile=profile_text)
+        messages = shape_dialogue(system, turns, first_user=training_text("scene_start", "zh"))
         if messages is None:
             no_reply += 1
             continue

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Literal, TypedDict
 
 from esc.errors import DataError, UserError
-from esc.sft.prompts import supporter_opener
+from esc.prompts import supporter_opener
 
 Role = Literal["system", "user", "assistant"]
 

@@ -1,4 +1,4 @@
-"""Chat tokenization with assistant-only labels, a padding collator and simple packing.
+"""Chat tokenization with assistant-only labels, a padding collator and packing that keeps samples apart.
 
 `encode_chat` renders the tokenizer's own chat template, finds each assistant span as the text
 difference between the prompt before the turn (`add_generation_prompt=True`) and the prompt with
@@ -159,24 +159,53 @@ def collate(batch: Sequence[Mapping[str, Any]], pad_token_id: int) -> dict[str, 
 def pack(dataset: Any, max_length: int) -> Any:
     """Greedily concatenate consecutive examples into rows of at most `max_length` tokens.
 
-    Labels are kept per token. This simple packing has one attention mask of ones per row, so
-    attention crosses sample boundaries (a later sample can attend to an earlier one in the same
-    row); the loss is still only on assistant tokens. Examples longer than `max_length` are kept
-    as their own row. Returns a Dataset with input_ids, attention_mask and labels only.
+    Each row keeps its samples apart through `position_ids`, which restart at 0 at every sample:
+    `collate_packed` turns a batch of rows into one flattened sequence that transformers' attention
+    reads as separate sequences (no token attends to another sample, RoPE positions start over).
+    The first label of every sample is -100, so no sample's first token is predicted from the
+    sample before it. Examples longer than `max_length` are kept as their own row. Returns a
+    Dataset with input_ids, labels and position_ids.
     """
     import datasets
 
     rows: list[dict[str, list[int]]] = []
-    cur: dict[str, list[int]] = {"input_ids": [], "labels": []}
+    cur: dict[str, list[int]] = {"input_ids": [], "labels": [], "position_ids": []}
     for ex in dataset:
         n = len(ex["input_ids"])
         if cur["input_ids"] and len(cur["input_ids"]) + n > max_length:
             rows.append(cur)
-            cur = {"input_ids": [], "labels": []}
+            cur = {"input_ids": [], "labels": [], "position_ids": []}
         cur["input_ids"].extend(ex["input_ids"])
-        cur["labels"].extend(ex["labels"])
+        cur["labels"].extend([IGNORE_INDEX, *ex["labels"][1:]])
+        cur["position_ids"].extend(range(n))
     if cur["input_ids"]:
         rows.append(cur)
-    for row in rows:
-        row["attention_mask"] = [1] * len(row["input_ids"])
     return datasets.Dataset.from_list(rows)
+
+
+def packed_samples(row: Mapping[str, Any]) -> list[dict[str, list[int]]]:
+    """Split a packed row back into its samples (input_ids, labels), at each `position_ids` reset."""
+    positions = list(row["position_ids"])
+    starts = [i for i, p in enumerate(positions) if p == 0] or [0]
+    ends = [*starts[1:], len(positions)]
+    ids, labels = list(row["input_ids"]), list(row["labels"])
+    return [{"input_ids": ids[a:b], "labels": labels[a:b]} for a, b in zip(starts, ends, strict=True)]
+
+
+def collate_packed(batch: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Flatten a batch of packed rows into one sequence of shape [1, total tokens], no padding.
+
+    This is transformers' `DataCollatorWithFlattening` over the rows' samples: `position_ids`
+    restart at every sample and there is no attention_mask, which is how transformers' eager, sdpa,
+    flex and flash attention implementations recognise packed sequences and keep them apart
+    (`masking_utils.find_packed_sequence_indices`; flash-attention's varlen path). The model must
+    be called with these `position_ids`, without an attention mask and with `use_cache=False`
+    (transformers 5 ignores the restarts when it has a cache, and then samples attend to each other).
+    """
+    from transformers import DataCollatorWithFlattening
+
+    samples = [sample for row in batch for sample in packed_samples(row)]
+    flat = DataCollatorWithFlattening(return_position_ids=True, separator_id=IGNORE_INDEX)(
+        samples, return_tensors="pt"
+    )
+    return {key: flat[key] for key in ("input_ids", "labels", "position_ids")}

@@ -5,19 +5,103 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import shutil
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pytorch_lightning as pl
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, DistributedSampler
 
-from esc.errors import ConfigError
+from esc.errors import ConfigError, UserError
 from esc.paths import cache_dir
 
 log = logging.getLogger(__name__)
+
+
+class ResumableSampler(DistributedSampler):
+    """Shuffles by (seed, epoch), takes this rank's share, and can start an epoch part-way through.
+
+    A `DistributedSampler`, so Lightning leaves it in place under DDP and calls `set_epoch` every
+    epoch; with one process it is a seeded shuffle. `skip` indices are dropped from the front of the
+    next pass only: that is how a resumed run continues the epoch where its checkpoint was written.
+    """
+
+    def __init__(
+        self, dataset: Any, num_replicas: int = 1, rank: int = 0, shuffle: bool = True, seed: int = 0
+    ) -> None:
+        super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed)
+        self.skip = 0
+
+    def __iter__(self) -> Iterator[int]:
+        indices = list(super().__iter__())
+        skip, self.skip = self.skip, 0
+        return iter(indices[skip:])
+
+
+class ResumableDataLoader(DataLoader):
+    """A DataLoader over a `ResumableSampler` whose position in the epoch goes into checkpoints.
+
+    `ChatSFTDataModule.state_dict` puts `state_dict()` into every checkpoint and gives it back
+    with `load_state_dict` on resume (Lightning also does so for stateful loaders, when it creates
+    the loader after loading the checkpoint), so a rerun after a kill trains the rest of the epoch
+    in the same order instead of starting the epoch over. The position counts batches handed to
+    the trainer (not indices taken by worker processes ahead of time); the skip takes effect when
+    the next pass starts, so the state may be loaded after `iter()` but before the first batch.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not isinstance(self.sampler, ResumableSampler):
+            raise TypeError("ResumableDataLoader needs a ResumableSampler")
+        self._batches = 0  # batches of the current epoch handed out so far
+        self._resume: dict[str, int] | None = None
+
+    def __iter__(self) -> Iterator[Any]:
+        resume, self._resume = self._resume, None
+        start = 0
+        if resume is not None and resume["epoch"] == self.sampler.epoch:
+            start = resume["batches"]
+            self.sampler.skip = start * self.batch_size
+            log.info("Resuming epoch %d of the training data at batch %d", self.sampler.epoch, start)
+        self._batches = start
+        for batch in super().__iter__():
+            self._batches += 1
+            yield batch
+
+    def state_dict(self) -> dict[str, int]:
+        """Where the current epoch stands, and what the position depends on."""
+        return {
+            "epoch": self.sampler.epoch,
+            "batches": self._batches,
+            "batch_size": int(self.batch_size or 1),
+            "dataset_size": len(self.dataset),
+            "num_replicas": self.sampler.num_replicas,
+            "seed": self.sampler.seed,
+        }
+
+    def load_state_dict(self, state: Mapping[str, int]) -> None:
+        """Continue the checkpoint's epoch after its last batch; refuse if the data no longer line up."""
+        batches = int(state.get("batches", 0))
+        per_rank = math.ceil(state.get("dataset_size", 0) / max(state.get("num_replicas", 1), 1))
+        epoch_batches = math.ceil(per_rank / max(state.get("batch_size", 1), 1))
+        if not 0 < batches < epoch_batches:  # saved at an epoch's start or end: nothing to skip
+            return
+        now = self.state_dict()
+        changed = [
+            f"{name} {state[name]} -> {now[name]}"
+            for name in ("batch_size", "dataset_size", "num_replicas", "seed")
+            if name in state and state[name] != now[name]
+        ]
+        if changed:
+            raise UserError(
+                "resume: the checkpoint stopped part-way through an epoch and the training data changed "
+                f"since ({', '.join(changed)}), so its place in the data is lost; rerun with the "
+                "checkpoint's settings, or resume=never to start over"
+            )
+        self._resume = {"epoch": int(state["epoch"]), "batches": batches}
 
 
 class ChatSFTDataModule(pl.LightningDataModule):
@@ -26,7 +110,11 @@ class ChatSFTDataModule(pl.LightningDataModule):
     The samples come from ``data.builder`` (a dotted function path returning ``(train, val)``):
     the ESC-Role mixture by default, ESC-RANK's annotated judge prompts with ``data=esc_rank``.
 
-    Only the role-player's (assistant) tokens carry labels; see :mod:`esc.sft.tokenize`.
+    Only the role-player's (assistant) tokens carry labels; see :mod:`esc.sft.tokenize`. Training
+    batches come from a `ResumableDataLoader` (shuffled by ``seed`` and the epoch; ``seed=None``:
+    the seed given to `seed_everything`), so a resumed run continues the epoch where it stopped.
+    With ``packing``, the rows of a batch are flattened into one sequence whose samples do not
+    attend to each other (`esc.sft.tokenize.collate_packed`).
     """
 
     def __init__(
@@ -40,6 +128,7 @@ class ChatSFTDataModule(pl.LightningDataModule):
         packing: bool = False,
         num_proc: int | None = None,
         cache: bool = True,
+        seed: int | None = None,
     ) -> None:
         super().__init__()
         self.data_cfg = data
@@ -51,6 +140,9 @@ class ChatSFTDataModule(pl.LightningDataModule):
         self.packing = packing
         self.num_proc = num_proc
         self.cache = cache
+        self.seed = seed
+        self._train_loader: ResumableDataLoader | None = None
+        self._loader_state: Mapping[str, int] | None = None  # from a checkpoint, for the next loader
         self.train_set = None
         self.val_set = None
         self._samples: tuple[list, list] | None = None
@@ -129,14 +221,51 @@ class ChatSFTDataModule(pl.LightningDataModule):
 
         return collate(batch, pad_token_id=self.tokenizer.pad_token_id)
 
-    def train_dataloader(self) -> DataLoader:
-        return DataLoader(
+    def _collate_packed(self, batch: list[dict[str, Any]]) -> dict[str, Any]:
+        from esc.sft.tokenize import collate_packed
+
+        return collate_packed(batch)
+
+    def train_dataloader(self) -> ResumableDataLoader:
+        """Shuffled batches of this rank's share, resumable mid-epoch (see `ResumableDataLoader`)."""
+        trainer = self.trainer
+        seed = self.seed if self.seed is not None else int(os.environ.get("PL_GLOBAL_SEED", 0))
+        sampler = ResumableSampler(
+            self.train_set,
+            num_replicas=trainer.world_size if trainer is not None else 1,
+            rank=trainer.global_rank if trainer is not None else 0,
+            seed=seed,
+        )
+        self._train_loader = ResumableDataLoader(
             self.train_set,
             batch_size=self.batch_size,
-            shuffle=True,
+            sampler=sampler,
             num_workers=self.num_workers,
-            collate_fn=self._collate,
+            collate_fn=self._collate_packed if self.packing else self._collate,
         )
+        if self._loader_state is not None:
+            self._train_loader.load_state_dict(self._loader_state)
+            self._loader_state = None
+        return self._train_loader
+
+    def state_dict(self) -> dict[str, Any]:
+        """The training loader's place in its epoch; Lightning stores it in every checkpoint.
+
+        Lightning also saves a stateful loader's state itself, but restores it only if the loader
+        is created after the checkpoint is loaded, and `configure_optimizers` (the schedule's
+        length) creates it before: this hook is restored early enough in every case.
+        """
+        return {"train_loader": self._train_loader.state_dict()} if self._train_loader is not None else {}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Hand a checkpoint's loader position to the training loader (now, or when it is created)."""
+        state = state_dict.get("train_loader")
+        if state is None:
+            return
+        if self._train_loader is not None:
+            self._train_loader.load_state_dict(state)
+        else:
+            self._loader_state = state
 
     def val_dataloader(self) -> DataLoader | list:
         if not self.val_set:

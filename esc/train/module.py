@@ -9,9 +9,35 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 
-from esc.models.loading import load_causal_lm
+from esc.errors import ConfigError, UserError
+from esc.models.loading import is_zero3, load_causal_lm
 
 log = logging.getLogger(__name__)
+
+# Attention implementations that keep packed samples apart when given restarting position_ids and
+# no attention mask (transformers' masking_utils and flash-attention's varlen path).
+PACKING_ATTENTION = ("eager", "sdpa", "flex_attention", "flash_attention_2", "flash_attention_3")
+
+
+def check_packing_support(model: torch.nn.Module) -> None:
+    """A ConfigError naming `datamodule.packing` where packed samples would attend to each other.
+
+    transformers' own model classes build their masks with `masking_utils.create_causal_mask`,
+    which turns restarting position_ids into one causal block per sample (eager, sdpa, flex) or
+    passes them to flash-attention's varlen kernel. Models run by their own remote code
+    (`trust_remote_code`, e.g. InternLM2) build a single causal mask over the whole row.
+    """
+    module = type(model).__module__
+    attention = getattr(model.config, "_attn_implementation", None)
+    if not module.startswith("transformers.models."):
+        reason = (
+            f"{type(model).__name__} runs its own code ({module}), not known to keep packed samples apart"
+        )
+    elif attention not in PACKING_ATTENTION:
+        reason = f"attention implementation {attention!r} is not known to keep packed samples apart"
+    else:
+        return
+    raise ConfigError("datamodule.packing", f"{reason}; set datamodule.packing=false")
 
 
 class LoRACausalLM(pl.LightningModule):
@@ -48,16 +74,24 @@ class LoRACausalLM(pl.LightningModule):
             return
         from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
 
-        base = load_causal_lm(self.model_cfg, self.quant_cfg)
+        zero3 = self._zero3_config()
+        base = load_causal_lm(self.model_cfg, self.quant_cfg, deepspeed_config=zero3)
         base.config.use_cache = False
-        if self.quant_cfg.get("load_in_4bit"):
+        if self._packing():
+            check_packing_support(base)
+        checkpointing = {"use_reentrant": False}
+        if self.quant_cfg.get("load_in_4bit") and zero3 is None:
             base = prepare_model_for_kbit_training(
                 base,
                 use_gradient_checkpointing=self.gradient_checkpointing,
-                gradient_checkpointing_kwargs={"use_reentrant": False},
+                gradient_checkpointing_kwargs=checkpointing,
             )
         elif self.gradient_checkpointing:
-            base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            # QLoRA under ZeRO-3 skips prepare_model_for_kbit_training: it casts the unquantized
+            # weights to fp32, and ZeRO-3 shards one dtype (the 4-bit storage's, bf16)
+            base.gradient_checkpointing_enable(gradient_checkpointing_kwargs=checkpointing)
+            if self.quant_cfg.get("load_in_4bit"):
+                base.enable_input_require_grads()
         lora = LoraConfig(task_type="CAUSAL_LM", **self._lora_kwargs())
         self.model = get_peft_model(base, lora)
         trainable, total = self.model.get_nb_trainable_parameters()
@@ -67,6 +101,17 @@ class LoRACausalLM(pl.LightningModule):
             f"{total:,}",
             100 * trainable / max(total, 1),
         )
+
+    def _zero3_config(self) -> dict[str, Any] | None:
+        """The DeepSpeed config when this module is trained under ZeRO-3, else None."""
+        strategy = getattr(self._trainer, "strategy", None)
+        config = getattr(strategy, "config", None)
+        return config if isinstance(config, dict) and is_zero3(config) else None
+
+    def _packing(self) -> bool:
+        """Whether the trainer's datamodule packs several samples into one sequence."""
+        datamodule = getattr(self._trainer, "datamodule", None)
+        return bool(getattr(datamodule, "packing", False))
 
     def _lora_kwargs(self) -> dict[str, Any]:
         kwargs = {k: v for k, v in self.peft_cfg.items() if k not in {"_target_"}}
@@ -81,6 +126,11 @@ class LoRACausalLM(pl.LightningModule):
         return self.model(**batch)
 
     def _step(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        if "position_ids" in batch:
+            # packed (esc.sft.tokenize.collate_packed): positions restart at every sample, and with no
+            # attention mask and no cache transformers keeps the samples apart
+            packed = {k: batch[k] for k in ("input_ids", "position_ids", "labels")}
+            return self(**packed, use_cache=False).loss
         inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "labels")}
         return self(**inputs).loss
 
@@ -108,6 +158,36 @@ class LoRACausalLM(pl.LightningModule):
             num_training_steps=total,
         )
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Refuse, in one line and before anything is loaded, a checkpoint of another adapter shape."""
+        strategy = type(getattr(self._trainer, "strategy", None)).__name__
+        if "FSDP" in strategy or "DeepSpeed" in strategy:  # sharded names and shapes: their own checks
+            return
+        saved = checkpoint.get("state_dict") or {}
+        current = {name: p for name, p in self.named_parameters() if p.requires_grad}
+        if not saved or not current:
+            return
+        for name, tensor in saved.items():
+            param = current.get(name)
+            if param is None:
+                problem = f"it holds {name}, which this model's adapter does not have"
+            elif param.shape != tensor.shape:
+                problem = f"{name} is {tuple(tensor.shape)} there but {tuple(param.shape)} here"
+            else:
+                continue
+            raise UserError(
+                f"resume: the checkpoint was written for another adapter shape ({problem}: was peft.r, "
+                "peft.target_modules or the model changed?); nothing was changed: rerun with its "
+                "settings, use another output folder, or set resume=never"
+            )
+        missing = sorted(set(current) - set(saved))
+        if missing:
+            raise UserError(
+                f"resume: the checkpoint has no {missing[0]} (and {len(missing) - 1} more adapter weights): "
+                "was peft.target_modules or the model changed?; nothing was changed: rerun with its "
+                "settings, use another output folder, or set resume=never"
+            )
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         trainable = {name for name, p in self.named_parameters() if p.requires_grad}

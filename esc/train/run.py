@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,48 +13,115 @@ from hydra.utils import instantiate
 from lightning_fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from esc.errors import ConfigError, UserError
 from esc.models.loading import load_tokenizer
+from esc.rundir import RunFolder, refuse_unswept_sweep
 from esc.runinfo import NullManifest, RunManifest
 from esc.train.adapter import save_adapter
 from esc.train.loggers import build_loggers
+from esc.train.progress import build_progress_bar
 from esc.train.strategies import build_strategy
 
 log = logging.getLogger(__name__)
 
-GPU_ONLY_STRATEGY = ("DeepSpeed", "FSDP", "DDP")
+GPU_ONLY_STRATEGY = ("DeepSpeed", "FSDP")  # DDP runs on CPUs too (gloo), unless it asks for nccl
 
 
 def adapt_to_hardware(cfg: DictConfig) -> list[str]:
-    """On a machine without CUDA, swap GPU-only settings for CPU ones, when `cpu_fallback` allows.
+    """On a machine without CUDA, swap GPU-only settings for CPU ones when `cpu_fallback` allows it.
 
-    This is what lets `python train.py +exp=esc_role model=tiny` (a GPU recipe) run on a laptop.
-    Each substitution is logged and recorded in the manifest; `cpu_fallback=false` turns them off.
+    GPU recipes (`+exp=esc_role`) set `cpu_fallback: false`: there, a machine without a working
+    CUDA GPU is a one-line ConfigError naming what needs the GPU and how to run on a CPU, instead
+    of a 14B model quietly training on CPU. With `cpu_fallback=true` (`+exp=esc_role model=tiny
+    cpu_fallback=true`), each setting is swapped, logged and listed in the manifest.
     """
-    if torch.cuda.is_available() or not cfg.get("cpu_fallback", True):
+    if torch.cuda.is_available():
         return []
-    changes = []
+    swaps: list[tuple[str, Callable[[], None]]] = []
     target = str(cfg.strategy.get("_target_", ""))
-    if any(name in target for name in GPU_ONLY_STRATEGY):
-        changes.append(f"strategy {target.rsplit('.', 1)[-1]} -> auto (needs CUDA GPUs)")
-        with open_dict(cfg):
-            cfg.strategy = {"name": "auto"}
+    backend = str(cfg.strategy.get("process_group_backend") or "")
+    gpu_only = any(name.lower() in target.lower() for name in GPU_ONLY_STRATEGY)
+    if gpu_only or ("ddp" in target.lower() and backend == "nccl"):
+
+        def strategy_auto() -> None:
+            with open_dict(cfg):
+                cfg.strategy = {"name": "auto"}
+
+        swaps.append((f"strategy {target.rsplit('.', 1)[-1]} -> auto", strategy_auto))
+    accelerator = str(cfg.trainer.get("accelerator", "auto"))
+    if accelerator in ("gpu", "cuda"):
+        swaps.append(
+            (
+                f"trainer.accelerator {accelerator} -> auto",
+                lambda: setattr(cfg.trainer, "accelerator", "auto"),
+            )
+        )
     precision = str(cfg.trainer.get("precision", "32-true"))
     if precision.startswith(("bf16", "16")):
-        changes.append(f"trainer.precision {precision} -> 32-true (CPU)")
-        cfg.trainer.precision = "32-true"
+        swaps.append(
+            (
+                f"trainer.precision {precision} -> 32-true",
+                lambda: setattr(cfg.trainer, "precision", "32-true"),
+            )
+        )
     if cfg.module.optimizer.get("_target_", "").startswith("deepspeed."):
-        changes.append("optimizer DeepSpeed -> torch.optim.AdamW (no DeepSpeed engine on CPU)")
-        cfg.module.optimizer._target_ = "torch.optim.AdamW"
-    for change in changes:
-        log.warning("No CUDA GPU: %s. Set cpu_fallback=false to make this an error.", change)
+        swaps.append(
+            (
+                "optimizer DeepSpeed -> torch.optim.AdamW",
+                lambda: setattr(cfg.module.optimizer, "_target_", "torch.optim.AdamW"),
+            )
+        )
+    if swaps and not cfg.get("cpu_fallback", True):
+        raise ConfigError(
+            "cpu_fallback",
+            "is false and there is no CUDA GPU here for "
+            + ", ".join(change.split(" -> ")[0] for change, _ in swaps)
+            + "; to run on a CPU add `cpu_fallback=true` with a small model "
+            "(`model=tiny cpu_fallback=true`), or use a CPU recipe (`+exp=esc_role_smollm2`)",
+        )
+    changes = []
+    for change, swap in swaps:
+        swap()
+        changes.append(f"{change} (no CUDA GPU)")
+        log.warning("No CUDA GPU: %s (cpu_fallback=true).", change)
     return changes
 
 
+def output_settings(cfg: DictConfig) -> dict[str, Any]:
+    """What shapes a training folder's adapter and checkpoints (OUT/settings.json): a rerun must
+    match it to resume. Not in it: how long to train (max_steps, max_epochs), logging, devices."""
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    return {
+        "runner": plain.get("runner"),
+        "model": plain["model"],
+        "data": plain.get("data"),
+        "peft": plain.get("peft"),
+        "quantization": plain.get("quantization"),
+        "optimizer": plain.get("optimizer"),
+        "scheduler": plain.get("scheduler"),
+        "module": {"warmup_ratio": plain["module"].get("warmup_ratio")},
+        "datamodule": {k: plain["datamodule"].get(k) for k in ("batch_size", "max_length", "packing")},
+        "trainer": {
+            k: plain["trainer"].get(k) for k in ("accumulate_grad_batches", "precision", "gradient_clip_val")
+        },
+        "rank": plain.get("rank"),
+        "seed": plain.get("seed"),
+    }
+
+
 def train(cfg: DictConfig) -> dict[str, Any]:
-    """Fit a LoRA adapter as configured; return where the outputs are."""
+    """Fit a LoRA adapter as configured; return where the outputs are.
+
+    The output folder is locked for this run (rank zero holds the lock; other ranks only check) and
+    must not hold the outputs of other settings (`esc.rundir`)."""
+    refuse_unswept_sweep()
     out = Path(cfg.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
     fallbacks = adapt_to_hardware(cfg)
+    with RunFolder(out, "train", output_settings(cfg), lock=rank_zero_only.rank == 0):
+        return _train(cfg, out, fallbacks)
+
+
+def _train(cfg: DictConfig, out: Path, fallbacks: list[str]) -> dict[str, Any]:
     resolved = OmegaConf.to_container(cfg, resolve=True)
     # One writer: every rank of a multi-GPU job runs this function.
     manifest = RunManifest(out, resolved, seed=cfg.seed) if rank_zero_only.rank == 0 else NullManifest()
@@ -67,8 +135,14 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     log.info("Instantiating module <%s>", cfg.module._target_)
     module = instantiate(cfg.module, _convert_="all")
 
+    # Read (and check) the checkpoint to resume before anything in OUT is touched: a failed resume
+    # changes nothing. Metrics of steps after it are trained again, so their rows are replaced.
+    ckpt_path = _resume_checkpoint(cfg, out)
+    start_step = checkpoint_step(ckpt_path) if ckpt_path else 0
     callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c and "_target_" in c]
-    loggers = build_loggers(cfg.get("logger"), resolved)
+    if cfg.trainer.get("enable_progress_bar", True):
+        callbacks.append(build_progress_bar())
+    loggers = build_loggers(cfg.get("logger"), resolved, start_step=start_step)
     trainer_kwargs: dict[str, Any] = {
         "callbacks": callbacks,
         "logger": loggers or False,
@@ -81,7 +155,6 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         trainer_kwargs["num_sanity_val_steps"] = 0
     trainer: pl.Trainer = instantiate(cfg.trainer, **trainer_kwargs)
 
-    ckpt_path = _resume_checkpoint(cfg, out)
     manifest.update(resumed_from=str(ckpt_path) if ckpt_path else None)
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
@@ -117,16 +190,46 @@ def _resume_checkpoint(cfg: DictConfig, out: Path) -> str | None:
     """`resume=auto` continues from the newest checkpoint in OUT, if any (a rerun after a kill).
 
     Candidates are `last.ckpt` (every N steps) and `hpc_ckpt_*.ckpt`, which Lightning writes when
-    SLURM signals the end of a job's time; whichever was written last wins.
+    SLURM signals the end of a job's time; whichever was written last wins. An explicit path that
+    does not exist is a ConfigError.
     """
     mode = cfg.get("resume", "auto")
     if mode in (False, "false", "never", None):
         return None
-    if mode != "auto":
-        return str(mode)  # an explicit checkpoint path
+    if mode != "auto":  # an explicit checkpoint path
+        if not Path(str(mode)).exists():
+            raise ConfigError(
+                "resume", f"checkpoint {mode} does not exist; give an existing one, auto or never"
+            )
+        return str(mode)
     candidates = [p for p in [out / "last.ckpt", *out.glob("hpc_ckpt_*.ckpt")] if p.exists()]
     if not candidates:
         return None
     newest = max(candidates, key=lambda p: p.stat().st_mtime)
     log.info("Resuming from %s", newest)
     return str(newest)
+
+
+def checkpoint_step(path: str | Path) -> int:
+    """The optimizer step a checkpoint was written at, read before anything in OUT is touched.
+
+    A checkpoint that cannot be read (cut short by a kill while being written, not a checkpoint)
+    is a one-line UserError. DeepSpeed writes a folder; Lightning's state is in its model-states file.
+    """
+    path = Path(path)
+    source = path
+    if path.is_dir():
+        found = sorted(path.glob("*/mp_rank_00_model_states.pt")) or sorted(path.glob("*/*model_states.pt"))
+        if not found:
+            raise UserError(
+                f"resume: {path} is a folder without DeepSpeed model states; move it away or set resume=never"
+            )
+        source = found[0]
+    try:
+        return int(torch.load(source, map_location="cpu", weights_only=False)["global_step"])
+    except Exception as err:  # a truncated zip, a pickle error, a missing key: all mean unusable
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+        raise UserError(
+            f"resume: cannot read checkpoint {path} ({type(err).__name__}: {reason}); nothing was changed: "
+            "move it away to start over, or set resume=never"
+        ) from None

@@ -76,10 +76,17 @@ class BaichuanNPCBackend(OpenAIBackend):
     Args beyond the ``openai`` backend's: ``profile_defaults``, profile fields sent with every
     conversation unless the conversation's own profile sets them (e.g. ``{"user_name": "AI"}``);
     ``min_temperature``, the lowest temperature sent (see the module docstring).
+
+    Code version: bump `CODE_VERSION` whenever a change to this class can change the reply to the
+    same request (profile handling, request shape); the ``openai`` backend's version counts too.
+    The model list of the readiness check is not verified for this API, so a configured model
+    missing from it is only a warning.
     """
 
+    CODE_VERSION = 1
     kind = "baichuan_npc"
     default_base_url = "https://api.baichuan-ai.com/v1"
+    strict_model_list = False
 
     def __init__(
         self,

@@ -26,7 +26,7 @@ from typing import Any
 from esc.chat.backends._common import error_reply, plain
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, register_backend
 from esc.errors import ConfigError
-from esc.hashing import sha256_file
+from esc.models.revision import adapter_hash, resolve_revision
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,18 @@ class HFBackend(ChatBackend):
         price: USD per 1,000 tokens, e.g. ``{"prompt": 0.0, "completion": 0.0}``.
         generation_config: extra ``transformers.GenerationConfig`` fields on top of the model's own,
             e.g. ``{"no_repeat_ngram_size": 3}``; part of the backend's identity (and cache key).
+
+    `check_ready` only checks the configuration (adapter and model directories); the weights are
+    loaded by `load` or on first use. The identity names the resolved model revision
+    (`esc.models.revision`: hub commit or content hash), the adapter's content hash, the
+    transformers (and peft) version that renders prompts and generates, and `CODE_VERSION`.
+
+    Code version: bump `CODE_VERSION` whenever a change to this class can change a reply to the
+    same request (prompt rendering, decoding settings, stop handling, text clean-up, token counts);
+    it is part of the request cache key, so replies cached by older code are no longer replayed.
     """
+
+    CODE_VERSION = 1
 
     def __init__(
         self,
@@ -97,6 +108,7 @@ class HFBackend(ChatBackend):
         self._device: Any = None
         self._context_window: int | None = None
         self._identity: dict[str, Any] | None = None
+        self._unresolved_warned = False
         self._lock = threading.RLock()  # one generation at a time (a server may call from threads)
 
     def __repr__(self) -> str:
@@ -117,9 +129,24 @@ class HFBackend(ChatBackend):
         raise ConfigError("backend.adapter", f"{root} has no {' or '.join(ADAPTER_WEIGHTS)}")
 
     def check_ready(self) -> None:
-        """Load the tokenizer, model and adapter now, so a broken config fails before any work."""
+        """Check the adapter and a local model directory without loading anything (`load` loads)."""
         if self.adapter:
+            from esc.models.loading import check_adapter_files
+
             self._adapter_weights()
+            check_adapter_files(self.adapter)  # a config or weights file cut short: one line, now
+        cfg = self.model_cfg
+        name = str(cfg.get("name_or_path") or "")
+        if name and not cfg.get("tiny") and not cfg.get("packaged"):
+            path = Path(name).expanduser()
+            looks_local = path.is_absolute() or name.startswith((".", "~")) or path.exists()
+            if looks_local and not (path / "config.json").is_file():
+                raise ConfigError(
+                    "backend.model.name_or_path", f"{path} is not a model directory (no config.json)"
+                )
+
+    def load(self) -> None:
+        """Load the tokenizer, model and adapter now (otherwise the first generation does)."""
         self._load()
 
     def _load(self) -> None:
@@ -160,35 +187,63 @@ class HFBackend(ChatBackend):
         return self._context_window
 
     def identity(self) -> dict[str, Any]:
-        if self._identity is None:
-            cfg = self.model_cfg
-            if cfg.get("tiny"):
-                from esc.models.tiny import TinySpec
+        """Kind, code and package versions, model and its resolved revision, dtype, adapter hash...
 
-                name_or_path = f"tiny-{TinySpec(**dict(cfg['tiny'])).key()}"
-            elif cfg.get("packaged"):  # the same on every machine, wherever the cache is
-                from esc.models.packaged import packaged_model
+        The revision is what is on disk now (nothing is loaded); a hub model that is not downloaded
+        yet has ``revision: null`` until `load` (see `cache_identity`).
+        """
+        if self._identity is not None:
+            return dict(self._identity)
+        import transformers
 
-                spec = packaged_model(str(cfg["packaged"]))
-                name_or_path = f"pypi:{spec.requirement}#sha256={spec.wheel_sha256[:16]}"
-            else:
-                name_or_path = str(cfg.get("name_or_path"))
-            identity: dict[str, Any] = {
-                "kind": "hf",
-                "name_or_path": name_or_path,
-                "revision": cfg.get("revision"),
-                "dtype": cfg.get("dtype"),
-                "adapter": self.adapter,
-                "adapter_sha256": sha256_file(self._adapter_weights()) if self.adapter else None,
-            }
-            if self.generation_overrides:
-                identity["generation_config"] = dict(sorted(self.generation_overrides.items()))
-            if cfg.get("chat_template"):
-                identity["chat_template_sha256"] = hashlib.sha256(
-                    str(cfg["chat_template"]).encode()
-                ).hexdigest()
+        cfg = self.model_cfg
+        if cfg.get("tiny"):
+            from esc.models.tiny import TinySpec
+
+            name_or_path = f"tiny-{TinySpec(**dict(cfg['tiny'])).key()}"
+        elif cfg.get("packaged"):  # the same on every machine, wherever the cache is
+            from esc.models.packaged import packaged_model
+
+            spec = packaged_model(str(cfg["packaged"]))
+            name_or_path = f"pypi:{spec.requirement}#sha256={spec.wheel_sha256[:16]}"
+        else:
+            name_or_path = str(cfg.get("name_or_path"))
+        revision = resolve_revision(cfg)
+        packages = {"transformers": transformers.__version__}
+        if self.adapter:
+            import peft
+
+            packages["peft"] = peft.__version__
+        identity: dict[str, Any] = {
+            "kind": "hf",
+            "code_version": self.code_version(),
+            "packages": packages,
+            "name_or_path": name_or_path,
+            **revision.to_dict(),
+            "dtype": cfg.get("dtype"),
+            "adapter": self.adapter,
+            "adapter_sha256": adapter_hash(self._adapter_weights().parent) if self.adapter else None,
+        }
+        if self.generation_overrides:
+            identity["generation_config"] = dict(sorted(self.generation_overrides.items()))
+        if cfg.get("chat_template"):
+            identity["chat_template_sha256"] = hashlib.sha256(str(cfg["chat_template"]).encode()).hexdigest()
+        # a hub revision read before loading may move when loading downloads a newer snapshot
+        if revision.resolved and (self._model is not None or revision.source != "hub-cache"):
             self._identity = identity
-        return dict(self._identity)
+        return dict(identity)
+
+    def cache_identity(self) -> dict[str, Any]:
+        """`identity` with the revision of the model that generates: a hub model whose revision is
+        not a pinned commit, and a tiny or packaged model not built yet, are loaded first."""
+        identity = self.identity()
+        if identity["revision"] is None or identity["revision_source"] == "hub-cache":
+            self.load()
+            identity = self.identity()
+            if identity["revision"] is None and not self._unresolved_warned:
+                self._unresolved_warned = True
+                log.warning("%r: the model revision could not be resolved; cache keys name none", self)
+        return identity
 
     # --- tokens -------------------------------------------------------------------------------
 

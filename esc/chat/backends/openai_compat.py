@@ -21,14 +21,19 @@ import threading
 import time
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
-from esc.chat.backends._common import error_reply, plain
+import openai
+
+from esc.chat.backends._common import error_reply, one_line, plain
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, register_backend
-from esc.errors import ConfigError
+from esc.errors import ConfigError, UserError
+from esc.secrets import redact
 
 log = logging.getLogger(__name__)
 
 DUMMY_KEY = "EMPTY"  # local servers (vLLM, SGLang, TGI) accept any key when started without one
+PROBE_TIMEOUT_S = 10.0  # the readiness request's timeout (at most the backend's own)
 
 
 def _logprobs(choice: Any) -> list[dict[str, Any]] | None:
@@ -57,10 +62,22 @@ class OpenAIBackend(ChatBackend):
         extra_body: extra JSON fields sent with every request (server-specific options).
         revision: a label for the cache key and manifest, e.g. a dated model snapshot.
         context_window: tokens the model attends to, when known (the API cannot tell).
+
+    `check_ready` checks the key variable (no request when it is unset), then lists the server's
+    models with one request (short timeout, no retries): an unreachable server, a rejected key or
+    a model the server does not serve fails before any work. Replies keep the model name the
+    server reports and its ``system_fingerprint``.
+
+    Code version: bump `CODE_VERSION` whenever a change to this class can change the reply to the
+    same request (the request body, how the reply text or finish reason is read); it is part of the
+    request cache key (subclasses add their own, e.g. ``baichuan_npc``).
     """
 
+    CODE_VERSION = 1
     kind = "openai"
     default_base_url = "https://api.openai.com/v1"
+    #: a configured model missing from the server's model list is an error (else a warning)
+    strict_model_list = True
 
     def __init__(
         self,
@@ -117,16 +134,86 @@ class OpenAIBackend(ChatBackend):
         return key
 
     def check_ready(self) -> None:
-        """Fail now, naming the environment variable, when the API key is missing."""
-        self._ensure_client()
+        """Fail now, with one line, when the key is missing, the server unreachable, the key rejected
+        or the model not served. The key check comes first and sends nothing."""
+        self._ensure_client()  # a missing key raises here, before any request
+        problem = self._run(self._probe())
+        if problem:
+            raise UserError(f"{self.kind} backend (model {self.model!r}, base_url {self._url()}): {problem}")
+
+    def _url(self, query: bool = False) -> str:
+        """The base URL without user info (it may hold credentials); without the query unless asked."""
+        parts = urlsplit(self.base_url or self.default_base_url)
+        host = parts.hostname or ""
+        host = f"[{host}]" if ":" in host else host  # IPv6
+        netloc = f"{host}:{parts.port}" if parts.port else host
+        return urlunsplit((parts.scheme, netloc, parts.path, parts.query if query else "", ""))
+
+    def _why(self, err: BaseException) -> str:
+        cause = err.__cause__ if isinstance(err, openai.APIConnectionError) and err.__cause__ else err
+        return one_line(cause, self._secrets, limit=200)
+
+    async def _probe(self) -> str | None:
+        """One cheap request (list the models); what is wrong, or None. Falls back to a one-token
+        chat request when the server has no model list."""
+        timeout = min(self.timeout_s, PROBE_TIMEOUT_S)
+        client = self._client.with_options(timeout=timeout, max_retries=0)
+        try:
+            page = await client.models.list()
+            served = [str(m.id) for m in page.data]
+        except openai.APITimeoutError:
+            return f"unreachable (no answer within {timeout:g} s)"
+        except openai.APIConnectionError as err:  # refused, DNS, TLS
+            return f"unreachable ({self._why(err)})"
+        except (openai.AuthenticationError, openai.PermissionDeniedError) as err:
+            return self._rejected(err)
+        except openai.APIStatusError as err:  # no model list here (404, 405...): try a chat request
+            log.info(
+                "%s: listing models gave HTTP %s; probing with a one-token request",
+                self._url(),
+                err.status_code,
+            )
+            return await self._probe_chat(client)
+        if served and self.model not in served:
+            shown = ", ".join(served[:10]) + (f" and {len(served) - 10} more" if len(served) > 10 else "")
+            if self.strict_model_list:
+                return f"model {self.model!r} is not served there (served: {shown})"
+            log.warning("%s: model %r is not in the server's list (%s)", self._url(), self.model, shown)
+        return None
+
+    async def _probe_chat(self, client: Any) -> str | None:
+        try:
+            await client.chat.completions.create(
+                model=self.model, messages=[{"role": "user", "content": "Hi"}], max_tokens=1
+            )
+        except openai.APIConnectionError as err:
+            return f"unreachable ({self._why(err)})"
+        except (openai.AuthenticationError, openai.PermissionDeniedError) as err:
+            return self._rejected(err)
+        except openai.NotFoundError as err:
+            return (
+                f"HTTP 404 for both /models and /chat/completions: check base_url (it usually ends in "
+                f"/v1) and that the server serves the model ({self._why(err)})"
+            )
+        except openai.BadRequestError as err:  # reachable and the key accepted; the probe's shape was not
+            log.warning("%s: could not verify model %r (%s)", self._url(), self.model, self._why(err))
+        except openai.APIStatusError as err:
+            return f"the server answered HTTP {err.status_code} ({self._why(err)})"
+        return None
+
+    def _rejected(self, err: openai.APIStatusError) -> str:
+        where = f"the key in {self.api_key_env}" if self.api_key_env else "no key (backend.api_key_env=null)"
+        return f"HTTP {err.status_code}: the server rejected {where} ({self._why(err)})"
 
     def identity(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
+            "code_version": self.code_version(),
             "model": self.model,
-            "base_url": self.base_url or self.default_base_url,
+            "base_url": self._url(query=True),
             "revision": self.revision,
-            "extra_body": self.extra_body or None,
+            # credential-like entries (a header with a key, say) masked: identities reach files
+            "extra_body": redact(self.extra_body) if self.extra_body else None,
         }
 
     # --- the client and its event loop --------------------------------------------------------
@@ -136,8 +223,6 @@ class OpenAIBackend(ChatBackend):
             if self._client is not None:
                 return
             key = self._read_key()  # raises before anything is started
-            from openai import AsyncOpenAI
-
             loop = asyncio.new_event_loop()
             thread = threading.Thread(target=loop.run_forever, name=f"{self.kind}-backend", daemon=True)
             thread.start()
@@ -150,7 +235,7 @@ class OpenAIBackend(ChatBackend):
                 kwargs["base_url"] = self.base_url
             self._secrets = (key,) if key != DUMMY_KEY else ()
             self._loop, self._thread = loop, thread
-            self._client = self._run(self._make_client(AsyncOpenAI, kwargs))
+            self._client = self._run(self._make_client(openai.AsyncOpenAI, kwargs))
 
     @staticmethod
     async def _make_client(factory: Any, kwargs: dict[str, Any]) -> Any:
@@ -200,6 +285,8 @@ class OpenAIBackend(ChatBackend):
                     completion_tokens=getattr(usage, "completion_tokens", None),
                     latency_s=time.perf_counter() - t0,
                     logprobs=_logprobs(choice) if settings.top_logprobs else None,
+                    model=getattr(response, "model", None) or None,
+                    system_fingerprint=getattr(response, "system_fingerprint", None) or None,
                 )
             except Exception as err:  # retries are exhausted (or the request was never valid)
                 reply = error_reply(err, time.perf_counter() - t0, self._secrets)

@@ -71,6 +71,9 @@ class APIJudge(Judge):
         )
 
     def check_ready(self) -> None:
+        """Key first (no request when its variable is unset), then one cheap request: an unreachable
+        endpoint, a rejected key or a model the server does not serve fails with one line, before
+        any work. Loads no local model."""
         self.backend.check_ready()
 
     def identity(self) -> dict[str, Any]:

