@@ -25,20 +25,21 @@ from typing import Any, Literal
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from esc.cards.schema import LANGUAGES
 from esc.chat.cache import JOURNAL_MODES
 from esc.errors import ConfigError
+from esc.interact.engine import CONTEXT_POLICIES
+from esc.scoring.agreement_run import SPLITS as AGREEMENT_SPLITS
+from esc.scoring.correlation import ANNOTATION_GROUPS, RECORD_GROUPS
+from esc.scoring.run import MODES as RANK_MODES
 
 Job = Literal["train", "evaluate", "rank"]
 JOBS: tuple[str, ...] = ("train", "evaluate", "rank")
 TRAIN, EVALUATE, RANK = ("train",), ("evaluate",), ("rank",)
 
-# Choices that code elsewhere acts on; tests/test_bad_inputs.py checks they match that code.
-LANGUAGES = ("en", "zh")
-CONTEXT_POLICIES = ("truncate_oldest", "fail")  # esc/interact/engine.py
+# Choices the code acts on, from the modules that act on them.
 RESUME_MODES = ("auto", "never")  # esc/train/run.py; or a checkpoint path
-RANK_MODES = ("score", "leaderboard", "agreement", "correlation")  # esc/scoring/run.py MODES
-AGREEMENT_SPLITS = ("train", "val", "test", "all")  # esc/scoring/agreement_run.py SPLITS
-CORRELATION_GROUPS = ("source", "language", "target", "roleplayer")  # esc/scoring/correlation.py
+CORRELATION_GROUPS = (*ANNOTATION_GROUPS, *RECORD_GROUPS)
 JUDGE_KINDS = ("local", "api")
 BACKEND_KINDS = ("hf", "openai", "baichuan_npc")
 

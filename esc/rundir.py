@@ -146,35 +146,29 @@ class RunFolder:
     def _check_or_record(self) -> None:
         if self.settings is None:
             return
-        path = self.folder / SETTINGS_FILE
         recorded = read_settings(self.folder)
         if self.kind in recorded:
             before = {k: v for k, v in recorded[self.kind].items() if k in self.settings}
             check_same_settings(before, self.settings, str(self.folder))
             return
-        if not self.lock:
-            return  # only the lock holder writes
-        recorded[self.kind] = self.settings
-        atomic_write_text(path, json.dumps(recorded, indent=2, ensure_ascii=False, default=str) + "\n")
+        self._write({**recorded, self.kind: self.settings})
 
     def check_resolved(self, resolved: Mapping[str, Any]) -> None:
         """Second phase, once the models are loaded: what only loading can tell (the commit a hub
         model resolved to, the hash of a model built on first use), under the kind's `resolved`
         entry. Checked against the record, or recorded on the first run."""
-        self.check_entry("resolved", resolved)
-
-    def check_entry(self, name: str, value: Any) -> None:
-        """Check (or record, on first use) one more entry `name` of this kind's settings."""
         if self.settings is None:
             return
-        value = _plain(value)
+        resolved = _plain(dict(resolved))
         recorded = read_settings(self.folder)
         entry = recorded.get(self.kind, {})
-        if name in entry:
-            check_same_settings({name: entry[name]}, {name: value}, str(self.folder))
-            return
-        if self.lock:
-            recorded[self.kind] = {**entry, name: value}
+        if "resolved" in entry:
+            check_same_settings({"resolved": entry["resolved"]}, {"resolved": resolved}, str(self.folder))
+        else:
+            self._write({**recorded, self.kind: {**entry, "resolved": resolved}})
+
+    def _write(self, recorded: Mapping[str, Any]) -> None:
+        if self.lock:  # only the lock holder writes; other ranks of a training job only check
             text = json.dumps(recorded, indent=2, ensure_ascii=False, default=str) + "\n"
             atomic_write_text(self.folder / SETTINGS_FILE, text)
 

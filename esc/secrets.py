@@ -163,6 +163,7 @@ class RedactHydraFiles(Callback):
     """Hydra callback: mask secrets in the config files Hydra saved for this job (and the sweep)."""
 
     def on_job_start(self, config: Any, **kwargs: Any) -> None:
+        from hydra.types import RunMode
         from omegaconf import OmegaConf
 
         hydra_cfg = config.hydra
@@ -170,7 +171,7 @@ class RedactHydraFiles(Callback):
         files: list[Path] = []
         if hydra_cfg.output_subdir is not None:
             files += sorted((Path(hydra_cfg.runtime.output_dir) / hydra_cfg.output_subdir).glob("*.yaml"))
-        if str(hydra_cfg.mode) == "RunMode.MULTIRUN":
+        if hydra_cfg.mode == RunMode.MULTIRUN:
             files.append(Path(hydra_cfg.sweep.dir) / "multirun.yaml")
         for path in files:
             if path.is_file():

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from esc.chat.base import ChatBackend, GenerationSettings, Reply
+from esc.errors import ConfigError
 from esc.interact.dialogue import Dialogue, Turn, fit_context
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,10 @@ class Usage:
         return data
 
 
+#: what to do when a prompt outgrows a model's context window (`dialogue.context_policy`)
+CONTEXT_POLICIES = ("truncate_oldest", "fail")
+
+
 @dataclasses.dataclass
 class DialogueEngine:
     roleplayer: Side
@@ -95,6 +100,12 @@ class DialogueEngine:
     usage: dict[str, Usage] = dataclasses.field(
         default_factory=lambda: {"roleplayer": Usage(), "target": Usage()}
     )
+
+    def __post_init__(self) -> None:
+        if self.context_policy not in CONTEXT_POLICIES:
+            raise ConfigError("dialogue.context_policy", f"must be one of {', '.join(CONTEXT_POLICIES)}")
+        if self.turns < 1:
+            raise ConfigError("dialogue.turns", f"must be at least 1, got {self.turns}")
 
     def run_wave(self, dialogues: Sequence[Dialogue]) -> list[Dialogue]:
         """Play `turns` exchanges for every dialogue; each ends complete or failed with a reason."""

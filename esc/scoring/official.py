@@ -40,6 +40,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from esc.dialogues.official import official_name
 from esc.errors import DataError, UserError, exit_on_user_error
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.rubrics import LANGUAGES, SCORES, dimension, dimensions, prompt_style
@@ -70,12 +71,6 @@ def split_name(path: Path) -> tuple[str | None, str | None, str | None]:
     `<target>__<roleplayer>_<lang>.json`; None where it has none."""
     match = _NAME.match(Path(path).stem)
     return (match["target"], match["roleplayer"], match["language"]) if match else (None, None, None)
-
-
-def official_file_name(target: str, roleplayer: str, language: str) -> str:
-    """`<target>__<roleplayer>_<lang>.json`: the official `<Model>_<lang>.json` with the role-player
-    in the model part, so the scores of runs with different role-players never collide."""
-    return f"{target}__{roleplayer}_{language}.json"
 
 
 def _released_card_ids(language: str) -> list[int]:
@@ -238,7 +233,7 @@ def export(
                 f"{target} × {roleplayer} ({language}) was judged by {len(judges)} judges {judges}; "
                 "an official file holds one: pass --judge or fewer score files"
             )
-        name = official_file_name(target, roleplayer, language)
+        name = official_name(target, roleplayer, language)
         path = write_official_scores(group, out / name, _card_ids(cards, language))
         written.append((path, len({r.dialogue_id for r in group})))
     return written

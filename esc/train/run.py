@@ -226,7 +226,8 @@ def checkpoint_step(path: str | Path) -> int:
             )
         source = found[0]
     try:
-        return int(torch.load(source, map_location="cpu", weights_only=False)["global_step"])
+        # mmap: the tensors are not read (Lightning loads the checkpoint again to resume from it)
+        return int(torch.load(source, map_location="cpu", weights_only=False, mmap=True)["global_step"])
     except Exception as err:  # a truncated zip, a pickle error, a missing key: all mean unusable
         reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
         raise UserError(
