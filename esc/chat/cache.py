@@ -34,6 +34,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock, Timeout
+
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply
 from esc.errors import ConfigError, DataError, UserError, exit_on_user_error
 
@@ -168,16 +170,25 @@ class RequestCache:
         )
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self.timeout_s * 1000)}")
-            mode = conn.execute(f"PRAGMA journal_mode = {self.journal_mode}").fetchone()[0]
-            if str(mode).lower() != self.journal_mode:
-                log.warning(
-                    "request cache %s: journal_mode %s unavailable, using %s",
-                    self.path,
-                    self.journal_mode,
-                    mode,
-                )
+            # Switching the journal mode and creating the table need the whole file, and SQLite may
+            # answer "database is locked" at once, without waiting, to connections doing it at the
+            # same time: one process or thread at a time sets the file up (a lock file beside it).
+            with FileLock(f"{self.path}.setup.lock", timeout=self.timeout_s):
+                mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+                if str(mode).lower() != self.journal_mode:
+                    mode = conn.execute(f"PRAGMA journal_mode = {self.journal_mode}").fetchone()[0]
+                if str(mode).lower() != self.journal_mode:
+                    log.warning(
+                        "request cache %s: journal_mode %s unavailable, using %s",
+                        self.path,
+                        self.journal_mode,
+                        mode,
+                    )
+                conn.execute(SCHEMA)
             conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute(SCHEMA)
+        except Timeout as err:
+            conn.close()
+            raise sqlite3.OperationalError(f"cache setup lock busy for {self.timeout_s:g} s") from err
         except BaseException:
             conn.close()
             raise
