@@ -25,6 +25,9 @@ from esc.interact.run import evaluate
 def main(cfg: DictConfig) -> None:
     validate(cfg, "evaluate")  # one line naming the key, before any work
     result = evaluate(cfg)
+    if result.get("skipped"):  # a target without downloadable weights, in a sweep
+        print(f"skipped {result['skipped']}")
+        return
     counts = result["counts"]
     print(
         f"{counts['completed']} dialogues completed, {counts['failed']} failed, "

@@ -8,6 +8,9 @@
     sbatch --nodes=2 slurm/train_multinode.sbatch +exp=esc_role
     # a local sweep, one run after the other
     python train.py -m +exp=esc_role model=tiny cpu_fallback=true trainer.max_steps=5 peft.r=4,8
+    # the ablation grid (held-out loss per variant, one table) and an Optuna search of the LoRA rate
+    python train.py -m +exp=esc_role_ablation
+    python train.py -m +exp=esc_role_lr_optuna
 
     # ESC-RANK: one LoRA judge adapter per dimension from human scores, then agreement on the test split
     python train.py +exp=esc_rank model=tiny cpu_fallback=true trainer.max_steps=30
@@ -25,12 +28,13 @@ from esc.errors import exit_on_user_error, run_hydra
 
 @hydra.main(config_path="conf", config_name="train", version_base="1.3")
 @exit_on_user_error
-def main(cfg: DictConfig) -> None:
+def main(cfg: DictConfig) -> float | None:
     validate(cfg, "train")  # one line naming the key, before any work
     result = get_method(cfg.runner)(cfg)  # esc.train.run.train, or an experiment's own job
     if result.get("report"):
         print(result["report"])
     print(result.get("saved") or f"Adapter saved to {result['adapter_dir']} (step {result['global_step']})")
+    return result.get("objective")  # a sweeper that optimises (Optuna) minimises this
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from esc.cards.schema import LANGUAGES
 from esc.chat.cache import JOURNAL_MODES
 from esc.errors import ConfigError
 from esc.interact.engine import CONTEXT_POLICIES
+from esc.models.loading import AUTO_CLASSES
 from esc.scoring.agreement_run import SPLITS as AGREEMENT_SPLITS
 from esc.scoring.correlation import ANNOTATION_GROUPS, RECORD_GROUPS
 from esc.scoring.run import MODES as RANK_MODES
@@ -234,6 +235,7 @@ def _side_rules(side: str) -> list[Rule]:
         Rule(f"{side}.backend.kind", one_of(*BACKEND_KINDS), EVALUATE),
         Rule(f"{side}.backend.adapter", path("dir", null=True), EVALUATE, "a PEFT adapter directory"),
         Rule(f"{side}.backend.batch_size", integer(1), EVALUATE),
+        Rule(f"{side}.backend.model.auto_class", one_of(*AUTO_CLASSES, null=True), EVALUATE),
         Rule(f"{side}.generation.max_new_tokens", integer(1), EVALUATE),
         Rule(f"{side}.generation.temperature", number(minimum=0), EVALUATE, "0: greedy"),
         Rule(f"{side}.generation.top_p", number(above=0, maximum=1), EVALUATE),
@@ -291,6 +293,9 @@ RULES: tuple[Rule, ...] = (
     Rule("callbacks.checkpoint.every_n_train_steps", integer(0, null=True), TRAIN),
     Rule("data.languages", list_of(one_of(*LANGUAGES)), TRAIN),
     Rule("data.roleplay_ratio", number(minimum=0), TRAIN),
+    Rule("data.hold_out_card_echo", boolean(), TRAIN),
+    Rule("data.sources.smile.cards", path("file", null=True), TRAIN, "a JSON-lines card file; null: none"),
+    Rule("data.sources.roleplay.rolebench_turns", integer(1), TRAIN, "question/answer pairs per session"),
     Rule("data.val_fraction", number(minimum=0, below=1), TRAIN),
     # rank.py
     Rule("mode", one_of(*RANK_MODES), RANK),

@@ -103,7 +103,7 @@ def _labelled_runs(labels: list[int]) -> list[list[int]]:
 
 
 def test_prompts_are_versioned_and_follow_figure_11():
-    assert training_texts_version() == 1 and prompt_version(training_prompt_id()) == 1
+    assert training_texts_version() == 1 and prompt_version(training_prompt_id()) == 2
     en = role_player_system_prompt("Age: Not mentioned\nProblem: X", "en")
     assert en.startswith(
         "I hope you can role-play as a person with worries and communicate with an AI assistant."
@@ -299,7 +299,7 @@ def test_mixture_deterministic_disjoint_and_ratio():
     every = train + val
     n_esc = sum(s.source in ("esconv", "smile") for s in every)
     n_rp = sum(s.source in ("rolebench", "charactereval") for s in every)
-    assert n_esc == 500
+    assert 480 < n_esc <= 500  # Smile dialogues whose only client turn recites the card are left out
     assert n_rp == round(0.3 * n_esc)
     assert len(val) == pytest.approx(0.1 * len(every), abs=3)
     other_seed, _ = build_samples({**cfg, "seed": 7})

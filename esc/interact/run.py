@@ -13,12 +13,13 @@ from tqdm import tqdm
 from esc.cards import RoleCard
 from esc.chat.base import ChatBackend, GenerationSettings, build_backend
 from esc.chat.cache import with_cache
+from esc.errors import ConfigError
 from esc.interact.dialogue import Dialogue
 from esc.interact.engine import DialogueEngine, Side, usage_report
 from esc.interact.selection import select_cards
 from esc.interact.store import DialogueStore
 from esc.prompts import example_dialogue, prompt_version, render_roleplayer_prompt
-from esc.rundir import RunFolder, model_settings, refuse_unswept_sweep, resolved_revision
+from esc.rundir import RunFolder, in_multirun, model_settings, refuse_unswept_sweep, resolved_revision
 from esc.runinfo import RunManifest
 
 log = logging.getLogger(__name__)
@@ -99,11 +100,33 @@ def check_ready(sides: Sequence[Side]) -> None:
         side.backend.check_ready()
 
 
+def unavailable_target(target_cfg: Mapping[str, Any]) -> str | None:
+    """Why the target cannot run as configured: its config says it has no weights to download
+    (`weights_unavailable`) and no local copy is given. None when it can run."""
+    note = target_cfg.get("weights_unavailable")
+    model = (target_cfg.get("backend") or {}).get("model") or {}
+    if not note or (isinstance(model, Mapping) and model.get("name_or_path")):
+        return None
+    return f"{target_cfg.get('name')}: {note}"
+
+
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
-    """Play every selected card against the target; resumable, writing each wave as it completes."""
+    """Play every selected card against the target; resumable, writing each wave as it completes.
+
+    A target without downloadable weights (`unavailable_target`) is a one-line error, or, in a
+    sweep such as `+exp=table2_en`, a skipped job (`{"skipped": reason}`) so the grid goes on."""
     refuse_unswept_sweep()
     out = Path(cfg.output_dir)
     resolved = OmegaConf.to_container(cfg, resolve=True)
+    reason = unavailable_target(resolved["target"])
+    if reason:
+        if in_multirun():
+            log.warning("Skipped: %s", reason)
+            return {"output_dir": str(out), "skipped": reason}
+        raise ConfigError(
+            "target.backend.model.name_or_path",
+            f"is not set, and {reason}: target.backend.model.name_or_path=PATH",
+        )
     cards = select_cards(resolved["cards"], resolved.get("shard"))
     roleplayer_cfg, target_cfg = resolved["roleplayer"], resolved["target"]
     cache_cfg = resolved.get("cache")

@@ -118,6 +118,35 @@ def _probe_bitsandbytes(compute_dtype: str) -> None:
         ) from None
 
 
+AUTO_CLASSES = ("AutoModelForCausalLM", "AutoModel")
+
+
+def auto_model_class(model_cfg: Mapping[str, Any], path: str | None = None) -> str:
+    """The transformers Auto class that loads the model: `model.auto_class` when set, else decided
+    from the model's config.json (read, never executed): AutoModelForCausalLM, unless the model's
+    own code maps only `AutoModel` (ChatGLM-6B and its fine-tunes such as SoulChat: their
+    `auto_map` has AutoModel and AutoModelForSeq2SeqLM, not AutoModelForCausalLM)."""
+    chosen = model_cfg.get("auto_class")
+    if chosen:
+        if chosen not in AUTO_CLASSES:
+            raise ConfigError(
+                "model.auto_class", f"should be one of {list(AUTO_CLASSES)} or null, got {chosen!r}"
+            )
+        return str(chosen)
+    if model_cfg.get("tiny") or model_cfg.get("packaged"):
+        return "AutoModelForCausalLM"
+    from transformers import PretrainedConfig
+
+    config, _ = PretrainedConfig.get_config_dict(
+        path or resolve_model_path(model_cfg), revision=model_cfg.get("revision")
+    )
+    auto_map = config.get("auto_map") or {}
+    if auto_map and "AutoModelForCausalLM" not in auto_map and "AutoModel" in auto_map:
+        log.info("%s maps no AutoModelForCausalLM: loading it with AutoModel", model_cfg.get("name"))
+        return "AutoModel"
+    return "AutoModelForCausalLM"
+
+
 def load_causal_lm(
     model_cfg: Mapping[str, Any],
     quant_cfg: Mapping[str, Any] | None = None,
@@ -132,9 +161,10 @@ def load_causal_lm(
     shards it when its engine starts), with `bnb_4bit_quant_storage` and the dtype both the
     compute dtype.
     """
-    from transformers import AutoModelForCausalLM
+    import transformers
 
     path = resolve_model_path(model_cfg)
+    auto_class = getattr(transformers, auto_model_class(model_cfg, path))
     kwargs: dict[str, Any] = {
         "revision": model_cfg.get("revision"),
         "trust_remote_code": bool(model_cfg.get("trust_remote_code", False)),
@@ -148,15 +178,15 @@ def load_causal_lm(
     quantization = bnb_config(quant_cfg, zero3=zero3)
     if quantization is not None:
         kwargs["quantization_config"] = quantization
-    log.info("Loading causal LM %s from %s", model_cfg.get("name"), path)
+    log.info("Loading causal LM %s from %s (%s)", model_cfg.get("name"), path, auto_class.__name__)
     if not zero3:
-        return AutoModelForCausalLM.from_pretrained(path, **kwargs)
+        return auto_class.from_pretrained(path, **kwargs)
     zero3_hf_config(deepspeed_config)
     if quantization is None:
-        return AutoModelForCausalLM.from_pretrained(path, **kwargs)
+        return auto_class.from_pretrained(path, **kwargs)
     kwargs["dtype"] = quantization.bnb_4bit_quant_storage  # one float dtype for ZeRO-3 to shard
     with outside_zero_init():
-        return AutoModelForCausalLM.from_pretrained(path, **kwargs)
+        return auto_class.from_pretrained(path, **kwargs)
 
 
 _HF_DEEPSPEED_CONFIG: Any = None  # transformers keeps only a weak reference: this keeps it alive

@@ -1,14 +1,16 @@
 """ESConv reader (FADO re-format, JSON lines): the seeker is the role-player (`assistant`).
 
-Role card: until an LLM card extractor exists (paper section 2.3.1 used GPT-4), the card is
-built from the dialogue's own metadata in the ESC-Eval card layout:
+Role card: the paper extracted cards with GPT-4 (section 2.3.1); here the card is built from the
+dialogue's own metadata in the ESC-Eval card layout:
 
     Age: Not mentioned
     Gender: Not mentioned
     Occupation: Not mentioned
     Problem: {situation} (Problem type: {problem_type}; emotion: {emotion_type})
 
-The ESConv `situation` is the seeker's own first-person summary, written before the chat.
+The ESConv `situation` is the seeker's own first-person summary, written before the chat. Some
+seekers paste it as their first message; such a turn recites the card and is held out of the
+learned turns (`esc.sft.echo`).
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from esc.errors import DataError
-from esc.prompts import format_card, role_player_system_prompt
-from esc.sft.sample import Role, Sample, esc_dialogue, get_field, read_jsonl
+from esc.prompts import format_card
+from esc.sft.sample import Role, Sample, esc_sample, get_field, read_jsonl
 
 SOURCE = "esconv"
 SPLITS = ("train", "valid", "test")
@@ -57,11 +59,10 @@ def read_esconv(path: Path, split: str | None = None) -> list[Sample]:
             if speaker not in _SPEAKERS:
                 raise DataError(path, f"{where}, dialog[{k}]", f"speaker should be usr/sys, got {speaker!r}")
             turns.append((_SPEAKERS[speaker], text))
-        system = role_player_system_prompt(esconv_card(situation, problem_type, emotion_type), "en")
-        messages = esc_dialogue(system, turns, "en")
-        if messages is None:
-            continue
-        samples.append(Sample(f"{SOURCE}/{split}/{index}", SOURCE, "en", split, messages))
+        card = esconv_card(situation, problem_type, emotion_type)
+        sample = esc_sample(f"{SOURCE}/{split}/{index}", SOURCE, "en", split, card, turns)
+        if sample is not None:
+            samples.append(sample)
     return samples
 
 

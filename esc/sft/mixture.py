@@ -5,12 +5,17 @@ Config keys read (all under the `data` group; defaults in brackets):
     root: null                      # data directory [esc.paths.data_dir()]
     sources:
       esconv:   {enabled: true, max_samples: null, splits: [train, valid, test]}
-      smile:    {enabled: true, max_samples: null}
-      roleplay: {enabled: true}
-    roleplay_ratio: 0.3             # role-play samples = round(ratio * number of ESC samples); 0 disables
+      smile:    {enabled: true, max_samples: null, cards: null}
+      roleplay: {enabled: true, rolebench_turns: 5, files: []}
+    roleplay_ratio: 3.13            # role-play samples = round(ratio * number of ESC samples); 0 disables
+    hold_out_card_echo: true        # seeker turns that recite the card are context, not learned
     languages: [en, zh]
     val_fraction: 0.05
     seed: 42
+
+The paper's mix (section 2.3.1): 3,390 ESC samples in 14K role-play samples, so
+(14,000 - 3,390) / 3,390 = 3.13 general role-play samples per ESC sample (`PAPER_ROLEPLAY_RATIO`).
+When the role-play pool is smaller than that, all of it is used and the log says so.
 
 Determinism: every choice (max_samples subsets, role-play draw, val split) orders samples by
 sha256(f"{seed}:{purpose}:{sample id}"), so the same config yields the same samples and split on
@@ -32,6 +37,7 @@ drawn relative to the ESC count, so it needs at least one ESC source.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 from collections import Counter
@@ -51,6 +57,8 @@ from esc.sft.smile import read_smile, smile_dir
 log = logging.getLogger(__name__)
 
 SOURCE_LANGUAGES = {"esconv": ("en",), "smile": ("zh",), "roleplay": ("en", "zh")}
+PAPER_ESC_SAMPLES, PAPER_TOTAL_SAMPLES = 3390, 14000  # paper section 2.3.1
+PAPER_ROLEPLAY_RATIO = round((PAPER_TOTAL_SAMPLES - PAPER_ESC_SAMPLES) / PAPER_ESC_SAMPLES, 2)  # 3.13
 
 
 def _plain(cfg: Any) -> dict[str, Any]:
@@ -109,6 +117,30 @@ def _number(cfg: dict[str, Any], key: str, default: float, prefix: str, lo: floa
     return float(value)
 
 
+def _turns(value: Any, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(
+            key, f"should be an integer >= 1 (question/answer pairs per session), got {value!r}"
+        )
+    return value
+
+
+def _roleplay_files(files: Any, key: str) -> list[dict[str, Any]]:
+    """Check `sources.roleplay.files`: a list of {path, language, name?} of existing files."""
+    if not isinstance(files, (list, tuple)):
+        raise ConfigError(key, f"should be a list of {{path, language, name}}, got {files!r}")
+    checked = []
+    for k, spec in enumerate(files):
+        if not isinstance(spec, Mapping) or not spec.get("path") or spec.get("language") not in LANGUAGES:
+            raise ConfigError(
+                f"{key}[{k}]", f"needs `path` and `language` (one of {list(LANGUAGES)}), got {spec!r}"
+            )
+        if not Path(spec["path"]).is_file():
+            raise ConfigError(f"{key}[{k}].path", f"no such file: {spec['path']}")
+        checked.append(dict(spec))
+    return checked
+
+
 def build_samples(cfg: Any, key_prefix: str = "data") -> tuple[list[Sample], list[Sample]]:
     """Read, filter, mix and split the ESC-Role training data; returns (train, val).
 
@@ -122,7 +154,10 @@ def build_samples(cfg: Any, key_prefix: str = "data") -> tuple[list[Sample], lis
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ConfigError(f"{p}.seed", f"should be an integer, got {seed!r}")
     val_fraction = _number(cfg, "val_fraction", 0.05, p, 0.0, 0.5)
-    ratio = _number(cfg, "roleplay_ratio", 0.3, p, 0.0, 100.0)
+    ratio = _number(cfg, "roleplay_ratio", PAPER_ROLEPLAY_RATIO, p, 0.0, 100.0)
+    hold_out_echo = cfg.get("hold_out_card_echo", True)
+    if not isinstance(hold_out_echo, bool):
+        raise ConfigError(f"{p}.hold_out_card_echo", f"should be true or false, got {hold_out_echo!r}")
     languages = cfg.get("languages", list(LANGUAGES))
     if isinstance(languages, str) or not isinstance(languages, (list, tuple)):
         raise ConfigError(
@@ -169,15 +204,36 @@ def build_samples(cfg: Any, key_prefix: str = "data") -> tuple[list[Sample], lis
             read_esconv_splits(root, splits), max_samples("esconv"), seed, "max:esconv"
         )
     if enabled("smile"):
-        per_source["smile"] = _take(read_smile(smile_dir(root)), max_samples("smile"), seed, "max:smile")
+        card_file = (sources["smile"] or {}).get("cards")
+        smile = read_smile(smile_dir(root), Path(card_file) if card_file else None)
+        per_source["smile"] = _take(smile, max_samples("smile"), seed, "max:smile")
+    if not hold_out_echo:  # the ablation: learn the turns that recite the card too
+        per_source = {k: [dataclasses.replace(s, hold_out=()) for s in v] for k, v in per_source.items()}
+    for name, samples in per_source.items():
+        echoing = sum(1 for s in samples if s.hold_out)
+        per_source[name] = [s for s in samples if s.learned_turns()]
+        if echoing:
+            log.info(
+                "%s: %d of %d dialogues have a seeker turn that recites the card (context, not learned); "
+                "%d have nothing else to learn and are left out",
+                name, echoing, len(samples), len(samples) - len(per_source[name]),
+            )  # fmt: skip
     n_esc = sum(len(v) for v in per_source.values())
     target = round(ratio * n_esc)
     if enabled("roleplay") and target > 0:
-        pool = read_roleplay(root, [lang for lang in LANGUAGES if lang in languages])
+        opts = sources["roleplay"] or {}
+        pool = read_roleplay(
+            root,
+            [lang for lang in LANGUAGES if lang in languages],
+            rolebench_turns=_turns(opts.get("rolebench_turns", 5), f"{p}.sources.roleplay.rolebench_turns"),
+            files=_roleplay_files(opts.get("files") or [], f"{p}.sources.roleplay.files"),
+        )
         if target > len(pool):
             log.warning(
-                "roleplay: wanted %d samples (%s x %d ESC) but only %d exist", target, ratio, n_esc, len(pool)
-            )
+                "roleplay: wanted %d samples (%s x %d ESC) but only %d exist: using all of them "
+                "(%.2f per ESC sample)",
+                target, ratio, n_esc, len(pool), len(pool) / max(n_esc, 1),
+            )  # fmt: skip
         per_source["roleplay"] = _take(pool, target, seed, "roleplay")
 
     train: list[Sample] = []

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, Literal, TypedDict
 
 from esc.errors import DataError, UserError
-from esc.prompts import supporter_opener
+from esc.prompts import role_player_system_prompt, supporter_opener
+from esc.sft.echo import card_echo_turns
 
 Role = Literal["system", "user", "assistant"]
 
@@ -26,9 +27,11 @@ class Sample:
     """One training dialogue: a system prompt, then alternating user/assistant turns.
 
     `id` is stable across machines and runs (e.g. "esconv/train/17"); `assistant` turns are the
-    ones the model learns (the seeker in ESC data, the character in role-play data). `group`
-    names the dialogue a sample comes from when several samples share one (CharacterEval
-    scenes); the train/val split keeps a group together. None means the sample is its own group.
+    ones the model learns (the seeker in ESC data, the character in role-play data), except those
+    whose message index is in `hold_out`: they stay in the context but carry no labels (a seeker
+    turn that recites the role card, `esc.sft.echo`). `group` names the dialogue a sample comes
+    from when several samples share one (CharacterEval scenes, RoleBench sessions); the train/val
+    split keeps a group together. None means the sample is its own group.
     """
 
     id: str
@@ -37,6 +40,7 @@ class Sample:
     split_hint: str | None
     messages: list[Message] = field(default_factory=list)
     group: str | None = None
+    hold_out: tuple[int, ...] = ()
 
     @property
     def split_key(self) -> str:
@@ -44,8 +48,14 @@ class Sample:
         return self.group or self.id
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict (for `datasets.Dataset.from_list` or JSON)."""
-        return asdict(self)
+        """Plain dict (for `datasets.Dataset.from_list` or JSON); `hold_out` as a list."""
+        out = asdict(self)
+        out["hold_out"] = list(self.hold_out)
+        return out
+
+    def learned_turns(self) -> list[int]:
+        """Indices of the messages the model learns: assistant turns not held out."""
+        return [i for i, m in enumerate(self.messages) if m["role"] == "assistant" and i not in self.hold_out]
 
 
 def require_file(path: Path) -> Path:
@@ -131,6 +141,19 @@ def shape_dialogue(
     return [{"role": "system", "content": system}, *body]
 
 
-def esc_dialogue(system: str, turns: Iterable[tuple[Role, str]], language: str) -> list[Message] | None:
-    """`shape_dialogue` for ESC data: the Figure 11 supporter opener precedes a seeker-first dialogue."""
-    return shape_dialogue(system, turns, supporter_opener(language))
+def esc_sample(
+    sample_id: str,
+    source: str,
+    language: Literal["en", "zh"],
+    split_hint: str | None,
+    card: str,
+    turns: Iterable[tuple[Role, str]],
+) -> Sample | None:
+    """An ESC-Role sample: the training prompt with `card` as system message, the supporter opener
+    of that prompt before a seeker-first dialogue, and every seeker turn that recites the card held
+    out of the learned turns (`esc.sft.echo`). None if the seeker never speaks."""
+    system = role_player_system_prompt(card, language)
+    messages = shape_dialogue(system, turns, supporter_opener(language))
+    if messages is None:
+        return None
+    return Sample(sample_id, source, language, split_hint, messages, hold_out=card_echo_turns(card, messages))

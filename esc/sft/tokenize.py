@@ -3,8 +3,9 @@
 `encode_chat` renders the tokenizer's own chat template, finds each assistant span as the text
 difference between the prompt before the turn (`add_generation_prompt=True`) and the prompt with
 the turn, and labels exactly the assistant content plus the end-of-turn token that closes it
-(ChatML: "content<|im_end|>"; the newline after it is not learned). Every piece of text is
-tokenized with `add_special_tokens=False` and the pieces are concatenated; for ChatML-style
+(ChatML: "content<|im_end|>"; the newline after it is not learned). Assistant turns named in
+`hold_out` (message indices; `Sample.hold_out`) stay in the context without labels. Every piece
+of text is tokenized with `add_special_tokens=False` and the pieces are concatenated; for ChatML-style
 templates (Qwen1.5, InternLM2) piece boundaries sit on special tokens or newlines, so the ids equal
 tokenizing the whole rendered string.
 """
@@ -12,7 +13,7 @@ tokenizing the whole rendered string.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from esc.errors import UserError
@@ -34,12 +35,15 @@ def _render(tokenizer: Any, messages: Messages, add_generation_prompt: bool = Fa
     return text
 
 
-def chat_segments(tokenizer: Any, messages: Messages) -> list[tuple[str, bool]]:
+def chat_segments(
+    tokenizer: Any, messages: Messages, hold_out: Collection[int] = ()
+) -> list[tuple[str, bool]]:
     """Split the rendered chat into (text, is_learned) pieces whose concatenation is the full render.
 
     Learned pieces are each assistant message's content through its end-of-turn token, without
-    trailing whitespace. Raises UserError if the template is not prefix-stable (a later render does
-    not extend an earlier one), because then assistant spans cannot be located by text difference.
+    trailing whitespace; assistant messages whose index is in `hold_out` are not learned. Raises
+    UserError if the template is not prefix-stable (a later render does not extend an earlier one),
+    because then assistant spans cannot be located by text difference.
     """
     if getattr(tokenizer, "chat_template", None) is None:
         raise UserError(f"tokenizer {getattr(tokenizer, 'name_or_path', '')!r} has no chat template")
@@ -47,7 +51,7 @@ def chat_segments(tokenizer: Any, messages: Messages) -> list[tuple[str, bool]]:
     pieces: list[tuple[str, bool]] = []
     cursor = 0
     for i, message in enumerate(messages):
-        if message["role"] != "assistant":
+        if message["role"] != "assistant" or i in hold_out:
             continue
         before = _render(tokenizer, messages[:i], add_generation_prompt=True)
         through = _render(tokenizer, messages[: i + 1])
@@ -71,14 +75,17 @@ def chat_segments(tokenizer: Any, messages: Messages) -> list[tuple[str, bool]]:
     return pieces
 
 
-def encode_chat(tokenizer: Any, messages: Messages, max_length: int) -> dict[str, list[int]] | None:
-    """Tokenize a chat; labels are -100 except on assistant content and its end-of-turn token.
+def encode_chat(
+    tokenizer: Any, messages: Messages, max_length: int, hold_out: Collection[int] = ()
+) -> dict[str, list[int]] | None:
+    """Tokenize a chat; labels are -100 except on assistant content and its end-of-turn token
+    (assistant messages whose index is in `hold_out` excepted).
 
     Longer chats are truncated by dropping whole trailing turns: the result ends right after the
-    last assistant turn (and the whitespace that follows it) that fits in `max_length`. Returns
-    None when not even the first assistant turn fits, or when there is no assistant turn.
+    last learned assistant turn (and the whitespace that follows it) that fits in `max_length`.
+    Returns None when not even the first learned turn fits, or when there is none.
     """
-    pieces = chat_segments(tokenizer, messages)
+    pieces = chat_segments(tokenizer, messages, hold_out)
     if not any(learned for _, learned in pieces):
         return None
     ids_per_piece = tokenizer([text for text, _ in pieces], add_special_tokens=False)["input_ids"]
@@ -122,18 +129,19 @@ def encode_dataset(
     for row in rows:
         row.pop("split_hint", None)
         row.pop("group", None)
+        row["hold_out"] = list(row.get("hold_out") or [])
     ds = datasets.Dataset.from_list(rows)
 
     def encode(example: dict[str, Any]) -> dict[str, list[int]]:
-        out = encode_chat(tokenizer, example["messages"], max_length)
+        out = encode_chat(tokenizer, example["messages"], max_length, example.get("hold_out") or ())
         return out or {"input_ids": [], "attention_mask": [], "labels": []}
 
-    ds = ds.map(encode, remove_columns=["messages"], num_proc=num_proc, desc="tokenize")
+    ds = ds.map(encode, remove_columns=["messages", "hold_out"], num_proc=num_proc, desc="tokenize")
     n_before = len(ds)
     ds = ds.filter(lambda ex: len(ex["input_ids"]) > 0, num_proc=num_proc, desc="drop too long")
     if len(ds) < n_before:
         log.info(
-            "encode_dataset: dropped %d of %d samples (first assistant turn > %d tokens)",
+            "encode_dataset: dropped %d of %d samples (no learned turn, or the first > %d tokens)",
             n_before - len(ds),
             n_before,
             max_length,

@@ -18,6 +18,7 @@ from esc.models.loading import load_tokenizer
 from esc.rundir import RunFolder, refuse_unswept_sweep
 from esc.runinfo import NullManifest, RunManifest
 from esc.train.adapter import save_adapter
+from esc.train.heldout import HeldOutEvaluation
 from esc.train.loggers import build_loggers
 from esc.train.progress import build_progress_bar
 from esc.train.strategies import build_strategy
@@ -172,18 +173,28 @@ def _train(cfg: DictConfig, out: Path, fallbacks: list[str]) -> dict[str, Any]:
 
             wandb.finish()
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
+    heldout = next((c.result for c in callbacks if isinstance(c, HeldOutEvaluation)), None)
     manifest.finish(
         global_step=trainer.global_step,
         final_metrics=metrics,
         adapter_dir=str(out),
         metrics_csv=str(out / "metrics.csv"),
+        heldout=heldout,
     )
-    return {
+    result = {
         "output_dir": str(out),
         "adapter_dir": str(out),
         "global_step": trainer.global_step,
         "metrics": metrics,
     }
+    if heldout:  # what a sweep minimises (e.g. +exp=esc_role_lr_optuna)
+        result["heldout"] = heldout
+        result["objective"] = heldout["after"]
+        result["report"] = (
+            f"Held-out loss ({heldout['source']}, {heldout['dialogues']} dialogues, {heldout['tokens']:,} "
+            f"role-player tokens): {heldout['before']:.4f} -> {heldout['after']:.4f} ({heldout['change']:+.4f})"
+        )
+    return result
 
 
 def _resume_checkpoint(cfg: DictConfig, out: Path) -> str | None:

@@ -58,6 +58,15 @@ def _check_generation_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
     return dict(overrides)
 
 
+def render_prompt(tokenizer: Any, messages: Sequence[Message]) -> str:
+    """The prompt text a conversation becomes: the tokenizer's chat template (or the one the model
+    config sets, `esc.models.loading.load_tokenizer`) with the generation prompt. The text is then
+    tokenized without adding special tokens: the template writes them (BOS, [gMASK]sop, ...)."""
+    return tokenizer.apply_chat_template(
+        [dict(m) for m in messages], tokenize=False, add_generation_prompt=True
+    )
+
+
 @register_backend("hf")
 class HFBackend(ChatBackend):
     """A local transformers model (plus an optional PEFT adapter) generating in batches.
@@ -248,10 +257,9 @@ class HFBackend(ChatBackend):
     # --- tokens -------------------------------------------------------------------------------
 
     def _prompt_ids(self, messages: Sequence[Message]) -> list[int]:
-        text = self._tokenizer.apply_chat_template(
-            [dict(m) for m in messages], tokenize=False, add_generation_prompt=True
+        return list(
+            self._tokenizer(render_prompt(self._tokenizer, messages), add_special_tokens=False)["input_ids"]
         )
-        return list(self._tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def count_tokens(self, messages: Sequence[Message]) -> int | None:
         self._load()

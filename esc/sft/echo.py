@@ -1,0 +1,71 @@
+"""Seeker turns that recite the role card: kept in the context, never learned.
+
+ESC-Role must *gradually reveal* the worry on its card (Figure 11). A training turn that is the
+card's text teaches the opposite: to recite the card. This happens wherever a card is made from the
+dialogue itself: a Smile card is the client's first message (no metadata exists to build a card
+from), and some ESConv seekers paste their pre-chat `situation` as their first message. Such a turn
+stays in the conversation (the supporter's next reply answers it) but gets no labels
+(`Sample.hold_out`), so the model never learns to produce it.
+
+A turn *echoes* the card when the text it shares with the card's problem (the text after
+"Problem:" / "问题：", case and whitespace folded; the stretches of at least `BLOCK_CHARS`
+characters that `difflib` matches in order, so a lightly edited copy still counts) is
+
+- at least `ECHO_SHARE` of the turn, and at least `ECHO_MIN_CHARS` characters (the turn is mostly
+  card text), or
+- at least `ECHO_SHARE` of the problem (the turn carries most of the card, however short), or
+- at least `ECHO_CHARS` characters (a long passage copied from the card).
+
+A turn that names the same worry in its own words, or shares a short phrase, is not an echo.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from difflib import SequenceMatcher
+
+ECHO_SHARE = 0.5
+ECHO_MIN_CHARS = 16  # shorter shared stretches ("yes", "my boyfriend") are not recitation
+ECHO_CHARS = 80  # about 15 English words, a long Chinese sentence
+BLOCK_CHARS = 8  # shorter matching stretches are chance (common words, single characters)
+_PROBLEM_LABEL = re.compile(r"(?:Problems?\s*:|问题\s*[：:])", re.IGNORECASE)
+
+
+def _fold(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def card_problem(card: str) -> str:
+    """The problem a card describes: the text after its last "Problem:" / "问题：" label, or the
+    whole card if it has none."""
+    parts = _PROBLEM_LABEL.split(card)
+    return parts[-1].strip() if len(parts) > 1 and parts[-1].strip() else card
+
+
+def shared_chars(text: str, turn: str) -> int:
+    """Characters of `turn` in stretches of at least `BLOCK_CHARS` that `text` has too, matched in
+    order (case and whitespace folded)."""
+    a, b = _fold(text), _fold(turn)
+    if not a or not b:
+        return 0
+    blocks = SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks()
+    return sum(block.size for block in blocks if block.size >= BLOCK_CHARS)
+
+
+def echoes_card(card: str, turn: str) -> bool:
+    """Whether `turn` recites `card` (see the module docstring for the rule)."""
+    problem = card_problem(card)
+    shared = shared_chars(problem, turn)
+    return (
+        shared >= ECHO_CHARS
+        or (shared >= ECHO_MIN_CHARS and shared >= ECHO_SHARE * len(_fold(turn)))
+        or (shared > 0 and shared >= ECHO_SHARE * len(_fold(problem)))
+    )
+
+
+def card_echo_turns(card: str, messages: Sequence[Mapping[str, str]]) -> tuple[int, ...]:
+    """Indices of the assistant (seeker) messages that echo `card`."""
+    return tuple(
+        i for i, m in enumerate(messages) if m["role"] == "assistant" and echoes_card(card, m["content"])
+    )
