@@ -190,9 +190,10 @@ def _train(cfg: DictConfig, out: Path, fallbacks: list[str]) -> dict[str, Any]:
     if heldout:  # what a sweep minimises (e.g. +exp=esc_role_lr_optuna)
         result["heldout"] = heldout
         result["objective"] = heldout["after"]
+        h = heldout
         result["report"] = (
-            f"Held-out loss ({heldout['source']}, {heldout['dialogues']} dialogues, {heldout['tokens']:,} "
-            f"role-player tokens): {heldout['before']:.4f} -> {heldout['after']:.4f} ({heldout['change']:+.4f})"
+            f"Held-out loss ({h['source']}, {h['dialogues']} dialogues, {h['tokens']:,} role-player "
+            f"tokens): {h['before']:.4f} -> {h['after']:.4f} ({h['change']:+.4f})"
         )
     return result
 
