@@ -6,11 +6,13 @@
 
 The job is `train.py +exp=esc_role_smollm2` (the real mixture: ESConv + English RoleBench, the
 Figure 11 prompt, role-player-only labels), except that ESConv's `valid` and `test` files are kept
-out of training (`data.sources.esconv.splits=[train]`). The held-out set is the first
-`--eval-dialogues` dialogues of ESConv's `valid` file, encoded exactly like training samples; the
-script checks that none of them is among the training samples. The figure is the mean negative
-log-likelihood per role-player token (`esc.train.heldout`), measured on the same model before
-training (the LoRA update starts at zero, so "before" is the base model) and after N steps.
+out of training (`data.sources.esconv.splits=[train]`). `train.py +exp=esc_role_heldout` measures
+the same figure inside a training run (`callbacks.heldout`), and `+exp=esc_role_ablation` for a
+grid. The held-out set is the first `--eval-dialogues` dialogues of ESConv's `valid` file, encoded
+exactly like training samples; the script checks that none of them is among the training samples.
+The figure is the mean negative log-likelihood per role-player token (`esc.train.heldout`),
+measured on the same model before training (the LoRA update starts at zero, so "before" is the base
+model) and after N steps.
 
 Run from the repository root after `make data` (SmolLM2 is fetched on first use, or by `make models`).
 """
@@ -36,10 +38,8 @@ from hydra.utils import instantiate  # noqa: E402
 from benchmarks.common import cpu_trainer  # noqa: E402
 from esc.errors import UserError, exit_on_user_error  # noqa: E402
 from esc.models.loading import load_tokenizer  # noqa: E402
-from esc.paths import data_dir  # noqa: E402
-from esc.sft.esconv import read_esconv_splits  # noqa: E402
 from esc.sft.tokenize import encode_chat  # noqa: E402
-from esc.train.heldout import HeldOutLoss, heldout_loss  # noqa: E402
+from esc.train.heldout import HeldOutLoss, heldout_loss, heldout_samples  # noqa: E402
 from tests.helpers import compose  # noqa: E402
 
 
@@ -90,12 +90,16 @@ def main() -> int:
     module = instantiate(cfg.module, _convert_="all")
     module.configure_model()
 
-    heldout = read_esconv_splits(data_dir(), ["valid"])[: args.eval_dialogues]
+    heldout = heldout_samples("esconv_valid", args.eval_dialogues)
     trained_ids = {s.id for s in datamodule.samples()[0]}
     leaked = [s.id for s in heldout if s.id in trained_ids]
     if leaked:
         raise UserError(f"held-out dialogues are in the training data: {leaked[:3]}")
-    encoded = [e for e in (encode_chat(tokenizer, s.messages, cfg.model.max_length) for s in heldout) if e]
+    encoded = [
+        e
+        for e in (encode_chat(tokenizer, s.messages, cfg.model.max_length, s.hold_out) for s in heldout)
+        if e
+    ]
     pad = tokenizer.pad_token_id
 
     t0 = time.perf_counter()
@@ -113,7 +117,7 @@ def main() -> int:
     print(
         f"{cfg.model.name} + LoRA r={cfg.peft.r}, lr={cfg.model.lora_lr}, {args.steps} steps x "
         f"{cfg.datamodule.batch_size} rows of <= {cfg.model.max_length} tokens "
-        f"({len(datamodule.train_set)} training rows: ESConv train + RoleBench en), CPU "
+        f"({len(datamodule.train_set)} training rows: ESConv train + English role play), CPU "
         f"({torch.get_num_threads()} threads), torch {torch.__version__}"
     )
     print(

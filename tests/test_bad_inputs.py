@@ -201,6 +201,11 @@ CASES: tuple[Case, ...] = (
     ),
     Case("evaluate-adapter-not-set", (*EV, "roleplayer=esc_role_local"), ("roleplayer.backend.adapter",)),
     Case(
+        "evaluate-target-without-weights",
+        (*EV, "target=extes_llama"),
+        ("config `target.backend.model.name_or_path`", "no public weights"),
+    ),
+    Case(
         "evaluate-truncated-adapter",
         (*EV_RUN, "roleplayer.backend.adapter={tmp}/adapter"),
         ("adapter/adapter_model.safetensors", "cut short"),
@@ -237,6 +242,18 @@ CASES: tuple[Case, ...] = (
     Case("train-unknown-data-language", (*TR, "data.languages=[fr]"), ("config `data.languages`",)),
     Case("train-typo-logger", (*TR, "logger=wandbb"), ("logger/wandbb", "csv")),
     Case("train-typo-key", (*TR, "trainer.max_step=1"), ("config `trainer.max_step`",)),
+    Case(
+        "train-smile-card-file-twice",
+        (*TR, "data.sources.smile.cards={fx}/smile_cards.jsonl"),
+        ("smile_cards.jsonl", "line 2", "a second card for 'smile/0'"),
+        needs_data=True,
+    ),
+    Case(
+        "train-roleplay-file-unknown-speaker",
+        (*TR, "data.sources.roleplay.files=[{{path: {fx}/roleplay.jsonl, language: en}}]"),
+        ("roleplay.jsonl", "line 1, message 0", "unknown speaker 'narrator'"),
+        needs_data=True,
+    ),
     # --- rank.py ---
     Case("rank-typo-mode", (*RK, "mode=scor", "dialogues={tmp}"), ("config `mode`", '"scor"')),
     Case("rank-dialogues-not-set", RK, ("config `dialogues`", "mandatory")),
@@ -283,6 +300,12 @@ def fx(tmp_path_factory: pytest.TempPathFactory) -> Path:
     write("official_bad_index.json", {"7": ["AI assistant：Hello", "ESC-Role：I feel stuck."]})
     write("official_zh.json", {"0": ["AI assistant：你好，我是您的私人助手。", "ESC-Role：我最近压力很大。"]})
     (root / "official_latin1.json").write_bytes('{"0": ["AI assistant：Hall'.encode() + b'\xe9"]}')  # Latin-1
+    card = {"id": "smile/0", "card": "年龄：青年\n问题：学业压力大"}
+    (root / "smile_cards.jsonl").write_text(json.dumps(card) + "\n" + json.dumps(card) + "\n")
+    chat = {
+        "conversations": [{"from": "narrator", "value": "Once upon a time"}, {"from": "gpt", "value": "Hi"}]
+    }
+    (root / "roleplay.jsonl").write_text(json.dumps(chat) + "\n")
     return root
 
 

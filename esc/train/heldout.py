@@ -111,7 +111,8 @@ class HeldOutEvaluation(pl.Callback):
         self._encoded: list[dict[str, list[int]]] = []
         self._before: HeldOutLoss | None = None
 
-    def on_fit_start(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+    def setup(self, trainer: pl.Trainer, module: pl.LightningModule, stage: str) -> None:
+        """Before the model loads: the held-out set, checked against the training samples, encoded."""
         from esc.sft.tokenize import encode_chat
 
         datamodule = trainer.datamodule
@@ -127,6 +128,9 @@ class HeldOutEvaluation(pl.Callback):
         tokenizer = datamodule.tokenizer
         encoded = (encode_chat(tokenizer, s.messages, datamodule.max_length, s.hold_out) for s in samples)
         self._encoded = [e for e in encoded if e]
+
+    def on_fit_start(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+        tokenizer = trainer.datamodule.tokenizer
         with module.model.disable_adapter():  # the base model, also when resuming a trained adapter
             self._before = heldout_loss(module.model, self._encoded, tokenizer.pad_token_id, self.batch_size)
 
