@@ -28,7 +28,7 @@ from omegaconf.errors import OmegaConfBaseException
 from esc.cards.schema import LANGUAGES
 from esc.chat.cache import JOURNAL_MODES
 from esc.errors import ConfigError
-from esc.interact.engine import CONTEXT_POLICIES
+from esc.interact.engine import CONTEXT_POLICIES, ENGINE_MODES
 from esc.models.loading import AUTO_CLASSES
 from esc.scoring.agreement_run import SPLITS as AGREEMENT_SPLITS
 from esc.scoring.correlation import ANNOTATION_GROUPS, RECORD_GROUPS
@@ -255,6 +255,8 @@ RULES: tuple[Rule, ...] = (
     Rule("dialogue.turns", integer(1), EVALUATE),
     Rule("dialogue.context_policy", one_of(*CONTEXT_POLICIES), EVALUATE),
     Rule("engine.wave_size", integer(1), EVALUATE),
+    Rule("engine.mode", one_of(*ENGINE_MODES), EVALUATE, "auto streams when every side is an API/server"),
+    Rule("engine.concurrency", integer(1, null=True), EVALUATE, "streaming: dialogues in flight"),
     Rule("engine.progress", boolean(), EVALUATE),
     Rule("shard.count", integer(1), EVALUATE),
     Rule("shard.index", integer(0), EVALUATE),

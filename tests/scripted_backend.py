@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,9 +26,14 @@ class ScriptedBackend(ChatBackend):
         fail_on: str | None = None,
         context_window: int | None = None,
         price: dict | None = None,
+        max_concurrency: int | None = None,
+        slow_on: str | None = None,
+        slow_s: float = 0.0,
     ) -> None:
         self.label, self.fail_on = label, fail_on
         self.context_window, self.price = context_window, price
+        self.max_concurrency = max_concurrency  # set: it acts as an API (the engine streams)
+        self.slow_on, self.slow_s = slow_on, slow_s  # a conversation mentioning slow_on waits slow_s
         self.calls: list[list[list[Message]]] = []
         ScriptedBackend.instances.append(self)
 
@@ -36,6 +42,8 @@ class ScriptedBackend(ChatBackend):
         replies = []
         for messages in batch:
             text = "\n".join(m["content"] for m in messages)
+            if self.slow_on and self.slow_on in text:
+                time.sleep(self.slow_s)
             if self.fail_on and self.fail_on in text:
                 replies.append(
                     Reply("", "error", error=f"ScriptedError: planned failure on {self.fail_on!r}")

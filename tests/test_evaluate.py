@@ -334,3 +334,35 @@ def test_esc_role_local_plays_with_the_adapter_train_py_wrote(tmp_path: Path) ->
     assert manifest["models"]["roleplayer"]["adapter_sha256"]
     dialogue = next(read_dialogues(tmp_path / "eval" / "dialogues" / "tiny__esc_role_local__en.jsonl"))
     assert dialogue.meta["prompt"]["id"] == "esc_role_figure11"
+
+
+def test_api_sides_stream_each_dialogue_and_write_it_when_it_ends(tmp_path: Path) -> None:
+    """With every side an API (max_concurrency), a slow dialogue holds up no other: each is played
+    on its own, one request at a time, and written as it ends; the texts equal a turn-synchronous run."""
+    waves = scripted_cfg(tmp_path / "waves", "cards.languages=[en]", "engine.mode=waves")
+    evaluate(waves)
+    first = next(read_dialogues(tmp_path / "waves" / "dialogues" / "tiny__tiny__en.jsonl"))
+    slow_card = first.system_prompt.split("Problem: ")[1][:40]  # only this dialogue's role-player sees it
+    api = {"max_concurrency": 3, "slow_on": slow_card, "slow_s": 0.5}
+    cfg = scripted_cfg(tmp_path / "stream", "cards.languages=[en]", rp=api, target={"max_concurrency": 3})
+    ScriptedBackend.instances.clear()
+    result = evaluate(cfg)
+    assert result["counts"]["completed"] == 3 and result["counts"]["failed"] == 0
+    written = list(read_dialogues(tmp_path / "stream" / "dialogues" / "tiny__tiny__en.jsonl"))
+    assert written[-1].card_id == first.card_id  # played first, slowest, written last
+    roleplayer, target = ScriptedBackend.instances[-2:]
+    assert {len(call) for call in roleplayer.calls + target.calls} == {1}  # one conversation a request
+    by_card = {d["card_id"]: d for d in stable(tmp_path / "waves" / "dialogues" / "tiny__tiny__en.jsonl")}
+    for dialogue in stable(tmp_path / "stream" / "dialogues" / "tiny__tiny__en.jsonl"):
+        assert dialogue["turns"] == by_card[dialogue["card_id"]]["turns"]
+
+
+def test_streaming_records_failures_and_the_rerun_retries_them(tmp_path: Path) -> None:
+    api = {"max_concurrency": 2}
+    cfg = scripted_cfg(
+        tmp_path, "cards.languages=[en]", rp=api, target={**api, "fail_on": "seeker #2"}
+    )  # every target request at turn 1 sees "seeker #2": all fail
+    result = evaluate(cfg)
+    assert result["counts"] == {"selected": 3, "skipped": 0, "completed": 0, "failed": 3}
+    cfg = scripted_cfg(tmp_path, "cards.languages=[en]", rp=api, target=api)
+    assert evaluate(cfg)["counts"] == {"selected": 3, "skipped": 0, "completed": 3, "failed": 0}

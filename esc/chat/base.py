@@ -96,6 +96,10 @@ class ChatBackend(abc.ABC):
     context_window: int | None = None
     #: USD per 1,000 tokens, e.g. {"prompt": 0.03, "completion": 0.06}; None when not configured
     price: dict[str, float] | None = None
+    #: requests it serves well at once, one conversation each (an API or a server does its own
+    #: batching); None: it gains from batches of conversations (a local model). The engine plays
+    #: dialogues independently, each as soon as its reply arrives, when every side has one.
+    max_concurrency: int | None = None
 
     @abc.abstractmethod
     def generate(self, batch: Sequence[Sequence[Message]], settings: GenerationSettings) -> list[Reply]:

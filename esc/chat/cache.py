@@ -297,6 +297,10 @@ class CachedBackend(ChatBackend):
     def price(self) -> dict[str, float] | None:  # type: ignore[override]
         return self.inner.price
 
+    @property
+    def max_concurrency(self) -> int | None:  # type: ignore[override]
+        return self.inner.max_concurrency
+
     def identity(self) -> dict[str, Any]:
         return self.inner.identity()
 

@@ -1,17 +1,24 @@
-"""The turn-synchronous dialogue engine.
+"""The dialogue engine: turn-synchronous waves for local models, independent dialogues for APIs.
 
-Dialogues advance together: in each turn, every pending role-player message goes to the
-role-player backend as one batch, then every target reply to the target backend as one batch.
-GPU generation and API servers therefore see full batches instead of one request at a time (the
-official script's shape). Cards are processed in waves of `wave_size` dialogues so that finished
-dialogues reach the disk as each wave completes.
+Waves (`run_wave`): dialogues advance together: in each turn, every pending role-player message goes
+to the role-player backend as one batch, then every target reply to the target backend as one batch.
+Local models therefore generate full batches instead of one request at a time (the official
+script's shape). Cards are processed in waves of `wave_size` dialogues so that finished dialogues
+reach the disk as each wave completes.
+
+Streaming (`run_streaming`): when every side is an API or a model server (a backend with
+`max_concurrency`, which batches on its own), a wave would make each turn wait for its slowest
+request. Instead up to `concurrency` dialogues are played at once, each on its own, turn after turn
+as its replies arrive, and each is handed back (written, counted) the moment it completes.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from esc.chat.base import ChatBackend, GenerationSettings, Reply
@@ -89,6 +96,27 @@ class Usage:
 
 #: what to do when a prompt outgrows a model's context window (`dialogue.context_policy`)
 CONTEXT_POLICIES = ("truncate_oldest", "fail")
+#: how dialogues advance (`engine.mode`): auto picks streaming when every side has a `max_concurrency`
+ENGINE_MODES = ("auto", "waves", "streaming")
+
+
+def streaming_concurrency(sides: Sequence[Side], mode: str, concurrency: int | None) -> int | None:
+    """Dialogues in flight when dialogues should stream (see the module docstring), else None.
+
+    `mode` auto streams when every side's backend takes concurrent requests (`max_concurrency`);
+    streaming forces it (local sides then get one conversation per call); waves never streams.
+    `concurrency` (null: the smallest `max_concurrency` of the sides) bounds the dialogues in flight.
+    """
+    if mode not in ENGINE_MODES:
+        raise ConfigError("engine.mode", f"must be one of {', '.join(ENGINE_MODES)}, got {mode!r}")
+    limits = [side.backend.max_concurrency for side in sides]
+    if mode == "waves" or (mode == "auto" and not all(limits)):
+        return None
+    if concurrency is not None:
+        if int(concurrency) < 1:
+            raise ConfigError("engine.concurrency", f"must be at least 1 or null, got {concurrency}")
+        return int(concurrency)
+    return min((n for n in limits if n), default=1)
 
 
 @dataclasses.dataclass
@@ -106,6 +134,49 @@ class DialogueEngine:
             raise ConfigError("dialogue.context_policy", f"must be one of {', '.join(CONTEXT_POLICIES)}")
         if self.turns < 1:
             raise ConfigError("dialogue.turns", f"must be at least 1, got {self.turns}")
+        self._usage_lock = threading.Lock()  # streaming: replies are counted from several threads
+
+    def run_streaming(
+        self, dialogues: Sequence[Dialogue], concurrency: int, stop: threading.Event | None = None
+    ) -> Iterator[Dialogue]:
+        """Play the dialogues independently, at most `concurrency` at once; yield each (complete or
+        failed) as soon as it ends, in the order they end. Setting `stop` (or closing the generator,
+        e.g. on Ctrl-C) starts no new turn; dialogues in flight end after their current request and
+        are not yielded."""
+        stop = stop or threading.Event()
+        pending = iter(dialogues)
+        with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="dialogue") as pool:
+            running: set[Future] = set()
+            try:
+                while True:
+                    while len(running) < concurrency and not stop.is_set():
+                        dialogue = next(pending, None)
+                        if dialogue is None:
+                            break
+                        running.add(pool.submit(self._play_one, dialogue, stop))
+                    if not running:
+                        return
+                    done, running = wait(running, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        dialogue = future.result()
+                        if dialogue.status != "interrupted":
+                            yield dialogue
+            finally:
+                stop.set()  # closed early (an exception, Ctrl-C): no new turns; in-flight requests end
+
+    def _play_one(self, dialogue: Dialogue, stop: threading.Event) -> Dialogue:
+        for _ in range(self.turns):
+            for side, speaker, view, head in (
+                (self.roleplayer, "roleplayer", Dialogue.roleplayer_view, 2),
+                (self.target, "target", Dialogue.target_view, None),
+            ):
+                if stop.is_set():
+                    dialogue.status = "interrupted"
+                    return dialogue
+                self._step([dialogue], side, speaker, view, keep_head=head)
+        if dialogue.status == "running":
+            dialogue.status = "complete"
+        return dialogue
 
     def run_wave(self, dialogues: Sequence[Dialogue]) -> list[Dialogue]:
         """Play `turns` exchanges for every dialogue; each ends complete or failed with a reason."""
@@ -156,7 +227,8 @@ class DialogueEngine:
                 f"{side.name} backend returned {len(replies)} replies for {len(prompts)} prompts"
             )
         for (dialogue, _, n), reply in zip(prompts, replies, strict=True):
-            self.usage[speaker].add(reply)
+            with self._usage_lock:
+                self.usage[speaker].add(reply)
             if not reply.ok:
                 dialogue.fail(f"{speaker} {side.name}: {reply.error or 'generation failed'}")
                 continue

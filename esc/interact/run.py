@@ -15,7 +15,7 @@ from esc.chat.base import ChatBackend, GenerationSettings, build_backend
 from esc.chat.cache import with_cache
 from esc.errors import ConfigError
 from esc.interact.dialogue import Dialogue
-from esc.interact.engine import DialogueEngine, Side, usage_report
+from esc.interact.engine import DialogueEngine, Side, streaming_concurrency, usage_report
 from esc.interact.selection import select_cards
 from esc.interact.store import DialogueStore
 from esc.prompts import example_dialogue, prompt_version, render_roleplayer_prompt
@@ -180,7 +180,10 @@ def _play(
     engine = DialogueEngine(
         roleplayer, target, turns=cfg.dialogue.turns, context_policy=cfg.dialogue.context_policy
     )
-    wave_size = max(1, int(cfg.engine.wave_size))
+    engine_cfg = resolved["engine"]
+    concurrency = streaming_concurrency(
+        (roleplayer, target), engine_cfg.get("mode", "auto"), engine_cfg.get("concurrency")
+    )
     counts = {"selected": len(cards), "skipped": skipped, "completed": 0, "failed": 0}
     try:
         with tqdm(
@@ -189,14 +192,23 @@ def _play(
             desc=f"{roleplayer.name} × {target.name}",
             disable=not cfg.engine.progress,
         ) as bar:
-            for start in range(0, len(pending), wave_size):
-                wave = [factory(card) for card in pending[start : start + wave_size]]
-                for dialogue in engine.run_wave(wave):
+
+            def finished(dialogues: list[Dialogue]) -> None:
+                for dialogue in dialogues:
                     stores[dialogue.language].add(dialogue)
                     counts["completed" if dialogue.status == "complete" else "failed"] += 1
-                bar.update(len(wave))
+                bar.update(len(dialogues))
                 bar.set_postfix(failed=counts["failed"])
                 manifest.update(counts=counts, usage=usage_report(engine))
+
+            if concurrency:  # every side an API or server: each dialogue goes on as its replies arrive
+                log.info("Streaming: up to %d dialogues at once, each written when it ends", concurrency)
+                for dialogue in engine.run_streaming([factory(card) for card in pending], concurrency):
+                    finished([dialogue])
+            else:  # local models: turn-synchronous batches, one wave at a time
+                wave_size = max(1, int(cfg.engine.wave_size))
+                for start in range(0, len(pending), wave_size):
+                    finished(engine.run_wave([factory(card) for card in pending[start : start + wave_size]]))
         for store in stores.values():
             store.finalize()
     except BaseException as err:

@@ -55,7 +55,8 @@ class OpenAIBackend(ChatBackend):
         model: the model id the server knows, e.g. ``gpt-4-0613`` or a vLLM ``--served-model-name``.
         base_url: the API root (``http://127.0.0.1:8000/v1`` for a local server); None: OpenAI.
         api_key_env: the environment variable holding the key; None: send a dummy key (local servers).
-        max_concurrency: requests in flight at once.
+        max_concurrency: requests in flight at once (64: sized for a server such as vLLM; an
+            evaluation with every side behind such a backend plays that many dialogues at once).
         timeout_s: seconds per request attempt.
         max_retries: retries per request after the first attempt (the SDK's backoff).
         price: USD per 1,000 tokens, e.g. ``{"prompt": 0.03, "completion": 0.06}``.
@@ -84,7 +85,7 @@ class OpenAIBackend(ChatBackend):
         model: str,
         base_url: str | None = None,
         api_key_env: str | None = "OPENAI_API_KEY",
-        max_concurrency: int = 8,
+        max_concurrency: int = 64,
         timeout_s: float = 60.0,
         max_retries: int = 5,
         price: dict[str, float] | None = None,
