@@ -42,7 +42,7 @@ TRAIN, EVALUATE, RANK = ("train",), ("evaluate",), ("rank",)
 RESUME_MODES = ("auto", "never")  # esc/train/run.py; or a checkpoint path
 CORRELATION_GROUPS = (*ANNOTATION_GROUPS, *RECORD_GROUPS)
 JUDGE_KINDS = ("local", "api")
-BACKEND_KINDS = ("hf", "openai", "baichuan_npc")
+BACKEND_KINDS = ("hf", "openai", "baichuan_npc", "vllm")
 
 Check = Callable[[Any], "str | None"]
 """A check takes a plain value (containers converted) and returns the problem, or None if fine."""
@@ -234,7 +234,7 @@ def _side_rules(side: str) -> list[Rule]:
     return [
         Rule(f"{side}.backend.kind", one_of(*BACKEND_KINDS), EVALUATE),
         Rule(f"{side}.backend.adapter", path("dir", null=True), EVALUATE, "a PEFT adapter directory"),
-        Rule(f"{side}.backend.batch_size", integer(1), EVALUATE),
+        Rule(f"{side}.backend.batch_size", either(one_of("auto"), integer(1)), EVALUATE, "or auto"),
         Rule(f"{side}.backend.model.auto_class", one_of(*AUTO_CLASSES, null=True), EVALUATE),
         Rule(f"{side}.generation.max_new_tokens", integer(1), EVALUATE),
         Rule(f"{side}.generation.temperature", number(minimum=0), EVALUATE, "0: greedy"),

@@ -108,6 +108,48 @@ def test_hf_batch_composition_does_not_change_replies(hf):
     assert len({r.prompt_tokens for r in batched}) > 3  # the prompts really differ in length
 
 
+def test_hf_out_of_memory_splits_the_batch_before_anything_fails(hf, monkeypatch):
+    """A chunk that does not fit is halved until it does (a GPU's OOM, simulated above 2 rows);
+    the replies equal an unconstrained run, and later chunks keep the size that fit."""
+    import torch
+
+    plain = hf.generate(CONVERSATIONS, GREEDY)
+    real = HFBackend._generate_chunk
+    sizes: list[int] = []
+
+    def small_gpu(self, prompts, settings, gen):
+        sizes.append(len(prompts))
+        if len(prompts) > 2 or any(len(p) > 10**6 for p in prompts):
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return real(self, prompts, settings, gen)
+
+    monkeypatch.setattr(HFBackend, "_generate_chunk", small_gpu)
+    hf.batch_size = 8
+    try:
+        replies = hf.generate(CONVERSATIONS, GREEDY)
+        assert [r.text for r in replies] == [r.text for r in plain] and all(r.ok for r in replies)
+        assert hf.batch_size == 2 and max(sizes[1:]) <= 4
+    finally:
+        hf.batch_size = 8
+
+
+def test_hf_a_gpu_asked_for_is_never_a_cpu_run(tiny_cfg):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible")
+    with pytest.raises(ConfigError, match="backend.device.*no CUDA GPU is visible"):
+        HFBackend(tiny_cfg, device="cuda").check_ready()
+    with pytest.raises(ConfigError, match="backend.batch_size"):
+        HFBackend(tiny_cfg, batch_size=0)
+    auto = HFBackend(tiny_cfg, batch_size="auto", device="auto")
+    auto.load()
+    try:
+        assert auto.batch_size == 16  # auto on a CPU
+    finally:
+        auto.close()
+
+
 def test_hf_greedy_is_deterministic_and_seeded_sampling_reproducible(hf):
     first, second = hf.generate(CONVERSATIONS[:3], GREEDY), hf.generate(CONVERSATIONS[:3], GREEDY)
     assert [r.text for r in first] == [r.text for r in second]

@@ -6,6 +6,7 @@ this file with ESC_VLLM_PYTHON pointing at that interpreter. Startup takes 1-2 m
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -115,3 +116,120 @@ def test_vllm_target_gives_the_same_dialogues_as_local_generation(vllm_server: s
         f"{sum(s == loc for s, loc in zip(served, local, strict=True))}/{len(local)}"
     )
     assert sum(turns) / len(turns) >= 0.8
+
+
+# --- vLLM in this process (backend.kind: vllm), run by the vLLM environment's Python --------------------
+
+VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "2", "WANDB_MODE": "disabled"}
+
+
+def run_vllm(script: str, *args: str) -> subprocess.CompletedProcess:
+    """A repo entry point under the vLLM environment's interpreter (which has this package too)."""
+    from esc.paths import REPO_ROOT
+
+    env = {**os.environ, **VLLM_ENV, "PYTHONPATH": str(REPO_ROOT)}
+    return subprocess.run(
+        [VLLM_PYTHON, script, *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1500
+    )
+
+
+def side_on_vllm(side: str, max_model_len: int = 4096) -> list[str]:
+    return [f"{side}.backend.kind=vllm", f"+{side}.backend.max_model_len={max_model_len}"]
+
+
+def texts(out: Path, name: str) -> list[list[str]]:
+    return [[t.text for t in d.turns] for d in read_dialogues(out / "dialogues" / name)]
+
+
+def random_adapter(folder: Path, seed: int) -> Path:
+    """A LoRA adapter with random (non-zero) weights on the tiny model, as PEFT saves one."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from esc.models.loading import resolve_model_path
+
+    torch.manual_seed(seed)
+    base = AutoModelForCausalLM.from_pretrained(resolve_model_path(compose(["model=tiny"]).model))
+    model = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"]))
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 0.5)
+    model.save_pretrained(folder)
+    return folder
+
+
+def test_evaluate_with_both_sides_on_vllm_in_process_matches_transformers(tmp_path: Path) -> None:
+    common = [
+        "roleplayer=tiny",
+        "target=tiny",
+        "cards.limit=3",
+        "cache.enabled=false",
+        "engine.progress=false",
+    ]
+    adapter = str(random_adapter(tmp_path / "adapter", seed=3))  # the role-player as a LoRA adapter
+    local = evaluate(evaluate_config(tmp_path / "hf", f"roleplayer.backend.adapter={adapter}"))
+    assert local["counts"]["completed"] == 6
+    run = run_vllm(
+        "evaluate.py", *common, f"roleplayer.backend.adapter={adapter}", *side_on_vllm("roleplayer"),
+        *side_on_vllm("target"), f"hydra.run.dir={tmp_path}/vllm",
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "6 dialogues completed, 0 failed" in run.stdout
+    manifest = json.loads((tmp_path / "vllm" / "manifest.json").read_text())
+    assert (
+        manifest["models"]["roleplayer"]["kind"] == "vllm"
+        and manifest["models"]["roleplayer"]["adapter_sha256"]
+    )
+    same_turns = total = 0
+    for lang in ("en", "zh"):
+        name = f"tiny__tiny__{lang}.jsonl"
+        for vllm_turns, hf_turns in zip(
+            texts(tmp_path / "vllm", name), texts(tmp_path / "hf", name), strict=True
+        ):
+            assert vllm_turns[:1] == hf_turns[:1]  # the first message (adapter on) agrees everywhere
+            same_turns += sum(a == b for a, b in zip(vllm_turns, hf_turns, strict=True))
+            total += len(hf_turns)
+    print(f"identical turns, vLLM in-process vs transformers: {same_turns}/{total}")
+    assert same_turns / total >= 0.8  # a random model's near-ties may branch (see above)
+
+
+def test_smollm2_dialogues_on_vllm_in_process(tmp_path: Path) -> None:
+    common = [
+        "roleplayer=smollm2", "target=smollm2", "cards.languages=[en]", "cards.limit=2",
+        "cache.enabled=false", "engine.progress=false",
+        "roleplayer.backend.generation_config=null", "target.backend.generation_config=null",
+        "roleplayer.generation.max_new_tokens=48", "target.generation.max_new_tokens=48",
+    ]  # fmt: skip
+    run = run_vllm("evaluate.py", *common, *side_on_vllm("roleplayer"), *side_on_vllm("target"),
+                   f"hydra.run.dir={tmp_path}/vllm")  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    dialogues = texts(tmp_path / "vllm", "smollm2__smollm2__en.jsonl")
+    assert len(dialogues) == 2 and all(len(d) == 10 and all(t.strip() for t in d) for d in dialogues)
+    evaluate(compose([*common, "engine.progress=false"], output_dir=tmp_path / "hf", config_name="evaluate"))
+    local = texts(tmp_path / "hf", "smollm2__smollm2__en.jsonl")
+    same = sum(a == b for v, h in zip(dialogues, local, strict=True) for a, b in zip(v, h, strict=True))
+    print(f"identical turns, SmolLM2 on vLLM in-process vs transformers: {same}/20")
+    assert [d[0] for d in dialogues] == [d[0] for d in local]  # the first greedy message agrees
+
+
+def test_a_judge_scores_through_vllm_with_constrained_answers_and_adapters(tmp_path: Path) -> None:
+    evaluate(evaluate_config(tmp_path / "dialogues", "cards.languages=[en]", "cards.limit=2"))
+    adapters = tmp_path / "adapters"
+    for k, dim in enumerate(("empathy", "fluency")):
+        random_adapter(adapters / dim, seed=10 + k)
+    run = run_vllm(
+        "rank.py", "judge=tiny_vllm", f"dialogues={tmp_path}/dialogues", f"hydra.run.dir={tmp_path}/rank",
+        "judge.adapters.layout=per_dimension", f"judge.adapters.root={adapters}",
+        "+judge.adapters.dimensions=[empathy,fluency]",
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = [json.loads(line) for f in (tmp_path / "rank" / "scores").glob("*.jsonl") for line in f.open()]
+    scored = [r for r in rows if r["dimension"] in ("empathy", "fluency")]
+    assert len(scored) == 4 and all(r["status"] == "valid" for r in scored)
+    for row in scored:  # the answer is one of 0-4, with the five probabilities from vLLM's log-probs
+        assert row["score"] in range(5) and abs(sum(row["probs"]) - 1) < 1e-4
+        assert row["raw"] == str(row["score"])
+    others = [r for r in rows if r["dimension"] not in ("empathy", "fluency")]
+    assert others and all(r["status"] == "invalid" and "no adapter" in r["error"] for r in others)

@@ -32,6 +32,11 @@ class GenerationSettings:
     stop: tuple[str, ...] = ()
     seed: int | None = None
     top_logprobs: int = 0  # > 0: return the log-probabilities of the n likeliest tokens at each step
+    # the reply must be one of these strings (constrained decoding, e.g. a judge's "0".."4"); () free
+    choices: tuple[str, ...] = ()
+    # a LoRA adapter directory applied to this request only (e.g. one ESC-RANK adapter per dimension
+    # on one base model); None: the backend's own. Backends that cannot switch adapters refuse it.
+    adapter: str | None = None
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None) -> GenerationSettings:
@@ -39,15 +44,19 @@ class GenerationSettings:
         unknown = set(cfg) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
             raise ConfigError("generation", f"unknown keys {sorted(unknown)}")
-        if "stop" in cfg:
-            cfg["stop"] = tuple(cfg["stop"] or ())
+        for key in ("stop", "choices"):
+            if key in cfg:
+                cfg[key] = tuple(cfg[key] or ())
         return cls(**cfg)
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["stop"] = list(self.stop)
-        if not self.top_logprobs:  # absent unless asked for: older cache keys and records stay valid
-            del data["top_logprobs"]
+        data["choices"] = list(self.choices)
+        # absent unless asked for: older cache keys and records stay valid
+        for key in ("top_logprobs", "choices", "adapter"):
+            if not data[key]:
+                del data[key]
         return data
 
 
@@ -96,6 +105,8 @@ class ChatBackend(abc.ABC):
     context_window: int | None = None
     #: USD per 1,000 tokens, e.g. {"prompt": 0.03, "completion": 0.06}; None when not configured
     price: dict[str, float] | None = None
+    #: optional `GenerationSettings` features it honours ("choices", "adapter"); others are refused
+    features: frozenset[str] = frozenset()
     #: requests it serves well at once, one conversation each (an API or a server does its own
     #: batching); None: it gains from batches of conversations (a local model). The engine plays
     #: dialogues independently, each as soon as its reply arrives, when every side has one.
@@ -140,6 +151,19 @@ class ChatBackend(abc.ABC):
     def close(self) -> None:
         """Release models, clients and threads."""
         return None
+
+
+def check_features(backend: ChatBackend, settings: GenerationSettings) -> None:
+    """ConfigError when `settings` ask for a feature the backend does not have (constrained choices,
+    a per-request adapter): a silently unconstrained answer would be read as a constrained one."""
+    asked = {name for name in ("choices", "adapter") if getattr(settings, name)}
+    missing = sorted(asked - backend.features)
+    if missing:
+        raise ConfigError(
+            "backend.kind",
+            f"{type(backend).__name__} cannot honour {', '.join(missing)} (constrained answers or "
+            "per-request adapters): use backend.kind=vllm",
+        )
 
 
 BackendFactory = Callable[..., ChatBackend]

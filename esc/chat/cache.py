@@ -301,6 +301,10 @@ class CachedBackend(ChatBackend):
     def max_concurrency(self) -> int | None:  # type: ignore[override]
         return self.inner.max_concurrency
 
+    @property
+    def features(self) -> frozenset[str]:  # type: ignore[override]
+        return self.inner.features
+
     def identity(self) -> dict[str, Any]:
         return self.inner.identity()
 

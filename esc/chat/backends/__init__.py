@@ -5,9 +5,11 @@
 * ``openai`` (:mod:`.openai_compat`): any OpenAI-compatible chat completions endpoint (OpenAI, or a
   local vLLM / SGLang / TGI server);
 * ``baichuan_npc`` (:mod:`.baichuan_npc`): Baichuan's character (NPC) API, the paper's baseline
-  role-player.
+  role-player;
+* ``vllm`` (:mod:`.vllm_inproc`): vLLM in this process (continuous batching, prefix caching, LoRA,
+  constrained answers); needs the ``vllm`` package, which is imported only when used.
 """
 
-from esc.chat.backends import baichuan_npc, hf, openai_compat
+from esc.chat.backends import baichuan_npc, hf, openai_compat, vllm_inproc
 
-__all__ = ["baichuan_npc", "hf", "openai_compat"]
+__all__ = ["baichuan_npc", "hf", "openai_compat", "vllm_inproc"]

@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from esc.chat.backends._common import error_reply, plain
-from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, register_backend
+from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, check_features, register_backend
 from esc.errors import ConfigError
+from esc.models.loading import check_device, model_label
 from esc.models.revision import adapter_hash, resolve_revision
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,40 @@ def _check_generation_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
     return dict(overrides)
 
 
+AUTO_BATCH_MAX = 64  # `batch_size: auto` never goes beyond this
+AUTO_BATCH_CPU = 16
+
+
+def kv_bytes_per_token(config: Any, element_size: int) -> int:
+    """Bytes of KV cache one token takes in every layer (keys and values)."""
+    text = getattr(config, "get_text_config", lambda: config)()
+    heads = getattr(text, "num_attention_heads", 1)
+    kv_heads = getattr(text, "num_key_value_heads", None) or heads
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
+    return 2 * text.num_hidden_layers * kv_heads * head_dim * element_size
+
+
+def auto_batch_size(model: Any, device: Any, context_window: int | None) -> int:
+    """Conversations per batch for `batch_size: auto`: on a GPU, what 80% of the free memory holds
+    at one row's KV cache of `context_window` tokens (at most 4,096) times 2 for activations,
+    between 1 and AUTO_BATCH_MAX; on a CPU, AUTO_BATCH_CPU."""
+    import torch
+
+    if getattr(device, "type", str(device)) != "cuda":
+        return AUTO_BATCH_CPU
+    free, _ = torch.cuda.mem_get_info(device)
+    element = next(model.parameters()).element_size()
+    per_row = 2 * kv_bytes_per_token(model.config, element) * min(context_window or 4096, 4096)
+    size = max(1, min(AUTO_BATCH_MAX, int(0.8 * free) // per_row))
+    log.info(
+        "batch_size auto: %d conversations (%.1f GiB free, %.0f MiB a row)",
+        size,
+        free / 2**30,
+        per_row / 2**20,
+    )
+    return size
+
+
 def render_prompt(tokenizer: Any, messages: Sequence[Message]) -> str:
     """The prompt text a conversation becomes: the tokenizer's chat template (or the one the model
     config sets, `esc.models.loading.load_tokenizer`) with the generation prompt. The text is then
@@ -77,6 +112,10 @@ class HFBackend(ChatBackend):
         adapter: a PEFT adapter directory applied on the base model, or None.
         device: ``auto`` (CUDA when available, else CPU), ``cpu``, ``cuda``, ``cuda:1``...
         batch_size: conversations per forward batch; a call is split into chunks of this size.
+            ``auto``: sized from the GPU memory free once the model is loaded (the KV cache a row
+            needs at the context length), 16 on a CPU. A chunk that runs out of GPU memory is split
+            in halves and retried (and later chunks are kept to the size that fit) before any
+            conversation fails.
         price: USD per 1,000 tokens, e.g. ``{"prompt": 0.0, "completion": 0.0}``.
         generation_config: extra ``transformers.GenerationConfig`` fields on top of the model's own,
             e.g. ``{"no_repeat_ngram_size": 3}``; part of the backend's identity (and cache key).
@@ -98,7 +137,7 @@ class HFBackend(ChatBackend):
         model: Mapping[str, Any],
         adapter: str | None = None,
         device: str = "auto",
-        batch_size: int = 8,
+        batch_size: int | str = 8,
         price: dict[str, float] | None = None,
         generation_config: Mapping[str, Any] | None = None,
     ) -> None:
@@ -106,11 +145,13 @@ class HFBackend(ChatBackend):
         self.generation_overrides = _check_generation_overrides(plain(generation_config))
         if not any(self.model_cfg.get(k) for k in ("tiny", "packaged", "name_or_path")):
             raise ConfigError("backend.model.name_or_path", "is empty: name a hub id or a local directory")
-        if int(batch_size) < 1:
-            raise ConfigError("backend.batch_size", f"must be at least 1, got {batch_size}")
+        if batch_size != "auto" and (
+            isinstance(batch_size, bool) or not str(batch_size).isdigit() or int(batch_size) < 1
+        ):
+            raise ConfigError("backend.batch_size", f"must be at least 1 or auto, got {batch_size!r}")
         self.adapter = str(adapter) if adapter else None
         self.device_name = device
-        self.batch_size = int(batch_size)
+        self.batch_size: int | None = None if batch_size == "auto" else int(batch_size)  # auto: on load
         self.price = dict(price) if price else None
         self._model: Any = None
         self._tokenizer: Any = None
@@ -138,7 +179,9 @@ class HFBackend(ChatBackend):
         raise ConfigError("backend.adapter", f"{root} has no {' or '.join(ADAPTER_WEIGHTS)}")
 
     def check_ready(self) -> None:
-        """Check the adapter and a local model directory without loading anything (`load` loads)."""
+        """Check the device, the adapter and a local model directory without loading anything
+        (`load` loads). A GPU that was asked for and is not there is an error, never a CPU run."""
+        check_device(self.device_name, "backend.device")
         if self.adapter:
             from esc.models.loading import check_adapter_files
 
@@ -172,6 +215,8 @@ class HFBackend(ChatBackend):
             self._model, self._tokenizer, self._device = load_for_inference(
                 self.model_cfg, self.device_name, adapters
             )
+            if self.batch_size is None:
+                self.batch_size = auto_batch_size(self._model, self._device, self.context_window)
 
     # --- properties ---------------------------------------------------------------------------
 
@@ -206,17 +251,7 @@ class HFBackend(ChatBackend):
         import transformers
 
         cfg = self.model_cfg
-        if cfg.get("tiny"):
-            from esc.models.tiny import TinySpec
-
-            name_or_path = f"tiny-{TinySpec(**dict(cfg['tiny'])).key()}"
-        elif cfg.get("packaged"):  # the same on every machine, wherever the cache is
-            from esc.models.packaged import packaged_model
-
-            spec = packaged_model(str(cfg["packaged"]))
-            name_or_path = f"pypi:{spec.requirement}#sha256={spec.wheel_sha256[:16]}"
-        else:
-            name_or_path = str(cfg.get("name_or_path"))
+        name_or_path = model_label(cfg)
         revision = resolve_revision(cfg)
         packages = {"transformers": transformers.__version__}
         if self.adapter:
@@ -307,6 +342,7 @@ class HFBackend(ChatBackend):
     def generate(self, batch: Sequence[Sequence[Message]], settings: GenerationSettings) -> list[Reply]:
         if not batch:
             return []
+        check_features(self, settings)
         self._load()
         with self._lock:
             replies: list[Reply | None] = [None] * len(batch)
@@ -323,11 +359,13 @@ class HFBackend(ChatBackend):
             # longest first, so each chunk holds prompts of similar length (little padding)
             encoded.sort(key=lambda item: -len(item[1]))
             gen = self._generation_config(settings) if encoded else None
-            for start in range(0, len(encoded), self.batch_size):
+            start = 0
+            while start < len(encoded):
                 chunk = encoded[start : start + self.batch_size]
+                start += len(chunk)
                 t0 = time.perf_counter()
                 try:
-                    chunk_replies = self._generate_chunk([ids for _, ids in chunk], settings, gen)
+                    chunk_replies = self._generate_fitting([ids for _, ids in chunk], settings, gen)
                 except Exception as err:
                     latency = (time.perf_counter() - t0) / len(chunk)
                     log.warning("Generation failed for %d conversations: %s", len(chunk), err)
@@ -335,6 +373,30 @@ class HFBackend(ChatBackend):
                 for (index, _), reply in zip(chunk, chunk_replies, strict=True):
                     replies[index] = reply
             return [reply for reply in replies if reply is not None]
+
+    def _generate_fitting(
+        self, prompts: list[list[int]], settings: GenerationSettings, gen: Any
+    ) -> list[Reply]:
+        """`_generate_chunk`, split in halves while the GPU runs out of memory (greedy replies do not
+        depend on the batch); later chunks keep the size that fit. One conversation that does not fit
+        alone fails."""
+        import torch
+
+        try:
+            return self._generate_chunk(prompts, settings, gen)
+        except torch.OutOfMemoryError:
+            if len(prompts) == 1:
+                raise
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            half = (len(prompts) + 1) // 2
+            self.batch_size = min(self.batch_size or half, half)
+            log.warning(
+                "%r: out of GPU memory at %d conversations; retrying %d at a time", self, len(prompts), half
+            )
+            return self._generate_fitting(prompts[:half], settings, gen) + self._generate_fitting(
+                prompts[half:], settings, gen
+            )
 
     def _generate_chunk(
         self, prompts: list[list[int]], settings: GenerationSettings, gen: Any

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 import openai
 
 from esc.chat.backends._common import error_reply, one_line, plain
-from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, register_backend
+from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, check_features, register_backend
 from esc.errors import ConfigError, UserError
 from esc.secrets import redact
 
@@ -301,6 +301,7 @@ class OpenAIBackend(ChatBackend):
     def generate(self, batch: Sequence[Sequence[Message]], settings: GenerationSettings) -> list[Reply]:
         if not batch:
             return []
+        check_features(self, settings)
         self._ensure_client()
         return self._run(self._gather(batch, settings))
 

@@ -1,23 +1,32 @@
-"""Any chat backend as judge (an OpenAI-compatible endpoint: GPT-4, ChatGPT, a vLLM server).
+"""Any chat backend as judge (an OpenAI-compatible endpoint: GPT-4, ChatGPT, a vLLM server; or vLLM
+in this process, ``backend.kind: vllm``).
 
 The judge prompt goes out as a chat; the reply must state one score (strict parsing,
 `esc.scoring.parse`): "Score: 3", "**3**" and "3/4" count, "2 or 3" or a missing number make the
 judgment invalid, with the reply kept. Where the endpoint returns log-probabilities (OpenAI and
 vLLM do with ``logprobs``), the probabilities of "0".."4" at the token that states the score are
-kept as well: the expected score and the five probabilities, as the local judge gives them. A vLLM
-server can also be told to answer with one of "0".."4" only (``backend.extra_body:
-{guided_choice: ["0", "1", "2", "3", "4"]}``).
+kept as well: the expected score and the five probabilities, as the local judge gives them.
+
+``constrain: true`` makes the backend answer with exactly one of "0".."4" (constrained decoding:
+``backend.kind: vllm``; a vLLM *server* takes ``backend.extra_body: {structured_outputs: {choice:
+[...]}}`` instead). ``adapters`` (the layouts of the local judge: ESC-RANK's adapter per dimension)
+sends each item with its dimension's LoRA adapter, on one base model (``backend.kind: vllm``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from esc.chat.base import ChatBackend, GenerationSettings, build_backend
+from esc.chat.base import ChatBackend, GenerationSettings, build_backend, check_features
 from esc.chat.cache import with_cache
+from esc.errors import ConfigError
+from esc.models.revision import adapter_hash
 from esc.scoring.judge import FAILED, INVALID, VALID, Judge, Judgment, ScoreItem, register_judge
+from esc.scoring.judges.local import adapter_paths
 from esc.scoring.parse import parse_score
 from esc.scoring.rubrics import SCORES, dialogue_text, prompt_style
 
@@ -50,6 +59,9 @@ class APIJudge(Judge):
         prompt: prompt style (``paper``: Figures 12-19, the GPT-4 prompts; or ``official``).
         max_new_tokens: reply length; a score needs a few tokens.
         top_logprobs: log-probabilities to ask for (0: none; OpenAI allows up to 20).
+        constrain: the answer must be exactly one of "0".."4" (backends with constrained decoding).
+        adapters: ``{layout, root}`` as for the local judge: one LoRA adapter per (dimension,
+            language), sent with each request (backends that switch adapters per request).
         cache: the request cache node of the run (reruns replay identical requests).
     """
 
@@ -60,6 +72,8 @@ class APIJudge(Judge):
         prompt: str = "paper",
         max_new_tokens: int = 8,
         top_logprobs: int = 20,
+        constrain: bool = False,
+        adapters: Mapping[str, Any] | None = None,
         cache: Mapping[str, Any] | None = None,
     ) -> None:
         self.name = name
@@ -67,17 +81,28 @@ class APIJudge(Judge):
         self.style = prompt_style(prompt)
         self.backend: ChatBackend = with_cache(build_backend(backend, key="judge.backend"), cache)
         self.settings = GenerationSettings(
-            max_new_tokens=int(max_new_tokens), temperature=0.0, top_logprobs=int(top_logprobs)
+            max_new_tokens=1 if constrain else int(max_new_tokens),
+            temperature=0.0,
+            top_logprobs=int(top_logprobs),
+            choices=tuple(DIGITS) if constrain else (),
         )
+        self.adapters = {key: str(path) for key, path in adapter_paths(adapters).items()}
 
     def check_ready(self) -> None:
         """Key first (no request when its variable is unset), then one cheap request: an unreachable
         endpoint, a rejected key or a model the server does not serve fails with one line, before
         any work. Loads no local model."""
+        wanted = dataclasses.replace(self.settings, adapter="any" if self.adapters else None)
+        check_features(self.backend, wanted)  # constrain / adapters need a backend that has them
+        for path in set(self.adapters.values()):
+            if not (Path(path) / "adapter_config.json").is_file():
+                raise ConfigError(
+                    "judge.adapters", f"{path} is not a PEFT adapter directory (no adapter_config.json)"
+                )
         self.backend.check_ready()
 
     def identity(self) -> dict[str, Any]:
-        return {
+        identity = {
             "kind": "api",
             "name": self.name,
             "backend": self.backend.identity(),
@@ -85,11 +110,34 @@ class APIJudge(Judge):
             "settings": self.settings.to_dict(),
             "method": "strict parse (+ log-probabilities where returned)",
         }
+        if self.adapters:
+            identity["adapters"] = {
+                f"{dim}/{lang}": adapter_hash(Path(path))
+                for (dim, lang), path in sorted(self.adapters.items())
+            }
+        return identity
 
     def judge(self, items: Sequence[ScoreItem]) -> list[Judgment]:
+        if not self.adapters:
+            return self._judge(items, self.settings)
+        judgments: list[Judgment | None] = [None] * len(items)
+        groups: dict[str | None, list[int]] = {}
+        for k, item in enumerate(items):
+            groups.setdefault(self.adapters.get((item.dimension, item.language)), []).append(k)
+        for path, members in groups.items():
+            if path is None:  # a dimension the adapters do not cover
+                for k in members:
+                    judgments[k] = Judgment(INVALID, error=f"no adapter for {items[k].dimension}")
+                continue
+            settings = dataclasses.replace(self.settings, adapter=path)
+            for k, judgment in zip(members, self._judge([items[k] for k in members], settings), strict=True):
+                judgments[k] = judgment
+        return [j for j in judgments if j is not None]
+
+    def _judge(self, items: Sequence[ScoreItem], settings: GenerationSettings) -> list[Judgment]:
         batch = [self.style.messages(it.dimension, dialogue_text(it.lines), it.language) for it in items]
         judgments = []
-        for reply in self.backend.generate(batch, self.settings):
+        for reply in self.backend.generate(batch, settings):
             if not reply.ok:  # no answer came: retried on the next run
                 judgments.append(Judgment(FAILED, raw=reply.text or None, error=reply.error))
                 continue

@@ -1,0 +1,367 @@
+"""vLLM in this process (``vllm.LLM``) as a chat backend: the fast path on GPUs.
+
+A call's conversations go to ``LLM.chat`` together, and vLLM does the rest: continuous batching
+(a short reply frees its slot for the next request instead of waiting for the longest), automatic
+prefix caching (a dialogue's history is prefilled once, not again every turn: ESC-Eval's prompts
+only grow), tensor parallelism (``tensor_parallel_size``) and LoRA adapters through ``LoRARequest``
+(ESC-Role as an adapter on its base; the seven ESC-RANK adapters on one base model, chosen per
+request with ``GenerationSettings.adapter``). Replies can be constrained to a set of strings
+(``GenerationSettings.choices``, vLLM's structured outputs: a judge's "0".."4"), with the
+log-probabilities of the likeliest tokens (``top_logprobs``, read from the model's raw output).
+
+Two backends with the same engine settings (model, dtype, parallelism, LoRA on/off...) share one
+engine: e.g. ESC-Role (an adapter) and its base model as target, or a role-player and a judge.
+Two different models on one GPU either split its memory (``gpu_memory_utilization``, 0.45 each by
+default) or take turns (``sleep_when_idle``: an engine sleeps, weights offloaded and KV cache
+freed, after each call; CUDA only, and each wake-up starts with an empty prefix cache).
+
+vLLM is not a dependency of this package: it pins its own torch. `make test-vllm` builds a CPU
+environment (``.venv-vllm``) with it and this package; on a GPU cluster, ``pip install vllm``.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import logging
+import threading
+import time
+import zlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from esc.chat.backends._common import error_reply, plain
+from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, check_features, register_backend
+from esc.errors import ConfigError
+from esc.models.loading import model_label
+from esc.models.revision import adapter_hash, resolve_revision
+
+log = logging.getLogger(__name__)
+
+ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
+# `backend.generation_config` fields that SamplingParams has
+SAMPLING_FIELDS = frozenset({"repetition_penalty", "top_k", "min_p", "presence_penalty", "frequency_penalty"})
+# engines by their settings, shared by the backends that ask for the same one: [engine, users]
+_ENGINES: dict[str, list[Any]] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def _lora_id(path: str) -> int:
+    """A stable positive id for an adapter directory (vLLM keys its LoRA cache on it)."""
+    return zlib.crc32(str(Path(path).resolve()).encode()) % (2**31 - 1) + 1
+
+
+@register_backend("vllm")
+class VLLMBackend(ChatBackend):
+    """A model served by vLLM inside this process.
+
+    Args:
+        model: a ``conf/model``-style mapping (hub id, local directory, tiny or packaged; dtype,
+            revision, trust_remote_code, chat_template, context_window).
+        adapter: a LoRA adapter applied to every request (e.g. ESC-Role), or None.
+        tensor_parallel_size: GPUs the model is split over.
+        gpu_memory_utilization: share of GPU memory this engine may take (weights + KV cache).
+        max_model_len: the longest prompt + reply; None: the model's (or ``context_window``).
+        enable_prefix_caching: reuse the KV cache of shared prompt prefixes across requests.
+        max_lora_rank: the largest LoRA rank the engine accepts.
+        max_loras: adapters one batch may mix (the judge's seven ESC-RANK adapters).
+        sleep_when_idle: put the engine to sleep after each call (CUDA), so another model can use the GPU.
+        engine_args: more ``vllm.LLM`` arguments (e.g. ``{"enforce_eager": true}``).
+        price: USD per 1,000 tokens (none for a local model).
+        batch_size: the engine's ``max_num_seqs`` (sequences in flight), so that an ``hf`` side turns
+            into a vLLM one with ``backend.kind=vllm`` alone.
+        device: accepted for the same reason; vLLM runs where its build runs (a GPU, or the CPU build).
+        generation_config: decoding fields on top of the settings, those vLLM's ``SamplingParams``
+            has (``repetition_penalty``, ``top_k``, ``min_p``, ``presence_penalty``,
+            ``frequency_penalty``); others (``no_repeat_ngram_size``) are refused.
+    """
+
+    CODE_VERSION = 1
+    features = frozenset({"choices", "adapter"})
+
+    def __init__(
+        self,
+        model: Mapping[str, Any],
+        adapter: str | None = None,
+        tensor_parallel_size: int = 1,
+        gpu_memory_utilization: float = 0.45,
+        max_model_len: int | None = None,
+        enable_prefix_caching: bool = True,
+        max_lora_rank: int = 64,
+        max_loras: int = 8,
+        sleep_when_idle: bool = False,
+        engine_args: Mapping[str, Any] | None = None,
+        price: dict[str, float] | None = None,
+        batch_size: int | None = None,
+        device: str = "auto",
+        generation_config: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.model_cfg = plain(model)
+        self.generation_overrides = plain(generation_config)
+        unknown = sorted(set(self.generation_overrides) - SAMPLING_FIELDS)
+        if unknown:
+            raise ConfigError(
+                f"backend.generation_config.{unknown[0]}",
+                f"vLLM cannot decode with it (it has {', '.join(sorted(SAMPLING_FIELDS))}); set "
+                "backend.generation_config=null or use backend.kind=hf",
+            )
+        if not any(self.model_cfg.get(k) for k in ("tiny", "packaged", "name_or_path")):
+            raise ConfigError("backend.model.name_or_path", "is empty: name a hub id or a local directory")
+        if int(tensor_parallel_size) < 1:
+            raise ConfigError(
+                "backend.tensor_parallel_size", f"must be at least 1, got {tensor_parallel_size}"
+            )
+        if not 0 < float(gpu_memory_utilization) <= 1:
+            raise ConfigError(
+                "backend.gpu_memory_utilization", f"must be in (0, 1], got {gpu_memory_utilization}"
+            )
+        self.adapter = str(adapter) if adapter else None
+        self.engine_settings = {
+            "tensor_parallel_size": int(tensor_parallel_size),
+            "gpu_memory_utilization": float(gpu_memory_utilization),
+            "max_model_len": int(max_model_len) if max_model_len else None,
+            "enable_prefix_caching": bool(enable_prefix_caching),
+            "max_lora_rank": int(max_lora_rank),
+            "max_loras": int(max_loras),
+            "max_num_seqs": int(batch_size) if batch_size else None,
+            **plain(engine_args),
+        }
+        self.sleep_when_idle = bool(sleep_when_idle)
+        self.price = dict(price) if price else None
+        self._engine: Any = None
+        self._engine_key: str | None = None
+        self._identity: dict[str, Any] | None = None
+        self._lock = threading.RLock()
+
+    def __repr__(self) -> str:
+        return f"VLLMBackend(model={self.model_cfg.get('name')!r}, adapter={self.adapter!r})"
+
+    # --- readiness and loading --------------------------------------------------------------------
+
+    def check_ready(self) -> None:
+        """vLLM importable, the adapter and a local model directory present; loads nothing."""
+        try:
+            import vllm  # noqa: F401
+        except ImportError:
+            raise ConfigError(
+                "backend.kind",
+                "vllm is not installed in this environment: `make test-vllm` builds a CPU one "
+                "(.venv-vllm); on GPUs `pip install vllm`; or use backend.kind=hf",
+            ) from None
+        if self.adapter:
+            self._check_adapter(self.adapter, "backend.adapter")
+        name = str(self.model_cfg.get("name_or_path") or "")
+        if name and not self.model_cfg.get("tiny") and not self.model_cfg.get("packaged"):
+            path = Path(name).expanduser()
+            if (path.is_absolute() or path.exists()) and not (path / "config.json").is_file():
+                raise ConfigError(
+                    "backend.model.name_or_path", f"{path} is not a model directory (no config.json)"
+                )
+
+    @staticmethod
+    def _check_adapter(path: str, key: str) -> Path:
+        root = Path(path)
+        if not (root / "adapter_config.json").is_file():
+            raise ConfigError(key, f"{root} is not a PEFT adapter directory (no adapter_config.json)")
+        for name in ADAPTER_WEIGHTS:
+            if (root / name).is_file():
+                return root / name
+        raise ConfigError(key, f"{root} has no {' or '.join(ADAPTER_WEIGHTS)}")
+
+    def _llm_args(self) -> dict[str, Any]:
+        from esc.models.loading import resolve_model_path
+
+        cfg = self.model_cfg
+        settings = dict(self.engine_settings)
+        args: dict[str, Any] = {
+            "model": resolve_model_path(cfg),
+            "revision": cfg.get("revision"),
+            "dtype": cfg.get("dtype") or "auto",
+            "trust_remote_code": bool(cfg.get("trust_remote_code", False)),
+            "max_model_len": settings.pop("max_model_len") or cfg.get("context_window"),
+            "enable_lora": True,  # adapters may come per request (judges); costs little when unused
+            "enable_sleep_mode": self.sleep_when_idle,
+            **settings,
+        }
+        return {k: v for k, v in args.items() if v is not None}
+
+    def load(self) -> None:
+        """Start the engine (or join one with the same settings), now rather than on first use."""
+        with self._lock:
+            if self._engine is not None:
+                return
+            from vllm import LLM
+
+            args = self._llm_args()
+            key = hashlib.sha256(repr(sorted(args.items())).encode()).hexdigest()
+            with _ENGINES_LOCK:
+                if key in _ENGINES:
+                    _ENGINES[key][1] += 1
+                    log.info("vLLM: sharing the engine of %s", args["model"])
+                else:
+                    log.info("vLLM: starting an engine for %s", args["model"])
+                    _ENGINES[key] = [LLM(**args), 1]
+                self._engine, self._engine_key = _ENGINES[key][0], key
+
+    # --- properties -------------------------------------------------------------------------------
+
+    @property
+    def context_window(self) -> int | None:  # type: ignore[override]
+        configured = self.engine_settings.get("max_model_len") or self.model_cfg.get("context_window")
+        if configured:
+            return int(configured)
+        if self._engine is not None:
+            return int(self._engine.llm_engine.model_config.max_model_len)
+        return None
+
+    def identity(self) -> dict[str, Any]:
+        if self._identity is not None:
+            return dict(self._identity)
+        import vllm
+
+        cfg = self.model_cfg
+        identity: dict[str, Any] = {
+            "kind": "vllm",
+            "code_version": self.code_version(),
+            "packages": {"vllm": vllm.__version__},
+            "name_or_path": model_label(cfg),
+            **resolve_revision(cfg).to_dict(),
+            "dtype": cfg.get("dtype"),
+            "adapter": self.adapter,
+            "adapter_sha256": adapter_hash(Path(self.adapter)) if self.adapter else None,
+        }
+        if cfg.get("chat_template"):
+            identity["chat_template_sha256"] = hashlib.sha256(str(cfg["chat_template"]).encode()).hexdigest()
+        if self.generation_overrides:
+            identity["generation_config"] = dict(sorted(self.generation_overrides.items()))
+        self._identity = identity
+        return dict(identity)
+
+    def count_tokens(self, messages: Sequence[Message]) -> int | None:
+        self.load()
+        tokenizer = self._engine.get_tokenizer()
+        kwargs = (
+            {"chat_template": self.model_cfg["chat_template"]} if self.model_cfg.get("chat_template") else {}
+        )
+        ids = tokenizer.apply_chat_template([dict(m) for m in messages], add_generation_prompt=True, **kwargs)
+        return len(ids["input_ids"] if isinstance(ids, Mapping) else ids)
+
+    # --- generation -------------------------------------------------------------------------------
+
+    def _sampling_params(self, settings: GenerationSettings) -> Any:
+        from vllm import SamplingParams
+
+        kwargs: dict[str, Any] = {
+            "max_tokens": int(settings.max_new_tokens),
+            "temperature": float(settings.temperature),  # 0: greedy
+            "top_p": float(settings.top_p) if settings.temperature > 0 else 1.0,
+            "stop": list(settings.stop) or None,
+            "seed": settings.seed,
+            "logprobs": int(settings.top_logprobs) or None,
+            **self.generation_overrides,
+        }
+        if settings.choices:
+            from vllm.sampling_params import StructuredOutputsParams
+
+            kwargs["structured_outputs"] = StructuredOutputsParams(choice=list(settings.choices))
+        return SamplingParams(**kwargs)
+
+    def _lora(self, settings: GenerationSettings) -> Any:
+        path = settings.adapter or self.adapter
+        if not path:
+            return None
+        from vllm.lora.request import LoRARequest
+
+        self._check_adapter(path, "backend.adapter" if path == self.adapter else "settings.adapter")
+        return LoRARequest(f"adapter-{_lora_id(path)}", _lora_id(path), str(path))
+
+    def _reply(self, output: Any, latency: float, want_logprobs: bool) -> Reply:
+        completion = output.outputs[0]
+        return Reply(
+            text=completion.text.strip(),
+            finish_reason=completion.finish_reason or "stop",
+            prompt_tokens=len(output.prompt_token_ids or []),
+            completion_tokens=len(completion.token_ids),
+            latency_s=latency,
+            logprobs=self._logprobs(completion) if want_logprobs else None,
+        )
+
+    @staticmethod
+    def _logprobs(completion: Any) -> list[dict[str, Any]] | None:
+        """vLLM's per-position {token id: Logprob} as {"token": text, "top": {text: logprob}}."""
+        steps = completion.logprobs
+        if not steps:
+            return None
+        out = []
+        for token_id, step in zip(completion.token_ids, steps, strict=False):
+            chosen = step.get(token_id)
+            top = {
+                lp.decoded_token: float(lp.logprob) for lp in step.values() if lp.decoded_token is not None
+            }
+            out.append({"token": chosen.decoded_token if chosen else "", "top": top})
+        return out
+
+    def generate(self, batch: Sequence[Sequence[Message]], settings: GenerationSettings) -> list[Reply]:
+        if not batch:
+            return []
+        check_features(self, settings)
+        self.load()
+        with self._lock:
+            params, lora = self._sampling_params(settings), self._lora(settings)
+            want_logprobs = settings.top_logprobs > 0
+            if self.sleep_when_idle:
+                self._engine.wake_up()
+            try:
+                t0 = time.perf_counter()
+                try:
+                    outputs = self._chat(batch, params, lora)
+                    latency = (time.perf_counter() - t0) / len(batch)
+                    return [self._reply(o, latency, want_logprobs) for o in outputs]
+                except Exception as err:  # one bad conversation fails the call: find it, keep the rest
+                    log.warning("vLLM generation failed for %d conversations (%s)", len(batch), err)
+                    if len(batch) == 1:
+                        return [error_reply(err, time.perf_counter() - t0)]
+                return [self._one(messages, params, lora, want_logprobs) for messages in batch]
+            finally:
+                if self.sleep_when_idle:
+                    self._engine.sleep(level=1)
+
+    def _chat(self, batch: Sequence[Sequence[Message]], params: Any, lora: Any) -> list[Any]:
+        conversations = [[dict(m) for m in messages] for messages in batch]
+        return self._engine.chat(
+            conversations,
+            params,
+            use_tqdm=False,
+            lora_request=lora,
+            chat_template=self.model_cfg.get("chat_template"),
+        )
+
+    def _one(self, messages: Sequence[Message], params: Any, lora: Any, want_logprobs: bool) -> Reply:
+        t0 = time.perf_counter()
+        try:
+            return self._reply(
+                self._chat([messages], params, lora)[0], time.perf_counter() - t0, want_logprobs
+            )
+        except Exception as err:
+            return error_reply(err, time.perf_counter() - t0)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._engine is None:
+                return
+            with _ENGINES_LOCK:
+                entry = _ENGINES.get(self._engine_key or "")
+                if entry is not None:
+                    entry[1] -= 1
+                    if entry[1] <= 0:
+                        del _ENGINES[self._engine_key]
+            self._engine = None
+        gc.collect()
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except Exception:  # pragma: no cover - best effort
+            pass
