@@ -1,13 +1,22 @@
-"""Dialogue engine throughput: turn-synchronous batches vs one request at a time, in one run.
+"""Dialogue throughput: this repo's `evaluate.py` against the official evaluate.py's loop, in one run.
 
-    .venv/bin/python benchmarks/bench_evaluate.py            # 64 cards, tiny role-player x tiny target
-    .venv/bin/python benchmarks/bench_evaluate.py --cards 16 --max-new-tokens 16
+    .venv/bin/python benchmarks/bench_evaluate.py --model smollm2        # 32 English cards, 128 new tokens
+    .venv/bin/python benchmarks/bench_evaluate.py --model tiny --cards 64 --max-new-tokens 32
+    .venv/bin/python benchmarks/bench_evaluate.py --model smollm2 --cards 4 --skip-official   # ours only
 
-Both runs use the real `evaluate()` job with the embedded tiny model on both sides, greedy decoding
-and the request cache off. "batched" advances all dialogues together (wave = all cards, generation
-batch = all cards); "batch size 1" plays one dialogue at a time with one `generate` call per
-message, the shape of the official evaluate.py loop. Prints dialogues/s for each, the ratio, and the
-share of dialogues whose texts are identical between the two runs.
+The same model plays both sides (the role-player with the official ESC-Role prompt and opener, the
+target with the official "You are a helpful assistant!"), 5 turns, greedy, `max_new_tokens` per
+message on both sides, the model's decoding settings (SmolLM2's `no_repeat_ngram_size: 3`) on both.
+
+- *official shape*: the loop of haidequanbu/ESC-Eval `evaluate.py`, written out here: one card at a
+  time, one `generate` call per message, batch 1, each prompt the whole history through the chat
+  template (re-encoded from text every turn), the reply decoded and appended.
+- *ours*: `esc.interact.run.evaluate`, as `evaluate.py` runs it: all cards' dialogues in one wave,
+  one batched call per side per turn, each conversation's keys and values kept from its last turn
+  (`backend.prefix_cache_gb`), the request cache off.
+
+Model loading is not timed (each side loads once, untimed, before). Prints seconds and dialogues/s
+for each, the ratio, and the share of dialogues (and of turns) whose texts are identical.
 """
 
 from __future__ import annotations
@@ -16,58 +25,135 @@ import argparse
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
-sys.path.insert(
-    0, str(Path(__file__).resolve().parent.parent)
-)  # run from a checkout without installing tests/
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:  # `tests.helpers` when run as `python benchmarks/...`
+    sys.path.insert(0, str(REPO_ROOT))
 
+import torch  # noqa: E402
+
+from esc.cards import load_cards  # noqa: E402
 from esc.interact.run import evaluate  # noqa: E402
 from esc.interact.store import read_dialogues  # noqa: E402
+from esc.models.loading import load_for_inference  # noqa: E402
+from esc.prompts import render_roleplayer_prompt  # noqa: E402
 from tests.helpers import evaluate_config  # noqa: E402
 
+MODELS = {"tiny": "tiny", "smollm2": "smollm2"}  # roleplayer/target config names
+TURNS = 5
 
-def run(out: Path, cards: int, batch: int, max_new_tokens: int) -> tuple[float, list]:
+
+def ours(out: Path, model: str, cards: int, max_new: int) -> tuple[float, dict[int, list[str]]]:
     cfg = evaluate_config(
         out,
+        f"roleplayer={model}",
+        f"target={model}",
+        "roleplayer.prompt=esc_role_official",
         "cards.languages=[en]",
         f"cards.limit={cards}",
-        f"engine.wave_size={batch}",
-        f"roleplayer.backend.batch_size={batch}",
-        f"target.backend.batch_size={batch}",
-        f"roleplayer.generation.max_new_tokens={max_new_tokens}",
-        f"target.generation.max_new_tokens={max_new_tokens}",
+        f"engine.wave_size={cards}",
+        f"roleplayer.backend.batch_size={cards}",
+        f"target.backend.batch_size={cards}",
+        f"roleplayer.generation.max_new_tokens={max_new}",
+        f"target.generation.max_new_tokens={max_new}",
     )
+    evaluate(evaluate_config(out.with_name(out.name + "-warmup"), f"roleplayer={model}", f"target={model}",
+                             "cards.languages=[en]", "cards.limit=1", "dialogue.turns=1"))  # fmt: skip
     start = time.perf_counter()
     result = evaluate(cfg)
     elapsed = time.perf_counter() - start
     assert result["counts"]["completed"] == cards, result["counts"]
-    dialogues = list(read_dialogues(out / "dialogues" / "tiny__tiny__en.jsonl"))
-    return elapsed, [[t.text for t in d.turns] for d in dialogues]
+    name = f"{model}__{model}__en.jsonl"
+    return elapsed, {d.card_id: [t.text for t in d.turns] for d in read_dialogues(out / "dialogues" / name)}
 
 
-def main() -> None:
+class OfficialModel:
+    """The official script's model wrapper: system message inserted when missing, the chat template
+    as text, `tokenizer([text])`, `generate(input_ids, max_new_tokens)`, the new tokens decoded."""
+
+    def __init__(self, model_cfg, generation_overrides: dict, max_new: int) -> None:
+        self.model, self.tokenizer, self.device = load_for_inference(model_cfg, "auto")
+        gen = self.model.generation_config
+        gen.do_sample, gen.temperature, gen.top_p, gen.top_k = False, None, None, None  # greedy
+        for key, value in generation_overrides.items():
+            setattr(gen, key, value)
+        self.max_new = max_new
+
+    def __call__(self, message: list[dict[str, str]]) -> str:
+        if message[0]["role"] != "system":
+            message.insert(0, {"role": "system", "content": "You are a helpful assistant!"})
+        text = self.tokenizer.apply_chat_template(message, tokenize=False, add_generation_prompt=True)
+        inputs = self.tokenizer([text], return_tensors="pt", add_special_tokens=False).to(self.device)
+        with torch.inference_mode():
+            generated = self.model.generate(inputs.input_ids, max_new_tokens=self.max_new,
+                                            pad_token_id=self.tokenizer.pad_token_id)  # fmt: skip
+        return self.tokenizer.decode(
+            generated[0][inputs.input_ids.shape[1] :], skip_special_tokens=True
+        ).strip()
+
+
+def official(model: str, cards: int, max_new: int) -> tuple[float, dict[int, list[str]]]:
+    from tests.helpers import compose
+
+    cfg = compose([f"roleplayer={model}"], config_name="evaluate").roleplayer
+    overrides = dict(cfg.backend.get("generation_config") or {})
+    llm = OfficialModel(cfg.backend.model, overrides, max_new)  # both sides: one model, as in the run
+    dialogues = {}
+    selected = load_cards(language="en", limit=cards)
+    start = time.perf_counter()
+    for card in selected:  # the official run_rolellm loop
+        system, opener = render_roleplayer_prompt("esc_role_official", "en", card.to_text())
+        message_ill = [{"role": "system", "content": system}, {"role": "user", "content": opener}]
+        message_doc: list[dict[str, str]] = []
+        turns = []
+        for _ in range(TURNS):
+            res = llm(message_ill)
+            message_ill.append({"role": "assistant", "content": res})
+            message_doc.append({"role": "user", "content": res})
+            turns.append(res)
+            res = llm(message_doc)
+            message_ill.append({"role": "user", "content": res})
+            message_doc.append({"role": "assistant", "content": res})
+            turns.append(res)
+        dialogues[card.id] = turns
+    return time.perf_counter() - start, dialogues
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cards", type=int, default=64)
-    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--model", choices=sorted(MODELS), default="tiny")
+    parser.add_argument("--cards", type=int, default=32)
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--skip-official", action="store_true", help="time ours only")
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     args = parser.parse_args()
-    import torch
-
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    warnings.filterwarnings("ignore")
+    model = MODELS[args.model]
     with tempfile.TemporaryDirectory() as tmp:
-        run(Path(tmp) / "warmup", 2, 2, args.max_new_tokens)  # builds/loads the tiny model once
-        batched_s, batched = run(Path(tmp) / "batched", args.cards, args.cards, args.max_new_tokens)
-        single_s, single = run(Path(tmp) / "single", args.cards, 1, args.max_new_tokens)
-    identical = sum(a == b for a, b in zip(batched, single, strict=True)) / len(batched)
+        ours_s, our_texts = ours(Path(tmp) / "ours", model, args.cards, args.max_new_tokens)
     print(
-        f"{args.cards} cards x tiny role-player x tiny target, 5 turns, "
-        f"max_new_tokens={args.max_new_tokens}, "
-        f"greedy, CPU ({torch.get_num_threads()} threads), torch {torch.__version__}"
+        f"{args.cards} English cards, {model} as role-player and target, {TURNS} turns, "
+        f"max_new_tokens={args.max_new_tokens}, greedy, CPU ({torch.get_num_threads()} threads), "
+        f"torch {torch.__version__}"
     )
     print(f"{'':16}{'seconds':>10}{'dialogues/s':>14}")
-    print(f"{'batched':16}{batched_s:>10.1f}{args.cards / batched_s:>14.3f}")
-    print(f"{'batch size 1':16}{single_s:>10.1f}{args.cards / single_s:>14.3f}")
-    print(f"speed-up: {single_s / batched_s:.1f}x   identical dialogues: {identical:.1%}")
+    print(f"{'ours':16}{ours_s:>10.1f}{args.cards / ours_s:>14.3f}")
+    if args.skip_official:
+        return 0
+    official_s, official_texts = official(model, args.cards, args.max_new_tokens)
+    print(f"{'official shape':16}{official_s:>10.1f}{args.cards / official_s:>14.3f}")
+    same = sum(our_texts[c] == official_texts[c] for c in official_texts)
+    turns = [a == b for c in official_texts for a, b in zip(our_texts[c], official_texts[c], strict=True)]
+    print(
+        f"speed-up: {official_s / ours_s:.1f}x   identical dialogues: {same}/{len(official_texts)} "
+        f"({same / len(official_texts):.0%}), turns: {sum(turns)}/{len(turns)}"
+    )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

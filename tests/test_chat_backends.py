@@ -108,6 +108,32 @@ def test_hf_batch_composition_does_not_change_replies(hf):
     assert len({r.prompt_tokens for r in batched}) > 3  # the prompts really differ in length
 
 
+def test_hf_kept_prefixes_give_the_replies_of_a_full_prefill(tiny_cfg):
+    """Three turns of six conversations of different lengths, with and without the prefix cache:
+    the same greedy replies, while the cached backend prefills only each turn's new tokens."""
+    plain = HFBackend(tiny_cfg, batch_size=4, device="cpu", prefix_cache_gb=0)
+    kept = HFBackend(tiny_cfg, batch_size=4, device="cpu", prefix_cache_gb=1)
+    system = "You play a worried person. " * 8  # a long shared start: only whole conversations may match
+    chats = [[{"role": "system", "content": system}, *c] for c in CONVERSATIONS]
+    try:
+        for turn in range(3):
+            full, reused = plain.generate(chats, GREEDY), kept.generate(chats, GREEDY)
+            assert [r.text for r in reused] == [r.text for r in full], turn
+            assert [r.completion_tokens for r in reused] == [r.completion_tokens for r in full]
+            assert [r.prompt_tokens for r in reused] == [r.prompt_tokens for r in full]
+            for chat, reply in zip(chats, full, strict=True):
+                chat += [
+                    {"role": "assistant", "content": reply.text},
+                    {"role": "user", "content": f"go on {turn}"},
+                ]
+        assert kept._prefix.hits >= 2 * len(chats)  # turns 2 and 3 found their conversation
+        assert kept._prefix.reused_tokens > 2 * len(chats) * 30
+        assert len(kept._prefix) == len(chats)  # one entry per conversation: a turn replaces the last
+    finally:
+        plain.close()
+        kept.close()
+
+
 def test_hf_out_of_memory_splits_the_batch_before_anything_fails(hf, monkeypatch):
     """A chunk that does not fit is halved until it does (a GPU's OOM, simulated above 2 rows);
     the replies equal an unconstrained run, and later chunks keep the size that fit."""
@@ -612,3 +638,27 @@ def test_baichuan_missing_key_names_the_variable(monkeypatch, fresh_server):
     with pytest.raises(ConfigError, match="BAICHUAN_API_KEY"):
         BaichuanNPCBackend(base_url=fresh_server.url).check_ready()
     assert fresh_server.requests == 0
+
+
+def test_prefix_cache_longest_prefix_budget_and_replacement():
+    import torch
+
+    from esc.chat.backends.prefix_cache import MIN_REUSE, PrefixCache
+
+    def kv(n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:  # one layer, 1 head, dim 2, float32
+        return [(torch.arange(n * 2.0).view(1, n, 2), -torch.arange(n * 2.0).view(1, n, 2))]
+
+    cache = PrefixCache(max_bytes=4 * 40 * 16)  # room for 4 entries of 40 tokens (16 bytes a token)
+    a, b = list(range(40)), [7] * 40
+    cache.store(a, kv(40))
+    cache.store(b, kv(40))
+    n, key, layers = cache.lookup([*a[:30], 99, 98])
+    assert n == 30 and layers[0][0].shape == (1, 30, 2)  # the longest shared prefix, cut to it
+    assert cache.lookup(a)[0] == 39  # a whole match leaves one token to feed
+    assert cache.lookup([5] * (MIN_REUSE + 5))[0] == 0  # nothing shared
+    assert cache.lookup(a[: MIN_REUSE - 2] + [1, 2, 3])[0] == 0  # too short to be worth it
+    cache.store([*a, 1, 2], kv(42), replaces=key)  # the conversation goes on: its old entry goes
+    assert len(cache) == 2
+    cache.store(list(range(100, 140)), kv(40))
+    cache.store(list(range(200, 240)), kv(40))  # over budget: the least recently used (b) goes first
+    assert cache.nbytes <= cache.max_bytes and cache.lookup(b)[0] == 0 and cache.lookup([*a, 1, 5])[0] == 41

@@ -138,7 +138,9 @@ def side_on_vllm(side: str, max_model_len: int = 4096) -> list[str]:
 
 
 def texts(out: Path, name: str) -> list[list[str]]:
-    return [[t.text for t in d.turns] for d in read_dialogues(out / "dialogues" / name)]
+    """Each dialogue's turns. A reply cut off inside a multi-byte character ends in U+FFFD when
+    transformers decodes it; vLLM's incremental detokenizer leaves the unfinished character out."""
+    return [[t.text.rstrip("\ufffd") for t in d.turns] for d in read_dialogues(out / "dialogues" / name)]
 
 
 def random_adapter(folder: Path, seed: int) -> Path:

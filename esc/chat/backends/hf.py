@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from esc.chat.backends._common import error_reply, plain
+from esc.chat.backends.prefix_cache import PrefixCache
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, check_features, register_backend
 from esc.errors import ConfigError
 from esc.models.loading import check_device, model_label
@@ -117,6 +118,8 @@ class HFBackend(ChatBackend):
             in halves and retried (and later chunks are kept to the size that fit) before any
             conversation fails.
         price: USD per 1,000 tokens, e.g. ``{"prompt": 0.0, "completion": 0.0}``.
+        prefix_cache_gb: memory (on the model's device) for the keys and values of recent
+            conversations, so each turn prefills only its new tokens (`prefix_cache`); 0: off.
         generation_config: extra ``transformers.GenerationConfig`` fields on top of the model's own,
             e.g. ``{"no_repeat_ngram_size": 3}``; part of the backend's identity (and cache key).
 
@@ -140,8 +143,13 @@ class HFBackend(ChatBackend):
         batch_size: int | str = 8,
         price: dict[str, float] | None = None,
         generation_config: Mapping[str, Any] | None = None,
+        prefix_cache_gb: float = 4.0,
     ) -> None:
         self.model_cfg = plain(model)
+        if float(prefix_cache_gb) < 0:
+            raise ConfigError("backend.prefix_cache_gb", f"must be 0 (off) or more, got {prefix_cache_gb}")
+        self.prefix_cache_gb = float(prefix_cache_gb)
+        self._prefix: PrefixCache | None = None
         self.generation_overrides = _check_generation_overrides(plain(generation_config))
         if not any(self.model_cfg.get(k) for k in ("tiny", "packaged", "name_or_path")):
             raise ConfigError("backend.model.name_or_path", "is empty: name a hub id or a local directory")
@@ -217,6 +225,8 @@ class HFBackend(ChatBackend):
             )
             if self.batch_size is None:
                 self.batch_size = auto_batch_size(self._model, self._device, self.context_window)
+            if self.prefix_cache_gb > 0:
+                self._prefix = PrefixCache(int(self.prefix_cache_gb * 2**30))
 
     # --- properties ---------------------------------------------------------------------------
 
@@ -401,33 +411,48 @@ class HFBackend(ChatBackend):
     def _generate_chunk(
         self, prompts: list[list[int]], settings: GenerationSettings, gen: Any
     ) -> list[Reply]:
+        """Left-padded batched `generate`. With the prefix cache, each row's longest cached prefix is
+        not prefilled again: the row is [pad][cached prefix][pad][new tokens], the cached keys and
+        values fill the first part of the batch's cache, and positions come from the attention mask,
+        so the row computes what it would alone and uncached."""
         import torch
 
         t0 = time.perf_counter()
         tokenizer = self._tokenizer
         pad_id = tokenizer.pad_token_id
-        width = max(len(ids) for ids in prompts)
+        reuse = (
+            [self._prefix.lookup(ids) for ids in prompts]
+            if self._prefix
+            else [(0, None, None)] * len(prompts)
+        )
+        cached = [n for n, _, _ in reuse]
+        width_c = max(cached)
+        width = width_c + max(len(ids) - n for ids, n in zip(prompts, cached, strict=True))
         input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
         attention = torch.zeros((len(prompts), width), dtype=torch.long)
-        for row, ids in enumerate(prompts):  # left padding: every prompt ends at the same column
-            input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-            attention[row, width - len(ids) :] = 1
+        for row, (ids, n) in enumerate(zip(prompts, cached, strict=True)):  # every prompt ends at one column
+            input_ids[row, width_c - n : width_c] = torch.tensor(ids[:n], dtype=torch.long)
+            attention[row, width_c - n : width_c] = 1
+            input_ids[row, width - (len(ids) - n) :] = torch.tensor(ids[n:], dtype=torch.long)
+            attention[row, width - (len(ids) - n) :] = 1
         want_logprobs = settings.top_logprobs > 0
+        gen = copy.copy(gen)
+        gen.return_dict_in_generate = want_logprobs or self._prefix is not None
         with torch.inference_mode():
             output = self._model.generate(
                 input_ids=input_ids.to(self._device),
                 attention_mask=attention.to(self._device),
+                past_key_values=self._batched_past(reuse, width_c) if width_c else None,
                 generation_config=gen,
                 tokenizer=tokenizer,
             )
         step_logits = output.logits if want_logprobs else None
-        if want_logprobs:
-            output = output.sequences
+        sequences = output.sequences if gen.return_dict_in_generate else output
         latency = (time.perf_counter() - t0) / len(prompts)
         eos = self._eos_ids()
         replies = []
         for row, ids in enumerate(prompts):
-            new = output[row, width:].tolist()
+            new = sequences[row, width:].tolist()
             stop_at = next((j for j, token in enumerate(new) if token in eos), None)
             if stop_at is not None:
                 kept, produced, ended = new[:stop_at], stop_at + 1, True
@@ -455,7 +480,59 @@ class HFBackend(ChatBackend):
                     ),
                 )
             )
+            if self._prefix is not None:  # keep this conversation's keys and values for its next turn
+                self._keep(
+                    output.past_key_values,
+                    row,
+                    ids,
+                    cached[row],
+                    width_c,
+                    width,
+                    new[: produced - 1],
+                    reuse[row][1],
+                )
         return replies
+
+    def _batched_past(self, reuse: list[tuple[int, Any, Any]], width_c: int) -> Any:
+        """A batch's cache from each row's cached keys and values, right-aligned at column `width_c`."""
+        import torch
+        from transformers import DynamicCache
+
+        template = next(layers for _, _, layers in reuse if layers)
+        batch = []
+        for layer, (k0, v0) in enumerate(template):
+            keys = torch.zeros(
+                (len(reuse), k0.shape[0], width_c, k0.shape[2]), dtype=k0.dtype, device=k0.device
+            )
+            values = torch.zeros(
+                (len(reuse), v0.shape[0], width_c, v0.shape[2]), dtype=v0.dtype, device=v0.device
+            )
+            for row, (n, _, layers) in enumerate(reuse):
+                if n:
+                    keys[row, :, width_c - n :] = layers[layer][0]
+                    values[row, :, width_c - n :] = layers[layer][1]
+            batch.append((keys, values))
+        return DynamicCache(ddp_cache_data=batch, config=self._model.config)
+
+    def _keep(
+        self, past: Any, row: int, ids: list[int], n: int, width_c: int, width: int, generated: list[int],
+        replaces: int | None,
+    ) -> None:  # fmt: skip
+        """Store a row's keys and values for its prompt and the reply tokens fed back (all but the last)."""
+        import torch
+
+        positions = torch.cat(
+            [
+                torch.arange(width_c - n, width_c),
+                torch.arange(width - (len(ids) - n), width),
+                torch.arange(width, width + len(generated)),
+            ]
+        ).to(self._device)
+        layers = [
+            (layer.keys[row].index_select(1, positions), layer.values[row].index_select(1, positions))
+            for layer in past.layers
+        ]
+        self._prefix.store([*ids, *generated], layers, replaces)
 
     def _top_logprobs(self, step_logits: Any, row: int, tokens: list[int], n: int) -> list[dict[str, Any]]:
         """Per generated token: its text and the `n` likeliest tokens' log-probabilities (raw logits,
@@ -477,6 +554,7 @@ class HFBackend(ChatBackend):
                 return
             self._model = None
             self._tokenizer = None
+            self._prefix = None
             try:
                 import torch
 
