@@ -1,0 +1,302 @@
+"""Annotation tasks out, people's labels in.
+
+Export (`export_tasks`) writes a task folder:
+
+- ``tasks.jsonl``: the canonical list, one task per line ({task_id, kind, language, text, payload});
+  every import is checked against it;
+- ``tasks.csv``: one row per task, the text and an empty column per field (plus ``annotator``), to
+  fill in a spreadsheet;
+- ``labelstudio/config.xml`` + ``labelstudio/tasks.json``: a Label Studio project (the labeling
+  interface, one Choices block per field with each value's rule as its hint, and the tasks).
+
+Import (`import_labels`) reads filled CSV or JSON-lines files (``task_id``, ``annotator`` and one
+column per field) or Label Studio JSON exports, and returns one `Label` per (task, annotator,
+field). An unknown task id, a field the kind does not have or a value out of range stops with one
+line naming the file and record; nothing is written until every file has been read.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+from xml.sax.saxutils import quoteattr
+
+from esc.annotate.kinds import TaskKind, task_kind
+from esc.errors import DataError, UserError
+from esc.jsonl import atomic_write_text
+from esc.sft.sample import read_json, read_jsonl
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    task_id: str
+    kind: str
+    language: str
+    text: str  # what the annotator reads
+    payload: dict[str, Any]  # what the task was made from (dialogue lines, card fields, ...)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Label:
+    task_id: str
+    kind: str
+    annotator: str
+    field: str
+    value: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# --- making tasks ------------------------------------------------------------------------------------
+
+
+def dialogue_tasks(dialogue_files: Sequence[Path], kind: str = "dialogue") -> list[Task]:
+    """One task per complete dialogue of evaluate.py's files: the chatbot's side is scored
+    (``dialogue``) or the role-player's (``roleplay``, with the card it played)."""
+    from esc.interact.store import read_dialogues
+
+    tasks = []
+    for path in dialogue_files:
+        for d in read_dialogues(path):
+            if d.status != "complete":
+                continue
+            speaker = {"roleplayer": "Seeker (role-player)", "target": "AI assistant"}
+            text = "\n".join(f"{speaker.get(t.speaker, t.speaker)}: {t.text}" for t in d.turns)
+            payload: dict[str, Any] = {
+                "card_id": d.card_id,
+                "roleplayer": d.roleplayer,
+                "target": d.target,
+                "dialogue": [
+                    {"role": "user" if t.speaker == "roleplayer" else "assistant", "content": t.text}
+                    for t in d.turns
+                ],
+            }
+            if kind == "roleplay":  # the card matters for thematic consistency and completeness
+                payload["card_prompt"] = d.system_prompt
+                text = f"[The role card the seeker plays]\n{d.system_prompt}\n\n[Dialogue]\n{text}"
+            task_id = f"{kind}:{d.target}:{d.roleplayer}:{d.language}:{d.card_id}"
+            tasks.append(Task(task_id, kind, d.language, text, payload))
+    return tasks
+
+
+def card_tasks(cards: Iterable[Any]) -> list[Task]:
+    """One task per role card (`esc.cards.RoleCard`)."""
+    return [
+        Task(f"card:{c.language}:{c.id}", "card", c.language, c.to_text(), {"card": c.to_dict()})
+        for c in cards
+    ]
+
+
+# --- export ------------------------------------------------------------------------------------------
+
+
+def export_tasks(tasks: Sequence[Task], out: Path) -> dict[str, Path]:
+    """Write the task folder (see the module docstring); returns the files written."""
+    if not tasks:
+        raise UserError("no tasks to export (no complete dialogue or card found)")
+    kinds = {t.kind for t in tasks}
+    if len(kinds) != 1:
+        raise UserError(f"one kind of task per folder, got {sorted(kinds)}")
+    kind = task_kind(kinds.pop())
+    ids = [t.task_id for t in tasks]
+    if len(set(ids)) != len(ids):
+        raise UserError("two tasks have the same id (the same dialogue or card given twice?)")
+    out = Path(out)
+    (out / "labelstudio").mkdir(parents=True, exist_ok=True)
+    files = {
+        "tasks": out / "tasks.jsonl",
+        "csv": out / "tasks.csv",
+        "labelstudio_config": out / "labelstudio" / "config.xml",
+        "labelstudio_tasks": out / "labelstudio" / "tasks.json",
+    }
+    atomic_write_text(
+        files["tasks"], "".join(json.dumps(t.to_dict(), ensure_ascii=False) + "\n" for t in tasks)
+    )
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["task_id", "annotator", *[f.name for f in kind.fields], "text"])
+    for t in tasks:
+        writer.writerow([t.task_id, "", *[""] * len(kind.fields), t.text])
+    atomic_write_text(files["csv"], buffer.getvalue())
+    atomic_write_text(files["labelstudio_config"], labelstudio_config(kind))
+    ls_tasks = [{"data": {"task_id": t.task_id, "language": t.language, "text": t.text}} for t in tasks]
+    atomic_write_text(files["labelstudio_tasks"], json.dumps(ls_tasks, ensure_ascii=False, indent=1) + "\n")
+    return files
+
+
+def labelstudio_config(kind: TaskKind) -> str:
+    """A Label Studio labeling interface: the task text, then one single-choice block per field,
+    each value with its rule as hint."""
+    lines = [
+        "<View>",
+        f"  <Header value={quoteattr(kind.instructions)}/>",
+        '  <Text name="text" value="$text"/>',
+    ]
+    for field in kind.fields:
+        lines.append(f"  <Header value={quoteattr(f'{field.title}: {field.guide}')}/>")
+        lines.append(
+            f'  <Choices name="{field.name}" toName="text" choice="single" required="true" showInline="true">'
+        )
+        for value, hint in zip(field.values, field.hints or [""] * len(field.values), strict=True):
+            lines.append(f"    <Choice value={quoteattr(value)} hint={quoteattr(hint)}/>")
+        lines.append("  </Choices>")
+    lines.append("</View>")
+    return "\n".join(lines) + "\n"
+
+
+def read_tasks(path: Path) -> dict[str, Task]:
+    """The tasks of a task folder's ``tasks.jsonl``, by id."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "tasks.jsonl"
+    tasks = {}
+    for lineno, record in read_jsonl(path):
+        try:
+            task = Task(**record)
+        except TypeError as err:
+            raise DataError(path, f"line {lineno}", f"not a task record ({err})") from None
+        tasks[task.task_id] = task
+    if not tasks:
+        raise DataError(path, None, "no tasks (empty file)")
+    return tasks
+
+
+# --- import ------------------------------------------------------------------------------------------
+
+
+def _check(tasks: dict[str, Task], path: Path, where: str, task_id: Any, annotator: Any,
+           values: dict[str, Any]) -> list[Label]:  # fmt: skip
+    task_id = str(task_id or "").strip()
+    if task_id not in tasks:
+        raise DataError(path, where, f"unknown task id {task_id!r} (not in the exported tasks.jsonl)")
+    annotator = str(annotator or "").strip()
+    if not annotator:
+        raise DataError(path, where, "no annotator given (column `annotator`)")
+    kind = task_kind(tasks[task_id].kind)
+    labels = []
+    for name, raw in values.items():
+        if raw is None or str(raw).strip() == "":
+            continue  # left empty: not labelled
+        try:
+            field = kind.field(name)
+        except KeyError:
+            raise DataError(
+                path, where, f"field {name!r} is not one of {[f.name for f in kind.fields]}"
+            ) from None
+        value = field.parse(raw)
+        if value is None:
+            raise DataError(path, where, f"{name}: {raw!r} is not one of {list(field.values)}")
+        labels.append(Label(task_id, kind.name, annotator, name, value))
+    return labels
+
+
+def _read_rows(path: Path) -> Iterable[tuple[str, dict[str, Any]]]:
+    if path.suffix == ".csv":
+        with path.open(encoding="utf-8", newline="") as fh:
+            for row_no, row in enumerate(csv.DictReader(fh), start=2):
+                yield f"row {row_no}", row
+    else:
+        for lineno, record in read_jsonl(path):
+            if not isinstance(record, dict):
+                raise DataError(path, f"line {lineno}", "expected a JSON object")
+            yield f"line {lineno}", record
+
+
+def _labelstudio_labels(tasks: dict[str, Task], path: Path) -> list[Label]:
+    exported = read_json(path)
+    if not isinstance(exported, list):
+        raise DataError(path, None, "expected a Label Studio JSON export (a list of tasks)")
+    labels = []
+    for k, item in enumerate(exported):
+        where = f"task {k}"
+        if not isinstance(item, dict) or "data" not in item:
+            raise DataError(path, where, "not a Label Studio task (no `data`)")
+        for annotation in item.get("annotations") or []:
+            if annotation.get("was_cancelled"):
+                continue
+            who = annotation.get("completed_by")
+            who = who.get("email") or who.get("id") if isinstance(who, dict) else who
+            values = {}
+            for result in annotation.get("result") or []:
+                choices = (result.get("value") or {}).get("choices") or []
+                if len(choices) != 1:
+                    raise DataError(
+                        path, where, f"{result.get('from_name')}: expected one choice, got {choices}"
+                    )
+                values[result.get("from_name")] = choices[0]
+            labels += _check(tasks, path, where, item["data"].get("task_id"), who, values)
+    return labels
+
+
+def import_labels(tasks: dict[str, Task], files: Sequence[Path]) -> list[Label]:
+    """Every label of the given files (CSV, JSON lines, Label Studio JSON), checked against the
+    tasks; a (task, annotator, field) labelled twice is an error naming both places."""
+    labels: list[Label] = []
+    seen: dict[tuple[str, str, str], str] = {}
+    for path in map(Path, files):
+        if not path.is_file():
+            raise UserError(f"{path}: file not found")
+        if path.suffix == ".json":
+            found = _labelstudio_labels(tasks, path)
+            places = [f"{path.name}"] * len(found)
+        else:
+            found, places = [], []
+            fields = {"task_id", "annotator", "text", "kind", "language"}
+            for where, row in _read_rows(path):
+                values = {k: v for k, v in row.items() if k not in fields}
+                new = _check(tasks, path, where, row.get("task_id"), row.get("annotator"), values)
+                found += new
+                places += [f"{path.name} {where}"] * len(new)
+        for label, place in zip(found, places, strict=True):
+            key = (label.task_id, label.annotator, label.field)
+            if key in seen:
+                raise DataError(path, place, f"{key} is labelled twice (also in {seen[key]})")
+            seen[key] = place
+            labels.append(label)
+    if not labels:
+        raise UserError("no labels found in the files given (are the field columns filled in?)")
+    return labels
+
+
+def write_labels(labels: Sequence[Label], path: Path) -> None:
+    atomic_write_text(Path(path), "".join(json.dumps(x.to_dict(), ensure_ascii=False) + "\n" for x in labels))
+
+
+def read_labels(path: Path) -> list[Label]:
+    path = Path(path)
+    labels = []
+    for lineno, record in read_jsonl(path):
+        try:
+            labels.append(Label(**record))
+        except TypeError as err:
+            raise DataError(path, f"line {lineno}", f"not a label record ({err})") from None
+    return labels
+
+
+def to_esc_rank(labels: Sequence[Label], tasks: dict[str, Task]) -> list[Any]:
+    """Dialogue labels as human annotations for ESC-RANK (`esc.scoring.annotations.Annotation`):
+    `train.py +exp=esc_rank data.annotations=FILE` trains on them."""
+    from esc.scoring.annotations import Annotation
+
+    out = []
+    for label in labels:
+        if label.kind != "dialogue":
+            continue
+        task = tasks[label.task_id]
+        lines = tuple((m["role"], m["content"]) for m in task.payload["dialogue"])
+        out.append(
+            Annotation(
+                task.task_id, task.language, lines, label.field, int(label.value), label.annotator,
+                source=f"{task.payload.get('target')}/{task.payload.get('roleplayer')}",
+            )
+        )  # fmt: skip
+    return out
