@@ -15,6 +15,9 @@
     python rank.py mode=agreement scores=[OUT_OF_A_RANK_RUN]   # judgments already made
     # correlation of BLEU, Distinct, ROUGE-L, METEOR and a judge with human scores (Tables 3, 13-15)
     python rank.py mode=correlation correlation.scores=[OUT_OF_A_MODE_AGREEMENT_RUN]
+    # role-players judged on the six role-play metrics and against human dialogues (Table 1, Figure 3)
+    python rank.py +exp=roleplay_eval dialogues=[ESC_ROLE_OUT,GPT4_OUT] \
+        roleplay.cards=[CARDS_OUT/cards.json] roleplay.human=CARDS_OUT/human_dialogues.jsonl
 
 Writes OUT/scores/*.jsonl (one judgment per dialogue and dimension, as they are made),
 OUT/leaderboard.{md,csv}, OUT/charts/*.png and OUT/manifest.json (mode=agreement:
@@ -43,6 +46,12 @@ def main(cfg: DictConfig) -> None:
         return
     if result.get("mode") == "correlation":
         print(f"correlation: {result['output_dir']}/correlation.md (.csv, .json)")
+        return
+    if result.get("mode") == "roleplay":
+        counts = result["counts"]
+        print(f"judgments: {counts}; {result['output_dir']}/table1.md, winrates.md (.csv)")
+        if counts.get("failed"):
+            raise IncompleteRun(f"{counts['failed']} judgments failed; rerun the same command to retry them")
         return
     counts, per_dim = result["counts"], result["judgments"]
     invalid = {k: v["invalid"] for k, v in per_dim.items() if v["invalid"]}

@@ -214,8 +214,8 @@ def _mode(cfg: DictConfig) -> Any:
 
 
 def _judging(cfg: DictConfig) -> bool:
-    """rank.py loads the judge: mode=score, or mode=agreement without existing `scores`."""
-    return _mode(cfg) == "score" or (_mode(cfg) == "agreement" and not cfg.get("scores"))
+    """rank.py loads the judge: mode=score or roleplay, or mode=agreement without existing `scores`."""
+    return _mode(cfg) in ("score", "roleplay") or (_mode(cfg) == "agreement" and not cfg.get("scores"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -306,7 +306,7 @@ RULES: tuple[Rule, ...] = (
         paths(),
         RANK,
         "evaluate.py output dirs or dialogue files",
-        when=lambda cfg: _mode(cfg) == "score",
+        when=lambda cfg: _mode(cfg) in ("score", "roleplay"),
     ),
     Rule(
         "scores",
@@ -357,7 +357,7 @@ def _needed(cfg: DictConfig, job: str, key: str) -> bool:
         return True
     top = key.split(".", 1)[0]
     if top == "dialogues":
-        return _mode(cfg) == "score"
+        return _mode(cfg) in ("score", "roleplay")
     if top == "judge":
         return _judging(cfg)
     return True

@@ -26,7 +26,7 @@ from esc.scoring.annotations import Annotation
 from esc.scoring.judge import VALID, Judge, ScoreItem
 from esc.scoring.rank_data import splits
 from esc.scoring.rubrics import DIMENSION_KEYS
-from esc.scoring.store import ScoreRecord, ScoreStore, latest, read_scores
+from esc.scoring.store import ScoreStore, latest, read_scores
 
 log = logging.getLogger(__name__)
 SPLITS = ("train", "val", "test", "all")
@@ -51,7 +51,7 @@ def judge_items(
         for start in range(0, len(pending), chunk):
             part = pending[start : start + chunk]
             store.add(
-                ScoreRecord.make(
+                store.record_type.make(
                     j,
                     dialogue_id=it.item_id,
                     dimension=it.dimension,

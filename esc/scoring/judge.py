@@ -21,14 +21,33 @@ from esc.scoring.rubrics import SCORES, prompt_style
 VALID, INVALID, FAILED = "valid", "invalid", "failed"
 
 
+DIGITS: tuple[str, ...] = tuple(str(s) for s in SCORES)  # the answers of the 7 dimensions: "0".."4"
+
+
 @dataclasses.dataclass(frozen=True)
 class ScoreItem:
-    """One dialogue to score on one dimension."""
+    """One dialogue to score on one dimension.
+
+    By default the judge renders the prompt of `dimension` (the rubric of its prompt style) and
+    the answer is one of "0".."4". Other questions (the role-play metrics, 0-2; the pairwise
+    human-likeness test, "A" or "B") give the prompt whole in `messages` and their own `choices`;
+    the score is then the index of the chosen answer.
+    """
 
     item_id: str  # the dialogue's id, unique within a run
-    dimension: str  # canonical dimension key
+    dimension: str  # canonical dimension key (or the question's name when `messages` is given)
     language: str  # "en" | "zh": picks the rubric (and, for ESC-RANK, the adapter)
     lines: tuple[tuple[str, str], ...]  # (role, text), role "assistant" (the chatbot) or "user"
+    messages: tuple[tuple[str, str], ...] | None = None  # (role, content): the prompt, given whole
+    choices: tuple[str, ...] = DIGITS  # the answers allowed, in score order
+
+    def prompt(self, style: Any) -> list[dict[str, str]]:
+        """The judge prompt: `messages` when given, else the rubric of `style` for `dimension`."""
+        if self.messages is not None:
+            return [{"role": role, "content": content} for role, content in self.messages]
+        from esc.scoring.rubrics import dialogue_text, dimension
+
+        return style.messages(dimension(self.dimension).key, dialogue_text(self.lines), self.language)
 
 
 @dataclasses.dataclass
@@ -43,7 +62,8 @@ class Judgment:
 
     @classmethod
     def from_distribution(cls, answer_probs: Sequence[float], min_answer_mass: float = 0.0) -> Judgment:
-        """A judgment from the unnormalised probabilities of the answers "0".."4"."""
+        """A judgment from the unnormalised probabilities of the answers ("0".."4", or an item's
+        `choices`): the score is the index of the likeliest."""
         mass = float(sum(answer_probs))
         if mass <= 0.0 or mass < min_answer_mass:
             return cls(
@@ -52,8 +72,8 @@ class Judgment:
                 error=f"only {mass:.2e} of the probability is on the answers 0-4 (< {min_answer_mass})",
             )
         probs = [float(p) / mass for p in answer_probs]
-        score = max(SCORES, key=lambda s: probs[s])
-        expected = sum(s * p for s, p in zip(SCORES, probs, strict=True))
+        score = max(range(len(probs)), key=lambda s: probs[s])
+        expected = sum(s * p for s, p in enumerate(probs))
         return cls(VALID, score, round(expected, 6), [round(p, 6) for p in probs], round(mass, 6))
 
     def to_dict(self) -> dict[str, Any]:

@@ -42,3 +42,28 @@ def parse_score(reply: str | None) -> int | None:
         return None
     value = match.group("score")
     return _NUMERALS[value] if value in _NUMERALS else int(value)
+
+
+_ANSWER_LABEL = re.compile(
+    r"^(?:(?:the\s+|my\s+|final\s+)*(?:answer|choice)\s*(?:is)?\s*[:：=\-]?\s*|(?:答案|选择)\s*(?:是|为)?\s*[:：]?\s*)",
+    re.IGNORECASE,
+)
+
+
+def parse_choice(reply: str | None, choices: tuple[str, ...]) -> int | None:
+    """The index of the answer a reply states, for questions with their own answers (the
+    role-play metrics' "0".."2", the pairwise test's "A"/"B"), or None when it is not exactly one.
+
+    Digit answers are read as `parse_score` reads scores and must be among `choices`; other answers
+    must be the whole first line (an optional "Answer:" label, decoration, closing punctuation and
+    case aside)."""
+    if all(c.isdigit() for c in choices):
+        score = parse_score(reply)
+        return choices.index(str(score)) if score is not None and str(score) in choices else None
+    if not reply:
+        return None
+    text = unicodedata.normalize("NFKC", reply)
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    first = _ANSWER_LABEL.sub("", _DECORATION.sub("", first).strip()).rstrip(".。!！").strip()
+    folded = [c.casefold() for c in choices]
+    return folded.index(first.casefold()) if first.casefold() in folded else None

@@ -30,7 +30,7 @@ from esc.scoring.rubrics import DIMENSION_KEYS, dimension
 from esc.scoring.store import ScoreRecord, ScoreStore, latest, read_scores, score_file_paths
 
 log = logging.getLogger(__name__)
-MODES = ("score", "leaderboard", "agreement", "correlation")
+MODES = ("score", "leaderboard", "agreement", "correlation", "roleplay")
 
 
 def dialogue_files(spec: str | Sequence[str]) -> list[Path]:
@@ -148,7 +148,7 @@ def rank(cfg: DictConfig) -> dict[str, Any]:
     mode = cfg.get("mode", "score")
     if mode not in MODES:
         raise ConfigError("mode", f"{mode!r} is not one of {', '.join(MODES)}")
-    judging = mode == "score" or (mode == "agreement" and not resolved.get("scores"))
+    judging = mode in ("score", "roleplay") or (mode == "agreement" and not resolved.get("scores"))
     judge = build_judge(resolved["judge"]) if judging else None
     try:
         with RunFolder(out, f"rank.{mode}", output_settings(mode, resolved, judge)) as folder:
@@ -158,6 +158,15 @@ def rank(cfg: DictConfig) -> dict[str, Any]:
                     return run_agreement(resolved, out, manifest, judge, folder)
                 if mode == "correlation":
                     return run_correlation_mode(resolved, out, manifest)
+                if mode == "roleplay":
+                    from esc.roleplay.run import run_roleplay
+
+                    if resolved.get("dialogues") in (None, "???"):
+                        raise ConfigError(
+                            "dialogues", "name the evaluate.py output directories of the role-players"
+                        )
+                    files = dialogue_files(resolved["dialogues"])
+                    return run_roleplay(resolved, out, manifest, judge, folder, files)
                 return run_scores(resolved, out, manifest, judge, folder)
             except BaseException as err:
                 manifest.finish(status="interrupted" if isinstance(err, KeyboardInterrupt) else "failed",

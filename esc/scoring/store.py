@@ -69,14 +69,14 @@ class ScoreRecord:
         return record
 
 
-def read_scores(path: Path) -> Iterator[ScoreRecord]:
+def read_scores(path: Path, record_type: type[ScoreRecord] = ScoreRecord) -> Iterator[ScoreRecord]:
     """Every record of a score file, in order; a malformed line is a DataError naming file and line."""
     with Path(path).open(encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
             try:
-                yield ScoreRecord.from_dict(json.loads(line))
+                yield record_type.from_dict(json.loads(line))
             except (json.JSONDecodeError, TypeError, ValueError) as err:
                 raise DataError(path, f"line {lineno}", f"not a score record ({err})") from None
 
@@ -87,13 +87,15 @@ def latest(records: Iterable[ScoreRecord]) -> dict[tuple[str, str], ScoreRecord]
 
 
 class ScoreStore:
-    """The judgments of one score file; `done` are the keys not to judge again."""
+    """The judgments of one score file; `done` are the keys not to judge again. `record_type` reads
+    its lines (`ScoreRecord`: the 7 dimensions; the role-play metrics have their own)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, record_type: type[ScoreRecord] = ScoreRecord) -> None:
         self.path = Path(path)
+        self.record_type = record_type
         self.path.parent.mkdir(parents=True, exist_ok=True)
         drop_partial_last_line(self.path)
-        self.records = latest(read_scores(self.path)) if self.path.exists() else {}
+        self.records = latest(read_scores(self.path, record_type)) if self.path.exists() else {}
 
     def is_done(self, key: tuple[str, str]) -> bool:
         record = self.records.get(key)

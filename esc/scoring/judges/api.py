@@ -25,26 +25,26 @@ from esc.chat.base import ChatBackend, GenerationSettings, build_backend, check_
 from esc.chat.cache import with_cache
 from esc.errors import ConfigError
 from esc.models.revision import adapter_hash
-from esc.scoring.judge import FAILED, INVALID, VALID, Judge, Judgment, ScoreItem, register_judge
+from esc.scoring.judge import DIGITS, FAILED, INVALID, VALID, Judge, Judgment, ScoreItem, register_judge
 from esc.scoring.judges.local import adapter_paths
-from esc.scoring.parse import parse_score
-from esc.scoring.rubrics import SCORES, dialogue_text, prompt_style
-
-DIGITS = {str(s): s for s in SCORES}
+from esc.scoring.parse import parse_choice, parse_score
+from esc.scoring.rubrics import prompt_style
 
 
-def answer_distribution(logprobs: list[dict[str, Any]] | None, score: int) -> list[float] | None:
-    """P("0".."4") at the first generated token that is the stated score, from the top log-probs.
-
-    None when there are no log-probabilities, or no generated token is the score (e.g. "三").
-    """
+def answer_distribution(
+    logprobs: list[dict[str, Any]] | None, score: int, choices: tuple[str, ...] = DIGITS
+) -> list[float] | None:
+    """P(each answer) ("0".."4", or `choices`) at the first generated token that is the stated
+    answer, from the top log-probs. None when there are no log-probabilities, or no generated token
+    is the answer (e.g. "三")."""
+    index = {c.casefold(): i for i, c in enumerate(choices)}
     for step in logprobs or []:
-        if step["token"].strip() == str(score):
-            probs = [0.0] * len(SCORES)
+        if step["token"].strip().casefold() == choices[score].casefold():
+            probs = [0.0] * len(choices)
             for token, logprob in step["top"].items():
-                digit = DIGITS.get(token.strip())
-                if digit is not None:
-                    probs[digit] += math.exp(logprob)
+                answer = index.get(token.strip().casefold())
+                if answer is not None:
+                    probs[answer] += math.exp(logprob)
             return probs if sum(probs) > 0 else None
     return None
 
@@ -80,11 +80,12 @@ class APIJudge(Judge):
         self.prompt = prompt
         self.style = prompt_style(prompt)
         self.backend: ChatBackend = with_cache(build_backend(backend, key="judge.backend"), cache)
+        self.constrain = bool(constrain)
         self.settings = GenerationSettings(
             max_new_tokens=1 if constrain else int(max_new_tokens),
             temperature=0.0,
             top_logprobs=int(top_logprobs),
-            choices=tuple(DIGITS) if constrain else (),
+            choices=DIGITS if constrain else (),
         )
         self.adapters = {key: str(path) for key, path in adapter_paths(adapters).items()}
 
@@ -118,36 +119,36 @@ class APIJudge(Judge):
         return identity
 
     def judge(self, items: Sequence[ScoreItem]) -> list[Judgment]:
-        if not self.adapters:
-            return self._judge(items, self.settings)
         judgments: list[Judgment | None] = [None] * len(items)
-        groups: dict[str | None, list[int]] = {}
-        for k, item in enumerate(items):
-            groups.setdefault(self.adapters.get((item.dimension, item.language)), []).append(k)
-        for path, members in groups.items():
-            if path is None:  # a dimension the adapters do not cover
-                for k in members:
-                    judgments[k] = Judgment(INVALID, error=f"no adapter for {items[k].dimension}")
+        groups: dict[tuple[str | None, tuple[str, ...]], list[int]] = {}
+        for k, item in enumerate(items):  # one call per adapter and answer set
+            path = self.adapters.get((item.dimension, item.language)) if self.adapters else None
+            if self.adapters and path is None:  # a dimension the adapters do not cover
+                judgments[k] = Judgment(INVALID, error=f"no adapter for {item.dimension}")
                 continue
-            settings = dataclasses.replace(self.settings, adapter=path)
+            groups.setdefault((path, item.choices), []).append(k)
+        for (path, choices), members in groups.items():
+            settings = dataclasses.replace(
+                self.settings, adapter=path, choices=choices if self.constrain else ()
+            )
             for k, judgment in zip(members, self._judge([items[k] for k in members], settings), strict=True):
                 judgments[k] = judgment
         return [j for j in judgments if j is not None]
 
     def _judge(self, items: Sequence[ScoreItem], settings: GenerationSettings) -> list[Judgment]:
-        batch = [self.style.messages(it.dimension, dialogue_text(it.lines), it.language) for it in items]
+        batch = [it.prompt(self.style) for it in items]
+        choices = items[0].choices
         judgments = []
         for reply in self.backend.generate(batch, settings):
             if not reply.ok:  # no answer came: retried on the next run
                 judgments.append(Judgment(FAILED, raw=reply.text or None, error=reply.error))
                 continue
-            score = parse_score(reply.text)
+            score = parse_score(reply.text) if choices == DIGITS else parse_choice(reply.text, choices)
             if score is None:
-                judgments.append(
-                    Judgment(INVALID, raw=reply.text, error="the reply states no single score 0-4")
-                )
+                wanted = "single score 0-4" if choices == DIGITS else f"single answer of {'/'.join(choices)}"
+                judgments.append(Judgment(INVALID, raw=reply.text, error=f"the reply states no {wanted}"))
                 continue
-            probs = answer_distribution(reply.logprobs, score)
+            probs = answer_distribution(reply.logprobs, score, choices)
             if probs is None:
                 judgments.append(Judgment(VALID, score=score, raw=reply.text))
                 continue

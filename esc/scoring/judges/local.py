@@ -26,12 +26,10 @@ from esc.chat.backends._common import one_line, plain
 from esc.errors import ConfigError, UserError
 from esc.models.loading import model_label
 from esc.models.revision import adapter_hash, resolve_revision
-from esc.scoring.judge import FAILED, INVALID, Judge, Judgment, ScoreItem, register_judge
+from esc.scoring.judge import DIGITS, FAILED, INVALID, Judge, Judgment, ScoreItem, register_judge
 from esc.scoring.rubrics import (
     DIMENSION_KEYS,
     LANGUAGES,
-    SCORES,
-    dialogue_text,
     dimension,
     dimensions,
     prompt_style,
@@ -142,7 +140,7 @@ class LocalJudge(Judge):
         self._model: Any = None
         self._tokenizer: Any = None
         self._device: Any = None
-        self._answer_ids: list[int] | None = None
+        self._answer_ids: dict[tuple[str, ...], list[int]] = {}
         self._adapter_names: dict[tuple[str, str], str] = {}
         self._identity: dict[str, Any] | None = None
         self._lock = threading.RLock()
@@ -171,26 +169,29 @@ class LocalJudge(Judge):
                 self.model_cfg, self.device_name, [(path, names[path]) for path in distinct]
             )
             self._adapter_names = {key: names[str(path)] for key, path in self.paths.items()}
-            self._answer_ids = self._find_answer_ids()
+            self.answer_ids(DIGITS)  # a model whose "0".."4" are not single tokens fails here
 
-    def _find_answer_ids(self) -> list[int]:
-        """The token id of each answer "0".."4" right after the generation prompt."""
+    def answer_ids(self, choices: tuple[str, ...]) -> list[int]:
+        """The token id of each answer (e.g. "0".."4") right after the generation prompt."""
+        if choices in self._answer_ids:
+            return self._answer_ids[choices]
         tok = self._tokenizer
         probe = tok.apply_chat_template(
             [{"role": "user", "content": "Score?"}], tokenize=False, add_generation_prompt=True
         )
         base = tok(probe, add_special_tokens=False)["input_ids"]
         ids = []
-        for score in SCORES:
-            full = tok(probe + str(score), add_special_tokens=False)["input_ids"]
+        for answer in choices:
+            full = tok(probe + str(answer), add_special_tokens=False)["input_ids"]
             new = full[len(base) :]
             if full[: len(base)] != base or len(new) != 1:
                 raise ConfigError(
                     "judge.model",
-                    f"{self.model_cfg.get('name')}: the answer {score!r} is not one token after the "
+                    f"{self.model_cfg.get('name')}: the answer {answer!r} is not one token after the "
                     "generation prompt, so it cannot be scored from one next-token distribution",
                 )
             ids.append(new[0])
+        self._answer_ids[choices] = ids
         return ids
 
     def identity(self) -> dict[str, Any]:
@@ -218,10 +219,9 @@ class LocalJudge(Judge):
     # --- scoring ------------------------------------------------------------------------------
 
     def prompt_ids(self, item: ScoreItem) -> list[int]:
-        messages = self.style.messages(
-            dimension(item.dimension).key, dialogue_text(item.lines), item.language
+        text = self._tokenizer.apply_chat_template(
+            item.prompt(self.style), tokenize=False, add_generation_prompt=True
         )
-        text = self._tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         return list(self._tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def _limit(self) -> int | None:
@@ -254,9 +254,10 @@ class LocalJudge(Judge):
                     )
                     continue
                 encoded.append((index, ids))
-            groups: dict[tuple[str, str], list[tuple[int, list[int]]]] = {}
-            for index, ids in encoded:  # one rubric and one adapter per (dimension, language)
-                groups.setdefault((items[index].dimension, items[index].language), []).append((index, ids))
+            groups: dict[tuple[str, str, tuple[str, ...]], list[tuple[int, list[int]]]] = {}
+            for index, ids in encoded:  # one rubric, one adapter and one answer set per group
+                item = items[index]
+                groups.setdefault((item.dimension, item.language, item.choices), []).append((index, ids))
             for members in groups.values():
                 self._judge_group(members, items, results)
             return [r for r in results if r is not None]
@@ -340,7 +341,7 @@ class LocalJudge(Judge):
                 use_cache=layers is not None,
                 **kwargs,
             ).logits[:, -1, :]
-        probs = torch.softmax(logits.float(), dim=-1)[:, self._answer_ids]
+        probs = torch.softmax(logits.float(), dim=-1)[:, self.answer_ids(items[0].choices)]
         return probs.cpu().tolist()
 
     def close(self) -> None:

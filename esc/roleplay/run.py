@@ -1,0 +1,134 @@
+"""`rank.py mode=roleplay` (`+exp=roleplay_eval`): how well role-players play a person with a worry.
+
+Inputs: the dialogues of one or more role-players (evaluate.py output folders: ESC-Role and the
+GPT-4 / Baichuan-NPC baselines, `+exp=roleplay_dialogues`), the role cards they played
+(`roleplay.cards`; null: the released cards), and optionally the human dialogues those cards were
+made from (`roleplay.human`: the `human_dialogues.jsonl` that `python -m esc.cards build` writes
+for multi-turn sources). The judge answers the six metric questions for every dialogue and, for
+every card with a human dialogue, the pairwise question in both orders (`esc.roleplay.questions`).
+
+Outputs in OUT: `scores/roleplay__<judge>.jsonl` (every judgment, resumable: a rerun asks only
+what is missing or failed), `table1.md|csv` and `winrates.md|csv` (`esc.roleplay.report`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from esc.errors import ConfigError, UserError
+from esc.interact.store import read_dialogues
+from esc.jsonl import atomic_write_text
+from esc.roleplay.questions import (
+    PAIRWISE,
+    human_lines,
+    metric_items,
+    metric_keys,
+    pairwise_items,
+    seeker_turns,
+)
+from esc.roleplay.report import table1, table1_markdown, to_csv, win_rates, winrate_markdown
+from esc.scoring.judge import FAILED, VALID, Judge
+from esc.scoring.store import STATUSES, ScoreRecord, ScoreStore
+from esc.sft.sample import read_jsonl
+
+log = logging.getLogger(__name__)
+
+
+class RoleplayRecord(ScoreRecord):
+    """A judgment of a role-play question: `dimension` is a metric key (0-2) or "pairwise" (0: A)."""
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ScoreRecord:
+        names = {f for f in cls.__dataclass_fields__}
+        record = cls(**{k: v for k, v in data.items() if k in names})
+        if record.dimension not in (*metric_keys(), PAIRWISE):
+            raise ValueError(f"unknown role-play question {record.dimension!r}")
+        if record.status not in STATUSES:
+            raise ValueError(f"status {record.status!r} is not one of {STATUSES}")
+        top = 1 if record.dimension == PAIRWISE else 2
+        if record.status == VALID and record.score not in range(top + 1):
+            raise ValueError(f"a valid answer must be 0-{top}, got {record.score!r}")
+        return record
+
+
+def _cards(paths: Any) -> dict[tuple[int, str], str]:
+    from esc.cards import load_cards
+
+    cards = load_cards([Path(p) for p in paths] if paths else None)
+    return {(c.id, c.language): c.to_text() for c in cards}
+
+
+def _human(path: Any) -> dict[tuple[int, str], list[tuple[str, str]]]:
+    if not path:
+        return {}
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError("roleplay.human", f"{path}: no such file")
+    out = {}
+    for lineno, record in read_jsonl(path):
+        try:
+            out[(int(record["card_id"]), str(record["language"]))] = human_lines(record)
+        except (KeyError, TypeError, ValueError) as err:
+            raise UserError(f"{path} [line {lineno}]: not a human dialogue record ({err})") from None
+    return out
+
+
+def run_roleplay(resolved: Mapping[str, Any], out: Path, manifest: Any, judge: Judge, folder: Any = None,
+                 files: list[Path] | None = None) -> dict[str, Any]:  # fmt: skip
+    from esc.rundir import resolved_revision
+    from esc.scoring.agreement_run import judge_items
+
+    section = dict(resolved.get("roleplay") or {})
+    cards = _cards(section.get("cards"))
+    human = _human(section.get("human"))
+    turns = int(section.get("turns", 5))
+    items, pairs = [], 0
+    for path in files or []:
+        for d in read_dialogues(path):
+            if d.status != "complete":
+                continue
+            card = cards.get((d.card_id, d.language))
+            if card is None:
+                raise ConfigError(
+                    "roleplay.cards",
+                    f"{path}: card {d.card_id} ({d.language}) is in none of the card files given",
+                )
+            lines = [("user" if t.speaker == "roleplayer" else "assistant", t.text) for t in d.turns]
+            dialogue_id = f"{d.roleplayer}:{d.language}:{d.card_id}"
+            if section.get("metrics", True):
+                items += metric_items(dialogue_id, d.language, card, lines)
+            if section.get("pairwise", True) and (d.card_id, d.language) in human:
+                items += pairwise_items(
+                    dialogue_id, d.language, lines, seeker_turns(human[(d.card_id, d.language)], turns)
+                )
+                pairs += 1
+    if not items:
+        raise UserError("no complete role-play dialogue to judge in the dialogue files given")
+    if section.get("pairwise", True) and human and not pairs:
+        log.warning("roleplay.human matches none of the dialogues' cards: no pairwise test")
+    judge.check_ready()
+    if folder is not None:
+        folder.check_resolved({"judge": resolved_revision(judge.identity())})
+    manifest.update(judge=judge.identity(), sources=[str(p) for p in files or []], pairs=pairs)
+    store = ScoreStore(out / "scores" / f"roleplay__{judge.name}.jsonl", RoleplayRecord)
+    scoring = resolved.get("scoring") or {}
+    judge_items(judge, items, store, int(scoring.get("chunk", 64)), bool(scoring.get("progress", True)))
+    records = [store.records[(it.item_id, it.dimension)] for it in items]
+    n, seed = int(section.get("bootstrap", 1000)), int(resolved.get("seed", 0))
+    t1, wins = table1(records, n, seed), win_rates(records, n, seed)
+    markdown = f"## Role-play metrics (0-10, Table 1)\n\n{table1_markdown(t1)}"
+    if wins:
+        markdown += f"\n## Against the human dialogue (Figure 3)\n\n{winrate_markdown(wins)}"
+    atomic_write_text(out / "table1.md", table1_markdown(t1))
+    atomic_write_text(out / "table1.csv", to_csv(t1))
+    atomic_write_text(out / "winrates.md", winrate_markdown(wins))
+    atomic_write_text(out / "winrates.csv", to_csv(wins))
+    failed = sum(r.status == FAILED for r in records)
+    counts = {s: sum(r.status == s for r in records) for s in STATUSES}
+    manifest.finish(status="completed" if not failed else "completed_with_failures", counts=counts,
+                    table1=str(out / "table1.md"), winrates=str(out / "winrates.md"))  # fmt: skip
+    return {"output_dir": str(out), "markdown": markdown, "counts": counts, "mode": "roleplay",
+            "table1": t1, "winrates": wins}  # fmt: skip
