@@ -34,9 +34,9 @@ from esc.scoring.agreement_run import SPLITS as AGREEMENT_SPLITS
 from esc.scoring.correlation import ANNOTATION_GROUPS, RECORD_GROUPS
 from esc.scoring.run import MODES as RANK_MODES
 
-Job = Literal["train", "evaluate", "rank"]
-JOBS: tuple[str, ...] = ("train", "evaluate", "rank")
-TRAIN, EVALUATE, RANK = ("train",), ("evaluate",), ("rank",)
+Job = Literal["train", "evaluate", "rank", "cards"]
+JOBS: tuple[str, ...] = ("train", "evaluate", "rank", "cards")
+TRAIN, EVALUATE, RANK, CARDS = ("train",), ("evaluate",), ("rank",), ("cards",)
 
 # Choices the code acts on, from the modules that act on them.
 RESUME_MODES = ("auto", "never")  # esc/train/run.py; or a checkpoint path
@@ -299,6 +299,12 @@ RULES: tuple[Rule, ...] = (
     Rule("data.sources.smile.cards", path("file", null=True), TRAIN, "a JSON-lines card file; null: none"),
     Rule("data.sources.roleplay.rolebench_turns", integer(1), TRAIN, "question/answer pairs per session"),
     Rule("data.val_fraction", number(minimum=0, below=1), TRAIN),
+    # python -m esc.cards build
+    Rule("cards.limit", integer(1, null=True), CARDS, "the first N records of each source; null: all"),
+    Rule("cards.languages", list_of(one_of(*LANGUAGES)), CARDS),
+    Rule("cards.dedup_threshold", number(above=0, maximum=1), CARDS),
+    Rule("extractor.kind", one_of(*BACKEND_KINDS), CARDS),
+    Rule("chunk", integer(1), CARDS),
     # rank.py
     Rule("mode", one_of(*RANK_MODES), RANK),
     Rule(

@@ -30,6 +30,8 @@ SOURCE_NAMES: dict[str, str] = {
     "EPITOME": "EPITOME",
     "PsyQA": "PsyQA",
     "smile": "Smile",
+    # not in the paper: ChatCounselor's counselling questions, a stand-in for Psych8K (esc.cards.build)
+    "ChatCounselor": "ChatCounselor",
 }
 SOURCES: tuple[str, ...] = tuple(dict.fromkeys(SOURCE_NAMES.values()))
 _SOURCE_LOOKUP = {name.casefold(): canon for raw, canon in SOURCE_NAMES.items() for name in (raw, canon)}

@@ -1,0 +1,403 @@
+"""`python -m esc.cards build`: role cards from raw datasets, as paper Appendix A builds them.
+
+records (`sources.py`) -> extract (Figures 6, 7) -> filter (Figure 8) -> classify (Table 9) ->
+grade (Table 8) -> near-duplicate removal -> `OUT/cards.json`
+
+Any chat backend does the LLM steps (`extractor`: the tiny model for tests, SmolLM2 for English text
+on a CPU, GPT-4 or a served model for real runs). Each step's answers are appended to
+`OUT/steps/<step>.jsonl` as each batch is done, one line per record: `ok` with the value, or
+`unparseable` (the reply and why, never guessed at) or `failed` (no reply came; a rerun retries it).
+A rerun with the same `hydra.run.dir` continues where the last one stopped; the request cache
+replays identical requests. Outputs:
+
+- `cards.json`: the kept cards (grade high or middle) in the released format ({base, res, source,
+  base_biaozhu, language, id}) plus `category`, `quality` and `source_record` (`load_cards` reads it);
+- `human_dialogues.jsonl`: the source dialogue of every kept card made from a multi-turn dialogue
+  (the pairwise test of `rank.py +exp=roleplay_eval`);
+- `unparseable.jsonl`: every reply a step could not read, with the step and the reason;
+- `report.md` / `report.json`: per source, how many records went in and how many were kept,
+  dropped (and why) or unparseable at each step, tokens and cost per step; `manifest.json`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
+
+from esc.cards.build import steps
+from esc.cards.build.sources import SEEKER, RawRecord, read_source
+from esc.cards.taxonomy import load_taxonomy
+from esc.chat.base import ChatBackend, GenerationSettings, build_backend
+from esc.chat.cache import with_cache
+from esc.errors import ConfigError
+from esc.interact.engine import Usage
+from esc.jsonl import append_jsonl, atomic_write_text, drop_partial_last_line
+from esc.paths import data_dir
+from esc.rundir import RunFolder, model_settings, refuse_unswept_sweep
+from esc.runinfo import RunManifest
+
+log = logging.getLogger(__name__)
+
+STEPS = ("extract", "filter", "classify", "grade")
+OK, UNPARSEABLE, FAILED = "ok", "unparseable", "failed"
+ID_PREFIX = {
+    "PsyQA": 1,
+    "Smile": 2,
+    "ESConv": 3,
+    "EPITOME": 4,
+    "ExTES": 5,
+    "MHP": 6,
+    "Psych8K": 7,
+    "ChatCounselor": 8,
+}
+LANGUAGE_NAMES = {"en": "english", "zh": "chinese"}
+
+
+@dataclasses.dataclass
+class StepStore:
+    """The answers of one step, by record id (the last line of a record wins)."""
+
+    path: Path
+    rows: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        drop_partial_last_line(self.path)
+        if self.path.exists():
+            for line in self.path.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    row = json.loads(line)
+                    self.rows[row["record_id"]] = row
+
+    def done(self, record_id: str) -> bool:
+        return record_id in self.rows and self.rows[record_id]["status"] != FAILED
+
+    def add(self, rows: Sequence[dict[str, Any]]) -> None:
+        append_jsonl(self.path, rows)
+        for row in rows:
+            self.rows[row["record_id"]] = row
+
+    def value(self, record_id: str) -> Any:
+        row = self.rows.get(record_id)
+        return row["value"] if row and row["status"] == OK else None
+
+
+def gather_records(section: Mapping[str, Any]) -> list[RawRecord]:
+    """The records of every enabled source whose language is wanted, the first `limit` of each."""
+    root = Path(section.get("root") or data_dir())
+    languages = section.get("languages") or ["en", "zh"]
+    limit = section.get("limit")
+    records: list[RawRecord] = []
+    for name, options in (section.get("sources") or {}).items():
+        options = dict(options or {})
+        if not options.pop("enabled", False):
+            continue
+        found = read_source(name, root, options, limit)
+        records += [r for r in found if r.language in languages]
+    if not records:
+        raise ConfigError(
+            "cards.sources", f"no records: enable a source whose language is in {list(languages)}"
+        )
+    return records
+
+
+def run_step(
+    name: str,
+    backend: ChatBackend,
+    settings: GenerationSettings,
+    store: StepStore,
+    work: Sequence[tuple[str, list[dict[str, str]], Callable[[str], Any]]],
+    chunk: int,
+    usage: Usage,
+    progress: bool,
+) -> None:
+    """Ask the backend every (record id, prompt, parse) not answered yet, `chunk` at a time."""
+    pending = [w for w in work if not store.done(w[0])]
+    with tqdm(total=len(pending), unit="card", desc=name, disable=not progress) as bar:
+        for start in range(0, len(pending), chunk):
+            part = pending[start : start + chunk]
+            replies = backend.generate([prompt for _, prompt, _ in part], settings)
+            rows = []
+            for (record_id, _, parse), reply in zip(part, replies, strict=True):
+                usage.add(reply)
+                if not reply.ok:
+                    rows.append(
+                        {"record_id": record_id, "status": FAILED, "raw": reply.text, "reason": reply.error}
+                    )
+                    continue
+                try:
+                    rows.append(
+                        {"record_id": record_id, "status": OK, "value": parse(reply.text), "raw": reply.text}
+                    )
+                except steps.Unparseable as err:
+                    rows.append(
+                        {"record_id": record_id, "status": UNPARSEABLE, "raw": reply.text, "reason": str(err)}
+                    )
+            store.add(rows)
+            bar.update(len(part))
+
+
+def near_duplicates(texts: Sequence[str], threshold: float) -> set[int]:
+    """Indices of texts too close to an earlier one (cosine similarity of character 2-4-gram TF-IDF
+    vectors at least `threshold`); the first of a group is kept."""
+    if len(texts) < 2:
+        return set()
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    vectors = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4)).fit_transform(texts)
+    similar = (vectors @ vectors.T).tocoo()
+    dropped: set[int] = set()
+    for i, j, value in sorted(zip(similar.row, similar.col, similar.data, strict=True)):
+        if i < j and value >= threshold and i not in dropped:
+            dropped.add(j)
+    return dropped
+
+
+def build_cards(cfg: DictConfig) -> dict[str, Any]:
+    """The job (see the module docstring); returns the counts and where the outputs are."""
+    refuse_unswept_sweep()
+    out = Path(cfg.output_dir)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    section = resolved["cards"]
+    records = gather_records(section)
+    extractor = {k: v for k, v in resolved["extractor"].items() if k != "name"}
+    backend = with_cache(build_backend(extractor, key="extractor"), resolved.get("cache"))
+    settings = GenerationSettings.from_config(resolved.get("generation"))
+    backend.check_ready()
+    shaping = {
+        "extractor": model_settings(backend.identity()),
+        "generation": settings.to_dict(),
+        "prompts_version": steps.prompts()["version"],
+    }
+    try:
+        with RunFolder(out, "cards.build", shaping):
+            backend.load()
+            return _build(resolved, out, records, backend, settings)
+    finally:
+        backend.close()
+
+
+def _build(
+    resolved: Mapping[str, Any],
+    out: Path,
+    records: list[RawRecord],
+    backend: ChatBackend,
+    settings: GenerationSettings,
+) -> dict[str, Any]:
+    section = resolved["cards"]
+    manifest = RunManifest(out, resolved, seed=resolved.get("seed"))
+    manifest.update(extractor=backend.identity(), records=len(records))
+    stores = {name: StepStore(out / "steps" / f"{name}.jsonl") for name in STEPS}
+    usage = {name: Usage() for name in STEPS}
+    chunk, progress = int(resolved.get("chunk", 16)), bool(resolved.get("progress", True))
+    enabled = {name: bool((resolved.get("steps") or {}).get(name, True)) for name in STEPS}
+    by_id = {r.record_id: r for r in records}
+
+    def step(name: str, work: list) -> None:
+        run_step(name, backend, settings, stores[name], work, chunk, usage[name], progress)
+
+    def lang(rid: str) -> str:
+        return by_id[rid].language
+
+    try:
+        step("extract", [(r.record_id, steps.extract_prompt(r), _card_parser(r.language)) for r in records])
+        cards = {rid: steps.card_text(v, lang(rid)) for rid in by_id if (v := stores["extract"].value(rid))}
+        if enabled["filter"]:
+            step(
+                "filter",
+                [
+                    (rid, steps.filter_prompt(text, lang(rid)), steps.parse_filter)
+                    for rid, text in cards.items()
+                ],
+            )
+        topics = {rid: stores["filter"].value(rid) if enabled["filter"] else None for rid in cards}
+        useful = [
+            rid
+            for rid, topic in topics.items()
+            if topic != steps.DISCARD and (topic or not enabled["filter"])
+        ]
+        if enabled["classify"]:
+            classify = [
+                (rid, steps.classify_prompt(cards[rid], lang(rid), t), _category_parser(t))
+                for rid in useful
+                if (t := topics[rid])
+            ]
+            step("classify", classify)
+        if enabled["grade"]:
+            step(
+                "grade",
+                [(rid, steps.grade_prompt(cards[rid], lang(rid)), steps.parse_grade) for rid in useful],
+            )
+    except BaseException as err:
+        manifest.finish(
+            status="interrupted" if isinstance(err, KeyboardInterrupt) else "failed",
+            usage={k: u.report(backend.price) for k, u in usage.items()},
+            error=f"{type(err).__name__}: {err}"[:500],
+        )
+        raise
+    return _write_outputs(section, out, records, cards, topics, stores, usage, backend, manifest, enabled)
+
+
+def _card_parser(language: str) -> Callable[[str], dict[str, str]]:
+    return lambda text: steps.parse_card(text, language)
+
+
+def _category_parser(topic: str) -> Callable[[str], str]:
+    return lambda text: steps.parse_category(text, topic)
+
+
+def _write_outputs(
+    section: Mapping[str, Any],
+    out: Path,
+    records: list[RawRecord],
+    cards: dict[str, str],
+    topics: dict[str, Any],
+    stores: dict[str, StepStore],
+    usage: dict[str, Usage],
+    backend: ChatBackend,
+    manifest: RunManifest,
+    enabled: Mapping[str, bool],
+) -> dict[str, Any]:
+    taxonomy = load_taxonomy()
+    counts: dict[str, Counter] = defaultdict(Counter)
+    kept: list[tuple[RawRecord, dict[str, Any]]] = []
+    position: dict[str, int] = defaultdict(int)
+    for record in records:
+        c = counts[record.source]
+        c["records"] += 1
+        index = position[record.source]
+        position[record.source] += 1
+        outcome = _outcome(record.record_id, stores, topics, enabled)
+        c[outcome] += 1
+        if outcome != "kept":
+            continue
+        rid = record.record_id
+        topic = topics.get(rid) or "social_other"
+        category = stores["classify"].value(rid)
+        if category is not None:
+            topic = taxonomy.tier1_of(category)
+        quality = stores["grade"].value(rid) if enabled["grade"] else None
+        entry = {
+            "base": cards[rid],
+            "res": taxonomy.node(topic).zh,
+            "source": record.source,
+            "base_biaozhu": cards[rid],
+            "language": LANGUAGE_NAMES[record.language],
+            "id": ID_PREFIX.get(record.source, 9) * 10**7 + index,
+            "category": category,
+            "quality": quality,
+            "source_record": rid,
+        }
+        kept.append((record, entry))
+    threshold = float(section.get("dedup_threshold", 0.9))
+    duplicates: set[int] = set()
+    for language in ("en", "zh"):
+        members = [k for k, (r, _) in enumerate(kept) if r.language == language]
+        dropped = near_duplicates([kept[k][1]["base"].rsplit("\n", 1)[-1] for k in members], threshold)
+        duplicates |= {members[k] for k in dropped}
+    for k in sorted(duplicates):
+        counts[kept[k][0].source]["kept"] -= 1
+        counts[kept[k][0].source]["dropped: near-duplicate"] += 1
+    final = [entry for k, (_, entry) in enumerate(kept) if k not in duplicates]
+    atomic_write_text(out / "cards.json", json.dumps(final, ensure_ascii=False, indent=1) + "\n")
+    human = [
+        {
+            "card_id": entry["id"],
+            "language": record.language,
+            "source_record": record.record_id,
+            "dialogue": [
+                {"role": "user" if who == SEEKER else "assistant", "content": t} for who, t in record.dialogue
+            ],
+        }
+        for k, (record, entry) in enumerate(kept)
+        if k not in duplicates and record.kind == "md"
+    ]
+    atomic_write_text(
+        out / "human_dialogues.jsonl", "".join(json.dumps(h, ensure_ascii=False) + "\n" for h in human)
+    )
+    unreadable = [
+        {"step": name, **row}
+        for name, store in stores.items()
+        for row in store.rows.values()
+        if row["status"] != OK
+    ]
+    atomic_write_text(
+        out / "unparseable.jsonl", "".join(json.dumps(u, ensure_ascii=False) + "\n" for u in unreadable)
+    )
+    report = {
+        "by_source": {source: dict(c) for source, c in counts.items()},
+        "total": dict(sum(counts.values(), Counter())),
+        "by_quality": dict(Counter(e["quality"] for e in final)),
+        "usage": {name: _usage(store, backend.price) for name, store in stores.items()},
+    }
+    atomic_write_text(out / "report.json", json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    markdown = report_markdown(report)
+    atomic_write_text(out / "report.md", markdown)
+    failed = report["total"].get("failed", 0)
+    this_run = {k: u.report(backend.price) for k, u in usage.items()}
+    manifest.finish(
+        status="completed" if not failed else "completed_with_failures",
+        counts=report["total"],
+        usage=report["usage"],
+        usage_this_run=this_run,
+        cards=str(out / "cards.json"),
+    )
+    return {"output_dir": str(out), "cards": len(final), "report": report, "markdown": markdown}
+
+
+def _usage(store: StepStore, price: Mapping[str, float] | None) -> dict[str, Any]:
+    """A step's requests and tokens over every run of this folder (its answers' lines; replies the
+    request cache replayed count apart, at no cost)."""
+    from esc.chat.base import Reply
+
+    usage = Usage()
+    for row in store.rows.values():
+        status = "error" if row["status"] == FAILED else "stop"
+        tokens = (row.get("prompt_tokens"), row.get("completion_tokens"))
+        usage.add(Reply(row.get("raw") or "", status, *tokens, cached=bool(row.get("cached"))))
+    return usage.report(dict(price) if price else None)
+
+
+def _outcome(
+    rid: str, stores: dict[str, StepStore], topics: Mapping[str, Any], enabled: Mapping[str, Any]
+) -> str:
+    """What became of a record: kept, or the first step that dropped it and why."""
+    for name in STEPS:
+        if name != "extract" and not enabled.get(name, True):
+            continue
+        row = stores[name].rows.get(rid)
+        if row is None:
+            if name == "classify" and not topics.get(rid):  # no topic to classify under (filter off)
+                continue
+            return "failed" if name == "extract" else f"dropped: {name} not reached"
+        if row["status"] != OK:
+            return "failed" if row["status"] == FAILED else f"unparseable: {name}"
+        if name == "filter" and topics.get(rid) == steps.DISCARD:
+            return "dropped: filter (only emotions)"
+        if name == "grade" and row["value"] == "invalid":
+            return "dropped: grade invalid"
+    return "kept"
+
+
+def report_markdown(report: Mapping[str, Any]) -> str:
+    columns = sorted({k for c in report["by_source"].values() for k in c} - {"records", "kept"})
+    head = ["source", "records", "kept", *columns]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for source, c in [*report["by_source"].items(), ("total", report["total"])]:
+        lines.append("| " + " | ".join([source, *[str(c.get(k, 0)) for k in head[1:]]]) + " |")
+    quality = ", ".join(f"{k}: {v}" for k, v in sorted(report["by_quality"].items(), key=str)) or "none"
+    tokens = ", ".join(
+        f"{step} {u['prompt_tokens'] + u['completion_tokens']:,} tokens"
+        + (f" (${u['cost_usd']:.2f})" if u.get("cost_usd") else "")
+        for step, u in report["usage"].items()
+        if u["requests"]
+    )
+    return "\n".join(lines) + f"\n\nkept cards by grade: {quality}\nusage: {tokens or 'none'}\n"

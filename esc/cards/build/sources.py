@@ -1,0 +1,210 @@
+"""Source adapters: the raw records role cards are extracted from, one adapter per dataset.
+
+Each adapter yields `RawRecord`s with a stable id (the same record gets the same id on every
+machine and run), the dataset's name, its language and kind (``qa``: a post asking for help;
+``md``: a multi-turn dialogue, with the seeker's situation summary where the dataset has one).
+
+| adapter | data | kind | language |
+|---|---|---|---|
+| ``esconv`` | ESConv, the FADO re-format of the 1,300 dialogues (`esconv/fado_reformat/*_rl.txt`) | md | en |
+| ``esconv_failed`` | FailedESConv (`esconv/FailedESConv.json`), 196 dialogues | md | en |
+| ``smile`` | SmileChat (`smile/data/*.json`) | md | zh |
+| ``psyqa`` | PsyQA: the public sample (`psyqa/PsyQA_example.json`), or the full set by `path` | qa | zh |
+| ``epitome`` | EPITOME's Reddit posts (`epitome/*.csv`), each post once | qa | en |
+| ``chatcounselor`` | ChatCounselor's counselling questions (a stand-in for Psych8K) | qa | en |
+| ``jsonl_qa`` | your posts: JSON lines {id, text} (MHP Reddit, Psych8K...) | qa | given |
+| ``jsonl_dialogues`` | dialogues: JSON lines {id, dialogue: [{speaker, text}], situation} | md | given |
+
+A bad record stops with one line naming the file and the record.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from esc.errors import ConfigError, DataError
+from esc.sft.sample import get_field, read_json, read_jsonl, require_file
+
+SEEKER, SUPPORTER = "seeker", "supporter"
+
+
+@dataclasses.dataclass(frozen=True)
+class RawRecord:
+    record_id: str  # stable: "esconv/train/12", "smile/1026", "psyqa/57", ...
+    source: str  # the dataset (a name of esc.cards.schema.SOURCES)
+    language: str  # "en" | "zh"
+    kind: str  # "qa" | "md"
+    text: str  # qa: the post; md: the seeker's situation summary ("" when there is none)
+    dialogue: tuple[tuple[str, str], ...] = ()  # md: (seeker | supporter, text)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "dialogue": [list(turn) for turn in self.dialogue]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RawRecord:
+        return cls(**{**data, "dialogue": tuple(tuple(t) for t in data.get("dialogue") or ())})
+
+
+def _esconv(root: Path, options: Mapping[str, Any]) -> Iterator[RawRecord]:
+    from esc.sft.esconv import SPLITS, esconv_path
+
+    for split in options.get("splits") or SPLITS:
+        path = esconv_path(root, split)
+        for index, (lineno, record) in enumerate(read_jsonl(path)):
+            where = f"line {lineno}"
+            turns = tuple(
+                (SEEKER if get_field(u, "speaker", str, path, where) == "usr" else SUPPORTER,
+                 get_field(u, "text", str, path, where).strip())
+                for u in get_field(record, "dialog", list, path, where)
+            )  # fmt: skip
+            situation = get_field(record, "situation", str, path, where).strip()
+            yield RawRecord(f"esconv/{split}/{index}", "ESConv", "en", "md", situation, turns)
+
+
+def _esconv_failed(root: Path, options: Mapping[str, Any]) -> Iterator[RawRecord]:
+    path = root / "esconv" / "FailedESConv.json"
+    data = read_json(path)
+    if not isinstance(data, list):
+        raise DataError(path, None, "expected a JSON list of dialogues")
+    for index, record in enumerate(data):
+        turns = tuple(
+            (SEEKER if get_field(u, "speaker", str, path, index) in ("seeker", "speaker") else SUPPORTER,
+             get_field(u, "content", str, path, index).strip())
+            for u in get_field(record, "dialog", list, path, index)
+        )  # fmt: skip
+        situation = str(record.get("situation") or "").strip()
+        yield RawRecord(f"failedesconv/{index}", "ESConv", "en", "md", situation, turns)
+
+
+def _smile(root: Path, options: Mapping[str, Any]) -> Iterator[RawRecord]:
+    from esc.sft.smile import smile_dir, smile_files
+
+    for path in smile_files(Path(options.get("path") or smile_dir(root))):
+        data = read_json(path)
+        if not isinstance(data, list):
+            raise DataError(path, None, "expected a JSON list of utterances")
+        turns = tuple(
+            (SEEKER if get_field(u, "role", str, path, k) == "client" else SUPPORTER,
+             get_field(u, "content", str, path, k).strip())
+            for k, u in enumerate(data)
+        )  # fmt: skip
+        yield RawRecord(f"smile/{path.stem}", "Smile", "zh", "md", "", turns)
+
+
+def _psyqa(root: Path, options: Mapping[str, Any]) -> Iterator[RawRecord]:
+    path = Path(options.get("path") or root / "psyqa" / "PsyQA_example.json")
+    data = read_json(path)
+    if not isinstance(data, list):
+        raise DataError(path, None, "expected a JSON list of questions")
+    for index, record in enumerate(data):
+        question = get_field(record, "question", str, path, index).strip()
+        description = str(record.get("description") or "").strip()
+        qid = record.get("questionID", index)
+        yield RawRecord(f"psyqa/{qid}", "PsyQA", "zh", "qa", f"{question}\n{description}".strip())
+
+
+def _epitome(root: Path, options: Mapping[str, Any]) -> Iterator[RawRecord]:
+    seen: set[str] = set()
+    folder = Path(options.get("path") or root / "epitome")
+    for name in ("emotional-reactions-reddit.csv", "explorations-reddit.csv", "interpretations-reddit.csv"):
+        path = require_file(folder / name)
+        with path.open(encoding="utf-8", newline="") as fh:
+            for row_no, row in enumerate(csv.DictReader(fh), start=2):
+                if "sp_id" not in row or "seeker_post" not in row:
+                    raise DataError(path, f"row {row_no}", "missing column sp_id or seeker_post")
+                if row["sp_id"] in seen or not row["seeker_post"].strip():
+                    continue
+                seen.add(row["sp_id"])
+                yield RawRecord(f"epitome/{row['sp_id']}", "EPITOME", "en", "qa", row["seeker_post"].strip())
+
+
+def _chatcounselor(root: Path, options: Mapping[str, Any]) -> Iterator[RawRecord]:
+    path = Path(options.get("path") or root / "chatcounselor_counselling_bench" / "question.jsonl")
+    for lineno, record in read_jsonl(path):
+        turns = get_field(record, "turns", list, path, f"line {lineno}")
+        if not turns or not isinstance(turns[0], str) or not turns[0].strip():
+            raise DataError(path, f"line {lineno}", "`turns` must start with the question's text")
+        qid = record.get("question_id", lineno)
+        yield RawRecord(f"chatcounselor/{qid}", "ChatCounselor", "en", "qa", turns[0].strip())
+
+
+def _user_file(options: Mapping[str, Any], name: str) -> tuple[Path, str, str]:
+    from esc.cards.schema import normalize_source
+
+    path = options.get("path")
+    if not path:
+        raise ConfigError(f"cards.sources.{name}.path", "name your JSON-lines file")
+    try:
+        source = normalize_source(str(options.get("source") or ""))
+    except ValueError as err:
+        raise ConfigError(f"cards.sources.{name}.source", str(err)) from None
+    language = options.get("language")
+    if language not in ("en", "zh"):
+        raise ConfigError(f"cards.sources.{name}.language", f"must be en or zh, got {language!r}")
+    return require_file(Path(path)), source, language
+
+
+def _jsonl_qa(root: Path, options: Mapping[str, Any]) -> Iterator[RawRecord]:
+    path, source, language = _user_file(options, "jsonl_qa")
+    for lineno, record in read_jsonl(path):
+        where = f"line {lineno}"
+        text = get_field(record, "text", str, path, where).strip()
+        if not text:
+            raise DataError(path, where, "empty `text`")
+        rid = get_field(record, "id", (str, int), path, where)
+        yield RawRecord(f"{source.lower()}/{rid}", source, language, "qa", text)
+
+
+def _jsonl_dialogues(root: Path, options: Mapping[str, Any]) -> Iterator[RawRecord]:
+    path, source, language = _user_file(options, "jsonl_dialogues")
+    seekers = {"seeker", "usr", "user", "client", "help-seeker"}
+    for lineno, record in read_jsonl(path):
+        where = f"line {lineno}"
+        turns = []
+        for k, turn in enumerate(get_field(record, "dialogue", list, path, where)):
+            speaker = get_field(turn, "speaker", str, path, f"{where}, dialogue[{k}]")
+            text = get_field(turn, "text", str, path, f"{where}, dialogue[{k}]")
+            turns.append((SEEKER if speaker.lower() in seekers else SUPPORTER, text.strip()))
+        if not any(s == SEEKER for s, _ in turns):
+            raise DataError(path, where, f"no seeker turn (speakers named one of {sorted(seekers)})")
+        rid = get_field(record, "id", (str, int), path, where)
+        yield RawRecord(
+            f"{source.lower()}/{rid}",
+            source,
+            language,
+            "md",
+            str(record.get("situation") or ""),
+            tuple(turns),
+        )
+
+
+ADAPTERS = {
+    "esconv": _esconv,
+    "esconv_failed": _esconv_failed,
+    "smile": _smile,
+    "psyqa": _psyqa,
+    "epitome": _epitome,
+    "chatcounselor": _chatcounselor,
+    "jsonl_qa": _jsonl_qa,
+    "jsonl_dialogues": _jsonl_dialogues,
+}
+
+
+def read_source(
+    name: str, root: Path, options: Mapping[str, Any] | None = None, limit: int | None = None
+) -> list[RawRecord]:
+    """The first `limit` records of one source (all when None), in the dataset's order."""
+    if name not in ADAPTERS:
+        raise ConfigError("cards.sources", f"unknown source {name!r}; known: {', '.join(ADAPTERS)}")
+    records = []
+    for record in ADAPTERS[name](Path(root), dict(options or {})):
+        if limit is not None and len(records) >= limit:
+            break
+        if record.kind == "md" and not any(s == SEEKER and t for s, t in record.dialogue):
+            continue  # nothing said by the seeker: nothing to extract
+        records.append(record)
+    return records
