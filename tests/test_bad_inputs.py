@@ -254,6 +254,34 @@ CASES: tuple[Case, ...] = (
         ("roleplay.jsonl", "line 1, message 0", "unknown speaker 'narrator'"),
         needs_data=True,
     ),
+    # --- python -m esc.cards build, python -m esc.annotate ---
+    Case(
+        "cards-build-empty-post",
+        (
+            "esc.cards",
+            "build",
+            "+exp=cards_en",
+            "hydra.run.dir={out}",
+            "cards.sources.esconv.enabled=false",
+            "cards.sources.esconv_failed.enabled=false",
+            "cards.sources.epitome.enabled=false",
+            "cards.sources.chatcounselor.enabled=false",
+            "cards.sources.jsonl_qa.enabled=true",
+            "cards.sources.jsonl_qa.path={fx}/posts.jsonl",
+        ),
+        ("posts.jsonl", "line 2", "empty `text`"),
+        subprocess=True,
+    ),  # fmt: skip
+    Case(
+        "annotate-unknown-task",
+        ("esc.annotate", "import", "{fx}/tasks", "{fx}/labels_unknown.jsonl", "--out", "{tmp}/labels.jsonl"),
+        ("labels_unknown.jsonl", "line 1", "unknown task id 'card:en:9'"),
+    ),
+    Case(
+        "annotate-label-out-of-range",
+        ("esc.annotate", "import", "{fx}/tasks", "{fx}/labels_range.csv", "--out", "{tmp}/labels.jsonl"),
+        ("labels_range.csv", "row 2", "grade: 'excellent' is not one of"),
+    ),
     # --- rank.py ---
     Case("rank-typo-mode", (*RK, "mode=scor", "dialogues={tmp}"), ("config `mode`", '"scor"')),
     Case("rank-dialogues-not-set", RK, ("config `dialogues`", "mandatory")),
@@ -306,6 +334,15 @@ def fx(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "conversations": [{"from": "narrator", "value": "Once upon a time"}, {"from": "gpt", "value": "Hi"}]
     }
     (root / "roleplay.jsonl").write_text(json.dumps(chat) + "\n")
+    posts = [{"id": 1, "text": "My boss yells at me."}, {"id": 2, "text": "  "}]
+    (root / "posts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in posts))
+    task = {"task_id": "card:en:1", "kind": "card", "language": "en", "text": "Age: 30", "payload": {}}
+    (root / "tasks").mkdir()
+    (root / "tasks" / "tasks.jsonl").write_text(json.dumps(task) + "\n")
+    (root / "labels_unknown.jsonl").write_text(
+        json.dumps({"task_id": "card:en:9", "annotator": "a", "grade": "high"}) + "\n"
+    )
+    (root / "labels_range.csv").write_text("task_id,annotator,grade\ncard:en:1,a,excellent\n")
     return root
 
 
