@@ -209,4 +209,8 @@ def test_the_build_command_writes_a_card_file_and_a_report(tmp_path: Path) -> No
     assert json.loads((tmp_path / "cards.json").read_text()) == []  # the random model writes no readable card
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["total"] == {"records": 4, "unparseable: extract": 4}
+    extract = report["usage"]["extract"]  # token counts are read back from the step file
+    assert extract["requests"] == 4  # fresh or replayed by the request cache, the tokens are counted
+    assert extract["prompt_tokens"] + extract["cached_prompt_tokens"] > 0
+    assert extract["completion_tokens"] + extract["cached_completion_tokens"] > 0
     assert "| total | 4 | 0 | 4 |" in run.stdout

@@ -128,19 +128,21 @@ def run_step(
             rows = []
             for (record_id, _, parse), reply in zip(part, replies, strict=True):
                 usage.add(reply)
+                row: dict[str, Any] = {"record_id": record_id, "raw": reply.text}
                 if not reply.ok:
-                    rows.append(
-                        {"record_id": record_id, "status": FAILED, "raw": reply.text, "reason": reply.error}
-                    )
-                    continue
-                try:
-                    rows.append(
-                        {"record_id": record_id, "status": OK, "value": parse(reply.text), "raw": reply.text}
-                    )
-                except steps.Unparseable as err:
-                    rows.append(
-                        {"record_id": record_id, "status": UNPARSEABLE, "raw": reply.text, "reason": str(err)}
-                    )
+                    row |= {"status": FAILED, "reason": reply.error}
+                else:
+                    try:
+                        row |= {"status": OK, "value": parse(reply.text)}
+                    except steps.Unparseable as err:
+                        row |= {"status": UNPARSEABLE, "reason": str(err)}
+                # token counts travel with the row so report.json's usage covers resumed runs too
+                row |= {
+                    "prompt_tokens": reply.prompt_tokens,
+                    "completion_tokens": reply.completion_tokens,
+                    "cached": reply.cached,
+                }
+                rows.append(row)
             store.add(rows)
             bar.update(len(part))
 
@@ -397,6 +399,7 @@ def report_markdown(report: Mapping[str, Any]) -> str:
     tokens = ", ".join(
         f"{step} {u['prompt_tokens'] + u['completion_tokens']:,} tokens"
         + (f" (${u['cost_usd']:.2f})" if u.get("cost_usd") else "")
+        + (f" + {u['cached_prompt_tokens'] + u['cached_completion_tokens']:,} replayed" * bool(u["cached"]))
         for step, u in report["usage"].items()
         if u["requests"]
     )
