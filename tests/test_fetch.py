@@ -40,7 +40,17 @@ def no_network(monkeypatch):
 def test_real_manifest_is_well_formed():
     datasets = load_manifest()
     by_name = {ds.name: ds for ds in datasets}
-    assert set(by_name) == {"esc_eval", "esconv_fado", "esconv_failed", "smile", "rolebench", "charactereval"}
+    assert set(by_name) == {
+        "esc_eval",
+        "esconv_fado",
+        "esconv_failed",
+        "smile",
+        "psyqa",
+        "epitome",
+        "chatcounselor_bench",
+        "rolebench",
+        "charactereval",
+    }
     for ds in datasets:
         assert re.fullmatch(r"[0-9a-f]{40}", ds.commit)
         assert ds.licence.strip() and ds.licence_note.strip() and ds.used_for.strip()
@@ -59,8 +69,17 @@ def test_real_manifest_is_well_formed():
     for f in smile:
         match = re.fullmatch(r"data/(\d+)\.json", f.source_path)
         assert match and int(match.group(1)) < 2000 and f.path == "smile/" + f.source_path
+    # the card-construction sources (python -m esc.cards build): one sample, three CSVs, one JSONL
+    assert [f.path for f in by_name["psyqa"].files] == ["psyqa/PsyQA_example.json"]
+    assert len(by_name["epitome"].files) == 3
+    assert [f.path for f in by_name["chatcounselor_bench"].files] == [
+        "chatcounselor_counselling_bench/question.jsonl"
+    ]
+    # general and role-specific RoleBench, both languages (multi-turn role-play sessions, issue 9)
+    assert sum("role_specific" in f.path for f in by_name["rolebench"].files) == 2
+    assert len(by_name["rolebench"].files) == 4
     all_paths = [f.path for ds in datasets for f in ds.files]
-    assert len(all_paths) == len(set(all_paths)) == 1992
+    assert len(all_paths) == len(set(all_paths)) == 1999
 
 
 # --- a small fake world: manifest + shared copy in tmp_path ----------------------------------------
