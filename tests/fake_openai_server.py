@@ -81,6 +81,9 @@ class FakeOpenAIServer:
         self.timeout_sleep_s = timeout_sleep_s
         self.retry_after_ms = retry_after_ms
         self.requests = 0
+        # chat requests being answered now / at most at once, counting only those received since the
+        # last reset (`epoch`): a request an earlier test gave up on may still be asleep in a handler
+        self.in_flight = self.peak_in_flight = self.epoch = 0
         self.received: list[dict[str, Any]] = []
         self._faults: list[tuple[str, str | None]] = []
         self._lock = threading.Lock()
@@ -109,6 +112,8 @@ class FakeOpenAIServer:
             self.received.clear()
             self.requests = 0
             self.model_requests = 0
+            self.in_flight = self.peak_in_flight = 0
+            self.epoch += 1
 
     def start(self) -> FakeOpenAIServer:
         if self.backend is None:
@@ -227,6 +232,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        self._answered()
         try:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -273,6 +279,26 @@ class _Handler(BaseHTTPRequestHandler):
         except json.JSONDecodeError as err:
             self._send(400, _error(400, f"invalid JSON: {err}"))
             return
+        with state._lock:
+            state.in_flight += 1
+            state.peak_in_flight = max(state.peak_in_flight, state.in_flight)
+            self._epoch = state.epoch
+        self._in_flight = True
+        try:
+            self._answer(state, body)
+        finally:
+            self._answered()
+
+    def _answered(self) -> None:
+        """The request stops counting as in flight: before its answer is written (a client may send
+        its next request as soon as it has read this one), or when it is dropped."""
+        if getattr(self, "_in_flight", False):
+            self._in_flight = False
+            with self.server_state._lock:
+                if self._epoch == self.server_state.epoch:
+                    self.server_state.in_flight -= 1
+
+    def _answer(self, state: FakeOpenAIServer, body: dict[str, Any]) -> None:
         fault = state._record(body, self.headers)
         if not self._authorized():
             return

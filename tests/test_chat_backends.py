@@ -134,6 +134,31 @@ def test_hf_kept_prefixes_give_the_replies_of_a_full_prefill(tiny_cfg):
         kept.close()
 
 
+@pytest.mark.parametrize("broken", ["_keep", "_batched_past"])
+def test_hf_prefix_cache_a_model_cannot_use_is_switched_off_not_failed(tiny_cfg, monkeypatch, broken):
+    """A model whose cache cannot be split per conversation (or put back together), e.g. a
+    remote-code model's own cache type: the prefix cache turns itself off and every reply stands."""
+    plain = HFBackend(tiny_cfg, batch_size=4, device="cpu", prefix_cache_gb=0)
+    kept = HFBackend(tiny_cfg, batch_size=4, device="cpu", prefix_cache_gb=1)
+
+    def unusable(*args, **kwargs):
+        raise AttributeError("'tuple' object has no attribute 'layers'")
+
+    chats = [list(c) for c in CONVERSATIONS]
+    try:
+        for turn in range(2):
+            if turn == 1 or broken == "_keep":  # `_batched_past` is first needed on turn 2
+                monkeypatch.setattr(kept, broken, unusable)
+            full, reused = plain.generate(chats, GREEDY), kept.generate(chats, GREEDY)
+            assert all(r.ok for r in reused) and [r.text for r in reused] == [r.text for r in full]
+            for chat, reply in zip(chats, full, strict=True):
+                chat += [{"role": "assistant", "content": reply.text}, {"role": "user", "content": "go on"}]
+        assert kept._prefix is None
+    finally:
+        plain.close()
+        kept.close()
+
+
 def test_hf_out_of_memory_splits_the_batch_before_anything_fails(hf, monkeypatch):
     """A chunk that does not fit is halved until it does (a GPU's OOM, simulated above 2 rows);
     the replies equal an unconstrained run, and later chunks keep the size that fit."""
@@ -174,6 +199,24 @@ def test_hf_a_gpu_asked_for_is_never_a_cpu_run(tiny_cfg):
         assert auto.batch_size == 16  # auto on a CPU
     finally:
         auto.close()
+
+
+def test_auto_batch_size_on_a_gpu_counts_the_kv_cache_and_the_prefix_budget(tiny_cfg, monkeypatch):
+    """`batch_size: auto` on a GPU (its free memory simulated): rows of the model's real KV size fill
+    80% of what the prefix cache's budget leaves free."""
+    import torch
+
+    from esc.chat.backends.hf import auto_batch_size, kv_bytes_per_token
+    from esc.models.loading import load_causal_lm
+
+    model = load_causal_lm(tiny_cfg)
+    gpu = torch.device("cuda", 0)
+    row = 2 * kv_bytes_per_token(model.config, 4) * 2048  # fp32 keys and values of 2,048 tokens, x2
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (10 * row, 100 * row))
+    assert auto_batch_size(model, gpu, context_window=2048) == 8  # 80% of 10 rows
+    assert auto_batch_size(model, gpu, context_window=2048, reserved_bytes=5 * row) == 4
+    assert auto_batch_size(model, gpu, context_window=2048, reserved_bytes=50 * row) == 1  # never 0
+    assert auto_batch_size(model, torch.device("cpu"), context_window=2048) == 16
 
 
 def test_hf_greedy_is_deterministic_and_seeded_sampling_reproducible(hf):
@@ -262,6 +305,29 @@ def test_hf_identity_context_window_and_adapter(hf, tiny_cfg, tmp_path: Path):
         HFBackend(tiny_cfg, adapter=str(tmp_path / "missing")).check_ready()
 
 
+def test_request_key_reads_a_per_request_adapter_by_its_content(tmp_path: Path):
+    """Judges pass one adapter per request (`settings.adapter`): an adapter retrained into the same
+    folder gets new cache keys, a copy of it elsewhere the same ones."""
+    import os
+    import shutil
+
+    folder = tmp_path / "empathy"
+    folder.mkdir()
+    (folder / "adapter_config.json").write_text('{"r": 8}')
+    (folder / "adapter_model.safetensors").write_bytes(b"weights v1")
+    messages = [{"role": "user", "content": "Score this."}]
+
+    def key(path: Path) -> str:
+        return request_key({"kind": "vllm"}, messages, GenerationSettings(adapter=str(path)))
+
+    first = key(folder)
+    shutil.copytree(folder, tmp_path / "copy")
+    assert key(tmp_path / "copy") == first
+    (folder / "adapter_model.safetensors").write_bytes(b"weights v2")
+    os.utime(folder / "adapter_model.safetensors", ns=(1, 1))  # a new stamp even on a coarse clock
+    assert key(folder) != first
+
+
 def test_hf_check_ready_loads_nothing_and_checks_local_paths(tiny_cfg, tmp_path: Path):
     backend = HFBackend(tiny_cfg, device="cpu")
     backend.check_ready()
@@ -338,6 +404,24 @@ def test_openai_retries_absorb_transient_faults(fault, fresh_server):
     assert reply.ok, reply.error
     assert fresh_server.requests == 2  # the failed attempt and the SDK's retry
     assert fresh_server.pending_faults() == 0
+
+
+def test_openai_max_concurrency_bounds_concurrent_generate_calls(fresh_server):
+    """The streaming engine calls `generate` from many threads at once, one conversation each:
+    `max_concurrency` still bounds the requests in flight."""
+    backend = api(fresh_server, max_concurrency=2)
+    fresh_server.timeout_sleep_s = 0.3  # the "timeout" fault, shorter than the client's 30 s: a slow reply
+    fresh_server.inject(["timeout"] * 6)
+    try:
+        calls = [threading.Thread(target=backend.generate, args=([c], GREEDY)) for c in CONVERSATIONS[:6]]
+        for call in calls:
+            call.start()
+        for call in calls:
+            call.join()
+        assert fresh_server.requests == 6 and fresh_server.peak_in_flight == 2
+    finally:
+        fresh_server.timeout_sleep_s = 3.0
+        backend.close()
 
 
 def test_openai_exhausted_retries_fail_one_conversation_only(fresh_server):
