@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/bench_evaluate.py --model smollm2        # 32 English cards, 128 new tokens
     .venv/bin/python benchmarks/bench_evaluate.py --model tiny --cards 64 --max-new-tokens 32
     .venv/bin/python benchmarks/bench_evaluate.py --model smollm2 --cards 4 --skip-official   # ours only
+    .venv-vllm/bin/python benchmarks/bench_evaluate.py --model smollm2 --backend vllm   # on vLLM (CPU)
 
 The same model plays both sides (the role-player with the official ESC-Role prompt and opener, the
 target with the official "You are a helpful assistant!"), 5 turns, greedy, `max_new_tokens` per
@@ -12,11 +13,15 @@ message on both sides, the model's decoding settings (SmolLM2's `no_repeat_ngram
   time, one `generate` call per message, batch 1, each prompt the whole history through the chat
   template (re-encoded from text every turn), the reply decoded and appended.
 - *ours*: `esc.interact.run.evaluate`, as `evaluate.py` runs it: all cards' dialogues in one wave,
-  one batched call per side per turn, each conversation's keys and values kept from its last turn
-  (`backend.prefix_cache_gb`), the request cache off.
+  one batched call per side per turn, the request cache off. `--backend hf` (default): each
+  conversation's keys and values kept from its last turn (`backend.prefix_cache_gb`). `--backend
+  vllm` (run with the vLLM environment's Python, `make .venv-vllm/.installed`): both sides on one
+  in-process vLLM engine (automatic prefix caching, continuous batching).
 
-Model loading is not timed (each side loads once, untimed, before). Prints seconds and dialogues/s
-for each, the ratio, and the share of dialogues (and of turns) whose texts are identical.
+Ours is timed end to end as `evaluate.py` runs it, loading both sides included (after an untimed
+one-card warm-up; a vLLM engine is started once, before, and kept), the official loop's one model
+load is not: the ratio leans against ours. Prints seconds and dialogues/s for each, the ratio, and
+the share of dialogues (and of turns) whose texts are identical.
 """
 
 from __future__ import annotations
@@ -35,21 +40,29 @@ if str(REPO_ROOT) not in sys.path:  # `tests.helpers` when run as `python benchm
 import torch  # noqa: E402
 
 from esc.cards import load_cards  # noqa: E402
+from esc.chat.base import build_backend  # noqa: E402
 from esc.interact.run import evaluate  # noqa: E402
 from esc.interact.store import read_dialogues  # noqa: E402
 from esc.models.loading import load_for_inference  # noqa: E402
 from esc.prompts import render_roleplayer_prompt  # noqa: E402
 from tests.helpers import evaluate_config  # noqa: E402
 
-MODELS = {"tiny": "tiny", "smollm2": "smollm2"}  # roleplayer/target config names
+MODELS = ("smollm2", "tiny")  # conf/roleplayer and conf/target options
 TURNS = 5
 
 
-def ours(out: Path, model: str, cards: int, max_new: int) -> tuple[float, dict[int, list[str]]]:
+def ours(
+    out: Path, model: str, cards: int, max_new: int, backend: str, plain_greedy: bool
+) -> tuple[float, dict[int, list[str]], int]:
+    on_vllm = [o for side in ("roleplayer", "target") for o in (f"{side}.backend.kind=vllm",
+               f"+{side}.backend.max_model_len=4096")] if backend == "vllm" else []  # fmt: skip
+    if plain_greedy:
+        on_vllm += ["roleplayer.backend.generation_config=null", "target.backend.generation_config=null"]
     cfg = evaluate_config(
         out,
         f"roleplayer={model}",
         f"target={model}",
+        *on_vllm,
         "roleplayer.prompt=esc_role_official",
         "cards.languages=[en]",
         f"cards.limit={cards}",
@@ -59,14 +72,22 @@ def ours(out: Path, model: str, cards: int, max_new: int) -> tuple[float, dict[i
         f"roleplayer.generation.max_new_tokens={max_new}",
         f"target.generation.max_new_tokens={max_new}",
     )
-    evaluate(evaluate_config(out.with_name(out.name + "-warmup"), f"roleplayer={model}", f"target={model}",
+    # a vLLM engine is shared by reference count: holding one backend keeps it up between the runs
+    held = build_backend(cfg.roleplayer.backend, "roleplayer.backend") if backend == "vllm" else None
+    if held is not None:
+        held.load()
+    warmup = out.with_name(out.name + "-warmup")
+    evaluate(evaluate_config(warmup, f"roleplayer={model}", f"target={model}", *on_vllm,
                              "cards.languages=[en]", "cards.limit=1", "dialogue.turns=1"))  # fmt: skip
     start = time.perf_counter()
     result = evaluate(cfg)
     elapsed = time.perf_counter() - start
+    if held is not None:
+        held.close()
     assert result["counts"]["completed"] == cards, result["counts"]
-    name = f"{model}__{model}__en.jsonl"
-    return elapsed, {d.card_id: [t.text for t in d.turns] for d in read_dialogues(out / "dialogues" / name)}
+    dialogues = read_dialogues(out / "dialogues" / f"{model}__{model}__en.jsonl")
+    tokens = sum(t.completion_tokens or 0 for d in dialogues for t in d.turns)
+    return elapsed, {d.card_id: [t.text for t in d.turns] for d in dialogues}, tokens
 
 
 class OfficialModel:
@@ -80,6 +101,7 @@ class OfficialModel:
         for key, value in generation_overrides.items():
             setattr(gen, key, value)
         self.max_new = max_new
+        self.tokens = 0  # generated, end-of-turn tokens included
 
     def __call__(self, message: list[dict[str, str]]) -> str:
         if message[0]["role"] != "system":
@@ -89,16 +111,19 @@ class OfficialModel:
         with torch.inference_mode():
             generated = self.model.generate(inputs.input_ids, max_new_tokens=self.max_new,
                                             pad_token_id=self.tokenizer.pad_token_id)  # fmt: skip
+        self.tokens += generated.shape[1] - inputs.input_ids.shape[1]
         return self.tokenizer.decode(
             generated[0][inputs.input_ids.shape[1] :], skip_special_tokens=True
         ).strip()
 
 
-def official(model: str, cards: int, max_new: int) -> tuple[float, dict[int, list[str]]]:
+def official(
+    model: str, cards: int, max_new: int, plain_greedy: bool
+) -> tuple[float, dict[int, list[str]], int]:
     from tests.helpers import compose
 
     cfg = compose([f"roleplayer={model}"], config_name="evaluate").roleplayer
-    overrides = dict(cfg.backend.get("generation_config") or {})
+    overrides = {} if plain_greedy else dict(cfg.backend.get("generation_config") or {})
     llm = OfficialModel(cfg.backend.model, overrides, max_new)  # both sides: one model, as in the run
     dialogues = {}
     selected = load_cards(language="en", limit=cards)
@@ -118,34 +143,49 @@ def official(model: str, cards: int, max_new: int) -> tuple[float, dict[int, lis
             message_doc.append({"role": "assistant", "content": res})
             turns.append(res)
         dialogues[card.id] = turns
-    return time.perf_counter() - start, dialogues
+    return time.perf_counter() - start, dialogues, llm.tokens
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", choices=sorted(MODELS), default="tiny")
+    parser.add_argument("--model", choices=MODELS, default="tiny")
     parser.add_argument("--cards", type=int, default=32)
     parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--backend", choices=["hf", "vllm"], default="hf", help="ours: transformers or vLLM")
     parser.add_argument("--skip-official", action="store_true", help="time ours only")
+    parser.add_argument(
+        "--plain-greedy", action="store_true",
+        help="drop the model's generation_config (SmolLM2's no_repeat_ngram_size) on both sides; "
+        "implied by --backend vllm, which cannot decode with it",
+    )  # fmt: skip
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
-    model = MODELS[args.model]
+    model = args.model
+    plain_greedy = args.plain_greedy or args.backend == "vllm"
     with tempfile.TemporaryDirectory() as tmp:
-        ours_s, our_texts = ours(Path(tmp) / "ours", model, args.cards, args.max_new_tokens)
+        ours_s, our_texts, our_tokens = ours(
+            Path(tmp) / "ours", model, args.cards, args.max_new_tokens, args.backend, plain_greedy
+        )
+    decoding = "plain greedy" if plain_greedy else "greedy + the model's generation_config"
     print(
-        f"{args.cards} English cards, {model} as role-player and target, {TURNS} turns, "
-        f"max_new_tokens={args.max_new_tokens}, greedy, CPU ({torch.get_num_threads()} threads), "
-        f"torch {torch.__version__}"
+        f"{args.cards} English cards, {model} as role-player and target (ours on {args.backend}), "
+        f"{TURNS} turns, max_new_tokens={args.max_new_tokens}, {decoding}, "
+        f"CPU ({torch.get_num_threads()} threads), torch {torch.__version__}"
     )
-    print(f"{'':16}{'seconds':>10}{'dialogues/s':>14}")
-    print(f"{'ours':16}{ours_s:>10.1f}{args.cards / ours_s:>14.3f}")
+    print(f"{'':16}{'seconds':>10}{'dialogues/s':>14}{'new tokens':>12}{'tokens/s':>10}")
+    print(
+        f"{'ours':16}{ours_s:>10.1f}{args.cards / ours_s:>14.3f}{our_tokens:>12,}{our_tokens / ours_s:>10.1f}"
+    )
     if args.skip_official:
         return 0
-    official_s, official_texts = official(model, args.cards, args.max_new_tokens)
-    print(f"{'official shape':16}{official_s:>10.1f}{args.cards / official_s:>14.3f}")
+    official_s, official_texts, tokens = official(model, args.cards, args.max_new_tokens, plain_greedy)
+    print(
+        f"{'official shape':16}{official_s:>10.1f}{args.cards / official_s:>14.3f}"
+        f"{tokens:>12,}{tokens / official_s:>10.1f}"
+    )
     same = sum(our_texts[c] == official_texts[c] for c in official_texts)
     turns = [a == b for c in official_texts for a, b in zip(our_texts[c], official_texts[c], strict=True)]
     print(

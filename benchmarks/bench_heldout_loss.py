@@ -90,7 +90,8 @@ def main() -> int:
     module = instantiate(cfg.module, _convert_="all")
     module.configure_model()
 
-    heldout = heldout_samples("esconv_valid", args.eval_dialogues)
+    root = cfg.data.get("root")  # the folder training reads
+    heldout = heldout_samples("esconv_valid", args.eval_dialogues, Path(root) if root else None)
     trained_ids = {s.id for s in datamodule.samples()[0]}
     leaked = [s.id for s in heldout if s.id in trained_ids]
     if leaked:

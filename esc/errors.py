@@ -51,7 +51,8 @@ class SweepJobFailed(Exception):
         self.exit_code = exit_code
 
 
-def _in_sweep() -> bool:
+def in_multirun() -> bool:
+    """Whether this job is one of a Hydra sweep (`-m`)."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
@@ -95,7 +96,7 @@ def exit_on_user_error(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except UserError as err:
-            if _in_sweep():  # let the sweep's other jobs run; `run_hydra` exits at the end
+            if in_multirun():  # let the sweep's other jobs run; `run_hydra` exits at the end
                 print(f"error: {err}", file=sys.stderr)
                 raise SweepJobFailed(str(err), err.exit_code) from None
             _fail(err, err.exit_code)

@@ -202,14 +202,6 @@ def resolved_revision(identity: Mapping[str, Any]) -> dict[str, Any]:
     return {"revision": identity.get("revision"), "revision_source": identity.get("revision_source")}
 
 
-def in_multirun() -> bool:
-    """Whether this job is one of a Hydra sweep (`-m`)."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
-
-
 def refuse_unswept_sweep() -> None:
     """An experiment that is a sweep (`hydra.sweeper.params`) must run with `-m`, or with every swept
     key given on the command line (one cell of the grid); otherwise it would silently run defaults."""

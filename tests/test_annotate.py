@@ -15,9 +15,12 @@ from esc.annotate.__main__ import main as annotate
 from esc.annotate.agreement import agreement, resolve
 from esc.annotate.kinds import task_kind
 from esc.annotate.tasks import Label, import_labels, read_tasks
+from esc.cards import load_cards
 from esc.errors import DataError
 from esc.interact.run import evaluate
+from esc.interact.store import read_dialogues
 from esc.scoring.annotations import read_annotations
+from esc.scoring.run import dialogue_files, dialogue_lines
 from tests.helpers import evaluate_config, requires_data
 
 pytestmark = requires_data
@@ -119,13 +122,25 @@ def test_export_fill_in_three_ways_import_and_agreement(run_dir: Path, tmp_path:
     )
     annotations = read_annotations(out)
     assert len(annotations) == 3 * 3 + 3 * 2  # fluency by a, b, c; empathy by a, b
-    assert {a.dialogue_id for a in annotations} == set(ids) and annotations[0].lines[0][0] == "user"
+    assert {a.dialogue_id for a in annotations} == set(ids)
+    # the lines a judge reads when it scores that dialogue: the opener first, then the turns
+    (path,) = dialogue_files(str(run_dir))
+    judged = {f"dialogue:{d.target}:{d.roleplayer}:{d.language}:{d.card_id}": dialogue_lines(d, path, n)
+              for n, d in enumerate(read_dialogues(path), 1)}  # fmt: skip
+    assert all(a.lines == judged[a.dialogue_id] for a in annotations)
+    assert annotations[0].lines[0][0] == "assistant" and annotations[0].lines[1][0] == "user"
 
 
 def test_card_and_roleplay_tasks(run_dir: Path, tmp_path: Path) -> None:
     assert annotate(["export", "roleplay", "--dialogues", str(run_dir), "--out", str(tmp_path / "rp")]) == 0
     rp = read_tasks(tmp_path / "rp")
-    assert all("[The role card the seeker plays]" in t.text for t in rp.values())
+    cards = {c.id: c.to_text() for c in load_cards(language="en")}
+    # the card the role-player played, as its judge reads it (not the role-player's whole prompt)
+    assert rp and all(
+        t.text.startswith(f"[The role card the seeker plays]\n{cards[t.payload['card_id']]}\n\n[Dialogue]\n")
+        and t.payload["card"] == cards[t.payload["card_id"]]
+        for t in rp.values()
+    )
     assert [f.values for f in task_kind("roleplay").fields] == [("0", "1", "2")] * 6
     assert annotate(["export", "card", "--language", "zh", "--out", str(tmp_path / "cards")]) == 0
     cards = read_tasks(tmp_path / "cards")

@@ -116,6 +116,9 @@ def test_roleplay_eval_end_to_end_with_the_tiny_model(tmp_path: Path) -> None:
         (tmp_path / "rank" / "scores" / "roleplay__tiny.jsonl").read_text().splitlines()
     ) == len(lines)
     assert "Role-play metrics" in run.stdout and "Against the human dialogue" in run.stdout
+    # other questions (here: more of the human dialogue shown) do not resume the folder's judgments
+    other = run_entry("rank.py", [*args, "roleplay.turns=3"])
+    assert other.returncode != 0 and "roleplay" in other.stderr and "settings" in other.stderr
 
 
 def test_a_role_play_record_checks_its_scale() -> None:

@@ -1,7 +1,7 @@
 """Command line of the annotation round trip (docs/annotation.md):
 
 python -m esc.annotate export dialogue --dialogues OUT_OF_EVALUATE --out TASKS   # 7 dimensions, 0-4
-python -m esc.annotate export roleplay --dialogues OUT_OF_EVALUATE --out TASKS   # 6 metrics, 0-2
+python -m esc.annotate export roleplay --dialogues OUT_OF_EVALUATE --out TASKS   # 6 metrics, 0-2 [--cards]
 python -m esc.annotate export card --cards cards.json --out TASKS                # grade + category
 python -m esc.annotate import TASKS filled.csv ann2.jsonl labelstudio.json --out labels.jsonl
 python -m esc.annotate agreement labels.jsonl --out agreement                    # .md .csv .json
@@ -39,7 +39,10 @@ def _parser() -> ArgumentParser:
     export = sub.add_parser("export", help="write a task folder (JSONL, CSV, Label Studio project)")
     export.add_argument("kind", choices=KINDS)
     export.add_argument("--dialogues", nargs="+", help="evaluate.py output folders or dialogue files")
-    export.add_argument("--cards", type=Path, action="append", help="card files (default: the released ones)")
+    export.add_argument(
+        "--cards", type=Path, action="append",
+        help="card files (default: the released ones): to grade, or the cards `roleplay` dialogues played",
+    )  # fmt: skip
     export.add_argument("--language", choices=["en", "zh"], help="only this language")
     export.add_argument("--out", type=Path, required=True, help="the task folder to write")
     imp = sub.add_parser("import", help="read filled CSV / JSONL / Label Studio exports into labels.jsonl")
@@ -76,9 +79,14 @@ def main(argv: list[str] | None = None) -> int:
             if not args.dialogues:
                 raise UserError(f"export {args.kind} needs --dialogues (evaluate.py output folders or files)")
             files = find_jsonl_files(args.dialogues, "dialogues", "dialogue files")
+            card_texts = None
+            if args.kind == "roleplay":  # the card each role-player played, as its judge reads it
+                from esc.cards import load_cards
+
+                card_texts = {(c.id, c.language): c.to_text() for c in load_cards(args.cards)}
             tasks = [
                 t
-                for t in dialogue_tasks(files, args.kind)
+                for t in dialogue_tasks(files, args.kind, card_texts)
                 if not args.language or t.language == args.language
             ]
         written = export_tasks(tasks, args.out)

@@ -21,7 +21,7 @@ import csv
 import dataclasses
 import io
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import quoteattr
@@ -59,30 +59,42 @@ class Label:
 # --- making tasks ------------------------------------------------------------------------------------
 
 
-def dialogue_tasks(dialogue_files: Sequence[Path], kind: str = "dialogue") -> list[Task]:
+def dialogue_tasks(
+    dialogue_files: Sequence[Path],
+    kind: str = "dialogue",
+    card_texts: Mapping[tuple[int, str], str] | None = None,
+) -> list[Task]:
     """One task per complete dialogue of evaluate.py's files: the chatbot's side is scored
-    (``dialogue``) or the role-player's (``roleplay``, with the card it played)."""
+    (``dialogue``) or the role-player's (``roleplay``, with the card it played: `card_texts` by
+    (card id, language), as `RoleCard.to_text` writes them). The dialogue is what a judge reads
+    (`esc.scoring.run.dialogue_lines`: the opener, then the turns), so labels train ESC-RANK on
+    the text it scores."""
     from esc.interact.store import read_dialogues
+    from esc.scoring.run import dialogue_lines
 
+    speaker = {"user": "Seeker (role-player)", "assistant": "AI assistant"}
     tasks = []
     for path in dialogue_files:
-        for d in read_dialogues(path):
+        for lineno, d in enumerate(read_dialogues(path), start=1):
             if d.status != "complete":
                 continue
-            speaker = {"roleplayer": "Seeker (role-player)", "target": "AI assistant"}
-            text = "\n".join(f"{speaker.get(t.speaker, t.speaker)}: {t.text}" for t in d.turns)
+            lines = dialogue_lines(d, path, lineno)
+            text = "\n".join(f"{speaker[role]}: {content}" for role, content in lines)
             payload: dict[str, Any] = {
                 "card_id": d.card_id,
                 "roleplayer": d.roleplayer,
                 "target": d.target,
-                "dialogue": [
-                    {"role": "user" if t.speaker == "roleplayer" else "assistant", "content": t.text}
-                    for t in d.turns
-                ],
+                "dialogue": [{"role": role, "content": content} for role, content in lines],
             }
             if kind == "roleplay":  # the card matters for thematic consistency and completeness
-                payload["card_prompt"] = d.system_prompt
-                text = f"[The role card the seeker plays]\n{d.system_prompt}\n\n[Dialogue]\n{text}"
+                card = (card_texts or {}).get((d.card_id, d.language))
+                if card is None:
+                    raise UserError(
+                        f"{path} [line {lineno}]: card {d.card_id} ({d.language}) is in none of the "
+                        "card files given (--cards)"
+                    )
+                payload["card"] = card
+                text = f"[The role card the seeker plays]\n{card}\n\n[Dialogue]\n{text}"
             task_id = f"{kind}:{d.target}:{d.roleplayer}:{d.language}:{d.card_id}"
             tasks.append(Task(task_id, kind, d.language, text, payload))
     return tasks

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any, Literal
 
@@ -20,6 +21,13 @@ FIELD_LABELS: dict[str, dict[str, str]] = {
     "zh": {"age": "年龄", "gender": "性别", "occupation": "职业", "problem": "问题"},
 }
 _SEPARATOR = {"en": ": ", "zh": "："}
+
+
+def card_text(fields: Mapping[str, Any], language: str) -> str:
+    """A card's text as the role-player sees it: the released files' line format, in `language`."""
+    labels, sep = FIELD_LABELS[language], _SEPARATOR[language]
+    return "\n".join(f"{labels[f]}{sep}{fields[f]}" for f in FIELDS)
+
 
 # Raw `source` values in the released files -> normalised dataset names (paper Table 5).
 SOURCE_NAMES: dict[str, str] = {
@@ -65,8 +73,7 @@ class RoleCard:
 
     def to_text(self) -> str:
         """The card as the role-player sees it, in the released files' line format and its own language."""
-        labels, sep = FIELD_LABELS[self.language], _SEPARATOR[self.language]
-        return "\n".join(f"{labels[f]}{sep}{getattr(self, f)}" for f in FIELDS)
+        return card_text({f: getattr(self, f) for f in FIELDS}, self.language)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; `RoleCard.from_dict` reads it back."""

@@ -22,6 +22,7 @@ On a cluster, give each job its own file on node-local disk and merge them after
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import logging
@@ -72,7 +73,7 @@ def request_key(
             "format": KEY_FORMAT,
             "identity": identity,
             "messages": [dict(m) for m in messages],
-            "settings": settings.to_dict(),
+            "settings": _settings_key(settings),
         },
         sort_keys=True,
         ensure_ascii=False,
@@ -80,6 +81,27 @@ def request_key(
         default=str,
     )
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def _settings_key(settings: GenerationSettings) -> dict[str, Any]:
+    """The settings as the key sees them: a per-request adapter by its content, not its folder, so
+    an adapter retrained into the same folder is not answered from the old one's replies."""
+    data = settings.to_dict()
+    if settings.adapter:
+        folder = Path(settings.adapter).resolve()
+        stamp = tuple(
+            (f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in sorted(folder.glob("adapter_*"))
+        )
+        data["adapter"] = _adapter_digest(str(folder), stamp)
+    return data
+
+
+@functools.lru_cache(maxsize=64)
+def _adapter_digest(folder: str, stamp: tuple[tuple[str, int, int], ...]) -> str:
+    """`adapter_hash`, computed once per folder state (`stamp`: its files' names, times and sizes)."""
+    from esc.models.revision import adapter_hash
+
+    return "sha256:" + adapter_hash(folder)
 
 
 # --- where the file lives -----------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,16 +14,17 @@ from tqdm import tqdm
 from esc.cards import RoleCard
 from esc.chat.base import ChatBackend, GenerationSettings, build_backend
 from esc.chat.cache import with_cache
-from esc.errors import ConfigError
+from esc.errors import ConfigError, in_multirun
 from esc.interact.dialogue import Dialogue
 from esc.interact.engine import DialogueEngine, Side, streaming_concurrency, usage_report
 from esc.interact.selection import select_cards
 from esc.interact.store import DialogueStore
 from esc.prompts import example_dialogue, prompt_version, render_roleplayer_prompt
-from esc.rundir import RunFolder, in_multirun, model_settings, refuse_unswept_sweep, resolved_revision
+from esc.rundir import RunFolder, model_settings, refuse_unswept_sweep, resolved_revision
 from esc.runinfo import RunManifest
 
 log = logging.getLogger(__name__)
+MANIFEST_EVERY_S = 10.0  # at most one rewrite of manifest.json (running counts) per this many seconds
 
 
 SIDES = ("roleplayer", "target")
@@ -192,6 +194,7 @@ def _play(
             desc=f"{roleplayer.name} × {target.name}",
             disable=not cfg.engine.progress,
         ) as bar:
+            last_update = [0.0]
 
             def finished(dialogues: list[Dialogue]) -> None:
                 for dialogue in dialogues:
@@ -199,7 +202,11 @@ def _play(
                     counts["completed" if dialogue.status == "complete" else "failed"] += 1
                 bar.update(len(dialogues))
                 bar.set_postfix(failed=counts["failed"])
-                manifest.update(counts=counts, usage=usage_report(engine))
+                # the dialogues are on disk already; the manifest's running counts need not be
+                # rewritten for each of them when they stream in (finish() writes the last ones)
+                if time.monotonic() - last_update[0] >= MANIFEST_EVERY_S:
+                    manifest.update(counts=counts, usage=usage_report(engine))
+                    last_update[0] = time.monotonic()
 
             if concurrency:  # every side an API or server: each dialogue goes on as its replies arrive
                 log.info("Streaming: up to %d dialogues at once, each written when it ends", concurrency)

@@ -238,6 +238,21 @@ def outside_zero_init() -> Iterator[None]:
         restore_init_context()
 
 
+ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
+
+
+def adapter_weights(directory: str | os.PathLike[str], key: str) -> Path:
+    """The weights file of a PEFT adapter directory; ConfigError on config key `key` when it is not
+    one (no adapter_config.json, or no weights file)."""
+    root = Path(directory)
+    if not (root / "adapter_config.json").is_file():
+        raise ConfigError(key, f"{root} is not a PEFT adapter directory (no adapter_config.json)")
+    for name in ADAPTER_WEIGHTS:
+        if (root / name).is_file():
+            return root / name
+    raise ConfigError(key, f"{root} has no {' or '.join(ADAPTER_WEIGHTS)}")
+
+
 def check_adapter_files(directory: str | os.PathLike[str]) -> None:
     """DataError naming the file when a PEFT adapter's config or weights cannot be read: a config that
     is not JSON, weights cut short by an interrupted copy or download (safetensors header and size,

@@ -47,16 +47,10 @@ def paired_intervals(
 
 
 def mean_interval(values: np.ndarray, n_resamples: int, seed: int) -> tuple[float, float]:
-    """95% percentile interval of the mean of `values` (NaN without enough values or resamples)."""
-    from scipy.stats import bootstrap
+    """`leaderboard.bootstrap_ci` of the mean, NaN (not None) without enough values or resamples."""
+    from esc.scoring.leaderboard import bootstrap_ci
 
-    values = np.asarray(values, dtype=float)
-    if n_resamples <= 0 or len(values) < 2:
+    if n_resamples <= 0:
         return NAN_INTERVAL
-    if np.all(values == values[0]):
-        return (float(values[0]), float(values[0]))
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        result = bootstrap((values,), np.mean, n_resamples=n_resamples, method="percentile",
-                           random_state=np.random.default_rng(seed))  # fmt: skip
-    return (float(result.confidence_interval.low), float(result.confidence_interval.high))
+    low, high = bootstrap_ci(values, n_resamples=n_resamples, seed=seed)
+    return NAN_INTERVAL if low is None or high is None else (low, high)

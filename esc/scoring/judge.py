@@ -69,7 +69,8 @@ class Judgment:
             return cls(
                 INVALID,
                 answer_mass=mass,
-                error=f"only {mass:.2e} of the probability is on the answers 0-4 (< {min_answer_mass})",
+                error=f"only {mass:.2e} of the probability is on the {len(answer_probs)} answers "
+                f"(< {min_answer_mass})",
             )
         probs = [float(p) / mass for p in answer_probs]
         score = max(range(len(probs)), key=lambda s: probs[s])

@@ -188,6 +188,13 @@ def output_settings(mode: str, resolved: Mapping[str, Any], judge: Judge | None)
         settings["annotations"] = {
             k: section.get(k) for k in ("annotations", "languages", "split_ratios", "split_seed", "split")
         }
+    if mode == "roleplay":  # what its items ask: the cards, the human dialogues, the questions' texts
+        from esc.annotate.kinds import ROLEPLAY_METRICS_FILE
+        from esc.hashing import sha256_file
+
+        section = resolved.get("roleplay") or {}
+        settings["roleplay"] = {k: section.get(k) for k in ("cards", "human", "turns", "metrics", "pairwise")}
+        settings["roleplay"]["questions_sha256"] = sha256_file(ROLEPLAY_METRICS_FILE)
     return settings
 
 

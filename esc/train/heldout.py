@@ -116,7 +116,8 @@ class HeldOutEvaluation(pl.Callback):
         from esc.sft.tokenize import encode_chat
 
         datamodule = trainer.datamodule
-        samples = heldout_samples(self.source, self.dialogues)
+        root = datamodule.data_cfg.get("root")  # the folder training reads (data.root)
+        samples = heldout_samples(self.source, self.dialogues, Path(root) if root else None)
         trained = {s.id for s in datamodule.samples()[0]}
         leaked = [s.id for s in samples if s.id in trained]
         if leaked:

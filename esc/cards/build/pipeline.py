@@ -34,6 +34,7 @@ from tqdm import tqdm
 
 from esc.cards.build import steps
 from esc.cards.build.sources import SEEKER, RawRecord, read_source
+from esc.cards.schema import card_text
 from esc.cards.taxonomy import load_taxonomy
 from esc.chat.base import ChatBackend, GenerationSettings, build_backend
 from esc.chat.cache import with_cache
@@ -43,6 +44,7 @@ from esc.jsonl import append_jsonl, atomic_write_text, drop_partial_last_line
 from esc.paths import data_dir
 from esc.rundir import RunFolder, model_settings, refuse_unswept_sweep
 from esc.runinfo import RunManifest
+from esc.sft.sample import get_field, read_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -72,10 +74,9 @@ class StepStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         drop_partial_last_line(self.path)
         if self.path.exists():
-            for line in self.path.read_text(encoding="utf-8").splitlines():
-                if line.strip():
-                    row = json.loads(line)
-                    self.rows[row["record_id"]] = row
+            for lineno, row in read_jsonl(self.path):  # a damaged line: DataError naming file and line
+                record_id = get_field(row, "record_id", str, self.path, f"line {lineno}")
+                self.rows[record_id] = row
 
     def done(self, record_id: str) -> bool:
         return record_id in self.rows and self.rows[record_id]["status"] != FAILED
@@ -156,9 +157,10 @@ def near_duplicates(texts: Sequence[str], threshold: float) -> set[int]:
 
     vectors = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4)).fit_transform(texts)
     similar = (vectors @ vectors.T).tocoo()
+    close = (similar.row < similar.col) & (similar.data >= threshold)  # the few pairs that matter
     dropped: set[int] = set()
-    for i, j, value in sorted(zip(similar.row, similar.col, similar.data, strict=True)):
-        if i < j and value >= threshold and i not in dropped:
+    for i, j in sorted(zip(similar.row[close].tolist(), similar.col[close].tolist(), strict=True)):
+        if i not in dropped:
             dropped.add(j)
     return dropped
 
@@ -211,7 +213,7 @@ def _build(
 
     try:
         step("extract", [(r.record_id, steps.extract_prompt(r), _card_parser(r.language)) for r in records])
-        cards = {rid: steps.card_text(v, lang(rid)) for rid in by_id if (v := stores["extract"].value(rid))}
+        cards = {rid: card_text(v, lang(rid)) for rid in by_id if (v := stores["extract"].value(rid))}
         if enabled["filter"]:
             step(
                 "filter",

@@ -41,13 +41,6 @@ class RawRecord:
     text: str  # qa: the post; md: the seeker's situation summary ("" when there is none)
     dialogue: tuple[tuple[str, str], ...] = ()  # md: (seeker | supporter, text)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "dialogue": [list(turn) for turn in self.dialogue]}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RawRecord:
-        return cls(**{**data, "dialogue": tuple(tuple(t) for t in data.get("dialogue") or ())})
-
 
 def _esconv(root: Path, options: Mapping[str, Any]) -> Iterator[RawRecord]:
     from esc.sft.esconv import SPLITS, esconv_path

@@ -17,7 +17,6 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -126,12 +125,6 @@ def parse_card(reply: str, language: str) -> dict[str, str]:
     return values
 
 
-def card_text(fields: Mapping[str, str], language: str) -> str:
-    """The card in the released files' line format."""
-    sep = ": " if language == "en" else "："
-    return "\n".join(f"{FIELD_LABELS[language][f]}{sep}{fields[f]}" for f in FIELDS)
-
-
 # --- 2. filter -------------------------------------------------------------------------------------
 
 
@@ -167,7 +160,10 @@ def categories_under(topic: str) -> list[str]:
 
 def classify_prompt(card: str, language: str, topic: str) -> list[dict[str, str]]:
     taxonomy = load_taxonomy()
-    listing = "\n".join(f"{n}. {taxonomy.node(k).en}" for n, k in enumerate(categories_under(topic), start=1))
+    name = (lambda node: node.zh or node.en) if language == "zh" else (lambda node: node.en)
+    listing = "\n".join(
+        f"{n}. {name(taxonomy.node(k))}" for n, k in enumerate(categories_under(topic), start=1)
+    )
     return _chat(prompts()["classify"][language].format(card=card, categories=listing))
 
 

@@ -27,12 +27,11 @@ from esc.chat.backends._common import error_reply, plain
 from esc.chat.backends.prefix_cache import PrefixCache
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, check_features, register_backend
 from esc.errors import ConfigError
-from esc.models.loading import check_device, model_label
+from esc.models.loading import adapter_weights, check_device, model_label
 from esc.models.revision import adapter_hash, resolve_revision
 
 log = logging.getLogger(__name__)
 
-ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
 # Decoding fields that `GenerationSettings` (or the backend itself) owns; `generation_config` may
 # not set them, so one setting never has two sources.
 OWNED_BY_SETTINGS = frozenset(
@@ -73,15 +72,17 @@ def kv_bytes_per_token(config: Any, element_size: int) -> int:
     return 2 * text.num_hidden_layers * kv_heads * head_dim * element_size
 
 
-def auto_batch_size(model: Any, device: Any, context_window: int | None) -> int:
-    """Conversations per batch for `batch_size: auto`: on a GPU, what 80% of the free memory holds
-    at one row's KV cache of `context_window` tokens (at most 4,096) times 2 for activations,
-    between 1 and AUTO_BATCH_MAX; on a CPU, AUTO_BATCH_CPU."""
+def auto_batch_size(model: Any, device: Any, context_window: int | None, reserved_bytes: int = 0) -> int:
+    """Conversations per batch for `batch_size: auto`: on a GPU, what 80% of the free memory, less
+    `reserved_bytes` (the prefix cache's budget, filled later), holds at one row's KV cache of
+    `context_window` tokens (at most 4,096) times 2 for activations, between 1 and AUTO_BATCH_MAX;
+    on a CPU, AUTO_BATCH_CPU."""
     import torch
 
     if getattr(device, "type", str(device)) != "cuda":
         return AUTO_BATCH_CPU
     free, _ = torch.cuda.mem_get_info(device)
+    free = max(0, free - reserved_bytes)
     element = next(model.parameters()).element_size()
     per_row = 2 * kv_bytes_per_token(model.config, element) * min(context_window or 4096, 4096)
     size = max(1, min(AUTO_BATCH_MAX, int(0.8 * free) // per_row))
@@ -176,15 +177,7 @@ class HFBackend(ChatBackend):
 
     def _adapter_weights(self) -> Path:
         assert self.adapter is not None
-        root = Path(self.adapter)
-        if not (root / "adapter_config.json").is_file():
-            raise ConfigError(
-                "backend.adapter", f"{root} is not a PEFT adapter directory (no adapter_config.json)"
-            )
-        for name in ADAPTER_WEIGHTS:
-            if (root / name).is_file():
-                return root / name
-        raise ConfigError("backend.adapter", f"{root} has no {' or '.join(ADAPTER_WEIGHTS)}")
+        return adapter_weights(self.adapter, "backend.adapter")
 
     def check_ready(self) -> None:
         """Check the device, the adapter and a local model directory without loading anything
@@ -224,7 +217,8 @@ class HFBackend(ChatBackend):
                 self.model_cfg, self.device_name, adapters
             )
             if self.batch_size is None:
-                self.batch_size = auto_batch_size(self._model, self._device, self.context_window)
+                reserved = int(self.prefix_cache_gb * 2**30)
+                self.batch_size = auto_batch_size(self._model, self._device, self.context_window, reserved)
             if self.prefix_cache_gb > 0:
                 self._prefix = PrefixCache(int(self.prefix_cache_gb * 2**30))
 
@@ -400,7 +394,7 @@ class HFBackend(ChatBackend):
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
             half = (len(prompts) + 1) // 2
-            self.batch_size = min(self.batch_size or half, half)
+            self.batch_size = min(self.batch_size, half)
             log.warning(
                 "%r: out of GPU memory at %d conversations; retrying %d at a time", self, len(prompts), half
             )
@@ -435,6 +429,13 @@ class HFBackend(ChatBackend):
             attention[row, width_c - n : width_c] = 1
             input_ids[row, width - (len(ids) - n) :] = torch.tensor(ids[n:], dtype=torch.long)
             attention[row, width - (len(ids) - n) :] = 1
+        past = None
+        if width_c:
+            try:
+                past = self._batched_past(reuse, width_c)
+            except Exception as err:  # a model whose cache this transformers cannot assemble
+                self._stop_prefix_cache(err)
+                return self._generate_chunk(prompts, settings, gen)
         want_logprobs = settings.top_logprobs > 0
         gen = copy.copy(gen)
         gen.return_dict_in_generate = want_logprobs or self._prefix is not None
@@ -442,7 +443,7 @@ class HFBackend(ChatBackend):
             output = self._model.generate(
                 input_ids=input_ids.to(self._device),
                 attention_mask=attention.to(self._device),
-                past_key_values=self._batched_past(reuse, width_c) if width_c else None,
+                past_key_values=past,
                 generation_config=gen,
                 tokenizer=tokenizer,
             )
@@ -481,17 +482,27 @@ class HFBackend(ChatBackend):
                 )
             )
             if self._prefix is not None:  # keep this conversation's keys and values for its next turn
-                self._keep(
-                    output.past_key_values,
-                    row,
-                    ids,
-                    cached[row],
-                    width_c,
-                    width,
-                    new[: produced - 1],
-                    reuse[row][1],
-                )
+                try:
+                    self._keep(
+                        output.past_key_values,
+                        row,
+                        ids,
+                        cached[row],
+                        width_c,
+                        width,
+                        new[: produced - 1],
+                        reuse[row][1],
+                    )
+                except Exception as err:  # e.g. a remote-code model's own cache type: replies stand
+                    self._stop_prefix_cache(err)
         return replies
+
+    def _stop_prefix_cache(self, err: Exception) -> None:
+        """Go on without kept prefixes (every turn prefilled in full, the same replies) when this
+        model's cache cannot be split per conversation or put back together."""
+        log.warning("%r: prefix cache off (%s: %s); every turn is prefilled in full", self,
+                    type(err).__name__, err)  # fmt: skip
+        self._prefix = None
 
     def _batched_past(self, reuse: list[tuple[int, Any, Any]], width_c: int) -> Any:
         """A batch's cache from each row's cached keys and values, right-aligned at column `width_c`."""
@@ -552,6 +563,10 @@ class HFBackend(ChatBackend):
         with self._lock:
             if self._model is None:
                 return
+            if self._prefix is not None:
+                p = self._prefix
+                log.info("%r: prefix cache: %d hits, %d misses, %d prompt tokens not prefilled again",
+                         self, p.hits, p.misses, p.reused_tokens)  # fmt: skip
             self._model = None
             self._tokenizer = None
             self._prefix = None

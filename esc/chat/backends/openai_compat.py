@@ -115,6 +115,7 @@ class OpenAIBackend(ChatBackend):
         self._secrets: tuple[str, ...] = ()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._semaphore: asyncio.Semaphore | None = None
         self._setup_lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -295,8 +296,11 @@ class OpenAIBackend(ChatBackend):
                 return reply
 
     async def _gather(self, batch: Sequence[Sequence[Message]], settings: GenerationSettings) -> list[Reply]:
-        semaphore = asyncio.Semaphore(self.max_concurrency)
-        return list(await asyncio.gather(*(self._one(semaphore, m, settings) for m in batch)))
+        # one semaphore for all calls (created on, and used only from, the private loop): concurrent
+        # `generate` calls, as the streaming engine makes, share the `max_concurrency` bound
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self.max_concurrency)
+        return list(await asyncio.gather(*(self._one(self._semaphore, m, settings) for m in batch)))
 
     def generate(self, batch: Sequence[Sequence[Message]], settings: GenerationSettings) -> list[Reply]:
         if not batch:
@@ -308,7 +312,7 @@ class OpenAIBackend(ChatBackend):
     def close(self) -> None:
         with self._setup_lock:
             client, loop, thread = self._client, self._loop, self._thread
-            self._client = self._loop = self._thread = None
+            self._client = self._loop = self._thread = self._semaphore = None
             self._secrets = ()
         if loop is None:
             return

@@ -77,7 +77,3 @@ class PrefixCache:
             self.nbytes -= self.entries.popitem(last=False)[1].nbytes
         self.entries[next(self._keys)] = Entry(np.asarray(ids, dtype=np.int64), layers, nbytes)
         self.nbytes += nbytes
-
-    def clear(self) -> None:
-        self.entries.clear()
-        self.nbytes = 0

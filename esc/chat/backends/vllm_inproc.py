@@ -34,12 +34,11 @@ from typing import Any
 from esc.chat.backends._common import error_reply, plain
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, check_features, register_backend
 from esc.errors import ConfigError
-from esc.models.loading import model_label
+from esc.models.loading import adapter_weights, model_label
 from esc.models.revision import adapter_hash, resolve_revision
 
 log = logging.getLogger(__name__)
 
-ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
 # `backend.generation_config` fields that SamplingParams has
 SAMPLING_FIELDS = frozenset({"repetition_penalty", "top_k", "min_p", "presence_penalty", "frequency_penalty"})
 # engines by their settings, shared by the backends that ask for the same one: [engine, users]
@@ -93,7 +92,7 @@ class VLLMBackend(ChatBackend):
         sleep_when_idle: bool = False,
         engine_args: Mapping[str, Any] | None = None,
         price: dict[str, float] | None = None,
-        batch_size: int | None = None,
+        batch_size: int | str | None = None,
         device: str = "auto",
         generation_config: Mapping[str, Any] | None = None,
     ) -> None:
@@ -124,7 +123,8 @@ class VLLMBackend(ChatBackend):
             "enable_prefix_caching": bool(enable_prefix_caching),
             "max_lora_rank": int(max_lora_rank),
             "max_loras": int(max_loras),
-            "max_num_seqs": int(batch_size) if batch_size else None,
+            # `auto` (the hf backend's sizing from free memory): vLLM sizes its own batches
+            "max_num_seqs": int(batch_size) if batch_size and batch_size != "auto" else None,
             **plain(engine_args),
         }
         self.sleep_when_idle = bool(sleep_when_idle)
@@ -150,7 +150,7 @@ class VLLMBackend(ChatBackend):
                 "(.venv-vllm); on GPUs `pip install vllm`; or use backend.kind=hf",
             ) from None
         if self.adapter:
-            self._check_adapter(self.adapter, "backend.adapter")
+            adapter_weights(self.adapter, "backend.adapter")
         name = str(self.model_cfg.get("name_or_path") or "")
         if name and not self.model_cfg.get("tiny") and not self.model_cfg.get("packaged"):
             path = Path(name).expanduser()
@@ -158,16 +158,6 @@ class VLLMBackend(ChatBackend):
                 raise ConfigError(
                     "backend.model.name_or_path", f"{path} is not a model directory (no config.json)"
                 )
-
-    @staticmethod
-    def _check_adapter(path: str, key: str) -> Path:
-        root = Path(path)
-        if not (root / "adapter_config.json").is_file():
-            raise ConfigError(key, f"{root} is not a PEFT adapter directory (no adapter_config.json)")
-        for name in ADAPTER_WEIGHTS:
-            if (root / name).is_file():
-                return root / name
-        raise ConfigError(key, f"{root} has no {' or '.join(ADAPTER_WEIGHTS)}")
 
     def _llm_args(self) -> dict[str, Any]:
         from esc.models.loading import resolve_model_path
@@ -273,7 +263,7 @@ class VLLMBackend(ChatBackend):
             return None
         from vllm.lora.request import LoRARequest
 
-        self._check_adapter(path, "backend.adapter" if path == self.adapter else "settings.adapter")
+        adapter_weights(path, "backend.adapter" if path == self.adapter else "settings.adapter")
         return LoRARequest(f"adapter-{_lora_id(path)}", _lora_id(path), str(path))
 
     def _reply(self, output: Any, latency: float, want_logprobs: bool) -> Reply:

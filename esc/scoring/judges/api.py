@@ -23,7 +23,7 @@ from typing import Any
 
 from esc.chat.base import ChatBackend, GenerationSettings, build_backend, check_features
 from esc.chat.cache import with_cache
-from esc.errors import ConfigError
+from esc.models.loading import adapter_weights
 from esc.models.revision import adapter_hash
 from esc.scoring.judge import DIGITS, FAILED, INVALID, VALID, Judge, Judgment, ScoreItem, register_judge
 from esc.scoring.judges.local import adapter_paths
@@ -96,10 +96,7 @@ class APIJudge(Judge):
         wanted = dataclasses.replace(self.settings, adapter="any" if self.adapters else None)
         check_features(self.backend, wanted)  # constrain / adapters need a backend that has them
         for path in set(self.adapters.values()):
-            if not (Path(path) / "adapter_config.json").is_file():
-                raise ConfigError(
-                    "judge.adapters", f"{path} is not a PEFT adapter directory (no adapter_config.json)"
-                )
+            adapter_weights(path, "judge.adapters")
         self.backend.check_ready()
 
     def identity(self) -> dict[str, Any]:

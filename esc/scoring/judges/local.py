@@ -24,7 +24,7 @@ from typing import Any
 
 from esc.chat.backends._common import one_line, plain
 from esc.errors import ConfigError, UserError
-from esc.models.loading import model_label
+from esc.models.loading import adapter_weights, model_label
 from esc.models.revision import adapter_hash, resolve_revision
 from esc.scoring.judge import DIGITS, FAILED, INVALID, Judge, Judgment, ScoreItem, register_judge
 from esc.scoring.rubrics import (
@@ -37,7 +37,6 @@ from esc.scoring.rubrics import (
 
 log = logging.getLogger(__name__)
 
-ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
 MIN_SHARED_PREFIX = 32  # shorter shared prompt starts are not worth a separate pass
 
 
@@ -87,14 +86,7 @@ def adapter_paths(adapters: Mapping[str, Any] | None) -> dict[tuple[str, str], P
 
 
 def _weights(path: Path) -> Path:
-    if not (path / "adapter_config.json").is_file():
-        raise ConfigError(
-            "judge.adapters", f"{path} is not a PEFT adapter directory (no adapter_config.json)"
-        )
-    for name in ADAPTER_WEIGHTS:
-        if (path / name).is_file():
-            return path / name
-    raise ConfigError("judge.adapters", f"{path} has no {' or '.join(ADAPTER_WEIGHTS)}")
+    return adapter_weights(path, "judge.adapters")
 
 
 @register_judge("local")
