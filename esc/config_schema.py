@@ -31,7 +31,6 @@ from esc.errors import ConfigError
 from esc.interact.engine import CONTEXT_POLICIES, ENGINE_MODES
 from esc.models.loading import AUTO_CLASSES
 from esc.scoring.agreement_run import SPLITS as AGREEMENT_SPLITS
-from esc.scoring.correlation import ANNOTATION_GROUPS, RECORD_GROUPS
 from esc.scoring.run import MODES as RANK_MODES
 
 Job = Literal["train", "evaluate", "rank", "cards"]
@@ -40,7 +39,6 @@ TRAIN, EVALUATE, RANK, CARDS = ("train",), ("evaluate",), ("rank",), ("cards",)
 
 # Choices the code acts on, from the modules that act on them.
 RESUME_MODES = ("auto", "never")  # esc/train/run.py; or a checkpoint path
-CORRELATION_GROUPS = (*ANNOTATION_GROUPS, *RECORD_GROUPS)
 JUDGE_KINDS = ("local", "api")
 BACKEND_KINDS = ("hf", "openai", "baichuan_npc", "vllm")
 
@@ -328,7 +326,6 @@ RULES: tuple[Rule, ...] = (
     Rule("agreement.split_ratios", list_of(number(minimum=0), length=3), RANK, "train : val : test"),
     Rule("agreement.languages", list_of(one_of(*LANGUAGES)), RANK),
     Rule("agreement.bootstrap", integer(0), RANK),
-    Rule("correlation.group_by", one_of(*CORRELATION_GROUPS, null=True), RANK),
     Rule("correlation.bootstrap", integer(0), RANK),
     Rule("judge.kind", one_of(*JUDGE_KINDS), RANK, when=_judging),
     Rule("judge.batch_size", integer(1), RANK, when=_judging),

@@ -116,7 +116,7 @@ def test_local_judge_scores_every_dimension_and_is_batch_invariant(tiny_judge) -
     for a, b in zip(alone, together[::5], strict=True):
         assert a.probs == pytest.approx(b.probs, abs=1e-5)
     identity = tiny_judge.identity()
-    assert identity["prompt"] == {"style": "official", "version": 1} and identity["adapters"] is None
+    assert identity["prompt"] == {"style": "official", "version": 2} and identity["adapters"] is None
 
 
 @requires_data

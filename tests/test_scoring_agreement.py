@@ -140,22 +140,37 @@ PRED = [0, 1, 2, 3, 4, 2]
 HUMAN = [0, 2, 2, 1, 4, 3]
 
 
+def one_row(pred, human, n_resamples: int = 200, reading: str = "argmax", expected=None) -> agree.Row:
+    """The row of judge "j" in a one-dimension table (items are their own units)."""
+    items = [agree.Item((f"d{i}", "empathy"), h, f"d{i}") for i, h in enumerate(human)]
+    expected = expected or [None] * len(pred)
+    rows = {"j": {it.key: agree.Prediction(p, e) for it, p, e in zip(items, pred, expected, strict=True)}}
+    return agree.find_row(agree.agreement_tables(items, rows, n_resamples), "empathy", "j", reading)
+
+
 def test_accuracy_soft_accuracy_and_mae_by_hand() -> None:
-    r = agree.agreement("j", "empathy", PRED, HUMAN, n_resamples=200)
+    r = one_row(PRED, HUMAN)
     assert r.values["acc"] == pytest.approx(3 / 6)  # items 0, 2, 4
     assert r.values["acc_soft"] == pytest.approx(5 / 6)  # all but 3 vs 1
     assert r.values["mae"] == pytest.approx((0 + 1 + 0 + 2 + 0 + 1) / 6)
 
 
-def test_quadratic_weighted_kappa_by_hand() -> None:
+def test_quadratic_weighted_kappa_by_hand_and_as_scikit_learn() -> None:
+    from sklearn.metrics import cohen_kappa_score
+
     observed = np.zeros((5, 5))
     for h, p in zip(HUMAN, PRED, strict=True):
         observed[h, p] += 1
     expected = np.outer(observed.sum(1), observed.sum(0)) / observed.sum()
     weights = np.array([[(i - j) ** 2 / 16 for j in range(5)] for i in range(5)])
     kappa = 1 - (weights * observed).sum() / (weights * expected).sum()
-    r = agree.agreement("j", "empathy", PRED, HUMAN, n_resamples=200)
-    assert r.values["qwk"] == pytest.approx(kappa)
+    assert one_row(PRED, HUMAN).values["qwk"] == pytest.approx(kappa)
+    rng = np.random.default_rng(3)
+    for _ in range(20):  # on integer scores the formula is scikit-learn's quadratic kappa
+        h, p = rng.integers(0, 5, 40), rng.integers(0, 5, 40)
+        sk = cohen_kappa_score(h, p, weights="quadratic", labels=list(range(5)))
+        assert agree.qwk(p.astype(float), h.astype(float)) == pytest.approx(sk)
+    assert agree.qwk(np.full(10, 4.0), rng.integers(0, 5, 10).astype(float)) == pytest.approx(0.0)
 
 
 def test_correlations_by_hand() -> None:
@@ -177,44 +192,45 @@ def test_correlations_by_hand() -> None:
     tx = sum(1 for i, j in pairs if x[i] == x[j])
     ty = sum(1 for i, j in pairs if y[i] == y[j])
     kendall = s / math.sqrt((len(pairs) - tx) * (len(pairs) - ty))
-    r = agree.agreement("j", "empathy", PRED, HUMAN, n_resamples=200)
+    r = one_row(PRED, HUMAN)
     assert r.values["pearson"] == pytest.approx(pearson)
     assert r.values["spearman"] == pytest.approx(spearman)
     assert r.values["kendall"] == pytest.approx(kendall)
 
 
 def test_invalid_counts_as_wrong_for_accuracy_and_is_left_out_of_the_rest() -> None:
-    r = agree.agreement("j", "empathy", [None, 1, 2], [0, 1, 2], n_resamples=200)
-    assert r.n == 3 and r.n_invalid == 1 and r.invalid_rate == pytest.approx(1 / 3)
+    r = one_row([None, 1, 2], [0, 1, 2])
+    assert r.n == 3 and r.n_invalid == 1 and r.n_common == 2
     assert r.values["acc"] == pytest.approx(2 / 3) and r.values["acc_soft"] == pytest.approx(2 / 3)
     assert r.values["mae"] == 0.0  # over the two valid items only
-    table = agree.to_markdown([r])
-    assert "1 (33%)" in table
+
+
+def test_expected_reading_rounds_for_accuracy_and_keeps_the_value_for_the_rest() -> None:
+    r = one_row([1, 2, 3], [1, 2, 4], reading="expected", expected=[1.4, 2.6, 3.5])
+    assert r.values["acc"] == pytest.approx(2 / 3)  # 1.4 -> 1, 2.6 -> 3, 3.5 -> 4 (half up)
+    assert r.values["mae"] == pytest.approx((0.4 + 0.6 + 0.5) / 3)
+    p, h = np.array([1.4, 2.6, 3.5]), np.array([1.0, 2.0, 4.0])
+    assert r.values["qwk"] == pytest.approx(
+        1 - np.mean((p - h) ** 2) / (p.var() + h.var() + (p.mean() - h.mean()) ** 2)
+    )
 
 
 def test_intervals_cover_the_value_and_constant_series_have_no_correlation() -> None:
     rng = np.random.default_rng(0)
     human = rng.integers(0, 5, 200).tolist()
     noisy = [int(np.clip(h + rng.integers(-1, 2), 0, 4)) for h in human]
-    r = agree.agreement("j", "empathy", noisy, human, n_resamples=300)
+    r = one_row(noisy, human, n_resamples=300)
     for metric in agree.METRICS:
-        low, high = r.intervals[metric]
-        assert low <= r.values[metric] <= high, metric
-    constant = agree.agreement("j", "empathy", [2] * 50, human[:50], n_resamples=100)
-    assert math.isnan(constant.values["spearman"]) and "n/a" in agree.to_markdown([constant])
+        assert r.intervals[metric].low <= r.values[metric] <= r.intervals[metric].high, metric
+        assert r.intervals[metric].undefined == 0.0
+    constant = one_row([2] * 50, human[:50], n_resamples=100)
+    assert math.isnan(constant.values["spearman"]) and constant.intervals["spearman"].undefined == 1.0
 
 
 def test_baselines_majority_and_length() -> None:
     assert agree.majority_baseline([1, 3, 3, 1, 2]) == 3  # a tie goes to the higher score
     fit = agree.length_baseline([10, 20, 30, 40], [0, 1, 2, 3])
-    assert [fit(10), fit(27), fit(1000)] == [0, 2, 4]  # 1.7 rounds to 2; clipped to 0-4
-
-
-def test_mean_rows_are_labelled_like_table_4() -> None:
-    a = agree.agreement("j", "empathy", [1, 2], [1, 2], n_resamples=50)
-    b = agree.agreement("j", "overall", [1, 1], [1, 2], n_resamples=50)
-    [mean] = agree.mean_rows([a, b])
-    assert mean.dimension == "Aver." and mean.values["acc"] == pytest.approx(0.75)
+    assert [fit(10), fit(27), fit(1000)] == pytest.approx([0, 1.7, 4])  # the line, clipped to 0-4
 
 
 # --- end to end ------------------------------------------------------------------------------------
@@ -250,12 +266,19 @@ def test_rank_py_agreement_mode_with_the_tiny_judge(tmp_path: Path) -> None:
     result = run_entry("rank.py", args)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((out / "agreement.json").read_text())
-    n = len({(a.dialogue_id, a.dimension) for a in read_annotations(annotations)})
-    assert sum(d["n"] for d in summary["tiny"].values()) == n
-    assert set(summary) == {"tiny", "majority (train)", "dialogue length (train fit)"}
-    assert summary["tiny"]["empathy"]["acc"]["ci"][0] <= summary["tiny"]["empathy"]["acc"]["value"]
+    anns = read_annotations(annotations)
+    n = len({(a.dialogue_id, a.dimension) for a in anns})
+    dims = {a.dimension for a in anns}
+    everything = summary["all"]
+    assert sum(everything[d]["rows"]["tiny"]["argmax"]["n"] for d in dims) == n
+    assert everything["pooled"]["rows"]["tiny"]["argmax"]["n"] == n
+    assert set(everything["empathy"]["rows"]) == {"tiny", "majority (train)", "dialogue length (train fit)"}
+    acc = everything["empathy"]["rows"]["tiny"]["argmax"]["acc"]
+    assert acc["ci"][0] <= acc["value"] <= acc["ci"][1]
+    assert "tiny - majority (train)" in everything["empathy"]["differences"]
+    assert set(summary) == {"all", "esconv", "failedesconv"} or set(summary) == {"all"}
     assert len(list(read_scores(out / "scores" / "annotations__tiny.jsonl"))) == n
-    assert "| Empa. | tiny |" in (out / "agreement.md").read_text()
+    assert "| Empa. | tiny | argmax |" in (out / "agreement.md").read_text()
     # the same judgments, read back from the score file instead of judged again
     again = run_entry(
         "rank.py", [*args[:-1], f"scores=[{out / 'scores'}]", f"hydra.run.dir={tmp_path / 'b'}"]
@@ -284,15 +307,25 @@ def test_tiny_esc_rank_training_reports_agreement_and_resumes(tmp_path: Path) ->
     for dim in ("empathy", "overall"):
         assert (out / dim / "adapter_model.safetensors").is_file()
     assert not (out / "fluency").exists()  # not selected
-    summary = json.loads((out / "agreement.json").read_text())
-    rank, base = "ESC-RANK (tiny)", "tiny zero-shot"
-    assert set(summary) == {rank, base, "majority (train)", "dialogue length (train fit)"}
-    assert set(summary[rank]) == {"empathy", "overall"}
+    summary = json.loads((out / "agreement.json").read_text())["all"]
+    rank, base = "ESC-RANK (tiny, per_dimension)", "tiny zero-shot"
+    assert set(summary) == {"empathy", "overall", "Aver.", "pooled"}
+    assert list(summary["empathy"]["rows"]) == [rank, base, "majority (train)", "dialogue length (train fit)"]
     for dim in ("empathy", "overall"):
-        acc = summary[rank][dim]["acc"]
-        assert 0 <= acc["ci"][0] <= acc["value"] <= acc["ci"][1] <= 1
-        assert summary[rank][dim]["acc_soft"]["value"] >= acc["value"]
-    assert "ACC_soft" in result.stdout and "| Aver. | ESC-RANK (tiny) |" in result.stdout
+        for reading in ("argmax", "expected"):
+            acc = summary[dim]["rows"][rank][reading]["acc"]
+            assert 0 <= acc["ci"][0] <= acc["value"] <= acc["ci"][1] <= 1
+            assert summary[dim]["rows"][rank][reading]["acc_soft"]["value"] >= acc["value"]
+        assert set(summary[dim]["differences"]) == {f"{rank} - {other}" for other in summary[dim]["rows"]} - {
+            f"{rank} - {rank}"
+        }
+    assert (
+        "ACC_soft" in result.stdout
+        and "| Aver. (2 of 2 dim.: Empa., Over.) | ESC-RANK (tiny, per_dimension) |" in result.stdout
+    )
+    trained = json.loads((out / "trained_on.json").read_text())["dialogues"]
+    judged = {r.dialogue_id for r in read_scores(out / "test_scores" / "rank.jsonl")}
+    assert trained and judged and not set(trained) & judged  # never measured on what it learned
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "completed" and manifest["dimensions_trained"] == ["empathy", "overall"]
     assert manifest["split"]["test"] > 0

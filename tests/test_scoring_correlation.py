@@ -1,6 +1,7 @@
 """Correlation analysis (esc/scoring/textmetrics.py, esc/scoring/correlation.py): each text metric
-against a value worked out by hand, the correlations on a toy, the dataset level, n/a cases, and
-`run_correlation` end to end on small files. Offline, CPU."""
+against a value worked out by hand, the correlations on a toy, n/a cases, and `run_correlation` end
+to end on small files (the two levels on an inputs x systems design: tests/test_scoring_statistics.py).
+Offline, CPU."""
 
 from __future__ import annotations
 
@@ -86,36 +87,26 @@ def test_chinese_goes_through_jieba() -> None:
 def test_correlations_match_hand_computed_values() -> None:
     x, y = [1, 2, 3, 4, 10], [2, 1, 4, 3, 5]
     result = corr.correlate(x, y, n_resamples=200, seed=0)
-    assert result.n == 5 and result.note is None
+    assert result.n == 5 and result.note is None and result.inputs == 5
     assert result.values["spearman"] == pytest.approx(1 - 6 * 4 / (5 * 24))  # sum d^2 = 4
     assert result.values["pearson"] == pytest.approx(18 / math.sqrt(50 * 10))
     assert result.values["kendall"] == pytest.approx((8 - 2) / 10)  # 8 concordant, 2 discordant pairs
     for stat in corr.STATISTICS:
-        low, high = result.intervals[stat]
-        assert -1 <= low <= result.values[stat] <= high <= 1
+        interval = result.intervals[stat]
+        assert -1 <= interval.low <= result.values[stat] <= interval.high <= 1
 
 
 def test_nan_pairs_dropped_and_constant_series_are_na() -> None:
     result = corr.correlate([1, 2, math.nan, 3, 4], [1, 2, 3, 3, 5], n_resamples=0)
     assert result.n == 4 and result.values["spearman"] > 0.9
-    assert all(math.isnan(low) for low, _ in result.intervals.values())  # no resamples, no interval
+    assert all(math.isnan(i.low) for i in result.intervals.values())  # no resamples, no interval
     constant = corr.correlate([2, 2, 2, 2], [1, 2, 3, 4], n_resamples=100)
     assert constant.note == "constant metric" and all(math.isnan(v) for v in constant.values.values())
     assert corr.correlate([1, 2], [2, 1]).note == "fewer than 3 pairs"
-    # few distinct values: many resamples are constant; they are dropped, not turned into NaN
-    tied = corr.correlate([0, 0, 0, 0, 0, 1, 1, 1, 1, 1], [0, 1, 0, 0, 0, 1, 1, 1, 0, 1], n_resamples=300)
-    assert not math.isnan(tied.intervals["pearson"][0])
-
-
-def test_dataset_level_correlates_group_means() -> None:
-    metric = [1.0, 3.0, 2.0, 4.0, 5.0, 7.0, math.nan]
-    human = [0.0, 2.0, 1.0, 1.0, 4.0, 4.0, 4.0]
-    groups = ["a", "a", "b", "b", "c", "c", None]
-    names, gx, gy = corr.group_means(metric, human, groups)
-    assert names == ["a", "b", "c"] and gx == [2.0, 3.0, 6.0] and gy == [1.0, 1.0, 4.0]
-    result = corr.correlate(gx, gy, n_resamples=0)
-    assert result.values["pearson"] == pytest.approx(0.970725, abs=1e-6)
-    assert result.values["kendall"] == pytest.approx(2 / math.sqrt(3 * 2))  # tau-b with one tie in y
+    # few distinct values: many resamples are constant; they are counted, and the figure is n/a
+    tied = corr.correlate([0, 0, 0, 0, 0, 0, 0, 0, 0, 1], [0, 1, 0, 0, 0, 1, 1, 1, 0, 1], n_resamples=300)
+    assert tied.intervals["pearson"].undefined > 0.2
+    assert corr._fmt(tied, "pearson").startswith("n/a (undefined in ")
 
 
 # --- end to end -------------------------------------------------------------------------------------
@@ -179,7 +170,6 @@ def test_run_correlation_end_to_end(files: dict[str, Path], tmp_path: Path) -> N
         "annotations": str(files["annotations"]),
         "scores": [str(files["scores"])],
         "references": str(files["references"]),
-        "group_by": "source",
         "metrics": ["bleu1", "distinct1", "rouge_l", "meteor"],
         "bootstrap": 50,
         "seed": 1,
@@ -195,17 +185,24 @@ def test_run_correlation_end_to_end(files: dict[str, Path], tmp_path: Path) -> N
     assert "references for 5 of 6" in summary["metrics"]["BLEU-1"]["note"]
     assert summary["metrics"]["Distinct-1"]["dialogues"] == 6
     assert {"ESC-empathy", "ESC-overall", "ESC-Eval"} <= set(summary["metrics"])
-
-    # the judge's empathy is the human empathy on the 5 dialogues where it stayed valid (d0 went invalid)
-    cell = summary["sample"]["ESC-empathy"]["empathy"]
-    assert cell["n"] == 5 and cell["spearman"]["value"] == pytest.approx(1.0)
-    # human overall: median of (max(0, i-2), 4) is the lower one: 0, 0, 0, 1, 2, 3
-    human_overall = [0, 0, 0, 1, 2, 3]
+    # every row on the same dialogues: d5 has no reference, d0's empathy judgment went invalid
+    assert summary["common_dialogues"] == 4
+    assert any("every row is computed on the other 4" in w for w in result["warnings"])
+    cell = summary["dataset"]["ESC-empathy"]["empathy"]
+    assert cell["n"] == 4 and cell["spearman"]["value"] == pytest.approx(1.0)
+    # the Distinct-1 row is on the same four dialogues, pooled (dataset level)
+    human_overall = [0, 0, 0, 1, 2, 3]  # median of (max(0, i-2), 4): the lower one
     distinct1 = [corr.TEXT_METRICS["distinct1"].fn([r], (), "en") for r in REPLIES]
-    expected = corr.correlate(distinct1, human_overall, n_resamples=0).values["kendall"]
-    assert summary["sample"]["Distinct-1"]["overall"]["kendall"]["value"] == pytest.approx(expected, abs=1e-6)
-    # dataset level: 3 sources of 2 dialogues each
-    assert summary["dataset"]["Distinct-1"]["overall"]["n"] == 3
+    expected = corr.correlate(distinct1[1:5], human_overall[1:5], n_resamples=0).values["kendall"]
+    assert summary["dataset"]["Distinct-1"]["overall"]["kendall"]["value"] == pytest.approx(
+        expected, abs=1e-6
+    )
+    assert summary["dataset"]["Distinct-1"]["overall"]["n"] == 4
+    # the scores name a target per dialogue and no role card: each dialogue is its own input, so
+    # nothing can be correlated within an input (sample level), and the table says why
+    note = summary["sample"]["Distinct-1"]["overall"]["note"]
+    assert note.startswith("every input has fewer than 3 dialogues")
+    assert summary["systems"] == ["model0", "model1", "model2"]
     assert any("elsewhere" in w for w in result["warnings"]) and any(
         "nowhere" in w for w in result["warnings"]
     )
@@ -219,15 +216,14 @@ def test_run_correlation_end_to_end(files: dict[str, Path], tmp_path: Path) -> N
 
 
 def test_reference_metrics_are_not_invented(files: dict[str, Path], tmp_path: Path) -> None:
-    cfg = {"annotations": str(files["annotations"]), "metrics": ["bleu4", "distinct2"], "bootstrap": 0,
-           "group_by": "target"}  # fmt: skip
+    cfg = {"annotations": str(files["annotations"]), "metrics": ["bleu4", "distinct2"], "bootstrap": 0}
     result = corr.run_correlation(cfg, tmp_path)
     assert result["summary"]["metrics"]["BLEU-4"]["computed"] is False
     assert "BLEU-4: not computed: no references file" in result["markdown"]
     assert "BLEU-4" not in result["summary"]["sample"]
-    # no score files: no group from score records, so no dataset level
-    note = result["summary"]["dataset"]["Distinct-2"]["average"]["note"]
-    assert note == "no annotated dialogue has a `target` in its score record (correlation.scores)"
+    # a row not computed limits nothing; Distinct-2 of the one-word reply "ok" is undefined (no
+    # bigram), so that dialogue leaves every row
+    assert result["summary"]["common_dialogues"] == 5
 
 
 def test_bad_inputs_name_the_file_and_line(files: dict[str, Path], tmp_path: Path) -> None:
@@ -252,5 +248,6 @@ def test_shipped_esconv_annotations_have_no_references(tmp_path: Path) -> None:
     summary = result["summary"]
     assert summary["dimensions"] == ["fluency", "empathy", "overall", "average"]
     assert summary["metrics"]["ROUGE-L"]["computed"] is False
-    assert summary["sample"]["Distinct-1"]["overall"]["n"] > 1000
-    assert summary["dataset"]["Distinct-1"]["overall"]["note"].startswith("fewer than 3 groups (2:")
+    assert summary["dataset"]["Distinct-1"]["overall"]["n"] > 1000
+    # ESConv: every dialogue its own input, one system: no sample level, and it says so
+    assert summary["sample"]["Distinct-1"]["overall"]["note"].startswith("every input has fewer than 3")

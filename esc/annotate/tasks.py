@@ -309,6 +309,8 @@ def to_esc_rank(labels: Sequence[Label], tasks: dict[str, Task]) -> list[Any]:
             Annotation(
                 task.task_id, task.language, lines, label.field, int(label.value), label.annotator,
                 source=f"{task.payload.get('target')}/{task.payload.get('roleplayer')}",
+                input=f"{task.language}:{task.payload.get('card_id')}",
+                system=str(task.payload.get("target")),
             )
         )  # fmt: skip
     return out

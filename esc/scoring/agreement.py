@@ -1,13 +1,28 @@
-"""How well a judge agrees with people (paper Table 4, and more): per dimension, predicted vs human.
+"""How well judges agree with people (paper Table 4, and more): per dimension and source, every
+row on the same items, every comparison a paired interval.
 
-- ACC and ACC_soft (within one point, as the paper's ACC_soft) over *all* items, an invalid or
-  failed judgment counting as wrong, so no judge gains by not answering;
-- quadratic-weighted Cohen's kappa (scikit-learn), MAE, Spearman, Pearson and Kendall (scipy) over
-  the valid items, which are all that can be compared;
-- every figure with a percentile bootstrap 95% interval (items resampled, pairs kept together);
-- the invalid rate;
-- trivial baselines beside the judges: the training split's majority score, and a least-squares
-  fit of the human score on the dialogue's length (both fitted on the training split only).
+A table holds rows (judges, then baselines) on one set of annotated items: one dimension, or all
+of them pooled, and all sources or one (ESConv, FailedESConv: a judge that only learned which
+corpus a dialogue comes from shows it within a source). Each row is read two ways: `argmax` (the
+likeliest score) and `expected` (the expected score over the five answers; the score itself where
+the judge gave no distribution). Figures:
+
+- ACC and ACC_soft (within one point, as the paper's) over *all* items, an invalid or failed
+  judgment counting as wrong, so no judge gains by not answering; the expected score is rounded;
+- QWK, MAE, Spearman, Pearson and Kendall over the items that *every* row of the table judged
+  validly (`n_common`), so rows are compared on the same items. QWK is the quadratic-weighted
+  kappa, 1 - mean((p - h)^2) / (var p + var h + (mean p - mean h)^2): on integer scores exactly
+  scikit-learn's `cohen_kappa_score(weights="quadratic")`, on the expected score the same formula
+  over the continuous values (Lin's concordance);
+- the invalid count and the mean answer mass of the valid judgments (how much of the judge's
+  probability fell on "0".."4" at all);
+- 95% percentile bootstrap intervals resampling the independent unit (an annotated dialogue with
+  all its dimensions; `Item.unit`), with the share of undefined resamples: above 5% the figure is
+  "n/a (undefined in k% of resamples)" (`esc.scoring.bootstrap`);
+- the first row against each other row: the difference of every figure, with a paired interval
+  (the same resamples for both rows);
+- `Aver.`: the mean over the dimensions that every row of the table covers (the label names how
+  many), with its interval from the same resamples.
 """
 
 from __future__ import annotations
@@ -22,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from esc.scoring.bootstrap import paired_intervals
+from esc.scoring.bootstrap import NO_INTERVAL, Interval, expand, format_figure, unit_index, unit_intervals
 from esc.scoring.rubrics import DIMENSION_KEYS, SCORES, dimension
 
 METRICS = ("acc", "acc_soft", "qwk", "mae", "spearman", "pearson", "kendall")
@@ -35,28 +50,44 @@ LABELS = {
     "pearson": "Pearson",
     "kendall": "Kendall",
 }
+HEADLINE = ("acc", "acc_soft", "qwk", "spearman")  # the figures of the difference tables
 PERCENT = {"acc", "acc_soft"}  # reported x 100, as the paper
+ALL_ITEMS = {"acc", "acc_soft"}  # over all items, invalid = wrong; the rest over the common valid items
+READINGS = ("argmax", "expected")
 AVERAGE = "Aver."  # the mean over dimensions, as Table 4's last row
+POOLED = "pooled"  # every dimension's items together
+ALL_SOURCES = "all"
+
+
+# --- the figures ------------------------------------------------------------------------------------
 
 
 def _acc(pred: np.ndarray, human: np.ndarray) -> float:
-    return float(np.mean(pred == human))
+    return float(np.mean(_rounded(pred) == human)) if len(pred) else math.nan
 
 
 def _acc_soft(pred: np.ndarray, human: np.ndarray) -> float:
-    return float(np.mean(np.abs(pred - human) <= 1))
+    return float(np.mean(np.abs(_rounded(pred) - human) <= 1)) if len(pred) else math.nan
 
 
-def _qwk(pred: np.ndarray, human: np.ndarray) -> float:
-    from sklearn.metrics import cohen_kappa_score
+def _rounded(pred: np.ndarray) -> np.ndarray:
+    """Half up; NaN (no valid judgment) stays NaN, which equals nothing."""
+    return np.floor(pred + 0.5)
 
-    if len(set(pred.tolist()) | set(human.tolist())) < 2:
-        return float("nan")
-    return float(cohen_kappa_score(human, pred, weights="quadratic", labels=list(SCORES)))
+
+def qwk(pred: np.ndarray, human: np.ndarray) -> float:
+    """Quadratic-weighted kappa; NaN when neither series varies (the ratio is 0/0)."""
+    if not len(pred):
+        return math.nan
+    pred, human = np.asarray(pred, float), np.asarray(human, float)
+    chance = pred.var() + human.var() + (pred.mean() - human.mean()) ** 2
+    if chance <= 0:
+        return math.nan
+    return float(1.0 - np.mean((pred - human) ** 2) / chance)
 
 
 def _mae(pred: np.ndarray, human: np.ndarray) -> float:
-    return float(np.mean(np.abs(pred - human)))
+    return float(np.mean(np.abs(pred - human))) if len(pred) else math.nan
 
 
 def _corr(kind: str) -> Callable[[np.ndarray, np.ndarray], float]:
@@ -64,7 +95,7 @@ def _corr(kind: str) -> Callable[[np.ndarray, np.ndarray], float]:
         from scipy import stats
 
         if len(pred) < 2 or np.all(pred == pred[0]) or np.all(human == human[0]):
-            return float("nan")  # undefined for a constant series
+            return math.nan  # undefined for a constant series
         fn = {"spearman": stats.spearmanr, "pearson": stats.pearsonr, "kendall": stats.kendalltau}[kind]
         return float(fn(pred, human)[0])
 
@@ -74,7 +105,7 @@ def _corr(kind: str) -> Callable[[np.ndarray, np.ndarray], float]:
 FUNCTIONS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
     "acc": _acc,
     "acc_soft": _acc_soft,
-    "qwk": _qwk,
+    "qwk": qwk,
     "mae": _mae,
     "spearman": _corr("spearman"),
     "pearson": _corr("pearson"),
@@ -82,51 +113,37 @@ FUNCTIONS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
 }
 
 
-@dataclasses.dataclass
-class Agreement:
-    judge: str
-    dimension: str
-    n: int  # items with a human score
-    n_invalid: int  # of them, judged invalid or failed
-    values: dict[str, float]  # metric -> value
-    intervals: dict[str, tuple[float, float]]  # metric -> 95% interval
+# --- inputs -----------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Prediction:
+    """One judgment as agreement reads it: None score = invalid, failed or missing."""
+
+    score: int | None = None
+    expected: float | None = None  # None: no distribution (the score stands for it)
+    answer_mass: float | None = None
+
+    def value(self, reading: str) -> float:
+        if self.score is None:
+            return math.nan
+        if reading == "expected" and self.expected is not None:
+            return float(self.expected)
+        return float(self.score)
+
+
+@dataclasses.dataclass(frozen=True)
+class Item:
+    """One annotated (dialogue, dimension) with its human score."""
+
+    key: tuple[str, str]  # (dialogue id, dimension)
+    human: int
+    unit: str  # what is resampled: the dialogue (or its role card)
+    source: str | None = None
 
     @property
-    def invalid_rate(self) -> float:
-        return self.n_invalid / self.n if self.n else float("nan")
-
-
-def _interval(
-    fn: Callable, pred: np.ndarray, human: np.ndarray, n_resamples: int, seed: int
-) -> tuple[float, float]:
-    return paired_intervals(pred, human, fn, n_resamples, seed)[0]
-
-
-def agreement(
-    judge: str,
-    dim: str,
-    predicted: Sequence[int | None],
-    human: Sequence[int],
-    n_resamples: int = 1000,
-    seed: int = 0,
-) -> Agreement:
-    """Agreement of `predicted` (None: invalid or failed) with `human`, item by item."""
-    if len(predicted) != len(human):
-        raise ValueError("predicted and human scores differ in length")
-    all_pred = np.array([-10 if p is None else p for p in predicted], dtype=float)  # None never matches
-    all_human = np.array(human, dtype=float)
-    ok = np.array([p is not None for p in predicted])
-    pred, ref = all_pred[ok], all_human[ok]
-    values, intervals = {}, {}
-    for metric in METRICS:
-        fn = FUNCTIONS[metric]
-        x, y = (all_pred, all_human) if metric in ("acc", "acc_soft") else (pred, ref)
-        values[metric] = fn(x, y) if len(x) else float("nan")
-        intervals[metric] = _interval(fn, x, y, n_resamples, seed)
-    return Agreement(judge, dim, len(human), int((~ok).sum()), values, intervals)
-
-
-# --- baselines ------------------------------------------------------------------------------------
+    def dimension(self) -> str:
+        return self.key[1]
 
 
 def majority_baseline(train_scores: Sequence[int]) -> int:
@@ -135,120 +152,395 @@ def majority_baseline(train_scores: Sequence[int]) -> int:
     return max(SCORES, key=lambda s: (counts.get(s, 0), s))
 
 
-def length_baseline(train_lengths: Sequence[float], train_scores: Sequence[int]) -> Callable[[float], int]:
-    """Least-squares line human ≈ a + b·length on the training split, rounded and clipped to 0-4."""
+def length_baseline(train_lengths: Sequence[float], train_scores: Sequence[int]) -> Callable[[float], float]:
+    """Least-squares line human ≈ a + b·length on the training split, clipped to 0-4 (its argmax
+    reading is the line rounded; its expected reading the line itself)."""
     x, y = np.asarray(train_lengths, float), np.asarray(train_scores, float)
     b, a = np.polyfit(x, y, 1) if len(set(x.tolist())) > 1 else (0.0, float(np.mean(y)))
-    return lambda length: int(np.clip(np.rint(a + b * length), 0, 4))
+    return lambda length: float(np.clip(a + b * length, 0, 4))
 
 
-# --- reports --------------------------------------------------------------------------------------
+# --- one table ----------------------------------------------------------------------------------------
 
 
-def _fmt(agreement_: Agreement, metric: str) -> str:
-    value = agreement_.values[metric]
-    if value is None or math.isnan(value):
-        return "n/a"
-    low, high = agreement_.intervals[metric]
-    scale = 100 if metric in PERCENT else 1
-    digits = 1 if metric in PERCENT else 3
-    text = f"{value * scale:.{digits}f}"
-    if not (math.isnan(low) or math.isnan(high)):
-        text += f" [{low * scale:.{digits}f}, {high * scale:.{digits}f}]"
-    return text
+@dataclasses.dataclass
+class Row:
+    judge: str
+    reading: str
+    values: dict[str, float]
+    intervals: dict[str, Interval]
+    n: int  # items
+    n_common: int  # items every row judged validly: the base of QWK, MAE and the correlations
+    n_invalid: int  # of the items, judged invalid or failed (or never judged)
+    mean_mass: float | None  # mean answer mass of the valid judgments (None: no distributions)
 
 
-def to_markdown(results: Sequence[Agreement], title: str = "") -> str:
-    """Table 4's layout (dimension, judge, ACC, ACC_soft) plus the other figures and the invalid rate."""
-    head = ["Dim.", "Judge", *(LABELS[m] for m in METRICS), "invalid", "n"]
-    lines = [title, ""] if title else []
-    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    order = {k: i for i, k in enumerate(DIMENSION_KEYS)}
-    judges = list(dict.fromkeys(r.judge for r in results))  # the caller's order: judge first, baselines after
-    for r in sorted(results, key=lambda r: (order.get(r.dimension, 99), judges.index(r.judge))):
-        name = dimension(r.dimension).short if r.dimension in order else r.dimension
-        lines.append(
-            "| "
-            + " | ".join(
-                [
-                    name,
-                    r.judge,
-                    *(_fmt(r, m) for m in METRICS),
-                    f"{r.n_invalid} ({r.invalid_rate:.0%})",
-                    str(r.n),
-                ]
-            )
-            + " |"
-        )
-    lines.append("")
-    lines.append(
-        "ACC and ACC_soft (within 1) in %, over all items (an invalid judgment counts as wrong); QWK, MAE "
-        "and the correlations over valid items; [95% bootstrap interval]."
-    )
-    return "\n".join(lines) + "\n"
+@dataclasses.dataclass
+class Difference:
+    judge: str  # the table's first row
+    other: str
+    reading: str
+    metric: str
+    value: float
+    interval: Interval
 
 
-def write_csv(results: Sequence[Agreement], path: Path) -> None:
-    with Path(path).open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["judge", "dimension", "metric", "value", "ci_low", "ci_high", "n", "n_invalid"])
-        for r in results:
-            for m in METRICS:
-                low, high = r.intervals[m]
-                writer.writerow(
-                    [r.judge, r.dimension, m, _num(r.values[m]), _num(low), _num(high), r.n, r.n_invalid]
-                )
+@dataclasses.dataclass
+class Table:
+    scope: str  # a dimension key, AVERAGE or POOLED
+    source: str  # ALL_SOURCES or one source
+    rows: list[Row]
+    differences: list[Difference]
+    n_units: int
+    dimensions: tuple[str, ...]  # the dimensions the table covers (several for AVERAGE and POOLED)
+    of_dimensions: int  # the dimensions of the scope (AVERAGE covers those every row judged)
+
+    @property
+    def label(self) -> str:
+        if self.scope in (AVERAGE, POOLED):
+            shorts = ", ".join(dimension(d).short for d in self.dimensions)
+            return f"{self.scope} ({len(self.dimensions)} of {self.of_dimensions} dim.: {shorts})"
+        return dimension(self.scope).short
 
 
-def _num(x: float) -> float | None:
-    return None if x is None or math.isnan(x) else round(float(x), 6)
-
-
-def summary(results: Sequence[Agreement]) -> dict[str, Any]:
-    """JSON-ready: judge -> dimension -> metric -> {value, ci}."""
-    out: dict[str, Any] = {}
-    for r in results:
-        out.setdefault(r.judge, {})[r.dimension] = {
-            "n": r.n,
-            "n_invalid": r.n_invalid,
-            **{m: {"value": _num(r.values[m]), "ci": [_num(x) for x in r.intervals[m]]} for m in METRICS},
-        }
+def _figures(
+    items_human: np.ndarray, preds: list[np.ndarray], positions: np.ndarray
+) -> list[dict[str, float]]:
+    """Every metric of every row on the items at `positions` (the common valid items for the
+    valid-item metrics)."""
+    human = items_human[positions]
+    rows = [p[positions] for p in preds]
+    common = np.all([~np.isnan(r) for r in rows], axis=0) if rows else np.zeros(len(human), bool)
+    out = []
+    for r in rows:
+        values = {}
+        for metric in METRICS:
+            x, y = (r, human) if metric in ALL_ITEMS else (r[common], human[common])
+            values[metric] = FUNCTIONS[metric](x, y) if len(x) else math.nan
+        out.append(values)
     return out
 
 
-def mean_rows(results: Sequence[Agreement]) -> list[Agreement]:
-    """Per judge, the mean of each metric over its dimensions (Table 4's "Aver." row); no interval."""
-    rows = []
-    by_judge: dict[str, list[Agreement]] = {}
-    for r in results:
-        by_judge.setdefault(r.judge, []).append(r)
-    for judge, group in by_judge.items():
-        values = {
-            m: float(np.nanmean([g.values[m] for g in group]))
-            if any(not math.isnan(g.values[m]) for g in group)
-            else float("nan")
-            for m in METRICS
+class _Scope:
+    """The items of one table and each row's predictions on them, ready to resample."""
+
+    def __init__(self, items: Sequence[Item], rows: Mapping[str, Mapping[tuple[str, str], Prediction]]):
+        self.items = list(items)
+        self.names = list(rows)
+        self.human = np.array([it.human for it in self.items], dtype=float)
+        self.predictions = {
+            name: [rows[name].get(it.key, Prediction()) for it in self.items] for name in self.names
         }
-        nan = (float("nan"), float("nan"))
+        self.units, self.members = unit_index([it.unit for it in self.items])
+        self.dims = tuple(d for d in DIMENSION_KEYS if any(it.dimension == d for it in self.items))
+        self.by_dim = {d: np.array([it.dimension == d for it in self.items]) for d in self.dims}
+
+    def values(self, reading: str) -> list[np.ndarray]:
+        return [np.array([p.value(reading) for p in self.predictions[n]]) for n in self.names]
+
+
+def _flatten(per_row: list[dict[str, float]], diffs: bool) -> list[float]:
+    """Row figures, then (first row - each other row) differences, metric by metric."""
+    flat = [row[m] for row in per_row for m in METRICS]
+    if diffs:
+        flat += [per_row[0][m] - other[m] for other in per_row[1:] for m in METRICS]
+    return flat
+
+
+def agreement_tables(
+    items: Sequence[Item],
+    rows: Mapping[str, Mapping[tuple[str, str], Prediction]],
+    n_resamples: int = 1000,
+    seed: int = 0,
+    sources: bool = True,
+) -> list[Table]:
+    """Per source scope (all sources, then each source when there are several): one table per
+    dimension, `Aver.` over the dimensions, and every dimension pooled. `rows` is ordered: the
+    first row is compared with each other row. A row missing an item counts it as invalid."""
+    scopes = [ALL_SOURCES]
+    present = sorted({it.source for it in items if it.source})
+    if sources and len(present) > 1:
+        scopes += present
+    tables = []
+    for source in scopes:
+        chosen = [it for it in items if source == ALL_SOURCES or it.source == source]
+        if chosen:
+            tables += _scope_tables(_Scope(chosen, rows), source, n_resamples, seed)
+    return tables
+
+
+def _scope_tables(scope: _Scope, source: str, n_resamples: int, seed: int) -> list[Table]:
+    names, dims = scope.names, scope.dims
+    parts = [(d, np.flatnonzero(scope.by_dim[d])) for d in dims] + [(POOLED, np.arange(len(scope.items)))]
+    # Aver. covers the dimensions in which every row judged at least one item validly
+    covered = tuple(
+        d
+        for k, d in enumerate(dims)
+        if all(any(scope.predictions[n][i].score is not None for i in parts[k][1]) for n in names)
+    )
+    averaged = [dims.index(d) for d in covered]
+    tables = []
+    for reading_index, reading in enumerate(READINGS):
+        preds = scope.values(reading)
+
+        def statistic(units: np.ndarray, preds: list[np.ndarray] = preds) -> list[float]:
+            chosen = expand(scope.members, units)
+            flat: list[float] = []
+            per_part = []
+            for _, positions in parts:  # the drawn items of each part, drawn multiplicity kept
+                figures = _figures(scope.human, preds, chosen[np.isin(chosen, positions)])
+                per_part.append(figures)
+                flat += _flatten(figures, diffs=True)
+            average = [
+                {m: float(np.mean([per_part[k][r][m] for k in averaged])) if averaged else math.nan
+                 for m in METRICS}
+                for r in range(len(names))
+            ]  # fmt: skip
+            return flat + _flatten(average, diffs=True)
+
+        values = statistic(np.arange(len(scope.units)))
+        intervals = unit_intervals(len(scope.units), statistic, n_resamples, seed + reading_index)
+        labels = [*(p for p, _ in parts), AVERAGE]
+        width = len(names) * len(METRICS) + (len(names) - 1) * len(METRICS)
+        for k, label in enumerate(labels):
+            chunk = slice(k * width, (k + 1) * width)
+            tables.append(
+                _table(scope, source, label, reading, values[chunk], intervals[chunk], parts, dims, covered)
+            )
+    return _merge_readings(tables)
+
+
+def _table(
+    scope: _Scope,
+    source: str,
+    label: str,
+    reading: str,
+    values: Sequence[float],
+    intervals: Sequence[Interval],
+    parts: Sequence[tuple[str, np.ndarray]],
+    dims: tuple[str, ...],
+    covered: tuple[str, ...],
+) -> Table:
+    names = scope.names
+    positions = dict(parts).get(label, np.arange(len(scope.items)))
+    predictions = {n: [scope.predictions[n][i] for i in positions] for n in names}
+    valid = {n: [p for p in predictions[n] if p.score is not None] for n in names}
+    common = sum(1 for i in range(len(positions)) if all(predictions[n][i].score is not None for n in names))
+    rows, differences = [], []
+    per = len(METRICS)
+    for r, name in enumerate(names):
+        masses = [p.answer_mass for p in valid[name] if p.answer_mass is not None]
         rows.append(
-            Agreement(
-                judge,
-                AVERAGE,
-                sum(g.n for g in group),
-                sum(g.n_invalid for g in group),
-                values,
-                dict.fromkeys(METRICS, nan),
+            Row(
+                name,
+                reading,
+                dict(zip(METRICS, values[r * per : (r + 1) * per], strict=True)),
+                dict(zip(METRICS, intervals[r * per : (r + 1) * per], strict=True)),
+                len(positions),
+                common,
+                len(positions) - len(valid[name]),
+                float(np.mean(masses)) if masses else None,
             )
         )
-    return rows
+    offset = len(names) * per
+    for r, other in enumerate(names[1:]):
+        for m, metric in enumerate(METRICS):
+            k = offset + r * per + m
+            differences.append(Difference(names[0], other, reading, metric, values[k], intervals[k]))
+    units = {scope.items[i].unit for i in positions}
+    named = {AVERAGE: covered, POOLED: dims}.get(label, (label,))
+    return Table(label, source, rows, differences, len(units), named, len(dims))
 
 
-def by_dimension(
-    pairs: Mapping[str, Sequence[tuple[int | None, int]]], judge: str, n_resamples: int = 1000, seed: int = 0
-) -> list[Agreement]:
-    """Agreement per dimension from {dimension: [(predicted or None, human), ...]}."""
-    return [
-        agreement(judge, dim, [p for p, _ in items], [h for _, h in items], n_resamples, seed)
-        for dim, items in pairs.items()
-        if items
+def _merge_readings(tables: list[Table]) -> list[Table]:
+    """One table per (scope, source) holding both readings' rows and differences."""
+    merged: dict[tuple[str, str], Table] = {}
+    for t in tables:
+        key = (t.scope, t.source)
+        if key in merged:
+            merged[key].rows += t.rows
+            merged[key].differences += t.differences
+        else:
+            merged[key] = t
+    order = {k: i for i, k in enumerate(DIMENSION_KEYS)}
+    order.update({AVERAGE: len(order), POOLED: len(order) + 1})
+    return sorted(merged.values(), key=lambda t: order.get(t.scope, 99))
+
+
+# --- reports --------------------------------------------------------------------------------------------
+
+
+def _fmt(value: float, interval: Interval, metric: str) -> str:
+    scale = 100 if metric in PERCENT else 1
+    return format_figure(value, interval, scale, 1 if metric in PERCENT else 3)
+
+
+def _signed(value: float, interval: Interval, metric: str) -> str:
+    text = _fmt(value, interval, metric)
+    return text if text.startswith("n/a") or text.startswith("-") else "+" + text
+
+
+def source_name(source: str) -> str:
+    return {ALL_SOURCES: "all sources"}.get(source, source)
+
+
+def to_markdown(tables: Sequence[Table], title: str = "", unit: str = "dialogue", full: bool = True) -> str:
+    """Per source scope: the headline table (ACC, ACC_soft, QWK, Spearman of both readings, every
+    row), the first row's paired differences, then (`full`) every figure per dimension."""
+    lines = [f"# {title}", ""] if title else []
+    for source in dict.fromkeys(t.source for t in tables):
+        scoped = [t for t in tables if t.source == source]
+        lines += [f"## {source_name(source)}", ""]
+        head = [
+            "Dim.",
+            "Judge",
+            "reading",
+            *(LABELS[m] for m in HEADLINE),
+            "invalid",
+            "mass",
+            "n",
+            "n common",
+        ]
+        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for t in scoped:
+            for r in t.rows:
+                mass = "n/a" if r.mean_mass is None else f"{r.mean_mass:.3f}"
+                cells = [_fmt(r.values[m], r.intervals[m], m) for m in HEADLINE]
+                invalid = f"{r.n_invalid} ({r.n_invalid / r.n:.0%})" if r.n else "0"
+                lines.append(
+                    "| "
+                    + " | ".join(
+                        [t.label, r.judge, r.reading, *cells, invalid, mass, str(r.n), str(r.n_common)]
+                    )
+                    + " |"
+                )
+        diffs = [(t, d) for t in scoped for d in t.differences if d.metric in HEADLINE]
+        if diffs:
+            first = diffs[0][1].judge
+            lines += [
+                "",
+                f"{first} minus each other row, paired bootstrap over {unit}s (the same resamples for "
+                "both rows):",
+                "",
+            ]
+            head = ["Dim.", "vs", "reading", *(f"Δ{LABELS[m]}" for m in HEADLINE)]
+            lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            for t in scoped:
+                for other in dict.fromkeys(d.other for d in t.differences):
+                    for reading in READINGS:
+                        got = {
+                            d.metric: d for d in t.differences if d.other == other and d.reading == reading
+                        }
+                        if not got:
+                            continue
+                        cells = [_signed(got[m].value, got[m].interval, m) for m in HEADLINE]
+                        lines.append("| " + " | ".join([t.label, other, reading, *cells]) + " |")
+        if not full:
+            lines.append("")
+            continue
+        lines += ["", f"All figures, {source_name(source)}:", ""]
+        head = ["Dim.", "Judge", "reading", *(LABELS[m] for m in METRICS), "units"]
+        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for t in scoped:
+            for r in t.rows:
+                cells = [_fmt(r.values[m], r.intervals[m], m) for m in METRICS]
+                lines.append("| " + " | ".join([t.label, r.judge, r.reading, *cells, str(t.n_units)]) + " |")
+        lines.append("")
+    lines += [
+        "ACC and ACC_soft (within 1) in %, over all items (an invalid judgment counts as wrong; the expected "
+        "score rounded half up); QWK (quadratic-weighted kappa; on the expected score the same formula over "
+        "continuous values), MAE and the correlations over the items every row judged validly (n common). "
+        f"[95% percentile bootstrap interval, {unit}s resampled]; n/a (undefined in k% of resamples) where a "
+        "figure is undefined in more than 5% of them. mass: mean probability on the five answers, valid "
+        f"judgments. {AVERAGE}: mean over the dimensions named; {POOLED}: all their items together.",
     ]
+    return "\n".join(lines) + "\n"
+
+
+def _num(x: float | None) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), 6)
+
+
+def write_csv(tables: Sequence[Table], path: Path) -> None:
+    """Long format: one line per figure (rows) and per difference."""
+    with Path(path).open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(
+            ["kind", "scope", "source", "judge", "other", "reading", "metric", "value", "ci_low", "ci_high",
+             "undefined_share", "n", "n_common", "n_invalid", "mean_mass"]
+        )  # fmt: skip
+        for t in tables:
+            for r in t.rows:
+                for m in METRICS:
+                    i = r.intervals[m]
+                    writer.writerow(
+                        ["row", t.scope, t.source, r.judge, "", r.reading, m, _num(r.values[m]), _num(i.low),
+                         _num(i.high), _num(i.undefined), r.n, r.n_common, r.n_invalid, _num(r.mean_mass)]
+                    )  # fmt: skip
+            for d in t.differences:
+                i = d.interval
+                writer.writerow(
+                    ["difference", t.scope, t.source, d.judge, d.other, d.reading, d.metric, _num(d.value),
+                     _num(i.low), _num(i.high), _num(i.undefined), "", "", "", ""]
+                )  # fmt: skip
+
+
+def summary(tables: Sequence[Table]) -> dict[str, Any]:
+    """JSON-ready: source -> scope -> {rows: judge -> reading -> metric -> figure, differences}."""
+
+    def figure(value: float, interval: Interval) -> dict[str, Any]:
+        return {
+            "value": _num(value),
+            "ci": [_num(interval.low), _num(interval.high)],
+            "undefined_share": _num(interval.undefined),
+        }
+
+    out: dict[str, Any] = {}
+    for t in tables:
+        entry = out.setdefault(t.source, {}).setdefault(
+            t.scope, {"dimensions": list(t.dimensions), "units": t.n_units, "rows": {}, "differences": {}}
+        )
+        for r in t.rows:
+            entry["rows"].setdefault(r.judge, {})[r.reading] = {
+                "n": r.n,
+                "n_common": r.n_common,
+                "n_invalid": r.n_invalid,
+                "mean_mass": _num(r.mean_mass),
+                **{m: figure(r.values[m], r.intervals[m]) for m in METRICS},
+            }
+        for d in t.differences:
+            entry["differences"].setdefault(f"{d.judge} - {d.other}", {}).setdefault(d.reading, {})[
+                d.metric
+            ] = figure(d.value, d.interval)
+    return out
+
+
+def find_row(tables: Sequence[Table], scope: str, judge: str, reading: str, source: str = ALL_SOURCES) -> Row:
+    """The row of `judge` in the table of (`scope`, `source`)."""
+    for t in tables:
+        if t.scope == scope and t.source == source:
+            for r in t.rows:
+                if r.judge == judge and r.reading == reading:
+                    return r
+    raise KeyError((scope, source, judge, reading))
+
+
+__all__ = [
+    "ALL_SOURCES",
+    "AVERAGE",
+    "METRICS",
+    "NO_INTERVAL",
+    "POOLED",
+    "READINGS",
+    "Item",
+    "Prediction",
+    "Table",
+    "agreement_tables",
+    "find_row",
+    "length_baseline",
+    "majority_baseline",
+    "qwk",
+    "summary",
+    "to_markdown",
+    "write_csv",
+]

@@ -3,9 +3,11 @@ at the end of `train.py +exp=esc_rank`.
 
 The annotated dialogues of one split (by default the held-out test split of the paper's 7:1:2 split
 by dialogue) are scored by the judge — resumably, into ``OUT/scores/<judge>.jsonl`` — or taken from
-existing rank.py score files whose dialogue ids are the annotations'. Each dimension's judgments are
-then compared with the human score (`esc.scoring.agreement`), beside the trivial baselines fitted on
-the training split (majority score, dialogue length).
+existing rank.py score files whose dialogue ids are the annotations'. A judge trained by
+`train.py +exp=esc_rank` is never measured on the dialogues it learned from: its adapters' folder
+names them (`trained_on.json`) and they are left out. Each judgment is compared with the human score
+(`esc.scoring.agreement`), beside the trivial baselines fitted on the training split (majority
+score, dialogue length), every row on the same items.
 """
 
 from __future__ import annotations
@@ -13,23 +15,27 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
-from esc.errors import ConfigError, UserError
+from esc.errors import ConfigError, DataError, UserError
+from esc.jsonl import atomic_write_text
 from esc.scoring import agreement as agree
-from esc.scoring.annotations import Annotation
+from esc.scoring.annotations import Annotation, human_reference
 from esc.scoring.judge import VALID, Judge, ScoreItem
 from esc.scoring.rank_data import splits
 from esc.scoring.rubrics import DIMENSION_KEYS
-from esc.scoring.store import ScoreStore, latest, read_scores
+from esc.scoring.store import ScoreRecord, ScoreStore, latest, read_scores
 
 log = logging.getLogger(__name__)
 SPLITS = ("train", "val", "test", "all")
+TRAINED_ON = "trained_on.json"  # beside ESC-RANK adapters: the annotated dialogues they learned from
+MAJORITY = "majority (train)"
+LENGTH = "dialogue length (train fit)"
+Predictions = dict[tuple[str, str], agree.Prediction]
 
 
 def annotated_items(annotations: Sequence[Annotation]) -> list[ScoreItem]:
@@ -41,10 +47,17 @@ def annotated_items(annotations: Sequence[Annotation]) -> list[ScoreItem]:
     return list(seen.values())
 
 
+def prediction(record: ScoreRecord) -> agree.Prediction:
+    """What agreement reads of a judgment: no score unless valid."""
+    if record.status != VALID:
+        return agree.Prediction()
+    return agree.Prediction(record.score, record.expected, record.answer_mass)
+
+
 def judge_items(
     judge: Judge, items: Sequence[ScoreItem], store: ScoreStore, chunk: int = 32, progress: bool = True
-) -> dict[tuple[str, str], int | None]:
-    """Judge each item not yet in `store` (appending as it goes); {(dialogue, dim): score or None}."""
+) -> Predictions:
+    """Judge each item not yet in `store` (appending as it goes); the prediction of every item."""
     pending = [item for item in items if not store.is_done((item.item_id, item.dimension))]
     prompt = {"style": judge.prompt, "version": judge.prompt_version}
     with tqdm(total=len(pending), unit="score", desc=f"judge {judge.name}", disable=not progress) as bar:
@@ -62,7 +75,7 @@ def judge_items(
                 for it, j in zip(part, judge.judge(part), strict=True)
             )
             bar.update(len(part))
-    return {key: (r.score if r.status == VALID else None) for key, r in store.records.items()}
+    return {key: prediction(r) for key, r in store.records.items()}
 
 
 def dialogue_length(ann: Annotation) -> int:
@@ -70,45 +83,36 @@ def dialogue_length(ann: Annotation) -> int:
     return sum(len(text) for _, text in ann.lines)
 
 
-def judge_agreement(
-    label: str,
-    predicted: Mapping[tuple[str, str], int | None],
-    reference: Mapping[tuple[str, str], int],
-    n_resamples: int,
-    seed: int,
-) -> list[agree.Agreement]:
-    """Per dimension, `predicted` against `reference`; an item the judge never scored counts as invalid."""
-    pairs: dict[str, list[tuple[int | None, int]]] = defaultdict(list)
-    for key, human in reference.items():
-        pairs[key[1]].append((predicted.get(key), human))
-    ordered = {d: pairs[d] for d in DIMENSION_KEYS if d in pairs}
-    return agree.by_dimension(ordered, label, n_resamples, seed)
+def agreement_items(annotations: Sequence[Annotation]) -> list[agree.Item]:
+    """One item per annotated (dialogue, dimension): the human score (annotators' median), the
+    resampling unit (the dialogue's input, else the dialogue) and the source."""
+    reference = human_reference(annotations)
+    first: dict[tuple[str, str], Annotation] = {}
+    for ann in annotations:
+        first.setdefault((ann.dialogue_id, ann.dimension), ann)
+    return [agree.Item(key, reference[key], ann.unit, ann.source) for key, ann in first.items()]
 
 
-def baselines(
-    train_part: Sequence[Annotation],
-    evaluated: Sequence[Annotation],
-    reference: Mapping[tuple[str, str], int],
-    n_resamples: int,
-    seed: int,
-) -> list[agree.Agreement]:
-    """Majority score and a length fit, both from `train_part`, on the evaluated items."""
+def baselines(train_part: Sequence[Annotation], evaluated: Sequence[Annotation]) -> dict[str, Predictions]:
+    """Per dimension, fitted on `train_part`: the majority score (its expected reading the training
+    mean, the constant with the least squared error) and a least-squares line on the dialogue's
+    length (argmax: the line rounded; expected: the line)."""
     lengths = {a.dialogue_id: dialogue_length(a) for a in evaluated}
-    results = []
+    majority: Predictions = {}
+    length: Predictions = {}
     for dim in DIMENSION_KEYS:
         train_dim = [a for a in train_part if a.dimension == dim]
-        keys = [k for k in reference if k[1] == dim]
+        keys = {(a.dialogue_id, a.dimension) for a in evaluated if a.dimension == dim}
         if not train_dim or not keys:
             continue
-        human = [reference[k] for k in keys]
-        majority = agree.majority_baseline([a.score for a in train_dim])
-        fit = agree.length_baseline([dialogue_length(a) for a in train_dim], [a.score for a in train_dim])
-        for label, predicted in (
-            ("majority (train)", [majority] * len(keys)),
-            ("dialogue length (train fit)", [fit(lengths[k[0]]) for k in keys]),
-        ):
-            results.append(agree.agreement(label, dim, predicted, human, n_resamples, seed))
-    return results
+        scores = [a.score for a in train_dim]
+        best, mean = agree.majority_baseline(scores), sum(scores) / len(scores)
+        fit = agree.length_baseline([dialogue_length(a) for a in train_dim], scores)
+        for key in keys:
+            majority[key] = agree.Prediction(best, mean)
+            value = fit(lengths[key[0]])
+            length[key] = agree.Prediction(int(value + 0.5), value)
+    return {MAJORITY: majority, LENGTH: length}
 
 
 def split_annotations(data: Mapping[str, Any], split: str) -> tuple[list[Annotation], list[Annotation]]:
@@ -139,33 +143,90 @@ def sample_dialogues(
     return [a for a in annotations if a.dialogue_id in keep]
 
 
-def scores_from_files(paths: Sequence[Path]) -> tuple[dict[tuple[str, str], int | None], list[str]]:
-    """({(dialogue, dimension): score or None (invalid, failed)}, the judges' names) from rank.py
-    score files."""
+# --- what a trained judge learned from -----------------------------------------------------------
+
+
+def write_trained_on(out: Path, annotations_path: str | None, learned: Iterable[Annotation]) -> Path:
+    """OUT/trained_on.json: the dialogues an ESC-RANK run trained and validated on."""
+    path = Path(out) / TRAINED_ON
+    record = {
+        "annotations": annotations_path,
+        "dialogues": sorted({a.dialogue_id for a in learned}),
+    }
+    atomic_write_text(path, json.dumps(record, indent=1) + "\n")
+    return path
+
+
+def trained_dialogues(identity: Mapping[str, Any] | None) -> set[str]:
+    """The annotated dialogues a judge learned from: named by `trained_on.json` beside (or above)
+    its adapters. Empty for an untrained judge or adapters trained elsewhere."""
+    files = ((identity or {}).get("adapters") or {}).get("files") or {}
+    found: set[str] = set()
+    for entry in files.values():
+        adapter = Path(str(entry.get("path", "")))
+        for folder in (adapter, adapter.parent):
+            path = folder / TRAINED_ON
+            if path.is_file():
+                try:
+                    found.update(json.loads(path.read_text(encoding="utf-8"))["dialogues"])
+                except (json.JSONDecodeError, KeyError, TypeError) as err:
+                    raise DataError(path, None, f"not a trained_on record ({err})") from None
+                break
+    return found
+
+
+def folder_judge(path: Path) -> dict[str, Any] | None:
+    """The judge identity in the manifest of the rank.py folder a score file sits in, if any."""
+    for manifest in (Path(path).parent.parent / "manifest.json", Path(path).parent / "manifest.json"):
+        if manifest.is_file():
+            try:
+                return json.loads(manifest.read_text(encoding="utf-8")).get("judge")
+            except json.JSONDecodeError:
+                return None
+    return None
+
+
+def held_out(annotations: Sequence[Annotation], trained: set[str], who: str) -> list[Annotation]:
+    """`annotations` without the dialogues a trained judge learned from (logged)."""
+    if not trained:
+        return list(annotations)
+    kept = [a for a in annotations if a.dialogue_id not in trained]
+    dropped = len({a.dialogue_id for a in annotations}) - len({a.dialogue_id for a in kept})
+    if dropped:
+        log.warning("%s was trained on %d of these dialogues: left out, held-out ones only", who, dropped)
+    if not kept:
+        raise UserError(f"{who} was trained on every annotated dialogue of this split: nothing held out")
+    return kept
+
+
+def scores_from_files(paths: Sequence[Path]) -> tuple[dict[str, Predictions], list[str]]:
+    """(judge -> predictions, the judges' names) from rank.py score files."""
     records = latest(r for p in paths for r in read_scores(p))
     if not records:
         raise UserError(f"no score records in {', '.join(map(str, paths))}")
-    judges = sorted({r.judge for r in records.values()})
-    return {key: (r.score if r.status == VALID else None) for key, r in records.items()}, judges
+    by_judge: dict[str, Predictions] = {}
+    for (dialogue_id, dim), record in records.items():
+        by_judge.setdefault(record.judge, {})[(dialogue_id, dim)] = prediction(record)
+    return by_judge, sorted(by_judge)
 
 
-def write_agreement(out: Path, results: Sequence[agree.Agreement], title: str) -> str:
-    """OUT/agreement.{md,csv,json}; returns the markdown."""
-    report = agree.to_markdown([*results, *agree.mean_rows(results)], title=title)
-    (out / "agreement.md").write_text(report, encoding="utf-8")
-    agree.write_csv(results, out / "agreement.csv")
-    (out / "agreement.json").write_text(json.dumps(agree.summary(results), indent=2) + "\n", encoding="utf-8")
-    return report
+def write_agreement(out: Path, tables: Sequence[agree.Table], title: str, unit: str = "dialogue") -> str:
+    """OUT/agreement.{md,csv,json} (every figure); returns the headline tables and the differences,
+    for the console."""
+    atomic_write_text(out / "agreement.md", agree.to_markdown(tables, title=title, unit=unit))
+    agree.write_csv(tables, out / "agreement.csv")
+    atomic_write_text(out / "agreement.json", json.dumps(agree.summary(tables), indent=2) + "\n")
+    headline = agree.to_markdown(tables, title=title, unit=unit, full=False)
+    return headline + f"\nEvery figure (MAE, Pearson, Kendall too): {out / 'agreement.md'}\n"
 
 
-def coverage_warning(
-    predicted: Mapping[tuple[str, str], Any], reference: Mapping[tuple[str, str], int]
-) -> None:
+def coverage_warning(predicted: Mapping[tuple[str, str], Any], items: Sequence[agree.Item], who: str) -> None:
     """Log how many annotated pairs the judge's scores do not cover (they count as invalid)."""
-    missing = sum(1 for key in reference if key not in predicted)
+    missing = sum(1 for item in items if item.key not in predicted)
     if missing:
         log.warning(
-            "%d of %d annotated (dialogue, dimension) pairs have no judgment; counted as invalid",
+            "%s: %d of %d annotated (dialogue, dimension) pairs have no judgment; counted as invalid",
+            who,
             missing,
-            len(reference),
+            len(items),
         )

@@ -5,9 +5,14 @@ File format, JSON lines, one annotation per line:
 
     {"dialogue_id": "esconv/train/12", "language": "en",
      "dialogue": [{"role": "user", "content": "..."}, {"role": "assistant", "content": "..."}],
-     "dimension": "empathy", "score": 3, "annotator": "seeker", "source": "esconv"}
+     "dimension": "empathy", "score": 3, "annotator": "seeker", "source": "esconv",
+     "input": "en:32025", "system": "llama3_8b_instruct"}
 
-`role` is "user" for the person seeking help (ESC-Role) and "assistant" for the chatbot. A bad file
+`role` is "user" for the person seeking help (ESC-Role) and "assistant" for the chatbot. `input`
+(optional) names what the dialogue was made from, such as its role card: the dialogues of one input
+are not independent, so intervals resample inputs, and the correlation's sample level correlates
+within an input across `system`s (optional: the chatbot that spoke). Without them each dialogue is
+its own input and one system. A bad file
 stops with one line naming the file and line: not JSON, a missing field, an unknown dimension, a
 score that is not an integer 0-4, a (dialogue, dimension, annotator) given twice, an empty file.
 
@@ -50,9 +55,16 @@ class Annotation:
     score: int
     annotator: str
     source: str | None = None
+    input: str | None = None  # what the dialogue was made from (a role card); None: the dialogue
+    system: str | None = None  # the chatbot that spoke; None: one system
+
+    @property
+    def unit(self) -> str:
+        """The independent unit: the input, else the dialogue."""
+        return self.input or self.dialogue_id
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "dialogue_id": self.dialogue_id,
             "language": self.language,
             "dialogue": [{"role": r, "content": t} for r, t in self.lines],
@@ -61,6 +73,8 @@ class Annotation:
             "annotator": self.annotator,
             "source": self.source,
         }
+        out.update({k: v for k, v in (("input", self.input), ("system", self.system)) if v is not None})
+        return out
 
 
 def _parse(record: Any, path: Path, where: str) -> Annotation:
@@ -90,6 +104,12 @@ def _parse(record: Any, path: Path, where: str) -> Annotation:
         lines.append((turn["role"], turn["content"]))
     if record["language"] not in ("en", "zh"):
         raise DataError(path, where, f"language must be en or zh, got {record['language']!r}")
+    optional = {}
+    for name in ("input", "system"):
+        value = record.get(name)
+        if value is not None and not isinstance(value, (str, int)):
+            raise DataError(path, where, f"`{name}` must be a text or a number, got {type(value).__name__}")
+        optional[name] = None if value is None else str(value)
     return Annotation(
         str(record["dialogue_id"]),
         record["language"],
@@ -98,6 +118,7 @@ def _parse(record: Any, path: Path, where: str) -> Annotation:
         score,
         str(record["annotator"]),
         record.get("source"),
+        **optional,
     )
 
 

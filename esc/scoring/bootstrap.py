@@ -1,49 +1,107 @@
-"""Paired percentile bootstrap intervals (scipy) that survive undefined resamples.
+"""Percentile bootstrap intervals (scipy) that say where a statistic is undefined.
 
-A correlation of a resample whose predictions are all equal is undefined (NaN). Those resamples are
-left out of the percentiles instead of turning the whole interval into NaN; when more than half of
-the resamples are undefined there is no honest interval, and NaN is returned.
+Resampling is by the unit that is independent: a role card (its dialogues with every target are
+not independent of each other), an annotated dialogue (its dimensions share it), an input of an
+N inputs x M systems design. `unit_intervals` resamples unit indices with `scipy.stats.bootstrap`
+and hands each resample to the caller's statistic, which expands units to items.
+
+A resample where a statistic is undefined (a correlation of a constant series, a kappa with no
+spread) gives NaN. Those resamples are never dropped silently: every `Interval` carries the share
+of undefined resamples, and above `MAX_UNDEFINED` the figure is reported as
+"n/a (undefined in k% of resamples)" (`format_figure`) -- an interval computed on the rest would be
+conditioned on the few items that make the statistic defined, and could exclude 0 where the data
+say nothing (120 items all "4" but one: Spearman 0.156 [0.147, 0.304], the one informative item
+absent from 37% of resamples).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-NAN_INTERVAL = (float("nan"), float("nan"))
+MAX_UNDEFINED = 0.05  # above this share of undefined resamples, a figure is n/a
 
 
-def paired_intervals(
-    x: np.ndarray, y: np.ndarray, statistic: Callable[..., object], n_resamples: int, seed: int
-) -> list[tuple[float, float]]:
-    """95% intervals of each value `statistic(x, y)` returns (a number or a 1-d array), pairs resampled."""
+@dataclasses.dataclass(frozen=True)
+class Interval:
+    """A 95% percentile interval and the share of resamples where the statistic was undefined."""
+
+    low: float
+    high: float
+    undefined: float  # 0..1; NaN when no resampling was done
+
+    @property
+    def reliable(self) -> bool:
+        """Computed, and undefined in no more than `MAX_UNDEFINED` of the resamples."""
+        return not (math.isnan(self.low) or math.isnan(self.high)) and self.undefined <= MAX_UNDEFINED
+
+
+NO_INTERVAL = Interval(math.nan, math.nan, math.nan)
+
+
+def _interval(distribution: np.ndarray) -> Interval:
+    defined = distribution[~np.isnan(distribution)]
+    undefined = 1.0 - len(defined) / len(distribution) if len(distribution) else math.nan
+    if not len(defined):
+        return Interval(math.nan, math.nan, undefined)
+    low, high = np.percentile(defined, [2.5, 97.5])
+    return Interval(float(low), float(high), float(undefined))
+
+
+def unit_intervals(
+    n_units: int, statistic: Callable[[np.ndarray], object], n_resamples: int, seed: int
+) -> list[Interval]:
+    """95% intervals of each value `statistic(unit_indices)` returns (a number or a 1-d array),
+    units resampled with replacement; the statistic of all units is `statistic(np.arange(n_units))`."""
+    width = np.atleast_1d(np.asarray(statistic(np.arange(n_units)), dtype=float)).shape[0]
+    if n_resamples <= 0 or n_units < 2:
+        return [NO_INTERVAL] * width
     from scipy.stats import bootstrap
 
-    width = np.atleast_1d(np.asarray(statistic(x, y), dtype=float)).shape[0] if len(x) else 1
-    if n_resamples <= 0 or len(x) < 2:
-        return [NAN_INTERVAL] * width
     with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # scipy warns on degenerate resamples; handled below
+        warnings.simplefilter("ignore")  # scipy warns on degenerate resamples; counted below
         result = bootstrap(
-            (x, y),
-            statistic,
-            paired=True,
+            (np.arange(n_units),),
+            lambda units: np.asarray(statistic(np.asarray(units, dtype=int)), dtype=float),
             vectorized=False,
             n_resamples=n_resamples,
             method="percentile",
             random_state=np.random.default_rng(seed),
         )
-    out = []
-    for dist in np.atleast_2d(np.asarray(result.bootstrap_distribution, dtype=float)):
-        dist = dist[~np.isnan(dist)]
-        if len(dist) < n_resamples / 2:
-            out.append(NAN_INTERVAL)
-        else:
-            low, high = np.percentile(dist, [2.5, 97.5])
-            out.append((float(low), float(high)))
-    return out
+    distributions = np.atleast_2d(np.asarray(result.bootstrap_distribution, dtype=float))
+    return [_interval(dist) for dist in distributions]
+
+
+def unit_index(units: Sequence[object]) -> tuple[list[object], list[np.ndarray]]:
+    """(the distinct units in first-seen order, for each the positions of its items)."""
+    positions: dict[object, list[int]] = {}
+    for i, unit in enumerate(units):
+        positions.setdefault(unit, []).append(i)
+    return list(positions), [np.asarray(p, dtype=int) for p in positions.values()]
+
+
+def expand(members: Sequence[np.ndarray], units: np.ndarray) -> np.ndarray:
+    """Item positions of a resample of units (each drawn unit contributes all its items)."""
+    if not len(units):
+        return np.asarray([], dtype=int)
+    return np.concatenate([members[u] for u in units])
+
+
+def format_figure(value: float, interval: Interval, scale: float = 1.0, digits: int = 3) -> str:
+    """ "v [low, high]", "v" without an interval, "n/a" when undefined, and
+    "n/a (undefined in k% of resamples)" when the resamples say the figure is unstable."""
+    if interval.undefined > MAX_UNDEFINED:
+        return f"n/a (undefined in {interval.undefined:.1%} of resamples)"
+    if value is None or math.isnan(value):
+        return "n/a"
+    text = f"{value * scale:.{digits}f}"
+    if not (math.isnan(interval.low) or math.isnan(interval.high)):
+        text += f" [{interval.low * scale:.{digits}f}, {interval.high * scale:.{digits}f}]"
+    return text
 
 
 def mean_interval(values: np.ndarray, n_resamples: int, seed: int) -> tuple[float, float]:
@@ -51,6 +109,6 @@ def mean_interval(values: np.ndarray, n_resamples: int, seed: int) -> tuple[floa
     from esc.scoring.leaderboard import bootstrap_ci
 
     if n_resamples <= 0:
-        return NAN_INTERVAL
+        return (math.nan, math.nan)
     low, high = bootstrap_ci(values, n_resamples=n_resamples, seed=seed)
-    return NAN_INTERVAL if low is None or high is None else (low, high)
+    return (math.nan, math.nan) if low is None or high is None else (low, high)

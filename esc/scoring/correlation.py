@@ -6,17 +6,24 @@ on that dimension, Table 14's rows) and `ESC-Eval` (the mean of its valid scores
 Table 3's row and Table 14's "Average" row). Columns are the human-scored dimensions (the annotators'
 median, `human_reference`) and `Average`, the mean human score over the dimensions a dialogue has.
 
-- sample level: over dialogues, Spearman, Pearson and Kendall's tau-b (scipy.stats);
-- dataset level: over groups of dialogues (`group_by`: the annotation's source or language, or the
-  score record's target or role-player), correlating the group means of metric and human score;
-  n/a below 3 groups;
-- each figure with a percentile bootstrap 95% interval (scipy.stats.bootstrap, pairs resampled
-  together); resamples where a correlation is undefined (a constant series) are left out, and the
-  interval is n/a when more than half are.
+The paper's design is N inputs x M systems (20 ESConv situations, each talked through with 5
+chatbots): every dialogue has an `input` (its role card or situation) and a `system` (the chatbot).
+- sample level: for each input, the correlation of metric and human score across its systems'
+  dialogues, then the mean over inputs (an input whose correlation is undefined -- fewer than 3
+  dialogues, or constant scores -- is counted and named, and left out of the mean);
+- dataset level: the correlation over all (input, system) dialogues pooled.
+Spearman, Pearson and Kendall's tau-b (scipy.stats), each with a 95% percentile bootstrap interval
+resampling inputs (the dialogues of one input are not independent), and the share of undefined
+resamples: above 5% the figure is n/a (`esc.scoring.bootstrap`).
+
+Every row of a column is computed on the same dialogues: those every computed row has a value for,
+with the column's human score. A judge trained by `train.py +exp=esc_rank` is never correlated on the
+dialogues it learned from (`trained_on.json` beside its adapters): they leave every row.
 
 Reference-based metrics (BLEU, ROUGE-L, METEOR) need references: a JSONL file with one line per
-dialogue, `{"dialogue_id": ..., "references": ["...", ...]}`. A dialogue without one is left out of
-those rows, and a row with none is reported as not computed, with the reason; nothing is invented.
+dialogue, `{"dialogue_id": ..., "references": ["...", ...]}`. A row whose metric has no reference for
+some dialogues limits every row to the dialogues that have one; a row with none at all is reported
+as not computed, with the reason; nothing is invented.
 
     python rank.py mode=correlation correlation.scores=[RANK_OUT] correlation.references=FILE
 """
@@ -37,8 +44,10 @@ from typing import Any
 import numpy as np
 
 from esc.errors import ConfigError, DataError, UserError
+from esc.jsonl import atomic_write_text
+from esc.scoring.agreement_run import folder_judge, held_out, trained_dialogues
 from esc.scoring.annotations import Annotation, default_esconv_path, human_reference, read_annotations
-from esc.scoring.bootstrap import paired_intervals
+from esc.scoring.bootstrap import NO_INTERVAL, Interval, expand, format_figure, unit_index, unit_intervals
 from esc.scoring.judge import VALID
 from esc.scoring.rubrics import DIMENSION_KEYS, dimension
 from esc.scoring.store import ScoreRecord, read_scores, score_file_paths
@@ -52,9 +61,6 @@ LABELS = {"spearman": "Spear.", "pearson": "Pear.", "kendall": "Kend."}
 AVERAGE = "average"
 LEVELS = ("sample", "dataset")
 MIN_POINTS = 3
-ANNOTATION_GROUPS = ("source", "language")
-RECORD_GROUPS = ("target", "roleplayer")
-NAN_INTERVAL = (math.nan, math.nan)
 
 
 # --- statistics -----------------------------------------------------------------------------------
@@ -73,55 +79,103 @@ def _statistics(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         )
 
 
-def _intervals(x: np.ndarray, y: np.ndarray, n_resamples: int, seed: int) -> list[tuple[float, float]]:
-    return paired_intervals(x, y, _statistics, n_resamples, seed)
-
-
 @dataclasses.dataclass
 class Correlation:
-    n: int  # pairs (dialogues, or groups at dataset level)
+    n: int  # dialogues
     values: dict[str, float]  # statistic -> value, NaN when undefined
-    intervals: dict[str, tuple[float, float]]  # statistic -> 95% interval
-    note: str | None = None  # why the values are n/a
+    intervals: dict[str, Interval]  # statistic -> 95% interval
+    note: str | None = None  # why the values are n/a, or which inputs were left out of the mean
+    inputs: int = 0  # inputs the dialogues come from (the resampled unit)
+
+
+def _undefined(n: int, why: str, inputs: int = 0) -> Correlation:
+    nan = dict.fromkeys(STATISTICS, math.nan)
+    return Correlation(n, nan, dict.fromkeys(STATISTICS, NO_INTERVAL), why, inputs)
+
+
+def _pairs(metric: Sequence[float], human: Sequence[float], inputs: Sequence[str] | None):
+    x, y = np.asarray(metric, dtype=float), np.asarray(human, dtype=float)
+    units = list(inputs) if inputs is not None else [str(i) for i in range(len(x))]
+    keep = ~(np.isnan(x) | np.isnan(y))
+    return x[keep], y[keep], [u for u, k in zip(units, keep, strict=True) if k]
 
 
 def correlate(
-    metric: Sequence[float], human: Sequence[float], n_resamples: int = 1000, seed: int = 0
+    metric: Sequence[float],
+    human: Sequence[float],
+    n_resamples: int = 1000,
+    seed: int = 0,
+    inputs: Sequence[str] | None = None,
 ) -> Correlation:
-    """Spearman, Pearson and Kendall of the pairs, NaN pairs dropped, with bootstrap intervals."""
-    x, y = np.asarray(metric, dtype=float), np.asarray(human, dtype=float)
-    keep = ~(np.isnan(x) | np.isnan(y))
-    x, y = x[keep], y[keep]
-    nan = dict.fromkeys(STATISTICS, math.nan)
+    """Dataset level: Spearman, Pearson and Kendall over all pairs (NaN pairs dropped), with
+    bootstrap intervals resampling `inputs` (None: every pair its own input)."""
+    x, y, units = _pairs(metric, human, inputs)
+    names, members = unit_index(units)
     if len(x) < MIN_POINTS:
-        return Correlation(
-            len(x), nan, dict.fromkeys(STATISTICS, NAN_INTERVAL), f"fewer than {MIN_POINTS} pairs"
-        )
+        return _undefined(len(x), f"fewer than {MIN_POINTS} pairs", len(names))
     for series, name in ((x, "metric"), (y, "human score")):
         if np.all(series == series[0]):
-            return Correlation(len(x), nan, dict.fromkeys(STATISTICS, NAN_INTERVAL), f"constant {name}")
-    values = _statistics(x, y)
-    intervals = _intervals(x, y, n_resamples, seed)
+            return _undefined(len(x), f"constant {name}", len(names))
+
+    def statistic(drawn: np.ndarray) -> np.ndarray:
+        rows = expand(members, drawn)
+        return _statistics(x[rows], y[rows])
+
+    values = statistic(np.arange(len(names)))
+    intervals = unit_intervals(len(names), statistic, n_resamples, seed)
     return Correlation(
         len(x),
         dict(zip(STATISTICS, map(float, values), strict=True)),
         dict(zip(STATISTICS, intervals, strict=True)),
+        inputs=len(names),
     )
 
 
-def group_means(
-    metric: Sequence[float], human: Sequence[float], groups: Sequence[str | None]
-) -> tuple[list[str], list[float], list[float]]:
-    """Per group (None: in none), the mean metric and mean human score over pairs with both defined."""
-    pairs: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for m, h, g in zip(metric, human, groups, strict=True):
-        if g is not None and not (math.isnan(m) or math.isnan(h)):
-            pairs[g].append((m, h))
-    names = sorted(pairs)
-    return (
-        names,
-        [float(np.mean([m for m, _ in pairs[g]])) for g in names],
-        [float(np.mean([h for _, h in pairs[g]])) for g in names],
+def correlate_within_inputs(
+    metric: Sequence[float],
+    human: Sequence[float],
+    inputs: Sequence[str],
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> Correlation:
+    """Sample level: per input, the correlation across its dialogues (its systems); the mean over
+    the inputs where it is defined, with the undefined ones counted; inputs resampled."""
+    x, y, units = _pairs(metric, human, inputs)
+    names, members = unit_index(units)
+    if not names:
+        return _undefined(0, "no pairs")
+    per_input = np.array([_statistics(x[m], y[m]) if len(m) >= MIN_POINTS else [np.nan] * 3 for m in members])
+    defined = ~np.isnan(per_input[:, 0])
+    undefined = len(names) - int(defined.sum())
+    if not defined.any():
+        most = max(len(m) for m in members)
+        why = (
+            f"every input has fewer than {MIN_POINTS} dialogues (at most {most}): nothing to correlate "
+            "within an input"
+            if most < MIN_POINTS
+            else f"undefined for all {len(names)} inputs (constant scores within each)"
+        )
+        return _undefined(len(x), why, len(names))
+
+    def statistic(drawn: np.ndarray) -> np.ndarray:
+        chosen = per_input[drawn]
+        chosen = chosen[~np.isnan(chosen[:, 0])]
+        return chosen.mean(axis=0) if len(chosen) else np.full(3, np.nan)
+
+    values = statistic(np.arange(len(names)))
+    intervals = unit_intervals(len(names), statistic, n_resamples, seed)
+    note = (
+        f"undefined for {undefined} of {len(names)} inputs (fewer than {MIN_POINTS} dialogues or constant "
+        "scores): the mean is over the other inputs"
+        if undefined
+        else None
+    )
+    return Correlation(
+        len(x),
+        dict(zip(STATISTICS, map(float, values), strict=True)),
+        dict(zip(STATISTICS, intervals, strict=True)),
+        note,
+        len(names),
     )
 
 
@@ -130,13 +184,16 @@ def group_means(
 
 @dataclasses.dataclass
 class Item:
-    """One annotated dialogue: the supporter's turns and the human score per dimension."""
+    """One annotated dialogue: the supporter's turns, the human score per dimension, and where it
+    sits in the inputs x systems design."""
 
     dialogue_id: str
     language: str
     turns: tuple[str, ...]  # the "assistant" turns, the hypothesis of the text metrics
     human: dict[str, float]  # dimension key -> human score (annotators' median)
-    annotation: Annotation  # the first one, for grouping
+    annotation: Annotation  # the first one
+    input: str  # the role card / situation (the resampled unit); default: the dialogue itself
+    system: str | None  # the chatbot; None: one system
 
     def human_score(self, column: str) -> float:
         if column == AVERAGE:
@@ -144,13 +201,28 @@ class Item:
         return self.human.get(column, math.nan)
 
 
-def load_items(annotations: Sequence[Annotation]) -> list[Item]:
+def load_items(annotations: Sequence[Annotation], records: Sequence[ScoreRecord] = ()) -> list[Item]:
+    """One item per annotated dialogue. Its input and system: the annotation's `input` and
+    `system`, else the score records' role card and target, else the dialogue and one system."""
     reference = human_reference(annotations)
+    from_records: dict[str, ScoreRecord] = {}
+    for record in records:
+        from_records.setdefault(record.dialogue_id, record)
     items: dict[str, Item] = {}
     for ann in annotations:
         if ann.dialogue_id not in items:
             turns = tuple(text for role, text in ann.lines if role == "assistant")
-            items[ann.dialogue_id] = Item(ann.dialogue_id, ann.language, turns, {}, ann)
+            record = from_records.get(ann.dialogue_id)
+            card = f"{record.language}:{record.card_id}" if record and record.card_id is not None else None
+            items[ann.dialogue_id] = Item(
+                ann.dialogue_id,
+                ann.language,
+                turns,
+                {},
+                ann,
+                ann.input or card or ann.dialogue_id,
+                ann.system or (record.target if record else None),
+            )
         items[ann.dialogue_id].human[ann.dimension] = float(reference[(ann.dialogue_id, ann.dimension)])
     return list(items.values())
 
@@ -262,22 +334,6 @@ def _judge_row(label: str, values: dict[str, float], judge: str) -> Metric:
     return Metric(label, values, reason=reason)
 
 
-def dialogue_groups(
-    items: Sequence[Item], group_by: str | None, records: Sequence[ScoreRecord]
-) -> list[str | None]:
-    """The group of each item, for the dataset level (None: in no group)."""
-    if group_by is None:
-        return [None] * len(items)
-    if group_by in ANNOTATION_GROUPS:
-        values = [getattr(it.annotation, group_by) for it in items]
-    else:
-        first: dict[str, Any] = {}
-        for record in records:
-            first.setdefault(record.dialogue_id, getattr(record, group_by))
-        values = [first.get(it.dialogue_id) for it in items]
-    return [None if v is None else str(v) for v in values]
-
-
 # --- the analysis ---------------------------------------------------------------------------------
 
 
@@ -289,32 +345,32 @@ class Cell:
     result: Correlation
 
 
+def common_dialogues(items: Sequence[Item], metrics: Sequence[Metric]) -> list[Item]:
+    """The items every computed row has a value for: all rows of a column share them."""
+    computed = [m for m in metrics if not m.reason]
+    return [
+        it for it in items if all(not math.isnan(m.values.get(it.dialogue_id, math.nan)) for m in computed)
+    ]
+
+
 def analyse(
-    items: Sequence[Item],
-    metrics: Sequence[Metric],
-    groups: Sequence[str | None],
-    n_resamples: int = 1000,
-    seed: int = 0,
-    group_note: str | None = None,
+    items: Sequence[Item], metrics: Sequence[Metric], n_resamples: int = 1000, seed: int = 0
 ) -> list[Cell]:
-    """Every computed metric against every human column, at both levels (`group_note`: why there is
-    no dataset level at all)."""
+    """Every computed metric against every human column, at both levels, on the common dialogues."""
+    common = common_dialogues(items, metrics)
     columns = human_columns(items)
+    inputs = [it.input for it in common]
     cells = []
     for metric in metrics:
         if metric.reason:
             continue
-        x = [metric.values.get(it.dialogue_id, math.nan) for it in items]
+        x = [metric.values[it.dialogue_id] for it in common]
         for column in columns:
-            y = [it.human_score(column) for it in items]
-            cells.append(Cell("sample", metric.label, column, correlate(x, y, n_resamples, seed)))
-            names, gx, gy = group_means(x, y, groups)
-            result = correlate(gx, gy, n_resamples, seed)
-            if group_note:
-                result.note = group_note
-            elif len(names) < MIN_POINTS:
-                result.note = f"fewer than {MIN_POINTS} groups ({len(names)}: {', '.join(names) or 'none'})"
-            cells.append(Cell("dataset", metric.label, column, result))
+            y = [it.human_score(column) for it in common]
+            cells.append(
+                Cell("sample", metric.label, column, correlate_within_inputs(x, y, inputs, n_resamples, seed))
+            )
+            cells.append(Cell("dataset", metric.label, column, correlate(x, y, n_resamples, seed, inputs)))
     return cells
 
 
@@ -331,14 +387,13 @@ def column_name(column: str) -> str:
 
 
 def _fmt(result: Correlation, stat: str) -> str:
-    value = result.values[stat]
-    if math.isnan(value):
-        return "n/a"
-    low, high = result.intervals[stat]
-    text = f"{value * 100:.2f}"
-    if not (math.isnan(low) or math.isnan(high)):
-        text += f" [{low * 100:.2f}, {high * 100:.2f}]"
-    return text
+    return format_figure(result.values[stat], result.intervals[stat], 100, 2)
+
+
+LEVEL_TITLES = {
+    "sample": "Sample level (within each input, across its systems; mean over inputs)",
+    "dataset": "Dataset level (all dialogues pooled)",
+}
 
 
 def to_markdown(
@@ -349,42 +404,45 @@ def to_markdown(
     index = {(c.level, c.metric, c.column): c.result for c in cells}
     computed = [m for m in metrics if not m.reason]
     for level in LEVELS:
-        title = "Sample level (over dialogues)" if level == "sample" else "Dataset level (over group means)"
         head = ["Metric"] + [f"{column_name(c)} {LABELS[s]}" for c in columns for s in STATISTICS]
-        lines += ["", f"## {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        for m in computed:
-            row = [_fmt(index[(level, m.label, c)], s) for c in columns for s in STATISTICS]
-            lines.append("| " + " | ".join([m.label, *row]) + " |")
-        head = ["Metric", *(column_name(c) for c in columns)]
-        what = "dialogues" if level == "sample" else "groups"
         lines += [
             "",
-            f"Pairs ({what}) per cell:",
+            f"## {LEVEL_TITLES[level]}",
             "",
             "| " + " | ".join(head) + " |",
             "|" + "---|" * len(head),
         ]
         for m in computed:
-            lines.append(
-                "| " + " | ".join([m.label, *(str(index[(level, m.label, c)].n) for c in columns)]) + " |"
-            )
+            row = [_fmt(index[(level, m.label, c)], s) for c in columns for s in STATISTICS]
+            lines.append("| " + " | ".join([m.label, *row]) + " |")
+        head = ["Column", "dialogues", "inputs"]
+        lines += ["", "Dialogues per column (every row on the same ones) and the inputs they come from:", ""]
+        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for c in columns:
+            first = next((index[(level, m.label, c)] for m in computed), None)
+            if first is not None:
+                lines.append(f"| {column_name(c)} | {first.n} | {first.inputs} |")
         notes: dict[str, list[str]] = defaultdict(list)
         for c in cells:
             if c.level == level and c.result.note:
                 notes[c.result.note].append(f"{c.metric} x {column_name(c.column)}")
         if notes:
-            lines += ["", "n/a cells:"] + [f"- {why}: {', '.join(where)}" for why, where in notes.items()]
+            lines += ["", "Notes on cells:"] + [
+                f"- {why}: {', '.join(where)}" for why, where in notes.items()
+            ]
     lines += ["", "## Notes", ""]
     lines += [f"- {m.label}: not computed: {m.reason}" for m in metrics if m.reason]
     lines += [f"- {m.label}: {m.note}" for m in metrics if m.note and not m.reason]
     lines.append(
-        "- Values x 100, [percentile bootstrap 95% interval]; Kend. is Kendall's tau-b. Human score: the "
-        "annotators' median per dimension; Average: its mean over the dimensions a dialogue has."
+        "- Values x 100, [95% percentile bootstrap interval, inputs resampled]; n/a (undefined in k% of "
+        "resamples) where more than 5% of the resamples leave the figure undefined. Kend. is Kendall's "
+        "tau-b. Human score: the annotators' median per dimension; Average: its mean over the dimensions "
+        "a dialogue has."
     )
     return "\n".join(lines) + "\n"
 
 
-def _num(x: float) -> float | None:
+def _num(x: float | None) -> float | None:
     return None if x is None or math.isnan(x) else round(float(x), 6)
 
 
@@ -392,26 +450,34 @@ def write_csv(cells: Sequence[Cell], path: Path) -> None:
     with Path(path).open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
         writer.writerow(
-            ["level", "metric", "dimension", "statistic", "value", "ci_low", "ci_high", "n", "note"]
-        )
+            ["level", "metric", "dimension", "statistic", "value", "ci_low", "ci_high", "undefined_share",
+             "n", "inputs", "note"]
+        )  # fmt: skip
         for c in cells:
             for s in STATISTICS:
-                low, high = c.result.intervals[s]
+                i = c.result.intervals[s]
                 writer.writerow(
-                    [c.level, c.metric, c.column, s, _num(c.result.values[s]), _num(low), _num(high)]
-                    + [c.result.n, c.result.note or ""]
+                    [c.level, c.metric, c.column, s, _num(c.result.values[s]), _num(i.low), _num(i.high)]
+                    + [_num(i.undefined), c.result.n, c.result.inputs, c.result.note or ""]
                 )
 
 
 def summary(cells: Sequence[Cell], metrics: Sequence[Metric]) -> dict[str, Any]:
-    """JSON-ready: level -> metric -> dimension -> {n, note, statistic: {value, ci}}; and the rows."""
+    """JSON-ready: level -> metric -> dimension -> {n, inputs, note, statistic: {value, ci,
+    undefined_share}}; and the rows."""
     out: dict[str, Any] = {level: {} for level in LEVELS}
     for c in cells:
         out[c.level].setdefault(c.metric, {})[c.column] = {
             "n": c.result.n,
+            "inputs": c.result.inputs,
             "note": c.result.note,
             **{
-                s: {"value": _num(c.result.values[s]), "ci": [_num(x) for x in c.result.intervals[s]]}
+                s: {
+                    "value": _num(c.result.values[s]),
+                    "ci": [_num(c.result.intervals[s].low), _num(c.result.intervals[s].high)],
+                    "undefined_share": _num(c.result.intervals[s].undefined),
+                    "reported": _fmt(c.result, s),
+                }
                 for s in STATISTICS
             },
         }
@@ -436,10 +502,6 @@ def _config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     unknown = [n for n in names if n not in TEXT_METRICS]
     if unknown:
         raise ConfigError("correlation.metrics", f"unknown {unknown}; known: {', '.join(TEXT_METRICS)}")
-    group_by = cfg.get("group_by", "source")  # null: no dataset level
-    if group_by is not None and group_by not in ANNOTATION_GROUPS + RECORD_GROUPS:
-        known = ", ".join(ANNOTATION_GROUPS + RECORD_GROUPS)
-        raise ConfigError("correlation.group_by", f"{group_by!r} is not one of {known} (or null)")
     n_resamples = int(cfg.get("bootstrap", 1000))
     if n_resamples < 0:
         raise ConfigError("correlation.bootstrap", "resamples must be >= 0 (0: no intervals)")
@@ -447,20 +509,34 @@ def _config(cfg: Mapping[str, Any]) -> dict[str, Any]:
         "annotations": Path(str(cfg.get("annotations") or default_esconv_path())),
         "scores": score_paths(cfg.get("scores")),
         "references": None if not cfg.get("references") else Path(str(cfg["references"])),
-        "group_by": group_by,
         "metrics": names,
         "bootstrap": n_resamples,
         "seed": int(cfg.get("seed", 42)),
     }
 
 
+def _trained_on(paths: Sequence[Path]) -> set[str]:
+    """The annotated dialogues any judge of these score files was trained on."""
+    found: set[str] = set()
+    for path in paths:
+        found |= trained_dialogues(folder_judge(path))
+    return found
+
+
 def run_correlation(cfg: Mapping[str, Any], out: Path) -> dict[str, Any]:
-    """The analysis of `cfg` (keys: annotations, scores, references, group_by, metrics, bootstrap,
-    seed); writes OUT/correlation.{md,csv,json} and returns their content and paths."""
+    """The analysis of `cfg` (keys: annotations, scores, references, metrics, bootstrap, seed);
+    writes OUT/correlation.{md,csv,json} and returns their content and paths."""
     conf = _config(cfg)
     out = Path(out)
     log.info("Reading annotations from %s", conf["annotations"])
-    items = load_items(read_annotations(conf["annotations"]))
+    annotations = read_annotations(conf["annotations"])
+    records = [r for p in conf["scores"] for r in read_scores(p)]
+    if conf["scores"] and not records:
+        raise UserError(
+            f"no score records in {', '.join(map(str, conf['scores']))} (config `correlation.scores`)"
+        )
+    annotations = held_out(annotations, _trained_on(conf["scores"]), "a judge of correlation.scores")
+    items = load_items(annotations, records)
     known = {it.dialogue_id for it in items}
     warns: list[str] = []
     references = None
@@ -472,32 +548,27 @@ def run_correlation(cfg: Mapping[str, Any], out: Path) -> dict[str, Any]:
                 f"references {conf['references']}: {len(unknown)} of {len(references)} dialogue ids match no "
                 f"annotation (e.g. {', '.join(unknown[:3])}); left out"
             )
-    records = [r for p in conf["scores"] for r in read_scores(p)]
-    if conf["scores"] and not records:
-        raise UserError(
-            f"no score records in {', '.join(map(str, conf['scores']))} (config `correlation.scores`)"
-        )
     judge_rows, judge_warns = judge_metrics(records, items)
     warns += judge_warns
+    metrics = text_metrics(items, conf["metrics"], references) + judge_rows
+    common = common_dialogues(items, metrics)
+    if len(common) < len(items):
+        warns.append(
+            f"{len(items) - len(common)} of {len(items)} annotated dialogues lack a value of some row "
+            f"(no reference, no valid judgment): every row is computed on the other {len(common)}"
+        )
     for warning in warns:
         log.warning(warning)
-    metrics = text_metrics(items, conf["metrics"], references) + judge_rows
-    groups = dialogue_groups(items, conf["group_by"], records)
-    group_note = None
-    if conf["group_by"] is None:
-        group_note = "no grouping (group_by: null)"
-    elif all(g is None for g in groups):
-        where = "annotation" if conf["group_by"] in ANNOTATION_GROUPS else "score record (correlation.scores)"
-        group_note = f"no annotated dialogue has a `{conf['group_by']}` in its {where}"
-    cells = analyse(items, metrics, groups, conf["bootstrap"], conf["seed"], group_note)
+    cells = analyse(items, metrics, conf["bootstrap"], conf["seed"])
     columns = human_columns(items)
-    n_groups = len({g for g in groups if g is not None})
+    systems = sorted({str(it.system) for it in common if it.system is not None})
     header = [
         "# Correlation with human scores",
         "",
-        f"{len(items)} annotated dialogues ({conf['annotations']}); human-scored dimensions: "
-        f"{', '.join(column_name(c) for c in columns[:-1])}; dataset level grouped by "
-        f"`{conf['group_by']}` ({n_groups} groups); {conf['bootstrap']} bootstrap resamples.",
+        f"{len(common)} annotated dialogues ({conf['annotations']}) from {len({it.input for it in common})} "
+        f"inputs and {len(systems) or 1} system(s){': ' + ', '.join(systems) if systems else ''}; "
+        f"human-scored dimensions: {', '.join(column_name(c) for c in columns[:-1])}; "
+        f"{conf['bootstrap']} bootstrap resamples.",
         *(f"\nWarning: {w}" for w in warns),
     ]
     markdown = to_markdown(cells, metrics, columns, header)
@@ -506,8 +577,9 @@ def run_correlation(cfg: Mapping[str, Any], out: Path) -> dict[str, Any]:
         "scores": [str(p) for p in conf["scores"]],
         "references": None if conf["references"] is None else str(conf["references"]),
         "dialogues": len(items),
-        "group_by": conf["group_by"],
-        "groups": n_groups,
+        "common_dialogues": len(common),
+        "inputs": len({it.input for it in common}),
+        "systems": systems,
         "dimensions": columns,
         "bootstrap": conf["bootstrap"],
         "seed": conf["seed"],
@@ -515,10 +587,8 @@ def run_correlation(cfg: Mapping[str, Any], out: Path) -> dict[str, Any]:
         **summary(cells, metrics),
     }
     out.mkdir(parents=True, exist_ok=True)
-    (out / "correlation.md").write_text(markdown, encoding="utf-8")
+    atomic_write_text(out / "correlation.md", markdown)
     write_csv(cells, out / "correlation.csv")
-    (out / "correlation.json").write_text(
-        json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-    )
+    atomic_write_text(out / "correlation.json", json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     files = {k: str(out / f"correlation.{k}") for k in ("md", "csv", "json")}
     return {"markdown": markdown, "files": files, "warnings": warns, "summary": result}

@@ -41,13 +41,16 @@ class ScoreItem:
     messages: tuple[tuple[str, str], ...] | None = None  # (role, content): the prompt, given whole
     choices: tuple[str, ...] = DIGITS  # the answers allowed, in score order
 
-    def prompt(self, style: Any) -> list[dict[str, str]]:
-        """The judge prompt: `messages` when given, else the rubric of `style` for `dimension`."""
+    def prompt(self, style: Any, default_system: str | None = None) -> list[dict[str, str]]:
+        """The judge prompt: `messages` when given, else the rubric of `style` for `dimension`
+        (`default_system`: the judge model's chat() default system turn, `PromptStyle.messages`)."""
         if self.messages is not None:
             return [{"role": role, "content": content} for role, content in self.messages]
         from esc.scoring.rubrics import dialogue_text, dimension
 
-        return style.messages(dimension(self.dimension).key, dialogue_text(self.lines), self.language)
+        return style.messages(
+            dimension(self.dimension).key, dialogue_text(self.lines), self.language, default_system
+        )
 
 
 @dataclasses.dataclass

@@ -3,11 +3,19 @@ human score. The `data` group's builder for `train.py +exp=esc_rank` (conf/data/
 
 The split is the paper's 7:1:2 by dialogue (`annotations.split_by_dialogue`): train and val feed
 training; test is held out for the agreement report after training.
+
+A sample is exactly what the judge will read: the prompt style's chat for the dimension, with the
+judge model's chat() default system turn where the style has none (`data.chat_default_system`,
+from `model.chat_default_system`), answered with the score; only the answer digit is learned
+(`Sample.learn_end_of_turn=False`), the token `esc.scoring.answer_tokens` reads. Each sample carries
+a class weight, count(dimension, score)^-`balance_power` over the training split (mean 1 per
+dimension), for balanced sampling or a weighted loss (`rank.balance` in `train.py +exp=esc_rank`).
 """
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -55,9 +63,12 @@ def splits(cfg: Mapping[str, Any]) -> dict[str, list[Annotation]]:
     return split_by_dialogue(selected(cfg, load_annotations(cfg)), int(cfg.get("seed", 42)), ratios)
 
 
-def rank_sample(ann: Annotation, prompt: str) -> Sample:
+def rank_sample(
+    ann: Annotation, prompt: str, default_system: str | None = None, weight: float = 1.0
+) -> Sample:
+    """The judge's chat for `ann` (as `ScoreItem.prompt` renders it) answered with its score."""
     style = prompt_style(prompt)
-    messages = style.messages(ann.dimension, dialogue_text(ann.lines), ann.language)
+    messages = style.messages(ann.dimension, dialogue_text(ann.lines), ann.language, default_system)
     messages.append({"role": "assistant", "content": str(ann.score)})
     return Sample(
         f"{ann.dialogue_id}#{ann.dimension}#{ann.annotator}",
@@ -66,7 +77,23 @@ def rank_sample(ann: Annotation, prompt: str) -> Sample:
         None,
         messages,
         group=ann.dialogue_id,
+        learn_end_of_turn=False,
+        weight=weight,
     )
+
+
+def class_weights(annotations: Sequence[Annotation], power: float) -> dict[tuple[str, int], float]:
+    """(dimension, score) -> count^-power, scaled so the weights of each dimension's annotations
+    average 1 (power 1: every score of a dimension drawn equally often; 0: all weights 1)."""
+    counts = Counter((a.dimension, a.score) for a in annotations)
+    raw = {key: n ** -float(power) for key, n in counts.items()}
+    weights = {}
+    for dim in {d for d, _ in counts}:
+        keys = [k for k in counts if k[0] == dim]
+        total = sum(counts[k] for k in keys)
+        mean = sum(raw[k] * counts[k] for k in keys) / total
+        weights.update({k: raw[k] / mean for k in keys})
+    return weights
 
 
 def build_rank_samples(cfg: Any) -> tuple[list[Sample], list[Sample]]:
@@ -76,8 +103,13 @@ def build_rank_samples(cfg: Any) -> tuple[list[Sample], list[Sample]]:
     cfg = _plain(cfg)
     parts = splits(cfg)
     prompt = cfg.get("prompt", "official")
-    train = [rank_sample(a, prompt) for a in parts["train"]]
-    val = [rank_sample(a, prompt) for a in parts["val"]]
+    system = cfg.get("chat_default_system")
+    power = float(cfg.get("balance_power", 1.0))
+    if power < 0:
+        raise ConfigError("data.balance_power", f"should be >= 0 (0: no class weights), got {power}")
+    weights = class_weights(parts["train"], power)
+    train = [rank_sample(a, prompt, system, weights[(a.dimension, a.score)]) for a in parts["train"]]
+    val = [rank_sample(a, prompt, system) for a in parts["val"]]
     if not train:
         raise ConfigError(
             "data.dimensions", "no training annotations for the selected dimensions and languages"

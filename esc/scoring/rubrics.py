@@ -1,9 +1,15 @@
 """The 7 dimensions, the judge prompts that score them, and the human annotation rules.
 
 All texts live in `rubrics.yaml` next to this file (sources and versions are documented there).
-A dialogue is scored one dimension at a time: `judge_messages` renders the chat a judge sees for one
-(dialogue, dimension) pair in a prompt style (`official`: the ESC-Eval score.py prompts the released
-ESC-RANK adapters were trained on; `paper`: Figures 12-19, the GPT-4 / InternLM2 prompts of Table 4).
+A dialogue is scored one dimension at a time: `PromptStyle.messages` renders the chat a judge sees
+for one (dialogue, dimension) pair in a prompt style (`official`: the ESC-Eval score.py prompts the
+released ESC-RANK adapters were trained on; `paper`: Figures 12-19, the GPT-4 / InternLM2 prompts of
+Table 4).
+
+A style without a system text of its own (`official`) sends the system turn the judge model's own
+`chat()` adds when its caller gives none (`model.chat_default_system`: InternLM2's
+`meta_instruction`, which score.py's `model.chat(tokenizer, prompt, history=[])` puts before the
+user turn); a model whose chat template already adds its default (Qwen, SmolLM2) needs none.
 """
 
 from __future__ import annotations
@@ -70,7 +76,11 @@ class PromptStyle:
     phrases: Mapping[str, str]  # dimension key -> how the last sentence names it
     rubrics: Mapping[str, Mapping[str, str]]  # language -> dimension key -> rubric
 
-    def messages(self, dimension_key: str, dialogue_text: str, language: str) -> list[Message]:
+    def messages(
+        self, dimension_key: str, dialogue_text: str, language: str, default_system: str | None = None
+    ) -> list[Message]:
+        """The chat for one (dialogue, dimension): the style's system text, else `default_system`
+        (the judge model's `chat()` default, see the module docstring), then the user turn."""
         if language not in self.rubrics:
             raise UserError(f"prompt style {self.name!r} has no {language!r} rubrics")
         user = self.user.format(
@@ -79,8 +89,9 @@ class PromptStyle:
             phrase=self.phrases[dimension_key],
         )
         messages: list[Message] = []
-        if self.system:
-            messages.append({"role": "system", "content": self.system})
+        system = self.system or default_system
+        if system:
+            messages.append({"role": "system", "content": system})
         messages.append({"role": "user", "content": user})
         return messages
 

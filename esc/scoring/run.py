@@ -22,9 +22,9 @@ from esc.interact.store import read_dialogues
 from esc.jsonl import find_jsonl_files
 from esc.rundir import RunFolder, model_settings, refuse_unswept_sweep, resolved_revision
 from esc.runinfo import RunManifest
+from esc.scoring import agreement as agree
 from esc.scoring import agreement_run as job
 from esc.scoring import leaderboard as board
-from esc.scoring.annotations import human_reference
 from esc.scoring.judge import FAILED, INVALID, VALID, Judge, ScoreItem, build_judge
 from esc.scoring.rubrics import DIMENSION_KEYS, dimension
 from esc.scoring.store import ScoreRecord, ScoreStore, latest, read_scores, score_file_paths
@@ -249,7 +249,8 @@ def _score_inputs(resolved: Mapping[str, Any]) -> list[Path]:
 
 def run_agreement(resolved: Mapping[str, Any], out: Path, manifest: RunManifest, judge: Judge | None,
                   folder: RunFolder | None = None) -> dict[str, Any]:  # fmt: skip
-    """mode=agreement: the judge (or existing `scores`) against the human annotations of one split."""
+    """mode=agreement: the judge (or the judges of existing `scores`) against the human annotations
+    of one split, beside the baselines; a trained judge only on dialogues it did not learn from."""
     section = dict(resolved.get("agreement") or {})
     data = {
         "annotations": section.get("annotations"),
@@ -260,33 +261,44 @@ def run_agreement(resolved: Mapping[str, Any], out: Path, manifest: RunManifest,
     }
     n_resamples, seed = int(section.get("bootstrap", 1000)), int(resolved.get("seed", 0))
     evaluated, train_part = job.split_annotations(data, section.get("split", "test"))
-    reference = human_reference(evaluated)
+    rows: dict[str, Any] = {}
     if judge is None:
         paths = _score_inputs(resolved)
-        predicted, judges = job.scores_from_files(paths)
-        label = section.get("label") or ", ".join(judges)
+        rows, judges = job.scores_from_files(paths)
+        for path in paths:  # score files of a rank.py folder: its judge's identity is in the manifest
+            identity = job.folder_judge(path)
+            evaluated = job.held_out(evaluated, job.trained_dialogues(identity), f"judge in {path}")
         manifest.update(scores=[str(p) for p in paths])
+        label = ", ".join(judges)
     else:
         judge.check_ready()
         if folder is not None:
             folder.check_resolved({"judge": resolved_revision(judge.identity())})
         manifest.update(judge=judge.identity())
+        evaluated = job.held_out(evaluated, job.trained_dialogues(judge.identity()), judge.name)
         store = ScoreStore(out / "scores" / f"annotations__{judge.name}.jsonl")
         scoring = resolved.get("scoring") or {}
-        predicted = job.judge_items(
+        rows[judge.name] = job.judge_items(
             judge, job.annotated_items(evaluated), store, int(scoring.get("chunk", 64)),
             bool(scoring.get("progress", True)),
         )  # fmt: skip
         label = judge.name
-    job.coverage_warning(predicted, reference)
-    results = job.judge_agreement(label, predicted, reference, n_resamples, seed)
+    items = job.agreement_items(evaluated)
+    for name, predicted in rows.items():
+        job.coverage_warning(predicted, items, name)
     if section.get("baselines", True):
-        results += job.baselines(train_part, evaluated, reference, n_resamples, seed)
+        rows.update(job.baselines(train_part, evaluated))
+    tables = agree.agreement_tables(items, rows, n_resamples, seed)
     split = section.get("split", "test")
-    title = f"{label} against people: {len(reference)} annotated items ({split} split)"
-    markdown = job.write_agreement(out, results, title)
-    judge_rows = [r for r in results if r.judge == label]
-    invalid = {r.dimension: r.n_invalid for r in judge_rows}
+    title = f"{label} against people: {len(items)} annotated items ({split} split)"
+    markdown = job.write_agreement(out, tables, title)
+    invalid = {
+        t.scope: r.n_invalid
+        for t in tables
+        if t.source == agree.ALL_SOURCES and t.scope in DIMENSION_KEYS
+        for r in t.rows
+        if r.reading == "argmax" and r.judge == next(iter(rows))
+    }
     wandb_dir = _log_to_wandb(out, resolved)
     manifest.finish(
         status="completed", agreement=str(out / "agreement.md"), invalid=invalid, wandb_dir=wandb_dir

@@ -5,10 +5,18 @@ same job as ESC-Role (`esc.train.run.train`) into ``OUT/<dimension>/`` on that d
 annotations; ``rank.adapters: single`` trains one multi-task adapter on all of them into
 ``OUT/all/``. Dimensions without annotations get no adapter and are reported as such.
 
+Each sample is the judge prompt answered with the human score; only the answer digit is learned,
+and the scores' imbalance is countered by ``rank.balance`` (``sampling``: samples drawn in
+proportion to their class weight, the default; ``loss``: each sample's loss weighted; ``none``),
+the weights from ``data.balance_power`` (`esc.scoring.rank_data`). ``OUT/trained_on.json`` names
+the annotated dialogues the adapters learned from (train and val), so no agreement is ever measured
+on them (`esc.scoring.agreement_run.trained_dialogues`).
+
 Then, on the held-out test split (20% of the dialogues): the trained judge (answer-token
-distribution, `esc.scoring.judges.local`), the base model zero-shot with the same prompt, and the
-trivial baselines (majority score, dialogue length), each against the human scores: ACC, ACC_soft,
-QWK, MAE, correlations with bootstrap intervals (`esc.scoring.agreement`) in
+distribution, `esc.scoring.judges.local`), the base model zero-shot with the same prompt
+(``rank.compare_base``), and the trivial baselines (majority score, dialogue length), each against
+the human scores, per dimension and per source, the argmax and the expected score, with paired
+intervals of the trained judge's differences (`esc.scoring.agreement`), in
 ``OUT/agreement.{md,csv,json}``. A rerun resumes each dimension's training and skips finished ones.
 """
 
@@ -28,15 +36,15 @@ from esc.rundir import RunFolder, refuse_unswept_sweep
 from esc.runinfo import RunManifest
 from esc.scoring import agreement as agree
 from esc.scoring.agreement_run import (
+    agreement_items,
     annotated_items,
     baselines,
-    judge_agreement,
     judge_items,
     sample_dialogues,
     split_annotations,
     write_agreement,
+    write_trained_on,
 )
-from esc.scoring.annotations import human_reference
 from esc.scoring.judge import build_judge
 from esc.scoring.rank_data import splits
 from esc.scoring.rubrics import DIMENSION_KEYS
@@ -45,6 +53,7 @@ from esc.train.run import output_settings, train
 
 log = logging.getLogger(__name__)
 MODES = ("per_dimension", "single")
+BALANCE = ("sampling", "loss", "none")  # how the scores' imbalance is countered (data.balance_power)
 
 
 def _finished(folder: Path) -> bool:
@@ -57,6 +66,9 @@ def _finished(folder: Path) -> bool:
 def train_adapters(cfg: DictConfig, out: Path, dims: Sequence[str], mode: str) -> dict[str, str]:
     """Train the adapters; returns {dimension or "all": adapter directory}."""
     jobs = [(d, [d]) for d in dims] if mode == "per_dimension" else [("all", list(dims))]
+    balance = (cfg.get("rank") or {}).get("balance", "sampling")
+    if balance not in BALANCE:
+        raise ConfigError("rank.balance", f"{balance!r} is not one of {', '.join(BALANCE)}")
     folders = {}
     for name, job_dims in jobs:
         folder = out / name
@@ -69,32 +81,32 @@ def train_adapters(cfg: DictConfig, out: Path, dims: Sequence[str], mode: str) -
             sub.output_dir = str(folder)
             sub.run_name = f"{cfg.run_name}-{name}"
             sub.data.dimensions = job_dims
+            sub.datamodule.weighted_sampling = balance == "sampling"
+            sub.module.weighted_loss = balance == "loss"
         log.info("ESC-RANK: training the %s adapter into %s", name, folder)
         train(sub)
     return folders
 
 
-def evaluate(cfg: DictConfig, out: Path, folders: Mapping[str, str], mode: str) -> list[agree.Agreement]:
-    """Agreement with the human scores of the test split: trained judge, base model, baselines."""
+def evaluate(cfg: DictConfig, out: Path, folders: Mapping[str, str], mode: str) -> list[agree.Table]:
+    """Agreement with the human scores of the test split: the trained judge, the base model
+    (``rank.compare_base``) and the baselines, every row on the same items."""
     data = OmegaConf.to_container(cfg.data, resolve=True)
     test, train_part = split_annotations(data, "test")
     rank_cfg = cfg.get("rank") or {}
     test = sample_dialogues(test, rank_cfg.get("eval_dialogues"), int(cfg.get("seed", 42)))
-    reference = human_reference(test)
     items = annotated_items(test)
     model = OmegaConf.to_container(cfg.model, resolve=True)
-    dims = [d for d in DIMENSION_KEYS if any(k[1] == d for k in reference)]
+    dims = sorted({it.dimension for it in items}, key=DIMENSION_KEYS.index)
     adapters = (
         {"layout": "per_dimension", "root": str(out), "dimensions": [d for d in dims if d in folders]}
         if mode == "per_dimension"
         else {"layout": "single", "root": folders["all"]}
     )
-    judges = {
-        "rank": (f"ESC-RANK ({cfg.model.name})", adapters),
-        "base": (f"{cfg.model.name} zero-shot", None),
-    }
-    results: list[agree.Agreement] = []
-    n_resamples, seed = int(rank_cfg.get("bootstrap", 1000)), int(cfg.get("seed", 0))
+    judges = {"rank": (judge_label(cfg), adapters)}
+    if rank_cfg.get("compare_base", True):
+        judges["base"] = (f"{cfg.model.name} zero-shot", None)
+    rows: dict[str, Any] = {}
     for file_name, (label, judge_adapters) in judges.items():
         judge = build_judge(
             {
@@ -104,14 +116,21 @@ def evaluate(cfg: DictConfig, out: Path, folders: Mapping[str, str], mode: str) 
                 "prompt": data.get("prompt", "official"),
                 "batch_size": int(rank_cfg.get("eval_batch_size", 4)),
                 "adapters": judge_adapters,
+                "min_answer_mass": float(rank_cfg.get("min_answer_mass", 0.0)) if judge_adapters else 0.0,
             }
         )
         try:
-            predicted = judge_items(judge, items, ScoreStore(out / "test_scores" / f"{file_name}.jsonl"))
+            rows[label] = judge_items(judge, items, ScoreStore(out / "test_scores" / f"{file_name}.jsonl"))
         finally:
             judge.close()
-        results += judge_agreement(label, predicted, reference, n_resamples, seed)
-    return results + baselines(train_part, test, reference, n_resamples, seed)
+    rows.update(baselines(train_part, test))
+    n_resamples, seed = int(rank_cfg.get("bootstrap", 1000)), int(cfg.get("seed", 0))
+    return agree.agreement_tables(agreement_items(test), rows, n_resamples, seed)
+
+
+def judge_label(cfg: DictConfig) -> str:
+    """The trained judge's row label: model and adapter layout."""
+    return f"ESC-RANK ({cfg.model.name}, {(cfg.get('rank') or {}).get('adapters', 'per_dimension')})"
 
 
 def train_esc_rank(cfg: DictConfig) -> dict[str, Any]:
@@ -140,13 +159,14 @@ def _train_esc_rank(cfg: DictConfig, out: Path) -> dict[str, Any]:
     )
     if without:
         log.warning("No training annotations for %s: no adapter, nothing measured", ", ".join(without))
+    write_trained_on(out, data.get("annotations"), [*parts["train"], *parts["val"]])
     try:
         folders = train_adapters(cfg, out, dims, mode)
         results = evaluate(cfg, out, folders, mode) if rank_cfg.get("evaluate", True) else []
     except BaseException as err:
         manifest.finish(status="failed", error=f"{type(err).__name__}: {err}"[:500])
         raise
-    title = f"ESC-RANK ({cfg.model.name}) on the held-out test split"
+    title = f"{judge_label(cfg)} against people on the held-out test split"
     report = write_agreement(out, results, title) if results else ""
     manifest.finish(
         status="completed",

@@ -32,6 +32,9 @@ class Sample:
     turn that recites the role card, `esc.sft.echo`). `group` names the dialogue a sample comes
     from when several samples share one (CharacterEval scenes, RoleBench sessions); the train/val
     split keeps a group together. None means the sample is its own group.
+    `learn_end_of_turn=False` learns an assistant turn's content without its end-of-turn token (an
+    ESC-RANK answer is the digit alone); `weight` is the sample's share in weighted sampling or a
+    weighted loss (ESC-RANK's class balance; 1 everywhere else).
     """
 
     id: str
@@ -41,6 +44,8 @@ class Sample:
     messages: list[Message] = field(default_factory=list)
     group: str | None = None
     hold_out: tuple[int, ...] = ()
+    learn_end_of_turn: bool = True
+    weight: float = 1.0
 
     @property
     def split_key(self) -> str:

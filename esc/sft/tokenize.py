@@ -36,14 +36,15 @@ def _render(tokenizer: Any, messages: Messages, add_generation_prompt: bool = Fa
 
 
 def chat_segments(
-    tokenizer: Any, messages: Messages, hold_out: Collection[int] = ()
+    tokenizer: Any, messages: Messages, hold_out: Collection[int] = (), learn_end_of_turn: bool = True
 ) -> list[tuple[str, bool]]:
     """Split the rendered chat into (text, is_learned) pieces whose concatenation is the full render.
 
     Learned pieces are each assistant message's content through its end-of-turn token, without
-    trailing whitespace; assistant messages whose index is in `hold_out` are not learned. Raises
-    UserError if the template is not prefix-stable (a later render does not extend an earlier one),
-    because then assistant spans cannot be located by text difference.
+    trailing whitespace (`learn_end_of_turn=False`: the content alone, as ESC-RANK learns only the
+    answer); assistant messages whose index is in `hold_out` are not learned. Raises UserError if
+    the template is not prefix-stable (a later render does not extend an earlier one), because then
+    assistant spans cannot be located by text difference.
     """
     if getattr(tokenizer, "chat_template", None) is None:
         raise UserError(f"tokenizer {getattr(tokenizer, 'name_or_path', '')!r} has no chat template")
@@ -63,12 +64,23 @@ def chat_segments(
             )
         span = through[len(before) :]
         learned = span.rstrip()
+        closing = ""  # the end-of-turn text when it is not learned
+        if not learn_end_of_turn:
+            content = str(message["content"])
+            if not content or not learned.startswith(content):
+                raise UserError(
+                    "chat template does not write assistant turn "
+                    f"{i} verbatim, so its content cannot be learned without its end-of-turn text"
+                )
+            learned, closing = content, learned[len(content) :]
         if cursor < len(before):
             pieces.append((full[cursor : len(before)], False))
         if learned:
             pieces.append((learned, True))
-        if len(learned) < len(span):  # whitespace closing the turn: its own piece, marks a cut point
-            pieces.append((span[len(learned) :], False))
+        if closing:
+            pieces.append((closing, False))
+        if len(learned) + len(closing) < len(span):  # whitespace closing the turn: a cut point
+            pieces.append((span[len(learned) + len(closing) :], False))
         cursor = len(through)
     if cursor < len(full):
         pieces.append((full[cursor:], False))
@@ -76,16 +88,21 @@ def chat_segments(
 
 
 def encode_chat(
-    tokenizer: Any, messages: Messages, max_length: int, hold_out: Collection[int] = ()
+    tokenizer: Any,
+    messages: Messages,
+    max_length: int,
+    hold_out: Collection[int] = (),
+    learn_end_of_turn: bool = True,
 ) -> dict[str, list[int]] | None:
     """Tokenize a chat; labels are -100 except on assistant content and its end-of-turn token
-    (assistant messages whose index is in `hold_out` excepted).
+    (assistant messages whose index is in `hold_out` excepted; `learn_end_of_turn=False`: the
+    content only).
 
     Longer chats are truncated by dropping whole trailing turns: the result ends right after the
     last learned assistant turn (and the whitespace that follows it) that fits in `max_length`.
     Returns None when not even the first learned turn fits, or when there is none.
     """
-    pieces = chat_segments(tokenizer, messages, hold_out)
+    pieces = chat_segments(tokenizer, messages, hold_out, learn_end_of_turn)
     if not any(learned for _, learned in pieces):
         return None
     ids_per_piece = tokenizer([text for text, _ in pieces], add_special_tokens=False)["input_ids"]
@@ -98,9 +115,13 @@ def encode_chat(
         if learned:
             end = len(input_ids)
             nxt = k + 1
-            # include whitespace that closes the turn (e.g. ChatML's "\n" after <|im_end|>)
-            if nxt < len(pieces) and not pieces[nxt][1] and not pieces[nxt][0].strip():
+            # include an unlearned end-of-turn and the whitespace that closes the turn (ChatML's
+            # "<|im_end|>" when not learned, the "\n" after it)
+            while (
+                nxt < len(pieces) and not pieces[nxt][1] and _closes_turn(pieces, nxt, k, learn_end_of_turn)
+            ):
                 end += len(ids_per_piece[nxt])
+                nxt += 1
             cut_points.append(end)
     if len(input_ids) > max_length:
         fitting = [c for c in cut_points if c <= max_length]
@@ -109,6 +130,17 @@ def encode_chat(
         keep = fitting[-1]
         input_ids, labels = input_ids[:keep], labels[:keep]
     return {"input_ids": input_ids, "attention_mask": [1] * len(input_ids), "labels": labels}
+
+
+def _closes_turn(
+    pieces: Sequence[tuple[str, bool]], index: int, learned: int, learn_end_of_turn: bool
+) -> bool:
+    """Whether unlearned piece `index` still belongs to the turn of learned piece `learned`: the
+    whitespace after it, or (content-only learning) its end-of-turn text right after it."""
+    text = pieces[index][0]
+    if not text.strip():
+        return True
+    return not learn_end_of_turn and index == learned + 1 and "\n" not in text.rstrip()
 
 
 def encode_dataset(
@@ -133,7 +165,13 @@ def encode_dataset(
     ds = datasets.Dataset.from_list(rows)
 
     def encode(example: dict[str, Any]) -> dict[str, list[int]]:
-        out = encode_chat(tokenizer, example["messages"], max_length, example.get("hold_out") or ())
+        out = encode_chat(
+            tokenizer,
+            example["messages"],
+            max_length,
+            example.get("hold_out") or (),
+            bool(example.get("learn_end_of_turn", True)),
+        )
         return out or {"input_ids": [], "attention_mask": [], "labels": []}
 
     ds = ds.map(encode, remove_columns=["messages", "hold_out"], num_proc=num_proc, desc="tokenize")
@@ -150,7 +188,8 @@ def encode_dataset(
 
 
 def collate(batch: Sequence[Mapping[str, Any]], pad_token_id: int) -> dict[str, Any]:
-    """Right-pad input_ids (pad_token_id), attention_mask (0) and labels (-100) into tensors."""
+    """Right-pad input_ids (pad_token_id), attention_mask (0) and labels (-100) into tensors; the
+    samples' `weight`, when they have one."""
     import torch
 
     width = max(len(ex["input_ids"]) for ex in batch)
@@ -161,6 +200,8 @@ def collate(batch: Sequence[Mapping[str, Any]], pad_token_id: int) -> dict[str, 
             continue
         rows = [list(ex[key]) + [pad] * (width - len(ex[key])) for ex in batch]
         out[key] = torch.tensor(rows, dtype=torch.long)
+    if "weight" in batch[0]:  # Sample.weight, for a weighted loss
+        out["weight"] = torch.tensor([float(ex["weight"]) for ex in batch], dtype=torch.float)
     return out
 
 

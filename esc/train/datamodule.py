@@ -27,16 +27,35 @@ class ResumableSampler(DistributedSampler):
     A `DistributedSampler`, so Lightning leaves it in place under DDP and calls `set_epoch` every
     epoch; with one process it is a seeded shuffle. `skip` indices are dropped from the front of the
     next pass only: that is how a resumed run continues the epoch where its checkpoint was written.
+    With `weights` (one per sample), an epoch is as many draws with replacement, each sample drawn
+    in proportion to its weight (class-balanced sampling), from the same seeded generator.
     """
 
     def __init__(
-        self, dataset: Any, num_replicas: int = 1, rank: int = 0, shuffle: bool = True, seed: int = 0
+        self,
+        dataset: Any,
+        num_replicas: int = 1,
+        rank: int = 0,
+        shuffle: bool = True,
+        seed: int = 0,
+        weights: Sequence[float] | None = None,
     ) -> None:
         super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed)
         self.skip = 0
+        self.weights = None if weights is None else list(map(float, weights))
 
     def __iter__(self) -> Iterator[int]:
-        indices = list(super().__iter__())
+        if self.weights is None:
+            indices = list(super().__iter__())
+        else:
+            import torch
+
+            generator = torch.Generator()
+            generator.manual_seed(self.seed + self.epoch)
+            draws = torch.multinomial(
+                torch.tensor(self.weights, dtype=torch.double), self.total_size, True, generator=generator
+            ).tolist()
+            indices = draws[self.rank : self.total_size : self.num_replicas]
         skip, self.skip = self.skip, 0
         return iter(indices[skip:])
 
@@ -114,7 +133,8 @@ class ChatSFTDataModule(pl.LightningDataModule):
     batches come from a `ResumableDataLoader` (shuffled by ``seed`` and the epoch; ``seed=None``:
     the seed given to `seed_everything`), so a resumed run continues the epoch where it stopped.
     With ``packing``, the rows of a batch are flattened into one sequence whose samples do not
-    attend to each other (`esc.sft.tokenize.collate_packed`).
+    attend to each other (`esc.sft.tokenize.collate_packed`). With ``weighted_sampling``, training
+    draws samples in proportion to their `Sample.weight` (ESC-RANK's class balance).
     """
 
     def __init__(
@@ -129,6 +149,7 @@ class ChatSFTDataModule(pl.LightningDataModule):
         num_proc: int | None = None,
         cache: bool = True,
         seed: int | None = None,
+        weighted_sampling: bool = False,
     ) -> None:
         super().__init__()
         self.data_cfg = data
@@ -141,6 +162,7 @@ class ChatSFTDataModule(pl.LightningDataModule):
         self.num_proc = num_proc
         self.cache = cache
         self.seed = seed
+        self.weighted_sampling = weighted_sampling
         self._train_loader: ResumableDataLoader | None = None
         self._loader_state: Mapping[str, int] | None = None  # from a checkpoint, for the next loader
         self.train_set = None
@@ -175,6 +197,8 @@ class ChatSFTDataModule(pl.LightningDataModule):
         if len(self.train_set) == 0:
             raise ConfigError("model.max_length", f"no training sample fits in {self.max_length} tokens")
         if self.packing:
+            if self.weighted_sampling:
+                raise ConfigError("datamodule.packing", "packing and weighted sampling do not combine")
             self.train_set = pack(self.train_set, self.max_length)
         log.info(
             "Training data: %d train / %d val sequences (max_length=%d, packing=%s)",
@@ -235,6 +259,7 @@ class ChatSFTDataModule(pl.LightningDataModule):
             num_replicas=trainer.world_size if trainer is not None else 1,
             rank=trainer.global_rank if trainer is not None else 0,
             seed=seed,
+            weights=self.train_set["weight"] if self.weighted_sampling else None,
         )
         self._train_loader = ResumableDataLoader(
             self.train_set,

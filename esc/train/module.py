@@ -57,6 +57,7 @@ class LoRACausalLM(pl.LightningModule):
         warmup_ratio: float = 0.0,
         quantization: Mapping[str, Any] | None = None,
         gradient_checkpointing: bool = False,
+        weighted_loss: bool = False,
     ) -> None:
         super().__init__()
         self.model_cfg = dict(model)
@@ -66,6 +67,7 @@ class LoRACausalLM(pl.LightningModule):
         self.scheduler_factory = scheduler
         self.warmup_ratio = warmup_ratio
         self.gradient_checkpointing = gradient_checkpointing
+        self.weighted_loss = weighted_loss
         self.model: torch.nn.Module | None = None
         self.strict_loading = False  # checkpoints carry the adapter only
 
@@ -134,8 +136,22 @@ class LoRACausalLM(pl.LightningModule):
         inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "labels")}
         return self(**inputs).loss
 
+    def _weighted_step(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Each sample's mean token loss times its weight, over the batch's total weight."""
+        logits = self(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        labels = batch["labels"][:, 1:]
+        losses = torch.nn.functional.cross_entropy(
+            logits[:, :-1].float().transpose(1, 2), labels, ignore_index=-100, reduction="none"
+        )
+        counted = (labels != -100).float()
+        per_sample = (losses * counted).sum(-1) / counted.sum(-1).clamp(min=1)
+        weight = batch["weight"].to(per_sample.device) * (counted.sum(-1) > 0)
+        return (per_sample * weight).sum() / weight.sum().clamp(min=1e-8)
+
     def training_step(self, batch: Mapping[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        loss = self._step(batch)
+        if self.weighted_loss and "weight" not in batch:
+            raise ConfigError("module.weighted_loss", "the training samples carry no weight")
+        loss = self._weighted_step(batch) if self.weighted_loss else self._step(batch)
         tokens = (batch["labels"] != -100).sum()
         self.log("train/loss", loss, prog_bar=True, on_step=True, on_epoch=False)
         self.log("train/target_tokens", tokens.float(), on_step=True, on_epoch=False, reduce_fx="sum")

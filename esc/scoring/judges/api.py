@@ -63,6 +63,8 @@ class APIJudge(Judge):
         adapters: ``{layout, root}`` as for the local judge: one LoRA adapter per (dimension,
             language), sent with each request (backends that switch adapters per request).
         cache: the request cache node of the run (reruns replay identical requests).
+        default_system: the system turn sent when the prompt style has none; null: the backend
+            model's ``chat_default_system`` (vLLM in this process with InternLM2), if it has one.
     """
 
     def __init__(
@@ -75,9 +77,14 @@ class APIJudge(Judge):
         constrain: bool = False,
         adapters: Mapping[str, Any] | None = None,
         cache: Mapping[str, Any] | None = None,
+        default_system: str | None = None,
     ) -> None:
         self.name = name
         self.prompt = prompt
+        model = (backend or {}).get("model")
+        self.default_system = default_system or (
+            model.get("chat_default_system") if isinstance(model, Mapping) else None
+        )
         self.style = prompt_style(prompt)
         self.backend: ChatBackend = with_cache(build_backend(backend, key="judge.backend"), cache)
         self.constrain = bool(constrain)
@@ -105,6 +112,7 @@ class APIJudge(Judge):
             "name": self.name,
             "backend": self.backend.identity(),
             "prompt": {"style": self.prompt, "version": self.prompt_version},
+            "default_system": self.default_system,
             "settings": self.settings.to_dict(),
             "method": "strict parse (+ log-probabilities where returned)",
         }
@@ -133,7 +141,7 @@ class APIJudge(Judge):
         return [j for j in judgments if j is not None]
 
     def _judge(self, items: Sequence[ScoreItem], settings: GenerationSettings) -> list[Judgment]:
-        batch = [it.prompt(self.style) for it in items]
+        batch = [it.prompt(self.style, self.default_system) for it in items]
         choices = items[0].choices
         judgments = []
         for reply in self.backend.generate(batch, settings):

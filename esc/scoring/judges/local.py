@@ -1,10 +1,13 @@
 """A local causal LM as judge: one forward pass per item, the score read off the answer distribution.
 
 For each (dialogue, dimension) the judge prompt is rendered with the model's chat template and a
-generation prompt, and one forward pass gives the next-token distribution at the answer position.
-Its probabilities of the tokens "0".."4" give the score (the most likely), the expected score and
-the five probabilities, renormalised; `answer_mass` says how much probability fell on them at all.
-Nothing is generated and nothing is parsed, so no reply can be misread.
+generation prompt (a style without a system text sends the model's own chat() default system turn,
+`model.chat_default_system`, as score.py's InternLM2 `chat()` does), and one forward pass gives the
+next-token distribution at the answer position. Its probabilities of the answers "0".."4" (each
+summed over the ids that spell it there, `esc.scoring.answer_tokens`: the same ids ESC-RANK
+training labels) give the score (the most likely), the expected score and the five probabilities,
+renormalised; `answer_mass` says how much probability fell on them at all. Nothing is generated and
+nothing is parsed, so no reply can be misread.
 
 Items are judged by (dimension, language): they share a rubric, so the prompt text before the
 dialogue is the same for all of them, and it is run once, its keys and values reused by every batch
@@ -26,6 +29,7 @@ from esc.chat.backends._common import one_line, plain
 from esc.errors import ConfigError, UserError
 from esc.models.loading import adapter_weights, model_label
 from esc.models.revision import adapter_hash, resolve_revision
+from esc.scoring.answer_tokens import AnswerTokens, answer_probabilities, answer_tokens
 from esc.scoring.judge import DIGITS, FAILED, INVALID, Judge, Judgment, ScoreItem, register_judge
 from esc.scoring.rubrics import (
     DIMENSION_KEYS,
@@ -104,6 +108,8 @@ class LocalJudge(Judge):
             null: the model's context window.
         min_answer_mass: judgments whose answers "0".."4" get less probability than this in total
             are invalid (0: always read the distribution, report the mass).
+        default_system: the system turn sent when the prompt style has none; null: the model's
+            ``chat_default_system`` (InternLM2's chat() default), if it has one.
     """
 
     def __init__(
@@ -116,9 +122,11 @@ class LocalJudge(Judge):
         batch_size: int = 8,
         max_prompt_tokens: int | None = None,
         min_answer_mass: float = 0.0,
+        default_system: str | None = None,
     ) -> None:
         self.name = name
         self.model_cfg = plain(model)
+        self.default_system = default_system or self.model_cfg.get("chat_default_system")
         self.prompt = prompt
         self.style = prompt_style(prompt)
         self.adapters_cfg = plain(adapters)
@@ -132,7 +140,7 @@ class LocalJudge(Judge):
         self._model: Any = None
         self._tokenizer: Any = None
         self._device: Any = None
-        self._answer_ids: dict[tuple[str, ...], list[int]] = {}
+        self._answers: dict[tuple[str, ...], AnswerTokens] = {}
         self._adapter_names: dict[tuple[str, str], str] = {}
         self._identity: dict[str, Any] | None = None
         self._lock = threading.RLock()
@@ -161,30 +169,15 @@ class LocalJudge(Judge):
                 self.model_cfg, self.device_name, [(path, names[path]) for path in distinct]
             )
             self._adapter_names = {key: names[str(path)] for key, path in self.paths.items()}
-            self.answer_ids(DIGITS)  # a model whose "0".."4" are not single tokens fails here
+            self.answers(DIGITS)  # a model whose "0".."4" are not single tokens fails here
 
-    def answer_ids(self, choices: tuple[str, ...]) -> list[int]:
-        """The token id of each answer (e.g. "0".."4") right after the generation prompt."""
-        if choices in self._answer_ids:
-            return self._answer_ids[choices]
-        tok = self._tokenizer
-        probe = tok.apply_chat_template(
-            [{"role": "user", "content": "Score?"}], tokenize=False, add_generation_prompt=True
-        )
-        base = tok(probe, add_special_tokens=False)["input_ids"]
-        ids = []
-        for answer in choices:
-            full = tok(probe + str(answer), add_special_tokens=False)["input_ids"]
-            new = full[len(base) :]
-            if full[: len(base)] != base or len(new) != 1:
-                raise ConfigError(
-                    "judge.model",
-                    f"{self.model_cfg.get('name')}: the answer {answer!r} is not one token after the "
-                    "generation prompt, so it cannot be scored from one next-token distribution",
-                )
-            ids.append(new[0])
-        self._answer_ids[choices] = ids
-        return ids
+    def answers(self, choices: tuple[str, ...]) -> AnswerTokens:
+        """The ids of each answer (e.g. "0".."4") at the answer position (`esc.scoring.answer_tokens`)."""
+        if choices not in self._answers:
+            self._answers[choices] = answer_tokens(
+                self._tokenizer, choices, self.default_system, name=str(self.model_cfg.get("name"))
+            )
+        return self._answers[choices]
 
     def identity(self) -> dict[str, Any]:
         if self._identity is None:
@@ -204,17 +197,22 @@ class LocalJudge(Judge):
                     {"layout": self.adapters_cfg.get("layout"), "files": adapters} if adapters else None
                 ),
                 "prompt": {"style": self.prompt, "version": self.prompt_version},
+                "default_system": self.default_system,
                 "method": "next-token distribution over 0-4",
             }
         return dict(self._identity)
 
     # --- scoring ------------------------------------------------------------------------------
 
-    def prompt_ids(self, item: ScoreItem) -> list[int]:
-        text = self._tokenizer.apply_chat_template(
-            item.prompt(self.style), tokenize=False, add_generation_prompt=True
+    def prompt_text(self, item: ScoreItem) -> str:
+        """The whole string the model reads for `item`, special tokens included."""
+        return self._tokenizer.apply_chat_template(
+            item.prompt(self.style, self.default_system), tokenize=False, add_generation_prompt=True
         )
-        return list(self._tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def prompt_ids(self, item: ScoreItem) -> list[int]:
+        """The token ids the model reads: `prompt_text` encoded whole (its special tokens as written)."""
+        return list(self._tokenizer(self.prompt_text(item), add_special_tokens=False)["input_ids"])
 
     def _limit(self) -> int | None:
         if self.max_prompt_tokens:
@@ -333,7 +331,7 @@ class LocalJudge(Judge):
                 use_cache=layers is not None,
                 **kwargs,
             ).logits[:, -1, :]
-        probs = torch.softmax(logits.float(), dim=-1)[:, self.answer_ids(items[0].choices)]
+        probs = answer_probabilities(torch.softmax(logits.float(), dim=-1), self.answers(items[0].choices))
         return probs.cpu().tolist()
 
     def close(self) -> None:
