@@ -31,6 +31,8 @@ from esc.errors import ConfigError
 from esc.interact.engine import CONTEXT_POLICIES, ENGINE_MODES
 from esc.models.loading import AUTO_CLASSES
 from esc.scoring.agreement_run import SPLITS as AGREEMENT_SPLITS
+from esc.scoring.rank_data import ADAPTER_MODES as RANK_ADAPTERS
+from esc.scoring.rank_data import BALANCE_MODES as RANK_BALANCE
 from esc.scoring.run import MODES as RANK_MODES
 
 Job = Literal["train", "evaluate", "rank", "cards"]
@@ -297,6 +299,14 @@ RULES: tuple[Rule, ...] = (
     Rule("data.sources.smile.cards", path("file", null=True), TRAIN, "a JSON-lines card file; null: none"),
     Rule("data.sources.roleplay.rolebench_turns", integer(1), TRAIN, "question/answer pairs per session"),
     Rule("data.val_fraction", number(minimum=0, below=1), TRAIN),
+    Rule("data.balance_power", number(minimum=0), TRAIN, "0: no class weights; 1: every score equally"),
+    Rule("datamodule.weighted_sampling", boolean(), TRAIN),
+    Rule("module.weighted_loss", boolean(), TRAIN),
+    Rule("rank.adapters", one_of(*RANK_ADAPTERS), TRAIN),
+    Rule("rank.balance", one_of(*RANK_BALANCE), TRAIN),
+    Rule("rank.compare_base", boolean(), TRAIN),
+    Rule("rank.min_answer_mass", number(minimum=0, maximum=1), TRAIN),
+    Rule("rank.bootstrap", integer(0), TRAIN),
     # python -m esc.cards build
     Rule("cards.limit", integer(1, null=True), CARDS, "the first N records of each source; null: all"),
     Rule("cards.languages", list_of(one_of(*LANGUAGES)), CARDS),

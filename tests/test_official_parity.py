@@ -239,3 +239,63 @@ def test_paper_prompt_is_its_figure(dimension: str, language: str) -> None:
     dialogue = dialogue_text(LINES)
     expected = figure_chat(paper_figures()[FIGURE_OF[(dimension, language)]], dialogue)
     assert item.prompt(prompt_style("paper")) == expected
+
+
+# --- old scores are refused, never mixed ---------------------------------------------------------------
+
+
+def _set_prompt_version(node: object, version: int) -> None:
+    if isinstance(node, dict):
+        if node.get("style") == "official" and "version" in node:
+            node["version"] = version
+        for value in node.values():
+            _set_prompt_version(value, version)
+    elif isinstance(node, list):
+        for value in node:
+            _set_prompt_version(value, version)
+
+
+def test_scores_of_the_old_official_prompt_are_refused_not_mixed(tmp_path: Path) -> None:
+    from esc.interact.dialogue import Dialogue, Turn
+    from tests.helpers import run_entry
+
+    folder = tmp_path / "dialogues"
+    folder.mkdir()
+    turns = [Turn("roleplayer", "I lost my job.", "stop"), Turn("target", "I am sorry.", "stop")]
+    dialogue = Dialogue(1, "en", "rp", "bot", "sys", "Hello.", None, turns, "complete")
+    (folder / "bot__rp__en.jsonl").write_text(json.dumps(dialogue.to_dict()) + "\n")
+    out = tmp_path / "rank"
+    args = ["judge=tiny", f"dialogues={folder}", "scoring.progress=false", "leaderboard.charts=false",
+            "dimensions=[empathy]", f"hydra.run.dir={out}"]  # fmt: skip
+    assert run_entry("rank.py", args).returncode == 0
+    # the folder of an older run: its settings name the prompt of version 1
+    settings = json.loads((out / "settings.json").read_text())
+    _set_prompt_version(settings, 1)
+    (out / "settings.json").write_text(json.dumps(settings))
+    scores = (out / "scores" / "bot__rp__en__tiny.jsonl").read_bytes()
+    again = run_entry("rank.py", args)
+    assert again.returncode == 2 and "Traceback" not in again.stderr
+    [error] = [line for line in again.stderr.splitlines() if line.startswith("error:")]
+    assert "version" in error and "hydra.run.dir=NEW_DIR" in error
+    assert (out / "scores" / "bot__rp__en__tiny.jsonl").read_bytes() == scores
+    # the report of score files made with two versions of the prompt is refused too
+    old = [json.loads(line) for line in scores.decode().splitlines()]
+    for record in old:
+        record["prompt"]["version"] = 1
+    (tmp_path / "old.jsonl").write_text("".join(json.dumps({**r, "dialogue_id": "x/1"}) + "\n" for r in old))
+    mixed = run_entry("rank.py", ["mode=leaderboard", f"scores=[{out / 'scores'},{tmp_path / 'old.jsonl'}]",
+                                  f"hydra.run.dir={tmp_path / 'board'}"])  # fmt: skip
+    assert mixed.returncode == 2
+    [error] = [line for line in mixed.stderr.splitlines() if line.startswith("error:")]
+    assert "official v1, official v2" in error
+
+
+def test_esc_rank_recipe_defaults_to_the_released_adapters_settings() -> None:
+    from omegaconf import OmegaConf
+
+    peft = OmegaConf.to_container(compose(["+exp=esc_rank"]).peft, resolve=True)
+    assert {k: peft[k] for k in ("r", "lora_alpha", "lora_dropout", "target_modules")} == {
+        "r": 8, "lora_alpha": 16, "lora_dropout": 0.0, "target_modules": ["wqkv"],
+    }  # fmt: skip
+    tiny = OmegaConf.to_container(compose(["+exp=esc_rank", "model=tiny"]).peft, resolve=True)
+    assert tiny["target_modules"] is None  # another model: its own linear layers

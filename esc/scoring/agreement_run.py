@@ -28,7 +28,7 @@ from esc.scoring.annotations import Annotation, human_reference
 from esc.scoring.judge import VALID, Judge, ScoreItem
 from esc.scoring.rank_data import splits
 from esc.scoring.rubrics import DIMENSION_KEYS
-from esc.scoring.store import ScoreRecord, ScoreStore, latest, read_scores
+from esc.scoring.store import ScoreRecord, ScoreStore, merge_score_files
 
 log = logging.getLogger(__name__)
 SPLITS = ("train", "val", "test", "all")
@@ -58,7 +58,7 @@ def judge_items(
     judge: Judge, items: Sequence[ScoreItem], store: ScoreStore, chunk: int = 32, progress: bool = True
 ) -> Predictions:
     """Judge each item not yet in `store` (appending as it goes); the prediction of every item."""
-    pending = [item for item in items if not store.is_done((item.item_id, item.dimension))]
+    pending = [item for item in items if not store.is_done((item.item_id, item.dimension), item.content_sha)]
     prompt = {"style": judge.prompt, "version": judge.prompt_version}
     with tqdm(total=len(pending), unit="score", desc=f"judge {judge.name}", disable=not progress) as bar:
         for start in range(0, len(pending), chunk):
@@ -71,6 +71,7 @@ def judge_items(
                     language=it.language,
                     judge=judge.name,
                     prompt=prompt,
+                    content_sha=it.content_sha,
                 )
                 for it, j in zip(part, judge.judge(part), strict=True)
             )
@@ -201,12 +202,12 @@ def held_out(annotations: Sequence[Annotation], trained: set[str], who: str) -> 
 
 def scores_from_files(paths: Sequence[Path]) -> tuple[dict[str, Predictions], list[str]]:
     """(judge -> predictions, the judges' names) from rank.py score files."""
-    records = latest(r for p in paths for r in read_scores(p))
+    records = merge_score_files(paths)
     if not records:
         raise UserError(f"no score records in {', '.join(map(str, paths))}")
     by_judge: dict[str, Predictions] = {}
-    for (dialogue_id, dim), record in records.items():
-        by_judge.setdefault(record.judge, {})[(dialogue_id, dim)] = prediction(record)
+    for record in records:
+        by_judge.setdefault(record.judge, {})[record.key] = prediction(record)
     return by_judge, sorted(by_judge)
 
 

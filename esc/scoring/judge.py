@@ -41,6 +41,16 @@ class ScoreItem:
     messages: tuple[tuple[str, str], ...] | None = None  # (role, content): the prompt, given whole
     choices: tuple[str, ...] = DIGITS  # the answers allowed, in score order
 
+    @property
+    def content_sha(self) -> str:
+        """A hash of what the judge reads of this item (its lines, or its whole prompt and answers):
+        a judgment is done only for the content it was made on."""
+        import hashlib
+        import json
+
+        content = {"lines": self.lines, "messages": self.messages, "choices": self.choices}
+        return hashlib.sha256(json.dumps(content, ensure_ascii=False).encode()).hexdigest()[:16]
+
     def prompt(self, style: Any, default_system: str | None = None) -> list[dict[str, str]]:
         """The judge prompt: `messages` when given, else the rubric of `style` for `dimension`
         (`default_system`: the judge model's chat() default system turn, `PromptStyle.messages`)."""

@@ -33,6 +33,8 @@ from esc.scoring.rubrics import DIMENSION_KEYS, dialogue_text, dimension, prompt
 from esc.sft.sample import Sample
 
 log = logging.getLogger(__name__)
+ADAPTER_MODES = ("per_dimension", "single")  # rank.adapters: one adapter per dimension, or one for all
+BALANCE_MODES = ("sampling", "loss", "none")  # rank.balance: how the class weights are used
 
 
 def load_annotations(cfg: Mapping[str, Any]) -> list[Annotation]:

@@ -27,7 +27,7 @@ from esc.scoring import agreement_run as job
 from esc.scoring import leaderboard as board
 from esc.scoring.judge import FAILED, INVALID, VALID, Judge, ScoreItem, build_judge
 from esc.scoring.rubrics import DIMENSION_KEYS, dimension
-from esc.scoring.store import ScoreRecord, ScoreStore, latest, read_scores, score_file_paths
+from esc.scoring.store import ScoreRecord, ScoreStore, merge_score_files, score_file_paths
 
 log = logging.getLogger(__name__)
 MODES = ("score", "leaderboard", "agreement", "correlation", "roleplay")
@@ -72,6 +72,7 @@ def load_items(path: Path, dims: Sequence[str]) -> list[tuple[ScoreItem, dict[st
             "target": dialogue.target,
             "roleplayer": dialogue.roleplayer,
             "card_id": dialogue.card_id,
+            "source": str(path),
         }
         for key in dims:
             items.append(
@@ -101,7 +102,14 @@ def score_files(out: Path, judge: Judge, sources: Sequence[Path], dims: Sequence
     for path in sources:
         store = ScoreStore(out / "scores" / f"{path.stem}__{judge.name}.jsonl")
         items = load_items(path, dims)
-        pending = [(item, f) for item, f in items if not store.is_done((item.item_id, item.dimension))]
+        pending = [
+            (item, f)
+            for item, f in items
+            if not store.is_done((item.item_id, item.dimension), item.content_sha)
+        ]
+        changed = sum(store.changed((it.item_id, it.dimension), it.content_sha) for it, _ in pending)
+        if changed:
+            log.warning("%s: %d judgments were made on other dialogue text: judged again", path, changed)
         counts["skipped"] += len(items) - len(pending)
         plan.append((store, pending))
     total = sum(len(p) for _, p in plan)
@@ -112,14 +120,46 @@ def score_files(out: Path, judge: Judge, sources: Sequence[Path], dims: Sequence
                 part = pending[start : start + chunk]
                 judgments = judge.judge([item for item, _ in part])
                 records = [
-                    ScoreRecord.make(j, judge=judge.name, prompt=prompt, **fields)
-                    for (_, fields), j in zip(part, judgments, strict=True)
+                    ScoreRecord.make(
+                        j, judge=judge.name, prompt=prompt, content_sha=item.content_sha, **fields
+                    )
+                    for (item, fields), j in zip(part, judgments, strict=True)
                 ]
                 store.add(records)
                 counts.update(r.status for r in records)
                 bar.update(len(part))
                 bar.set_postfix(invalid=counts[INVALID], failed=counts[FAILED])
     return counts
+
+
+def refuse_same_names(sources: Sequence[Path]) -> None:
+    """Dialogue files of different runs with one name would share their dialogue ids and score
+    file: a UserError naming both, before any judging."""
+    seen: dict[str, Path] = {}
+    for path in sources:
+        other = seen.setdefault(path.stem, path)
+        if other != path:
+            raise UserError(
+                f"{other} and {path} have the same name, so their dialogues would get the same ids and "
+                "one would supersede the other's scores: score and report them in separate rank.py runs "
+                "(hydra.run.dir=...)"
+            )
+
+
+def check_one_prompt_per_judge(records: Sequence[ScoreRecord], paths: Sequence[Path]) -> None:
+    """Scores of one judge made with different prompts (style or version) are never averaged
+    together: a UserError naming the judge and the prompts."""
+    prompts: dict[str, set[tuple[Any, Any]]] = {}
+    for r in records:
+        prompts.setdefault(r.judge, set()).add((r.prompt.get("style"), r.prompt.get("version")))
+    for name, seen in prompts.items():
+        if len(seen) > 1:
+            found = ", ".join(f"{style} v{version}" for style, version in sorted(seen, key=str))
+            raise UserError(
+                f"the scores of judge {name!r} in {', '.join(map(str, paths))} were made with different "
+                f"prompts ({found}) and cannot be averaged together: rescore the older ones, or name their "
+                "files apart"
+            )
 
 
 def invalid_report(records: Sequence[ScoreRecord]) -> dict[str, dict[str, int]]:
@@ -207,6 +247,7 @@ def run_scores(resolved: Mapping[str, Any], out: Path, manifest: RunManifest, ju
             raise ConfigError("dialogues", "name an evaluate.py output directory or dialogue files")
         dims = selected_dimensions(resolved.get("dimensions"))
         sources = dialogue_files(resolved["dialogues"])
+        refuse_same_names(sources)
         for path in sources:  # bad input stops here, before any judging
             load_items(path, dims[:1])
         judge.check_ready()
@@ -221,9 +262,10 @@ def run_scores(resolved: Mapping[str, Any], out: Path, manifest: RunManifest, ju
             manifest.update(counts=dict(counts))
             raise
     score_paths = sorted((out / "scores").glob("*.jsonl")) if judge is not None else _score_inputs(resolved)
-    records = list(latest(r for p in score_paths for r in read_scores(p)).values())
+    records = merge_score_files(score_paths)
     if not records:
         raise UserError(f"no score records in {', '.join(map(str, score_paths)) or out / 'scores'}")
+    check_one_prompt_per_judge(records, score_paths)
     reports = write_reports(
         out, records, {**(resolved.get("leaderboard") or {}), "seed": resolved.get("seed", 0)}
     )

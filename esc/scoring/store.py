@@ -1,9 +1,12 @@
 """Score files: one JSON line per (dialogue, dimension) judgment, appended as each batch is judged.
 
-`OUT/scores/<target>__<roleplayer>__<lang>__<judge>.jsonl`. A rerun reads what is there and judges
-only what is missing or `failed`; a later line for the same (dialogue, dimension) supersedes an
-earlier one, so a retried failure needs no rewrite. A line cut short by a killed process is dropped
-on the next open (`esc.jsonl`).
+`OUT/scores/<target>__<roleplayer>__<lang>__<judge>.jsonl`. Each judgment records what it judged: a
+hash of the dialogue lines the judge read (`content_sha`) and the file they came from (`source`). A
+rerun reads what is there and judges only what is missing, `failed`, or whose dialogue changed since
+it was judged; a later line for the same (dialogue, dimension) supersedes an earlier one, so a
+retried failure needs no rewrite. A line cut short by a killed process is dropped on the next open
+(`esc.jsonl`). Scores of one dialogue id that several files hold for different dialogues are never
+merged silently (`merge_score_files`).
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ class ScoreRecord:
     target: str | None = None
     roleplayer: str | None = None
     card_id: int | None = None
+    content_sha: str | None = None  # the judged content (`ScoreItem.content_sha`)
+    source: str | None = None  # the dialogue file it came from
 
     @property
     def key(self) -> tuple[str, str]:
@@ -72,18 +77,47 @@ class ScoreRecord:
 def read_scores(path: Path, record_type: type[ScoreRecord] = ScoreRecord) -> Iterator[ScoreRecord]:
     """Every record of a score file, in order; a malformed line is a DataError naming file and line."""
     with Path(path).open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                yield record_type.from_dict(json.loads(line))
-            except (json.JSONDecodeError, TypeError, ValueError) as err:
-                raise DataError(path, f"line {lineno}", f"not a score record ({err})") from None
+        lineno = 0
+        try:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    yield record_type.from_dict(json.loads(line))
+                except (json.JSONDecodeError, TypeError, ValueError) as err:
+                    raise DataError(path, f"line {lineno}", f"not a score record ({err})") from None
+        except UnicodeDecodeError as err:
+            raise DataError(path, f"line {lineno + 1}", f"not UTF-8 text ({err.reason})") from None
 
 
 def latest(records: Iterable[ScoreRecord]) -> dict[tuple[str, str], ScoreRecord]:
     """The last record of each (dialogue, dimension): later lines supersede earlier ones."""
     return {record.key: record for record in records}
+
+
+def merge_score_files(
+    paths: Sequence[Path], record_type: type[ScoreRecord] = ScoreRecord
+) -> list[ScoreRecord]:
+    """The latest judgment of each (dialogue, dimension, judge) over several score files. Within a
+    file later lines supersede earlier ones; across files the same key must be the same judged
+    content (a copy), else a UserError names both files: two runs whose files and card ids share
+    names are kept apart by reporting them in separate calls, never silently superseded."""
+    merged: dict[tuple[str, str, str], tuple[ScoreRecord, Path]] = {}
+    for path in paths:
+        for key, record in latest(read_scores(path, record_type)).items():
+            full = (*key, record.judge)
+            if full in merged:
+                seen, where = merged[full]
+                if seen.content_sha != record.content_sha or seen.content_sha is None:
+                    raise UserError(
+                        f"{where} and {path} both hold judge {record.judge!r}'s score of dialogue "
+                        f"{key[0]!r} ({key[1]}) for different dialogues (or without a record of what was "
+                        "judged): they come from different runs, whose rows would mix; report them in "
+                        "separate calls"
+                    )
+                continue
+            merged[full] = (record, Path(path))
+    return [record for record, _ in merged.values()]
 
 
 class ScoreStore:
@@ -97,9 +131,17 @@ class ScoreStore:
         drop_partial_last_line(self.path)
         self.records = latest(read_scores(self.path, record_type)) if self.path.exists() else {}
 
-    def is_done(self, key: tuple[str, str]) -> bool:
+    def is_done(self, key: tuple[str, str], content_sha: str | None = None) -> bool:
+        """Judged, not failed, and (given `content_sha`) judged on this very content."""
         record = self.records.get(key)
-        return record is not None and record.status != FAILED
+        if record is None or record.status == FAILED:
+            return False
+        return content_sha is None or record.content_sha == content_sha
+
+    def changed(self, key: tuple[str, str], content_sha: str) -> bool:
+        """Judged before, on other content (the dialogue was replaced since)."""
+        record = self.records.get(key)
+        return record is not None and record.content_sha != content_sha
 
     def add(self, records: Iterable[ScoreRecord]) -> None:
         records = list(records)

@@ -46,14 +46,14 @@ from esc.scoring.agreement_run import (
     write_trained_on,
 )
 from esc.scoring.judge import build_judge
-from esc.scoring.rank_data import splits
+from esc.scoring.rank_data import ADAPTER_MODES, BALANCE_MODES, splits
 from esc.scoring.rubrics import DIMENSION_KEYS
 from esc.scoring.store import ScoreStore
 from esc.train.run import output_settings, train
 
 log = logging.getLogger(__name__)
-MODES = ("per_dimension", "single")
-BALANCE = ("sampling", "loss", "none")  # how the scores' imbalance is countered (data.balance_power)
+MODES = ADAPTER_MODES
+BALANCE = BALANCE_MODES
 
 
 def _finished(folder: Path) -> bool:
