@@ -55,7 +55,12 @@ def _parser() -> ArgumentParser:
     )
     merge = sub.add_parser("merge", help="join sharded runs; report missing and duplicated dialogues")
     merge.add_argument("run_dirs", type=Path, nargs="+")
-    merge.add_argument("--out", type=Path, required=True)
+    merge.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="a new folder, or one holding dialogues already: they are kept, the shards' new ones added",
+    )
     return parser
 
 
@@ -87,9 +92,11 @@ def main(argv: list[str] | None = None) -> int:
         report = merge_runs(args.run_dirs, args.out)
         problems = 0
         for name, info in report["files"].items():
+            kept = report["already_in_out"].get(name, 0)
             print(
-                f"{name}: {info['dialogues']} dialogues, {len(info['missing'])} missing, "
-                f"{len(info['duplicated'])} duplicated"
+                f"{name}: {info['dialogues']} dialogues"
+                + (f" ({kept} already in {args.out})" if kept else "")
+                + f", {len(info['missing'])} missing, {len(info['duplicated'])} duplicated"
             )
             problems += len(info["missing"]) + len(info["duplicated"])
         if report["missing_shards"]:

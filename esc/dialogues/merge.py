@@ -1,17 +1,33 @@
-"""Join the outputs of sharded runs (SLURM array jobs) into one, reporting gaps and duplicates."""
+"""Join the outputs of sharded runs (SLURM array jobs) into one, reporting gaps and duplicates.
+
+`--out` may be a new folder or one that already holds dialogues (an earlier merge, before a missing
+shard was rerun; or the unsharded run itself). Nothing completed is ever dropped: merging goes by
+dialogue identity. A dialogue already in `--out` stays as it is, byte for byte; the shards' dialogues
+that are not there yet are appended, in the unsharded run's card order; the same dialogue found
+twice is kept once. Two *different* completed dialogues for one card (the card was played twice, and
+the replies differ) cannot both be kept and neither may be dropped silently: the merge is refused,
+naming both files, before anything is written.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from esc.errors import DataError, UserError
+from esc.interact.dialogue import Dialogue
 from esc.interact.selection import select_cards
 from esc.interact.store import check_against_settings, read_dialogues
 from esc.jsonl import atomic_write_text
 from esc.rundir import RunFolder, check_same_settings, read_settings
+
+#: what makes two records the same dialogue: what the judge reads (prompts, speakers, texts, finish
+#: reasons); timings, cache hits and token counts differ between two runs of the same dialogue
+TURN_IDENTITY = ("speaker", "text", "finish_reason")
+DIALOGUE_IDENTITY = ("roleplayer", "target", "system_prompt", "opener", "target_system_prompt")
 
 
 def same_settings(run_dirs: list[Path]) -> dict | None:
@@ -26,19 +42,28 @@ def same_settings(run_dirs: list[Path]) -> dict | None:
     return known[0][1] if known else None
 
 
+@dataclasses.dataclass
+class FilePlan:
+    """What merging does to one dialogue file of `--out`: keep `existing` (its text, unchanged),
+    append `added`; `duplicated` lists cards found in more than one shard."""
+
+    existing: str = ""
+    n_existing: int = 0
+    keys: set[tuple[int, str]] = dataclasses.field(default_factory=set)
+    added: list[Dialogue] = dataclasses.field(default_factory=list)
+    duplicated: list[int] = dataclasses.field(default_factory=list)
+
+
 def merge_runs(run_dirs: list[Path], dest: Path) -> dict[str, Any]:
-    """Merge `run_dirs/dialogues/*.jsonl` into `dest`, in the unsharded run's card order.
+    """Merge `run_dirs/dialogues/*.jsonl` into `dest` (new, or holding dialogues already).
 
     The expected cards come from the shards' manifests (their `cards` config without the shard);
-    the report lists, per file, missing card ids (no shard completed them) and duplicated ones.
+    the report lists, per file, missing card ids (neither a shard nor `dest` has them) and the
+    duplicated ones (in two shards). Two different dialogues for one card are a UserError raised
+    before `dest` is touched (see the module docstring).
     """
-    manifests = []
-    for run in run_dirs:
-        path = Path(run) / "manifest.json"
-        if not path.exists():
-            raise UserError(f"{path}: missing; is {run} the output directory of an evaluate.py run?")
-        manifests.append(_read_manifest(path))
-    settings = same_settings(run_dirs)
+    manifests = [_read_manifest(Path(run) / "manifest.json", run) for run in run_dirs]
+    settings = _merged_settings(run_dirs, dest)
     cards_cfgs = {json.dumps(m["config"]["cards"], sort_keys=True) for m in manifests}
     if len(cards_cfgs) > 1:
         raise UserError(
@@ -48,21 +73,111 @@ def merge_runs(run_dirs: list[Path], dest: Path) -> dict[str, Any]:
     count = (manifests[0]["config"].get("shard") or {}).get("count", 1)
     order = {(c.id, c.language): i for i, c in enumerate(select_cards(manifests[0]["config"]["cards"]))}
 
-    by_file: dict[str, list] = defaultdict(list)
+    by_file: dict[str, list[tuple[Path, Dialogue]]] = defaultdict(list)
     for run in run_dirs:
         for path in sorted((Path(run) / "dialogues").glob("*.jsonl")):
             if not path.name.endswith(".failed.jsonl"):
                 dialogues = list(read_dialogues(path))
                 if settings is not None:
                     check_against_settings(path, dialogues, settings)
-                by_file[path.name].extend(dialogues)
+                by_file[path.name].extend((path, d) for d in dialogues)
+    _plan(dest, by_file, order, settings)  # conflicts are refused before the folder is created or locked
     # the merged folder resumes like the shards (same settings); locked while it is written
     with RunFolder(dest, "evaluate" if settings is not None else "merge", settings):
-        return _write_merged(run_dirs, dest, by_file, order, shards, count)
+        plans = _plan(dest, by_file, order, settings)  # again: what is in `dest` now, under the lock
+        return _write_merged(run_dirs, dest, plans, order, shards, count)
+
+
+def _merged_settings(run_dirs: list[Path], dest: Path) -> dict | None:
+    """The shards' settings, which must be those of `dest` when it has a record already (checked
+    here, so that a refused merge leaves `dest` untouched). `dest`'s own when the shards have none."""
+    settings = same_settings(run_dirs)
+    recorded = read_settings(dest).get("evaluate") if dest.is_dir() else None
+    if settings is not None and recorded is not None:
+        mine = {k: v for k, v in recorded.items() if k in settings}
+        check_same_settings(mine, settings, str(dest), "merge into a new folder (--out NEW_DIR)")
+    return settings if settings is not None else recorded
+
+
+class _Seen(NamedTuple):
+    """The first dialogue found for a card: where (a dialogue file), and whether in `--out`."""
+
+    place: Path
+    dialogue: Dialogue
+    in_out: bool
+
+
+def _plan(
+    dest: Path, by_file: dict[str, list[tuple[Path, Dialogue]]], order: dict, settings: dict | None
+) -> dict[str, FilePlan]:
+    """Per dialogue file: what `dest` holds already and what the shards add; UserError on two
+    different dialogues for one card (in two shards, or in a shard and `dest`)."""
+    plans = {}
+    for name, found in sorted(by_file.items()):
+        plan = FilePlan()
+        seen = _read_out(dest / "dialogues" / name, settings, plan)
+        for path, dialogue in found:
+            before = seen.get(dialogue.key)
+            _check_same(before, path, dialogue)
+            if before is None:
+                seen[dialogue.key] = _Seen(path, dialogue, in_out=False)
+                plan.added.append(dialogue)
+            elif not before.in_out:  # the same dialogue in two shards: overlapping shards
+                plan.duplicated.append(dialogue.card_id)
+        plan.added.sort(key=lambda d: order.get(d.key, len(order)))
+        plan.keys = set(seen)
+        plans[name] = plan
+    return plans
+
+
+def _read_out(path: Path, settings: dict | None, plan: FilePlan) -> dict[tuple[int, str], _Seen]:
+    """The dialogues `--out` holds already in `path` (none if it does not exist), by card; its text
+    goes to `plan.existing`, kept as it is."""
+    seen: dict[tuple[int, str], _Seen] = {}
+    if not path.is_file():
+        return seen
+    existing = list(read_dialogues(path))  # a DataError naming the line if one is not a dialogue
+    if settings is not None:
+        check_against_settings(path, existing, settings)
+    for dialogue in existing:
+        _check_same(seen.get(dialogue.key), path, dialogue)
+        seen.setdefault(dialogue.key, _Seen(path, dialogue, in_out=True))
+    plan.existing = path.read_text(encoding="utf-8")
+    plan.n_existing = len(seen)
+    return seen
+
+
+def transcript(dialogue: Dialogue) -> tuple:
+    """What makes a completed dialogue the dialogue it is (see TURN_IDENTITY)."""
+    turns = tuple(tuple(getattr(t, f) for f in TURN_IDENTITY) for t in dialogue.turns)
+    return (dialogue.key, *(getattr(dialogue, f) for f in DIALOGUE_IDENTITY), turns)
+
+
+def _check_same(before: _Seen | None, path: Path, dialogue: Dialogue) -> None:
+    """UserError naming both files when `dialogue` and the one seen `before` for its card differ."""
+    if before is None or transcript(before.dialogue) == transcript(dialogue):
+        return
+    where = f"{before.place} and {path}" if before.place != path else f"{path} (twice)"
+    raise UserError(
+        f"{where}: card {dialogue.card_id} ({dialogue.language}) has two different completed dialogues "
+        f"({_difference(before.dialogue, dialogue)}); merging would drop one: keep the one you want (delete "
+        "the other's line) and merge again, or merge into a new folder (--out NEW_DIR)"
+    )
+
+
+def _difference(a: Dialogue, b: Dialogue) -> str:
+    """Where two dialogues of one card first differ, in words."""
+    for field in DIALOGUE_IDENTITY:
+        if getattr(a, field) != getattr(b, field):
+            return f"{field} differs"
+    for i, (x, y) in enumerate(zip(a.turns, b.turns, strict=False), 1):
+        if any(getattr(x, f) != getattr(y, f) for f in TURN_IDENTITY):
+            return f"turn {i} differs"
+    return f"{len(a.turns)} and {len(b.turns)} turns"
 
 
 def _write_merged(
-    run_dirs: list[Path], dest: Path, by_file: dict[str, list], order: dict, shards: list[int], count: int
+    run_dirs: list[Path], dest: Path, plans: dict[str, FilePlan], order: dict, shards: list[int], count: int
 ) -> dict[str, Any]:
     (dest / "dialogues").mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {
@@ -70,29 +185,31 @@ def _write_merged(
         "shards": shards,
         "shard_count": count,
         "missing_shards": sorted(set(range(count)) - set(shards)),
+        "already_in_out": {},
         "files": {},
     }
-    for name, dialogues in sorted(by_file.items()):
-        seen: dict[tuple[int, str], Any] = {}
-        duplicated = []
-        for dialogue in dialogues:
-            if dialogue.key in seen:
-                duplicated.append(dialogue.card_id)
-            else:
-                seen[dialogue.key] = dialogue
+    for name, plan in plans.items():
+        path = dest / "dialogues" / name
+        if plan.added or not path.exists():  # what is there already stays as it is, byte for byte
+            existing = plan.existing + ("\n" if plan.existing and not plan.existing.endswith("\n") else "")
+            lines = [json.dumps(d.to_dict(), ensure_ascii=False) + "\n" for d in plan.added]
+            atomic_write_text(path, existing + "".join(lines))
         language = name.rsplit("__", 1)[-1].removesuffix(".jsonl")
-        expected = {key for key in order if key[1] == language}
-        missing = sorted(card_id for card_id, lang in expected - set(seen))
-        keys = sorted(seen, key=lambda k: order.get(k, len(order)))
-        lines = [json.dumps(seen[key].to_dict(), ensure_ascii=False) + "\n" for key in keys]
-        atomic_write_text(dest / "dialogues" / name, "".join(lines))
-        report["files"][name] = {"dialogues": len(seen), "missing": missing, "duplicated": sorted(duplicated)}
+        missing = sorted(card for card, lang in order if lang == language and (card, lang) not in plan.keys)
+        report["already_in_out"][name] = plan.n_existing
+        report["files"][name] = {
+            "dialogues": len(plan.keys),
+            "missing": missing,
+            "duplicated": sorted(plan.duplicated),
+        }
     atomic_write_text(dest / "merge_report.json", json.dumps(report, indent=2) + "\n")
     return report
 
 
-def _read_manifest(path: Path) -> dict[str, Any]:
+def _read_manifest(path: Path, run: Path) -> dict[str, Any]:
     """An evaluate.py run's manifest; DataError if it is not one (not JSON, no `config.cards`)."""
+    if not path.exists():
+        raise UserError(f"{path}: missing; is {run} the output directory of an evaluate.py run?")
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:

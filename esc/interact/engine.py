@@ -23,7 +23,7 @@ from typing import Any
 
 from esc.chat.base import ChatBackend, GenerationSettings, Reply
 from esc.errors import ConfigError
-from esc.interact.dialogue import Dialogue, Turn, fit_context
+from esc.interact.dialogue import ContextFit, Dialogue, Turn, fit_context
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,9 @@ class Usage:
         return data
 
 
-#: what to do when a prompt outgrows a model's context window (`dialogue.context_policy`)
+#: what to do when a prompt outgrows a model's context window (`dialogue.context_policy`): truncate_oldest
+#: drops the oldest exchanges, and fails the dialogue when that is not enough; fail fails it at once.
+#: Either way a prompt over the window is never sent: the failure is recorded with its reason (exit 3).
 CONTEXT_POLICIES = ("truncate_oldest", "fail")
 #: how dialogues advance (`engine.mode`): auto picks streaming when every side has a `max_concurrency`
 ENGINE_MODES = ("auto", "waves", "streaming")
@@ -124,7 +126,7 @@ class DialogueEngine:
     roleplayer: Side
     target: Side
     turns: int = 5
-    context_policy: str = "truncate_oldest"  # or "fail"
+    context_policy: str = "truncate_oldest"  # or "fail" (CONTEXT_POLICIES)
     usage: dict[str, Usage] = dataclasses.field(
         default_factory=lambda: {"roleplayer": Usage(), "target": Usage()}
     )
@@ -201,26 +203,9 @@ class DialogueEngine:
             return
         prompts = []
         for dialogue in active:
-            messages = view(dialogue)
-            head = keep_head if keep_head is not None else int(bool(dialogue.target_system_prompt))
-            fitted, n = fit_context(
-                messages,
-                side.backend.count_tokens,
-                side.backend.context_window,
-                side.settings.max_new_tokens,
-                head,
-            )
-            if n and self.context_policy == "fail":
-                dialogue.fail(f"{speaker} context window ({side.backend.context_window} tokens) exceeded")
-                continue
-            if n:
-                log.warning(
-                    "card %s: %s prompt over its context window; dropped %d oldest messages",
-                    dialogue.card_id,
-                    speaker,
-                    n,
-                )
-            prompts.append((dialogue, fitted, n))
+            fitted = self._fit(dialogue, side, speaker, view(dialogue), keep_head)
+            if fitted is not None:
+                prompts.append((dialogue, fitted.messages, fitted.dropped))
         replies = side.backend.generate([p[1] for p in prompts], side.settings) if prompts else []
         if len(replies) != len(prompts):
             raise RuntimeError(
@@ -233,6 +218,46 @@ class DialogueEngine:
                 dialogue.fail(f"{speaker} {side.name}: {reply.error or 'generation failed'}")
                 continue
             dialogue.turns.append(Turn.from_reply(speaker, reply, context_dropped=n))
+
+    def _fit(
+        self, dialogue: Dialogue, side: Side, speaker: str, messages: list, keep_head: int | None
+    ) -> ContextFit | None:
+        """The prompt to send for `dialogue`, made to fit `side`'s context window under the
+        context policy; None, with the dialogue failed and the reason recorded, when it cannot fit:
+        `fail` and the prompt is over the window, or `truncate_oldest` and it is still over after
+        dropping every exchange that may be dropped (the card prompt, opener and newest message
+        alone are too long). A prompt over the window is never sent."""
+        head = keep_head if keep_head is not None else int(bool(dialogue.target_system_prompt))
+        window, reserve = side.backend.context_window, side.settings.max_new_tokens
+        truncate = self.context_policy == "truncate_oldest"
+        fit = fit_context(messages, side.backend.count_tokens, window, reserve, head, truncate=truncate)
+        if not fit.fits:
+            reason = f"{speaker} {overflow_reason(fit, window, reserve, self.context_policy)}"
+            log.warning("card %s: failed: %s", dialogue.card_id, reason)
+            dialogue.fail(reason)
+            return None
+        if fit.dropped:
+            log.warning(
+                "card %s: %s prompt over its context window; dropped %d oldest messages",
+                dialogue.card_id,
+                speaker,
+                fit.dropped,
+            )
+        return fit
+
+
+def overflow_reason(fit: ContextFit, window: int | None, reserve: int, policy: str) -> str:
+    """Why a prompt was not sent, for the failed-dialogues file: its size, the window, the policy."""
+    size = f"{fit.tokens} tokens + {reserve} for the reply"
+    if policy == "fail":
+        return (
+            f"prompt does not fit its context window ({window} tokens): {size} (dialogue.context_policy=fail)"
+        )
+    dropped = f" after dropping the {fit.dropped} oldest messages" if fit.dropped else ""
+    return (
+        f"prompt does not fit its context window ({window} tokens): {size}{dropped}, and nothing is left "
+        f"to drop (the system prompt, opener and newest message stay; dialogue.context_policy={policy})"
+    )
 
 
 def usage_report(engine: DialogueEngine) -> dict[str, Any]:
