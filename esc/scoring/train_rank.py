@@ -88,7 +88,9 @@ def train_adapters(cfg: DictConfig, out: Path, dims: Sequence[str], mode: str) -
     return folders
 
 
-def evaluate(cfg: DictConfig, out: Path, folders: Mapping[str, str], mode: str) -> list[agree.Table]:
+def evaluate(
+    cfg: DictConfig, out: Path, folders: Mapping[str, str], mode: str, manifest: RunManifest
+) -> list[agree.Table]:
     """Agreement with the human scores of the test split: the trained judge, the base model
     (``rank.compare_base``) and the baselines, every row on the same items."""
     data = OmegaConf.to_container(cfg.data, resolve=True)
@@ -121,6 +123,8 @@ def evaluate(cfg: DictConfig, out: Path, folders: Mapping[str, str], mode: str) 
         )
         try:
             rows[label] = judge_items(judge, items, ScoreStore(out / "test_scores" / f"{file_name}.jsonl"))
+            if file_name == "rank":  # where its test scores came from (`agreement_run.folder_judge`)
+                manifest.update(judge=judge.identity())
         finally:
             judge.close()
     rows.update(baselines(train_part, test))
@@ -162,7 +166,7 @@ def _train_esc_rank(cfg: DictConfig, out: Path) -> dict[str, Any]:
     write_trained_on(out, data.get("annotations"), [*parts["train"], *parts["val"]])
     try:
         folders = train_adapters(cfg, out, dims, mode)
-        results = evaluate(cfg, out, folders, mode) if rank_cfg.get("evaluate", True) else []
+        results = evaluate(cfg, out, folders, mode, manifest) if rank_cfg.get("evaluate", True) else []
     except BaseException as err:
         manifest.finish(status="failed", error=f"{type(err).__name__}: {err}"[:500])
         raise
