@@ -11,6 +11,7 @@ import torch
 
 from esc.errors import ConfigError, UserError
 from esc.models.loading import is_zero3, load_causal_lm
+from esc.train.rng import CHECKPOINT_KEY, TrainingRandomness, gather_states, states_for_rank
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,8 @@ class LoRACausalLM(pl.LightningModule):
 
     The model is built in ``configure_model`` so that strategies which shard parameters
     (DeepSpeed ZeRO-3, FSDP) can build it inside their context. Checkpoints hold only the
-    trainable (adapter) weights: a 14B base model is never copied into ``last.ckpt``.
+    trainable (adapter) weights: a 14B base model is never copied into ``last.ckpt``, and every
+    rank's random states (`esc.train.rng`), so that a resumed run draws the same dropout masks.
     """
 
     def __init__(
@@ -70,6 +72,7 @@ class LoRACausalLM(pl.LightningModule):
         self.weighted_loss = weighted_loss
         self.model: torch.nn.Module | None = None
         self.strict_loading = False  # checkpoints carry the adapter only
+        self.randomness = TrainingRandomness()
 
     def configure_model(self) -> None:
         if self.model is not None:
@@ -148,6 +151,12 @@ class LoRACausalLM(pl.LightningModule):
         weight = batch["weight"].to(per_sample.device) * (counted.sum(-1) > 0)
         return (per_sample * weight).sum() / weight.sum().clamp(min=1e-8)
 
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+        self.randomness.step_starts()  # the last hook before the step draws (callbacks' hooks run first)
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self.randomness.step_ends()
+
     def training_step(self, batch: Mapping[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         if self.weighted_loss and "weight" not in batch:
             raise ConfigError("module.weighted_loss", "the training samples carry no weight")
@@ -176,7 +185,14 @@ class LoRACausalLM(pl.LightningModule):
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Refuse, in one line and before anything is loaded, a checkpoint of another adapter shape."""
+        """Refuse a checkpoint of another adapter shape; take this rank's random states from it."""
+        self._check_adapter_shape(checkpoint)
+        trainer = self._trainer
+        rank, world_size = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
+        self.randomness.resume(states_for_rank(checkpoint.get(CHECKPOINT_KEY), rank, world_size))
+
+    def _check_adapter_shape(self, checkpoint: dict[str, Any]) -> None:
+        """A one-line UserError, before anything is loaded, for a checkpoint of another adapter shape."""
         strategy = type(getattr(self._trainer, "strategy", None)).__name__
         if "FSDP" in strategy or "DeepSpeed" in strategy:  # sharded names and shapes: their own checks
             return
@@ -206,6 +222,8 @@ class LoRACausalLM(pl.LightningModule):
             )
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Keep the adapter weights only; add every rank's random states (a collective: all ranks save)."""
+        checkpoint[CHECKPOINT_KEY] = gather_states(self.randomness.current())
         trainable = {name for name, p in self.named_parameters() if p.requires_grad}
         state = checkpoint.get("state_dict")
         if state is not None:
