@@ -196,6 +196,57 @@ def strings() -> Check:
     return check
 
 
+def device() -> Check:
+    """`auto`, or a device torch knows (`cpu`, `cuda`, `cuda:1`, `mps`, ...)."""
+
+    def check(value: Any) -> str | None:
+        if value == "auto":
+            return None
+        import torch
+
+        try:
+            torch.device(value)
+        except (RuntimeError, TypeError, ValueError):
+            return f"must be auto or a torch device such as cpu, cuda or cuda:1, got {_show(value)}"
+        return None
+
+    return check
+
+
+def precision() -> Check:
+    """A precision Lightning's Trainer accepts (`32-true`, `bf16-mixed`, `16-mixed`, 32, ...)."""
+
+    def check(value: Any) -> str | None:
+        from typing import get_args
+
+        from lightning_fabric.plugins.precision.precision import _PRECISION_INPUT
+
+        allowed = [c for part in get_args(_PRECISION_INPUT) for c in get_args(part)]
+        if any(type(value) is type(c) and value == c for c in allowed):
+            return None
+        shown = ", ".join(str(c) for c in allowed if isinstance(c, str) and "-" in c)
+        return f"must be one of {shown} (or 64, 32, 16, bf16), got {_show(value)}"
+
+    return check
+
+
+def validation_interval() -> Check:
+    """Lightning's `val_check_interval`: null, a number of batches, a fraction of an epoch, or a time
+    "DD:HH:MM:SS" (four integers)."""
+    batches, fraction = integer(1), number(above=0, maximum=1)
+
+    def check(value: Any) -> str | None:
+        parts = value.split(":") if isinstance(value, str) else []
+        is_time = len(parts) == 4 and all(p.strip().isdigit() for p in parts)
+        if value is None or is_time or batches(value) is None or fraction(value) is None:
+            return None
+        return (
+            f"must be null, an integer >= 1, a number > 0 and <= 1 or a time DD:HH:MM:SS, got {_show(value)}"
+        )
+
+    return check
+
+
 def either(*checks: Check) -> Check:
     """Passes when any check passes; otherwise the problem of the last one."""
 
@@ -233,6 +284,7 @@ def _side_rules(side: str) -> list[Rule]:
     """evaluate.py: the role-player's and the target's backend and decoding settings."""
     return [
         Rule(f"{side}.backend.kind", one_of(*BACKEND_KINDS), EVALUATE),
+        Rule(f"{side}.backend.device", device(), EVALUATE, "auto: a CUDA GPU when there is one"),
         Rule(f"{side}.backend.adapter", path("dir", null=True), EVALUATE, "a PEFT adapter directory"),
         Rule(f"{side}.backend.batch_size", either(one_of("auto"), integer(1)), EVALUATE, "or auto"),
         Rule(f"{side}.backend.model.auto_class", one_of(*AUTO_CLASSES, null=True), EVALUATE),
@@ -292,6 +344,13 @@ RULES: tuple[Rule, ...] = (
     Rule("trainer.num_sanity_val_steps", integer(-1), TRAIN),
     Rule("trainer.limit_val_batches", number(minimum=0), TRAIN),
     Rule("trainer.gradient_clip_val", number(minimum=0, null=True), TRAIN),
+    Rule("trainer.precision", precision(), TRAIN, "bf16-mixed on GPUs, 32-true on CPUs"),
+    Rule(
+        "trainer.val_check_interval",
+        validation_interval(),
+        TRAIN,
+        "null: at each epoch's end; N: every N training batches; 0.25: four times an epoch",
+    ),
     Rule("callbacks.checkpoint.every_n_train_steps", integer(0, null=True), TRAIN),
     Rule("data.languages", list_of(one_of(*LANGUAGES)), TRAIN),
     Rule("data.roleplay_ratio", number(minimum=0), TRAIN),
@@ -338,6 +397,7 @@ RULES: tuple[Rule, ...] = (
     Rule("agreement.bootstrap", integer(0), RANK),
     Rule("correlation.bootstrap", integer(0), RANK),
     Rule("judge.kind", one_of(*JUDGE_KINDS), RANK, when=_judging),
+    Rule("judge.device", device(), RANK, "auto: a CUDA GPU when there is one", when=_judging),
     Rule("judge.batch_size", integer(1), RANK, when=_judging),
     Rule("judge.max_new_tokens", integer(1), RANK, when=_judging),
     Rule("judge.min_answer_mass", number(minimum=0, maximum=1), RANK, when=_judging),

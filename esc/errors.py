@@ -9,6 +9,7 @@ import os
 import re
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -61,21 +62,67 @@ def in_multirun() -> bool:
 
 # OSErrors that say what to change about the machine (permissions, a read-only or full disk), not a bug.
 ENVIRONMENT_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT})
+# OSErrors that say a path names the wrong kind of thing: a file where a folder is needed, or the reverse.
+PATH_KIND_ERRNOS = frozenset({errno.EEXIST, errno.ENOTDIR, errno.EISDIR})
 INTERRUPTED = 130  # 128 + SIGINT, the shell's convention
 
 
-def environment_error(err: BaseException) -> UserError | None:
+def _run_folder() -> str | None:
+    """The output folder of this Hydra job, if this is one."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return str(HydraConfig.get().runtime.output_dir) if HydraConfig.initialized() else None
+    except Exception:  # no Hydra, or a config without a runtime: no run folder to name
+        return None
+
+
+def _file_in_the_way(path: str) -> str:
+    """`path`, or the nearest folder above it that is in fact a file (mkdir of A/B with A a file)."""
+    for candidate in (Path(path), *Path(path).parents):
+        if candidate.is_file():
+            return str(candidate)
+    return path
+
+
+def _path_error(err: OSError, option: str | None) -> UserError:
+    filename = str(err.filename)
+    reason = err.strerror or os.strerror(err.errno or 0)
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        folder = _run_folder()
+        inside = folder is not None and Path(filename).resolve().is_relative_to(Path(folder).resolve())
+        where = f" (run folder {folder})" if inside else ""
+        return UserError(
+            f"{filename}: {reason}{where}; free some space, then rerun the same command: the files "
+            "written before are kept"
+        )
+    if err.errno == errno.EISDIR:
+        return UserError(f"{filename}: is a folder, where a file is needed; name a file")
+    if err.errno in PATH_KIND_ERRNOS:
+        option = option or ("hydra.run.dir=NEW_DIR" if _run_folder() is not None else "--out")
+        return UserError(
+            f"{_file_in_the_way(filename)}: is an existing file, where a folder is needed; name a folder "
+            f"({option})"
+        )
+    return UserError(f"{filename}: {reason}; choose a writable folder (hydra.run.dir=... or --out)")
+
+
+def environment_error(err: BaseException, option: str | None = None) -> UserError | None:
     """A one-line UserError naming the path when `err`, or an error that caused it (a log file that
-    cannot be opened makes `logging` raise a ValueError), is a permission, read-only or disk-full
-    OSError on a named path; None otherwise."""
+    cannot be opened makes `logging` raise a ValueError), is an OSError on a named path that says
+    what to change: permissions, a read-only or full disk (naming the run folder too), a file where
+    a folder is needed or the reverse; None otherwise. `option`: what to change to name another
+    folder (default: `hydra.run.dir` in a Hydra job, else `--out`)."""
     seen: set[int] = set()
     cause: BaseException | None = err
     while cause is not None and id(cause) not in seen:
         seen.add(id(cause))
-        if isinstance(cause, OSError) and cause.errno in ENVIRONMENT_ERRNOS and cause.filename:
-            full = cause.errno in (errno.ENOSPC, errno.EDQUOT)
-            hint = "free some space" if full else "choose a writable folder (hydra.run.dir=... or --out)"
-            return UserError(f"{cause.filename}: {cause.strerror or os.strerror(cause.errno)}; {hint}")
+        if (
+            isinstance(cause, OSError)
+            and cause.errno in ENVIRONMENT_ERRNOS | PATH_KIND_ERRNOS
+            and cause.filename
+        ):
+            return _path_error(cause, option)
         cause = cause.__cause__ or cause.__context__
     return None
 
@@ -152,8 +199,16 @@ def run_hydra(main: Callable[[], Any]) -> Any:
     exit code 2: an unknown key or config option, a malformed override, a run folder it cannot write.
 
     Hydra prints these itself on several lines and exits with 1, unless HYDRA_FULL_ERROR=1 asks it to
-    raise them instead, which this sets for the call. Other errors keep their full traceback.
+    raise them instead, which this sets for the call. Other errors keep their full traceback. What
+    reaches the console has its secrets masked (a sweep echoes each job's overrides, a token among them).
     """
+    from esc.secrets import console_masked
+
+    with console_masked():
+        return _run_hydra(main)
+
+
+def _run_hydra(main: Callable[[], Any]) -> Any:
     from hydra.errors import ConfigCompositionException, OverrideParseException, SearchPathException
 
     previous = os.environ.get("HYDRA_FULL_ERROR")
@@ -166,8 +221,8 @@ def run_hydra(main: Callable[[], Any]) -> Any:
         _fail(f"a job of the sweep did not complete (the first: {err})", err.exit_code)
     except KeyboardInterrupt:
         _fail("interrupted", INTERRUPTED)
-    except Exception as err:  # also Hydra's own writes: OUT/.hydra, the log file
-        user_error = environment_error(err)
+    except Exception as err:  # also Hydra's own writes: the run folder, the log file
+        user_error = environment_error(err, "hydra.run.dir=NEW_DIR")
         if user_error is None:
             raise  # a bug, not bad input: keep the traceback
         _fail(user_error)

@@ -1,12 +1,14 @@
 """Append-only JSON-lines files that survive a killed writer (dialogue and score files).
 
-Each write appends whole lines, then flushes and fsyncs. A line cut short by a killed process has no
-newline at the end of the file; `drop_partial_last_line` removes it on the next open, so every
-complete line already written stays valid.
+Each write appends whole lines, then fsyncs. A line cut short by a killed process has no newline at
+the end of the file; `drop_partial_last_line` removes it on the next open, so every complete line
+already written stays valid. A write that fails (a full disk) takes back its part line at once and
+raises an OSError naming the file. Files replaced whole go through a temp file (`atomic_write_*`).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -20,29 +22,64 @@ _UMASK = os.umask(0o022)  # read the process umask (set it back at once): new fi
 os.umask(_UMASK)
 
 
+def _write_all(fd: int, data: bytes, path: Path) -> None:
+    """Write every byte of `data` to `fd`, then fsync. `path` (the file meant, for a temp file the one
+    it will replace) is only for tests, which make this fail as a full disk would."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.fsync(fd)
+
+
+def _named(err: OSError, path: Path) -> OSError:
+    """`err` naming `path`: a write on a full disk raises an OSError that names no file."""
+    if err.filename:
+        return err
+    return type(err)(err.errno, err.strerror or os.strerror(err.errno or 0), str(path))
+
+
 def append_jsonl(path: Path, records: Iterable[Mapping[str, Any]]) -> None:
-    """Append records as JSON lines and make them durable (flush + fsync)."""
-    lines = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
-    if not lines:
+    """Append records as JSON lines and make them durable (fsync). A write that fails (a full disk)
+    takes back what it wrote, so the lines already in the file stay whole, and names the file."""
+    data = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records).encode("utf-8")
+    if not data:
         return
-    with Path(path).open("a", encoding="utf-8") as fh:
-        fh.write(lines)
-        fh.flush()
-        os.fsync(fh.fileno())
+    path = Path(path)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        size = os.fstat(fd).st_size
+        try:
+            _write_all(fd, data, path)
+        except OSError as err:
+            os.ftruncate(fd, size)
+            raise _named(err, path) from None
+    finally:
+        os.close(fd)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Replace `path` with `text` in one step, through a temp file unique to this process and call
-    (two writers never share a temp file; a reader sees the old or the new file, never half)."""
+    """Replace `path` with `text` in one step (see `atomic_write_bytes`)."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` in one step, through a temp file unique to this process and call
+    (two writers never share a temp file; a reader sees the old or the new file, never half). A write
+    that fails (a full disk) leaves the old file as it was and names `path`."""
     path = Path(path)
+    if path.is_dir():  # os.replace would name the temp file
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
+        try:
+            _write_all(fd, data, path)
+        finally:
+            os.close(fd)
         os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_UMASK)
         os.replace(tmp, path)
+    except OSError as err:
+        Path(tmp).unlink(missing_ok=True)
+        raise _named(err, path) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -8,14 +8,24 @@ settings differ stops with one line naming the first difference, before any work
 
 A second process on the same folder stops at once (`OUT/.lock`, an OS-level lock that dies with its
 process, so a killed run leaves no stale lock behind).
+
+A refused or failed start leaves the folder as it was. Nothing of a run reaches the folder before it
+is accepted (locked, settings checked): Hydra's record of the job (`.hydra/`, `esc.secrets`) is
+written then, and its log file (`FolderLogHandler`) opened then. A start that fails after that but
+before any work (no output file changed: a value only the Trainer checks, a model that does not load)
+puts the folder's records back -- settings, manifest, `.hydra/`, logs -- so it pins no settings.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import logging
 import os
 import socket
+import threading
+import weakref
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -24,14 +34,16 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from esc.errors import ConfigError, UserError
-from esc.jsonl import atomic_write_text
+from esc.jsonl import atomic_write_bytes, atomic_write_text
 from esc.runinfo import now
+from esc.secrets import HYDRA_SUBDIR, save_hydra_files
 
 log = logging.getLogger(__name__)
 
 SETTINGS_FILE = "settings.json"
 LOCK_FILE = ".lock"
 OWNER_FILE = ".lock.owner"
+MANIFEST_FILE = "manifest.json"
 NEW_FOLDER_HINT = "start a new folder (hydra.run.dir=NEW_DIR), or rerun with the folder's settings to resume"
 
 
@@ -101,17 +113,25 @@ class RunFolder:
         self.settings = _plain(dict(settings)) if settings is not None else None
         self.lock = lock
         self._lock: FileLock | None = None
+        self._before: FolderState | None = None
 
     def __enter__(self) -> RunFolder:
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             if self.lock:
                 self._acquire()
+                self._before = FolderState.read(self.folder)
             self._check_or_record()
+            self._accept()
         except PermissionError as err:
+            self._undo()
             self.release()
-            raise UserError(f"{self.folder}: cannot write the run folder ({err.strerror})") from None
+            raise UserError(
+                f"{self.folder}: cannot write the run folder ({err.strerror}); choose a writable folder "
+                "(hydra.run.dir=NEW_DIR)"
+            ) from None
         except BaseException:
+            self._undo()
             self.release()
             raise
         return self
@@ -119,7 +139,32 @@ class RunFolder:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.release()
+        try:
+            if exc_type is not None:
+                self._undo()
+        finally:
+            self.release()
+
+    def _accept(self) -> None:
+        """The run may go on: now Hydra's record of it (written by the lock holder only) and its log
+        reach the folder."""
+        if self.lock:
+            save_hydra_files(self.folder)
+        open_folder_logs(self.folder)
+
+    def _undo(self) -> None:
+        """A start that failed before any work: put the folder's records back as they were."""
+        if self._before is None:
+            return
+        try:
+            restored = self._before.restore_if_no_work(self.folder)
+            if restored is not None:
+                hold_folder_logs(self.folder)
+            if restored:
+                log.info("%s: stopped before any work; its records are put back as they were", self.folder)
+        except OSError as err:  # a full disk, say: the error that stopped the run says more
+            log.warning("%s: could not put the folder's records back (%s)", self.folder, err)
+        self._before = None
 
     def _acquire(self) -> None:
         lock = FileLock(self.folder / LOCK_FILE, timeout=0)
@@ -177,6 +222,148 @@ class RunFolder:
             (self.folder / OWNER_FILE).unlink(missing_ok=True)
             self._lock.release()
             self._lock = None
+
+
+def _is_lock(rel: Path) -> bool:
+    return rel.as_posix() in (LOCK_FILE, OWNER_FILE)
+
+
+def _is_temp(rel: Path) -> bool:
+    return rel.name.startswith(".") and rel.name.endswith(".tmp")  # a file being replaced (esc.jsonl)
+
+
+def _is_record(rel: Path) -> bool:
+    """The folder's records of its attempts, rewritten by each: settings, manifest, Hydra's `.hydra/`."""
+    return rel.as_posix() in (SETTINGS_FILE, MANIFEST_FILE) or rel.parts[0] == HYDRA_SUBDIR
+
+
+def _is_log(rel: Path) -> bool:
+    return len(rel.parts) == 1 and rel.suffix == ".log"
+
+
+@dataclasses.dataclass(frozen=True)
+class FolderState:
+    """A run folder before an attempt: its records (settings, manifest, `.hydra/`) by content, its
+    logs by size, every other file (the outputs) by size and modification time."""
+
+    records: dict[Path, bytes]
+    logs: dict[Path, int]
+    outputs: dict[Path, tuple[int, int]]
+
+    @classmethod
+    def read(cls, folder: Path) -> FolderState:
+        records, logs, outputs = {}, {}, {}
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            rel = path.relative_to(folder)
+            if _is_lock(rel) or _is_temp(rel):
+                continue
+            if _is_record(rel):
+                records[rel] = path.read_bytes()
+            elif _is_log(rel):
+                logs[rel] = path.stat().st_size
+            else:
+                stat = path.stat()
+                outputs[rel] = (stat.st_size, stat.st_mtime_ns)
+        return cls(records, logs, outputs)
+
+    def restore_if_no_work(self, folder: Path) -> int | None:
+        """When no output changed since (files created empty aside), put the records and logs back
+        as they were and remove those empty files; the number of files put back. None when an output
+        changed: the attempt keeps its records, as its outputs were made with the settings recorded."""
+        now = FolderState.read(folder)
+        new_empty = [rel for rel, (size, _) in now.outputs.items() if rel not in self.outputs and not size]
+        if {k: v for k, v in now.outputs.items() if k not in new_empty} != self.outputs:
+            return None
+        changed = 0
+        for rel in [*new_empty, *(r for r in now.records if r not in self.records)]:
+            (folder / rel).unlink(missing_ok=True)
+            changed += 1
+        for rel, data in self.records.items():
+            if now.records.get(rel) != data:
+                atomic_write_bytes(folder / rel, data)
+                changed += 1
+        for rel, size in now.logs.items():
+            if rel not in self.logs:
+                (folder / rel).unlink(missing_ok=True)
+                changed += 1
+            elif size > self.logs[rel]:
+                os.truncate(folder / rel, self.logs[rel])
+                changed += 1
+        hydra_dir = folder / HYDRA_SUBDIR
+        if not any(rel.parts[0] == HYDRA_SUBDIR for rel in self.records) and hydra_dir.is_dir():
+            with contextlib.suppress(OSError):  # not empty: files of another kind stay
+                hydra_dir.rmdir()
+        return changed
+
+
+class FolderLogHandler(logging.FileHandler):
+    """Hydra's job log (`OUT/<job>.log`, conf/hydra/job_logging/esc.yaml), written only once a `RunFolder`
+    has accepted the run: until then the records are held, so that a refused start (a folder in use,
+    other settings) or a bad value adds no line to the folder's log; they are written first when the
+    folder is accepted. A start that never gets there drops them (the console showed them)."""
+
+    #: a job that logs more than this without a RunFolder (none of ours) gets its file anyway
+    HOLD_AT_MOST = 10_000
+
+    def __init__(self, filename: str, mode: str = "a", encoding: str | None = None) -> None:
+        super().__init__(filename, mode, encoding, delay=True)
+        self._held: list[logging.LogRecord] | None = []
+        with _FOLDER_LOGS_LOCK:
+            _FOLDER_LOGS.add(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self._held is None:
+            super().emit(record)
+            return
+        self._held.append(record)
+        if len(self._held) > self.HOLD_AT_MOST:
+            self.open_log()
+
+    def in_folder(self, folder: Path) -> bool:
+        return Path(os.path.realpath(self.baseFilename)).parent == Path(os.path.realpath(folder))
+
+    def open_log(self) -> None:
+        """Write the records held, and every later one as it comes (the file exists from now on)."""
+        self.acquire()
+        try:
+            if self.stream is None:
+                self.stream = self._open()
+            held, self._held = self._held, None
+            for record in held or []:
+                super().emit(record)
+        finally:
+            self.release()
+
+    def hold(self) -> None:
+        """Hold (and in the end drop) the records again: the run stopped before any work."""
+        self.acquire()
+        try:
+            if self.stream is not None:
+                self.stream.close()
+                self.stream = None  # type: ignore[assignment]
+            self._held = []
+        finally:
+            self.release()
+
+
+_FOLDER_LOGS: weakref.WeakSet[FolderLogHandler] = weakref.WeakSet()
+_FOLDER_LOGS_LOCK = threading.Lock()
+
+
+def _folder_logs(folder: Path) -> list[FolderLogHandler]:
+    with _FOLDER_LOGS_LOCK:
+        return [h for h in _FOLDER_LOGS if h.in_folder(folder)]
+
+
+def open_folder_logs(folder: Path) -> None:
+    """The run in `folder` is accepted: its log handlers write."""
+    for handler in _folder_logs(folder):
+        handler.open_log()
+
+
+def hold_folder_logs(folder: Path) -> None:
+    for handler in _folder_logs(folder):
+        handler.hold()
 
 
 #: identity fields that are not settings: they change with a package upgrade or a code fix (the

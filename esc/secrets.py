@@ -9,14 +9,18 @@ in `extra_body`, a `+hf_token=...` override on the command line):
   the variables a config names in `api_key_env`, credential-like config entries and command-line
   overrides -- is replaced by ``***`` wherever it appears, inside any string.
 
-`RedactHydraFiles` is a Hydra callback (conf/hydra/default.yaml) that rewrites the files Hydra saves
-into each run folder (`.hydra/config.yaml`, `overrides.yaml`, `hydra.yaml`) and a sweep's
-`multirun.yaml` through the same nets.
+`RedactHydraFiles` is a Hydra callback (conf/hydra/default.yaml) that keeps Hydra's record of a job
+(`.hydra/config.yaml`, `overrides.yaml`, `hydra.yaml`) masked by the same nets, and only written
+once the run folder has accepted the run (`save_hydra_files`, called by `esc.rundir.RunFolder`); it
+masks a sweep's `multirun.yaml` too. `RedactLogFilter` masks what the logs say, the console included
+(Hydra's launcher echoes each job's overrides: `#0 : +hf_token=...`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
+import logging
 import os
 import re
 import sys
@@ -129,16 +133,16 @@ def argv_redacted(config: Any = None) -> Iterator[None]:
         sys.argv[:] = saved
 
 
-def scrub_file(path: Path, values: Iterable[str]) -> bool:
-    """Mask secrets in a YAML file (Hydra's): parsed, so that a value YAML folded over two lines is
-    still found; credential-like keys and `key=value` overrides are masked too. True if changed."""
+def scrub_yaml(text: str, values: Iterable[str]) -> str:
+    """`text`, a YAML document (Hydra's), with secrets masked: parsed, so that a value YAML folded over
+    two lines is still found; credential-like keys and `key=value` overrides are masked too. The text
+    itself when there is nothing to mask."""
     import yaml
 
     try:
-        text = path.read_text(encoding="utf-8")
         data = yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return False
+    except yaml.YAMLError:
+        return text
     values = list(values)
 
     def overrides(item: Any) -> Any:
@@ -151,22 +155,140 @@ def scrub_file(path: Path, values: Iterable[str]) -> bool:
         return item
 
     clean = overrides(redact(data, values))
-    if clean == data:
+    return text if clean == data else yaml.safe_dump(clean, sort_keys=False, allow_unicode=True)
+
+
+def scrub_file(path: Path, values: Iterable[str]) -> bool:
+    """Mask secrets in a YAML file (`scrub_yaml`). True if changed."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    clean = scrub_yaml(text, values)
+    if clean == text:
         return False
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(yaml.safe_dump(clean, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    tmp.write_text(clean, encoding="utf-8")
     os.replace(tmp, path)
     return True
 
 
+#: `key=value` in running text (an override, possibly quoted in a list): the value ends at a space,
+#: a quote, a comma or a closing bracket
+_ASSIGNMENT = re.compile(r"(?P<key>[+~]*[\w.-]+)=(?P<value>[^\s'\",\])}]+)")
+
+
+def mask_overrides(text: str, values: Iterable[str]) -> str:
+    """`text` (a log message, a line of console output) with secret values, and the values of
+    credential-like `key=value` overrides, masked."""
+
+    def mask(match: re.Match[str]) -> str:
+        key = match.group("key")
+        return f"{key}={MASK}" if is_secret_key(key.lstrip("+~").rsplit(".", 1)[-1]) else match.group(0)
+
+    return scrub_text(_ASSIGNMENT.sub(mask, text), values)
+
+
+class _MaskedStream:
+    """A text stream that masks secrets in what is written to it (`console_masked`)."""
+
+    def __init__(self, stream: Any, values: list[str]) -> None:
+        self._stream = stream
+        self._values = values
+
+    def write(self, text: str) -> int:
+        self._stream.write(mask_overrides(text, self._values))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:  # flush, isatty, fileno, encoding...: the real stream's
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def console_masked() -> Iterator[None]:
+    """`sys.stdout` and `sys.stderr` with secrets masked while the block runs: what Hydra writes
+    itself (a sweep's `Error executing job with overrides: [..., '+hf_token=...']`) and every print."""
+    values = secret_values()
+    saved = sys.stdout, sys.stderr
+    masked: Any = _MaskedStream(sys.stdout, values), _MaskedStream(sys.stderr, values)
+    sys.stdout, sys.stderr = masked
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+class RedactLogFilter(logging.Filter):
+    """A logging filter (on the handlers of conf/hydra/job_logging/esc.yaml and hydra_logging/esc.yaml,
+    console and file) that masks secrets in every record before it is written: Hydra's launcher
+    echoes a sweep's overrides."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        clean = mask_overrides(message, secret_values())
+        if clean != message:
+            record.msg, record.args = clean, None
+        return True
+
+
+#: Hydra's record of the job running in this process, masked: {output dir: {file name: text}}
+_HYDRA_FILES: dict[str, dict[str, str]] = {}
+HYDRA_SUBDIR = ".hydra"  # where Hydra keeps its record of a job (its default `hydra.output_subdir`)
+
+
+def _folder_key(folder: str | os.PathLike[str]) -> str:
+    return os.path.realpath(folder)
+
+
+def _hydra_record(config: Any) -> dict[str, str]:
+    """The three files Hydra writes for a job (`hydra.core.utils.run_job`), as its texts, masked."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf, open_dict, read_write
+
+    task = copy.deepcopy(config)
+    with read_write(task), open_dict(task):
+        del task["hydra"]
+    values = secret_values(OmegaConf.to_container(config, resolve=False), config.hydra.overrides.task)
+    texts = {
+        "config.yaml": OmegaConf.to_yaml(task),
+        "hydra.yaml": OmegaConf.to_yaml(HydraConfig.instance().cfg),
+        "overrides.yaml": OmegaConf.to_yaml(config.hydra.overrides.task),
+    }
+    return {name: scrub_yaml(text, values) for name, text in texts.items()}
+
+
+def save_hydra_files(folder: str | os.PathLike[str]) -> list[Path]:
+    """Write Hydra's record of this job (`.hydra/config.yaml`, `hydra.yaml`, `overrides.yaml`,
+    masked) into `folder` when it is the job's output folder; `esc.rundir.RunFolder` calls this once
+    it has accepted the run, so a refused or failed start leaves the folder's record as it was.
+    Returns the files written (none outside a Hydra job)."""
+    from esc.jsonl import atomic_write_text
+
+    texts = _HYDRA_FILES.get(_folder_key(folder))
+    if not texts:
+        return []
+    subdir = Path(folder) / HYDRA_SUBDIR
+    subdir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in texts.items():
+        atomic_write_text(subdir / name, text)
+        written.append(subdir / name)
+    return written
+
+
 class RedactHydraFiles(Callback):
-    """Hydra callback: mask secrets in the config files Hydra saved for this job (and the sweep)."""
+    """Hydra callback: keep this job's record for `save_hydra_files` (conf/hydra/default.yaml sets
+    `hydra.output_subdir: null`, so that Hydra does not write it before the job could check the
+    folder), and mask the files Hydra saved itself (a sweep's `multirun.yaml`, and `.hydra/` when
+    `hydra.output_subdir` is set again)."""
 
     def on_job_start(self, config: Any, **kwargs: Any) -> None:
         from hydra.types import RunMode
         from omegaconf import OmegaConf
 
         hydra_cfg = config.hydra
+        if hydra_cfg.output_subdir is None:
+            _HYDRA_FILES[_folder_key(hydra_cfg.runtime.output_dir)] = _hydra_record(config)
         values = secret_values(OmegaConf.to_container(config, resolve=False), hydra_cfg.overrides.task)
         files: list[Path] = []
         if hydra_cfg.output_subdir is not None:
@@ -176,3 +298,6 @@ class RedactHydraFiles(Callback):
         for path in files:
             if path.is_file():
                 scrub_file(path, values)
+
+    def on_job_end(self, config: Any, **kwargs: Any) -> None:
+        _HYDRA_FILES.pop(_folder_key(config.hydra.runtime.output_dir), None)

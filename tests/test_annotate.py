@@ -14,7 +14,7 @@ import tests.scripted_backend  # noqa: F401  (registers backend kind "scripted")
 from esc.annotate.__main__ import main as annotate
 from esc.annotate.agreement import agreement, resolve
 from esc.annotate.kinds import task_kind
-from esc.annotate.tasks import Label, import_labels, read_tasks
+from esc.annotate.tasks import Label, import_labels, read_tasks, to_esc_rank
 from esc.cards import load_cards
 from esc.errors import DataError
 from esc.interact.run import evaluate
@@ -229,3 +229,19 @@ def test_unknown_task_out_of_range_and_twice_are_one_line_errors(run_dir: Path, 
     twice.write_text(json.dumps({"task_id": some, "annotator": "a", "fluency": 1}) + "\n")
     with pytest.raises(DataError, match="labelled twice"):
         import_labels(tasks, [twice, twice])
+
+
+def test_to_esc_rank_takes_only_scores_0_to_4_of_known_tasks(run_dir: Path, tmp_path: Path) -> None:
+    """Labels built in code (not read from a checked labels.jsonl) are checked too: a score of 7, a
+    field that is no dimension or a task not exported never reach ESC-RANK's training file."""
+    annotate(["export", "dialogue", "--dialogues", str(run_dir), "--out", str(tmp_path / "t")])
+    tasks = read_tasks(tmp_path / "t")
+    some = sorted(tasks)[0]
+    assert [a.score for a in to_esc_rank([Label(some, "dialogue", "a", "fluency", "3")], tasks)] == [3]
+    for label, message in [
+        (Label(some, "dialogue", "a", "fluency", "7"), "integer 0-4"),
+        (Label(some, "dialogue", "a", "coherence", "1"), "integer 0-4"),
+        (Label("dialogue:nope", "dialogue", "a", "fluency", "1"), "unknown task id"),
+    ]:
+        with pytest.raises(DataError, match=rf"mine.jsonl \[record label 1 .*{message}"):
+            to_esc_rank([label], tasks, "mine.jsonl")

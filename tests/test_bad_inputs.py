@@ -11,6 +11,8 @@ time, while the in-process cases run.
 from __future__ import annotations
 
 import dataclasses
+import errno
+import fnmatch
 import importlib
 import json
 import logging
@@ -28,10 +30,12 @@ from pathlib import Path
 import pytest
 
 from esc.paths import REPO_ROOT, data_dir
-from tests.helpers import compose
+from tests.helpers import FAST_TRAIN, compose
 
 HAS_DATA = (data_dir() / "esconv").is_dir()  # the tiny model's tokenizer is trained on it
 HYDRA_SCRIPTS = ("train.py", "evaluate.py", "rank.py")
+DIALOGUE_TASK = "dialogue:tiny:tiny:en:32999"
+OFFICIAL_KEYS = ("fluency", "diversity", "empathic", "suggestion", "human", "tech", "overall")
 EN_CARD = {
     "base": "Age: 30\nGender: Female\nOccupation: Teacher\nProblem: Argues with her husband about money.",
     "res": "家庭生活",
@@ -52,7 +56,8 @@ class Case:
     """One bad input. `argv`: the entry point, then its arguments, with {fx} (shared bad files),
     {tmp} (this case's folder) and {out} (= {tmp}/out) filled in. `expect`: what the error line
     must name. `setup`: earlier output to put in {tmp} first (SETUPS); `keep`: files under {tmp}
-    whose bytes must survive the failed run."""
+    whose bytes must survive the failed run. `full_disk`: the disk fills up while the run writes a
+    file of this name (in this process: `esc.jsonl` writes half of it, then fails with ENOSPC)."""
 
     id: str
     argv: tuple[str, ...]
@@ -62,6 +67,8 @@ class Case:
     subprocess: bool = False
     needs_data: bool = False  # loads the tiny model
     privileged_write: bool = False  # needs a folder this process cannot write
+    full_disk: str | None = None  # writes to files of this name (a glob) fail as on a full disk
+    absent: tuple[str, ...] = ()  # what the console (stdout and stderr) must not show
 
 
 RUN_FILE = "out/dialogues/tiny__tiny__en.jsonl"
@@ -69,6 +76,9 @@ EV = ("evaluate.py", "hydra.run.dir={out}", "cards.paths=[{fx}/cards_en.json]", 
 EV_RUN = (*EV, "dialogue.turns=1", "cache.enabled=false", "engine.progress=false")
 TR = ("train.py", "hydra.run.dir={out}", "model=tiny", "trainer.max_steps=1")
 RK = ("rank.py", "hydra.run.dir={out}", "judge=tiny")
+LEADERBOARD = ("rank.py", "hydra.run.dir={out}", "mode=leaderboard", "leaderboard.bootstrap=10")
+NO_SPACE = "No space left on device"
+SECRET = "PLANTED-token-0123456789"
 CARDS = ("esc.cards", "stats", "--cards")
 DLG = ("esc.dialogues",)
 IMPORT = (*DLG, "import", "--target", "llama3", "--out", "{out}", "--cards", "{fx}/cards_en.json")
@@ -296,6 +306,197 @@ CASES: tuple[Case, ...] = (
         keep=(RUN_FILE,),
         needs_data=True,
     ),
+    # --- an output path that names the wrong kind of thing ---
+    Case(
+        "evaluate-run-dir-is-a-file",
+        (EV[0], "hydra.run.dir={tmp}/result.json", *EV[2:]),
+        ("result.json", "is an existing file", "hydra.run.dir="),
+        setup="run",
+        keep=("result.json", RUN_FILE),
+    ),
+    Case(
+        "train-run-dir-is-a-file",
+        (TR[0], "hydra.run.dir={tmp}/result.json", *TR[2:]),
+        ("result.json", "is an existing file", "hydra.run.dir="),
+        setup="run",
+        keep=("result.json", RUN_FILE),
+    ),
+    Case(
+        "annotate-export-out-is-a-file",
+        ("esc.annotate", "export", "card", "--cards", "{fx}/cards_en.json", "--out", "{tmp}/result.json"),
+        ("result.json", "--out is an existing file"),
+        setup="run",
+        keep=("result.json", RUN_FILE),
+    ),
+    Case(
+        "official-export-out-is-a-file",
+        ("esc.scoring.official", "export", "{fx}/scores", "--out", "{tmp}/result.json"),
+        ("result.json", "--out is an existing file"),
+        setup="run",
+        keep=("result.json", RUN_FILE),
+    ),
+    Case(
+        "official-import-out-is-a-folder",
+        (
+            "esc.scoring.official",
+            "import",
+            "{fx}/tiny_en.json",
+            "--cards",
+            "{fx}/cards_en.json",
+            "--out",
+            "{out}",
+        ),
+        ("out", "--out is a folder"),
+        setup="run",
+        keep=(RUN_FILE,),
+    ),
+    # --- values only a library would have refused, with a traceback ---
+    Case(
+        "evaluate-bad-device",
+        (*EV, "target.backend.device=banana"),
+        ("config `target.backend.device`", '"banana"'),
+        setup="run",
+        keep=(RUN_FILE,),
+    ),
+    Case(
+        "train-bad-precision", (*TR, "trainer.precision=banana"), ("config `trainer.precision`", '"banana"')
+    ),
+    Case(
+        "train-val-check-interval-abc",
+        (*TR, "trainer.val_check_interval=abc"),
+        ("config `trainer.val_check_interval`", '"abc"'),
+    ),
+    # --- records with a hole: a turn whose text is null, a score file that is not UTF-8 ---
+    Case(
+        "show-null-turn-text",
+        (*DLG, "show", "{tmp}/" + RUN_FILE),
+        ("tiny__tiny__en.jsonl", "line 2", "turn 1 has no text"),
+        setup="null_text_run",
+        keep=(RUN_FILE,),
+    ),
+    Case(
+        "export-null-turn-text",
+        (*DLG, "export", "{out}", "--out", "{tmp}/result", "--cards", "{fx}/cards_en.json"),
+        ("tiny__tiny__en.jsonl", "line 2", "turn 1 has no text"),
+        setup="null_text_run",
+        keep=(RUN_FILE,),
+    ),
+    Case(
+        "rank-leaderboard-score-file-not-utf8",
+        (*LEADERBOARD, "scores=[{fx}/scores_latin1.jsonl]"),
+        ("scores_latin1.jsonl", "line 1", "not UTF-8"),
+    ),
+    # --- python -m esc.annotate: files from spreadsheets and Label Studio, label values ---
+    Case(
+        "annotate-import-csv-not-utf8",
+        ("esc.annotate", "import", "{fx}/tasks", "{fx}/labels_latin1.csv", "--out", "{tmp}/labels.jsonl"),
+        ("labels_latin1.csv", "row 2", "not UTF-8"),
+    ),
+    Case(
+        "annotate-import-labelstudio-data-string",
+        ("esc.annotate", "import", "{fx}/tasks", "{fx}/ls_data_string.json", "--out", "{tmp}/labels.jsonl"),
+        ("ls_data_string.json", "task 0", "`data` is a JSON string"),
+    ),
+    Case(
+        "annotate-import-labelstudio-annotation-string",
+        (
+            "esc.annotate",
+            "import",
+            "{fx}/tasks",
+            "{fx}/ls_annotation_string.json",
+            "--out",
+            "{tmp}/labels.jsonl",
+        ),
+        ("ls_annotation_string.json", "task 0", "annotation 0 is a JSON string"),
+    ),
+    Case(
+        "annotate-import-label-out-of-range",
+        (
+            "esc.annotate",
+            "import",
+            "{fx}/dialogue_tasks",
+            "{fx}/label_seven.jsonl",
+            "--out",
+            "{tmp}/labels.jsonl",
+        ),
+        ("label_seven.jsonl", "line 1", "fluency: 7 is not one of"),
+    ),
+    Case(
+        "annotate-agreement-label-out-of-range",
+        ("esc.annotate", "agreement", "{fx}/labels_seven.jsonl", "--out", "{tmp}/agreement"),
+        ("labels_seven.jsonl", "line 1", "fluency: '7' is not one of"),
+    ),
+    Case(
+        "annotate-to-esc-rank-score-out-of-range",
+        (
+            "esc.annotate",
+            "to-esc-rank",
+            "{fx}/labels_seven.jsonl",
+            "--tasks",
+            "{fx}/dialogue_tasks",
+            "--out",
+            "{tmp}/mine.jsonl",
+        ),
+        ("labels_seven.jsonl", "line 1", "fluency: '7' is not one of"),
+    ),
+    Case(
+        "annotate-agreement-missing-file",
+        ("esc.annotate", "agreement", "{tmp}/MISSING.jsonl"),
+        ("MISSING.jsonl", "file not found"),
+        absent=("make data",),
+    ),
+    Case("official-usage-error", ("esc.scoring.official", "import", "{fx}/tiny_en.json"), ("--out",)),
+    # --- a full disk: one line naming the run folder and the file; the files written before stay ---
+    Case(
+        "evaluate-disk-full-manifest",
+        EV_RUN,
+        ("out/manifest.json", NO_SPACE, "run folder"),
+        setup="run_with_manifest",
+        keep=(RUN_FILE, "out/manifest.json"),
+        needs_data=True,
+        full_disk="manifest.json",
+    ),
+    Case(
+        "evaluate-disk-full-dialogue-line",
+        (*EV_RUN[:2], "cards.paths=[{fx}/cards_two.json]", *EV_RUN[3:]),
+        ("tiny__tiny__en.jsonl", NO_SPACE, "run folder"),
+        setup="run",
+        keep=(RUN_FILE,),
+        needs_data=True,
+        full_disk="tiny__tiny__en.jsonl",
+    ),
+    Case(
+        "rank-disk-full-charts",
+        (*LEADERBOARD, "scores=[{fx}/scores]"),
+        ("out/charts/radar_en.png", NO_SPACE, "run folder"),
+        setup="charts",
+        keep=("out/charts/radar_en.png", "out/charts/average_en.png"),
+        full_disk="*.png",
+    ),
+    Case(
+        "train-disk-full-checkpoint",
+        (*TR, *FAST_TRAIN[1:], "resume=never"),
+        ("out/last.ckpt", NO_SPACE, "run folder"),
+        setup="checkpoint",
+        keep=("out/last.ckpt",),
+        needs_data=True,
+        full_disk="last.ckpt",
+    ),
+    # --- a sweep echoes each job's overrides on the console: a token among them is masked ---
+    Case(
+        "rank-sweep-masks-a-token-override",
+        (
+            "rank.py",
+            "-m",
+            "hydra.sweep.dir={tmp}/sweep",
+            "mode=leaderboard",
+            "scores=[{tmp}/nope]",
+            f"+foo_token={SECRET}",
+        ),
+        ("config `scores`", "nope"),
+        subprocess=True,
+        absent=(SECRET,),
+    ),
 )
 
 
@@ -343,13 +544,59 @@ def fx(tmp_path_factory: pytest.TempPathFactory) -> Path:
         json.dumps({"task_id": "card:en:9", "annotator": "a", "grade": "high"}) + "\n"
     )
     (root / "labels_range.csv").write_text("task_id,annotator,grade\ncard:en:1,a,excellent\n")
+    _annotation_files(root)
+    _score_files(root)
+    write("cards_two.json", [EN_CARD, {**EN_CARD, "id": 33000}])
     return root
+
+
+def _annotation_files(root: Path) -> None:
+    """A dialogue task folder, and labels that do not fit it or the card tasks (`tasks`)."""
+    (root / "labels_latin1.csv").write_bytes(
+        "task_id,annotator,grade\ncard:en:1,J\xe9r\xf4me,high\n".encode("latin-1")
+    )
+    (root / "ls_data_string.json").write_text(json.dumps([{"data": "card:en:1", "annotations": []}]))
+    (root / "ls_annotation_string.json").write_text(
+        json.dumps([{"data": {"task_id": "card:en:1"}, "annotations": ["grade: high"]}])
+    )
+    dialogue = [{"role": "assistant", "content": "Hello."}, {"role": "user", "content": "I feel stuck."}]
+    payload = {"card_id": 32999, "roleplayer": "tiny", "target": "tiny", "dialogue": dialogue}
+    task = {"task_id": DIALOGUE_TASK, "kind": "dialogue", "language": "en", "text": "...", "payload": payload}
+    (root / "dialogue_tasks").mkdir()
+    (root / "dialogue_tasks" / "tasks.jsonl").write_text(json.dumps(task) + "\n")
+    (root / "label_seven.jsonl").write_text(
+        json.dumps({"task_id": DIALOGUE_TASK, "annotator": "a", "fluency": 7}) + "\n"
+    )
+    labels = [
+        {"task_id": DIALOGUE_TASK, "kind": "dialogue", "annotator": who, "field": "fluency", "value": value}
+        for who, value in (("a", "7"), ("b", "3"))
+    ]
+    (root / "labels_seven.jsonl").write_text("".join(json.dumps(x) + "\n" for x in labels))
+
+
+def _score_files(root: Path) -> None:
+    """A rank.py score file (the tiny judge on card 32999), the same saved as Latin-1, and an
+    official score file."""
+    from esc.scoring.rubrics import DIMENSION_KEYS
+
+    records = [
+        {"dialogue_id": "tiny__tiny__en/32999", "dimension": key, "language": "en", "judge": "tiny",
+         "prompt": {"style": "official", "version": 2}, "status": "valid", "score": 2, "expected": 2.0,
+         "probs": None, "answer_mass": None, "raw": None, "error": None, "target": "tiny",
+         "roleplayer": "tiny", "card_id": 32999}
+        for key in DIMENSION_KEYS
+    ]  # fmt: skip
+    (root / "scores").mkdir()
+    lines = "".join(json.dumps(r) + "\n" for r in records)
+    (root / "scores" / "tiny__tiny__en__tiny.jsonl").write_text(lines)
+    (root / "scores_latin1.jsonl").write_bytes(lines.replace('"tiny"', '"tin\xe9"', 1).encode("latin-1"))
+    (root / "tiny_en.json").write_text(json.dumps({"0": {k: 3 for k in OFFICIAL_KEYS}}))
 
 
 def _setup(name: str, tmp: Path) -> None:
     """Earlier output in `tmp` (= the case's folder) that the failing run must leave as it was."""
     dialogues = tmp / "out" / "dialogues"
-    if name in ("run", "corrupt_run", "read_only_run"):
+    if name in ("run", "corrupt_run", "read_only_run", "run_with_manifest", "null_text_run"):
         dialogues.mkdir(parents=True)
         lines = [_dialogue_line(32999)]
         if name == "corrupt_run":  # a line cut in the middle of the file, complete lines around it
@@ -358,11 +605,22 @@ def _setup(name: str, tmp: Path) -> None:
                 '{"card_id": 33000, "language": "en", "rolepl\n',
                 _dialogue_line(33001),
             ]
+        if name == "null_text_run":  # the second dialogue's reply has no text (a file edited by hand)
+            lines.append(_dialogue_line(33000).replace('"text": "Tell me more."', '"text": null'))
         (dialogues / "tiny__tiny__en.jsonl").write_text("".join(lines), encoding="utf-8")
         (tmp / "result.json").write_text('{"0": ["AI assistant：an earlier export"]}\n', encoding="utf-8")
+        if name == "run_with_manifest":
+            (tmp / "out" / "manifest.json").write_text('{"status": "completed", "note": "an earlier run"}\n')
         if name == "read_only_run":
             for path in (dialogues.parent, dialogues):
                 path.chmod(0o555)
+    elif name == "charts":
+        (tmp / "out" / "charts").mkdir(parents=True)
+        for chart in ("radar_en.png", "average_en.png"):
+            (tmp / "out" / "charts" / chart).write_bytes(b"\x89PNG an earlier chart")
+    elif name == "checkpoint":
+        (tmp / "out").mkdir()
+        (tmp / "out" / "last.ckpt").write_bytes(b"an earlier checkpoint")
     elif name == "imported_run":
         dialogues.mkdir(parents=True)
         (dialogues / "llama3__esc_role__en.jsonl").write_text(
@@ -415,22 +673,41 @@ def _without_write_override() -> list[str]:
     return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--"]
 
 
-def run_subprocess(argv: list[str], prefix: Sequence[str] = ()) -> tuple[int, str]:
-    """(exit code, stderr) of the entry point run as a process, as a user's shell would."""
+def run_subprocess(argv: list[str], prefix: Sequence[str] = ()) -> tuple[int, str, str]:
+    """(exit code, stderr, stdout) of the entry point run as a process, as a user's shell would."""
     env = {**os.environ, "HYDRA_FULL_ERROR": "0", "WANDB_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
     done = subprocess.run(
         [*prefix, *_command(argv)], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300
     )
-    return done.returncode, done.stderr
+    return done.returncode, done.stderr, done.stdout
+
+
+def fill_the_disk(monkeypatch: pytest.MonkeyPatch, pattern: str) -> None:
+    """From now on, writing a file whose name matches `pattern` fails as on a full disk: half of the
+    bytes reach the file (its temp file, for one replaced whole), then OSError(ENOSPC), which names no
+    file, as a real `write` on a full disk."""
+    import esc.jsonl
+
+    real = esc.jsonl._write_all
+
+    def write(fd: int, data: bytes, path: Path) -> None:
+        if not fnmatch.fnmatch(Path(path).name, pattern):
+            return real(fd, data, path)
+        os.write(fd, data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(esc.jsonl, "_write_all", write)
 
 
 def run_in_process(
     argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
-) -> tuple[int, str]:
-    """The entry point as `python SCRIPT ARGS` / `python -m MODULE ARGS` runs it, in this process."""
+) -> tuple[int, str, str]:
+    """(exit code, stderr, stdout) of the entry point as `python SCRIPT ARGS` / `python -m MODULE ARGS`
+    runs it, in this process."""
     from hydra.core.global_hydra import GlobalHydra
 
     capsys.readouterr()
+    _reattach_closed_streams()
     monkeypatch.setenv("HYDRA_FULL_ERROR", "0")
     monkeypatch.setenv("WANDB_MODE", "disabled")
     root = logging.getLogger()
@@ -441,7 +718,10 @@ def run_in_process(
             runpy.run_path(str(REPO_ROOT / argv[0]), run_name="__main__")
             code: object = 0
         else:
-            code = importlib.import_module(f"{argv[0]}.__main__").main(argv[1:])
+            module = importlib.import_module(argv[0])  # a package runs its __main__, a module itself
+            if hasattr(module, "__path__"):
+                module = importlib.import_module(f"{argv[0]}.__main__")
+            code = module.main(argv[1:])
     except SystemExit as exit_:
         code = exit_.code
     finally:
@@ -454,7 +734,20 @@ def run_in_process(
                 root.addHandler(handler)
         root.setLevel(level)
         GlobalHydra.instance().clear()
-    return int(code or 0), capsys.readouterr().err
+    captured = capsys.readouterr()
+    return int(code or 0), captured.err, captured.out
+
+
+def _reattach_closed_streams() -> None:
+    """Libraries' own log handlers (transformers') keep the stderr of the test that imported them
+    (and its `flush`), which pytest has closed since: point them at this test's, as a fresh process
+    would have them."""
+    for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:
+        for handler in getattr(logger, "handlers", []):
+            stream = getattr(handler, "stream", None)
+            if isinstance(handler, logging.StreamHandler) and getattr(stream, "closed", False):
+                handler.stream = sys.stderr  # not setStream: it flushes the closed stream first
+                handler.__dict__.pop("flush", None)  # transformers binds the old stream's flush
 
 
 def assert_one_line_error(case: Case, code: int, stderr: str) -> None:
@@ -474,7 +767,7 @@ def subprocess_runs(
     pool = ThreadPoolExecutor(max_workers=2)
     runs: dict[str, tuple[Future, Path]] = {}
 
-    def start(case: Case, tmp: Path) -> tuple[int, str, dict[str, bytes]]:
+    def start(case: Case, tmp: Path) -> tuple[int, str, str, dict[str, bytes]]:
         if case.setup:
             _setup(case.setup, tmp)
         before = _snapshot(case, tmp)
@@ -502,13 +795,17 @@ def test_bad_input_ends_with_one_line_and_keeps_earlier_output(
         pytest.skip("the tiny model needs the third-party data: run `make data`")
     if case.subprocess:
         future, tmp = subprocess_runs[case.id]
-        code, stderr, before = future.result()
+        code, stderr, stdout, before = future.result()
     else:
         if case.setup:
             _setup(case.setup, tmp_path)
         tmp, before = tmp_path, _snapshot(case, tmp_path)
-        code, stderr = run_in_process(_fill(case.argv, fx, tmp_path), monkeypatch, capsys)
+        if case.full_disk:
+            fill_the_disk(monkeypatch, case.full_disk)
+        code, stderr, stdout = run_in_process(_fill(case.argv, fx, tmp_path), monkeypatch, capsys)
     assert_one_line_error(case, code, stderr)
+    for text in case.absent:
+        assert text not in stdout + stderr, f"{text!r} on the console"
     assert _snapshot(case, tmp) == before  # nothing written before is lost or changed
     written = {str(p.relative_to(tmp)) for p in tmp.rglob("*.jsonl")}
     assert written <= set(case.keep) | {"foreign/dialogues/notes.jsonl"}  # no dialogue or score file added
@@ -551,7 +848,7 @@ def test_sigint_then_rerun_keeps_the_dialogues_written(
     written = path.read_bytes()
     assert 1 <= written.count(b"\n") < CARDS_TO_INTERRUPT
 
-    code, stderr = run_in_process(entry, monkeypatch, capsys)
+    code, stderr, _ = run_in_process(entry, monkeypatch, capsys)
     assert code == 0, stderr[-1500:]
     assert path.read_bytes().startswith(written) and path.read_bytes().count(b"\n") == CARDS_TO_INTERRUPT
 

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
 
 import pytest
 
-from esc.secrets import MASK, argv_redacted, redact, redact_command, scrub_file, secret_values
+from esc.secrets import (
+    MASK,
+    RedactLogFilter,
+    argv_redacted,
+    console_masked,
+    redact,
+    redact_command,
+    scrub_file,
+    secret_values,
+)
 from tests.helpers import FAST_TRAIN, requires_data, run_entry
 
 ENV_KEY = "sk-PLANTED-env-0123456789abcdef"
@@ -69,6 +79,28 @@ def test_scrub_file_masks_hydra_yaml_even_when_folded(tmp_path: Path) -> None:
     text = hydra.read_text()
     assert HEADER_KEY not in text and "abcdefghijk" not in text and "api_key_env: OPENAI_API_KEY" in text
     assert not scrub_file(hydra, [HEADER_KEY])  # nothing left to mask
+
+
+def test_logs_and_the_console_are_masked(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """What Hydra echoes of a sweep (by logging, and by writing to stderr itself) shows no token: a
+    credential-like override by its key, however short, and a known secret value anywhere."""
+    monkeypatch.setattr(sys, "argv", ["rank.py", "-m", f"+hf_token={CLI_TOKEN}", "+foo_token=short"])
+    record = logging.LogRecord(
+        "hydra", logging.INFO, __file__, 1, "\t#0 : %s", (" ".join(sys.argv[2:]),), None
+    )
+    assert RedactLogFilter().filter(record)
+    assert record.getMessage() == f"\t#0 : +hf_token={MASK} +foo_token={MASK}"
+    with console_masked():
+        print(
+            f"Error executing job with overrides: ['+hf_token={CLI_TOKEN}', 'max_new_tokens=8']",
+            file=sys.stderr,
+        )
+        print(f"the token is {CLI_TOKEN}")
+    captured = capsys.readouterr()
+    assert captured.err == f"Error executing job with overrides: ['+hf_token={MASK}', 'max_new_tokens=8']\n"
+    assert captured.out == f"the token is {MASK}\n"
 
 
 def _files_with_secrets(root: Path) -> list[str]:

@@ -69,6 +69,8 @@ def _parser() -> ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "export":
+        if args.out.exists() and not args.out.is_dir():
+            raise UserError(f"{args.out}: --out is an existing file; name a task folder (new or existing)")
         if args.kind == "card":
             from esc.cards import load_cards
 
@@ -122,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from esc.scoring.annotations import write_annotations
 
-    annotations = to_esc_rank(labels, read_tasks(args.tasks))
+    annotations = to_esc_rank(labels, read_tasks(args.tasks), args.labels)
     if not annotations:
         raise UserError(f"{args.labels}: no dialogue labels (only `export dialogue` tasks train ESC-RANK)")
     write_annotations(annotations, args.out)

@@ -165,11 +165,23 @@ def labelstudio_config(kind: TaskKind) -> str:
     return "\n".join(lines) + "\n"
 
 
+def user_file(path: Path) -> Path:
+    """`path` if it is a file; otherwise a UserError that just says so (these files are the user's
+    own, not data that `make data` fetches)."""
+    path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{path}: is a folder, not a file")
+    if not path.is_file():
+        raise UserError(f"{path}: file not found; check the path")
+    return path
+
+
 def read_tasks(path: Path) -> dict[str, Task]:
     """The tasks of a task folder's ``tasks.jsonl``, by id."""
     path = Path(path)
     if path.is_dir():
         path = path / "tasks.jsonl"
+    path = user_file(path)
     tasks = {}
     for lineno, record in read_jsonl(path):
         try:
@@ -213,9 +225,15 @@ def _check(tasks: dict[str, Task], path: Path, where: str, task_id: Any, annotat
 
 def _read_rows(path: Path) -> Iterable[tuple[str, dict[str, Any]]]:
     if path.suffix == ".csv":
-        with path.open(encoding="utf-8", newline="") as fh:
-            for row_no, row in enumerate(csv.DictReader(fh), start=2):
-                yield f"row {row_no}", row
+        try:
+            text = path.read_bytes().decode("utf-8-sig")  # a spreadsheet's UTF-8 may start with a BOM
+        except UnicodeDecodeError as err:
+            row = path.read_bytes()[: err.start].count(b"\n") + 1
+            raise DataError(
+                path, f"row {row}", f"not UTF-8 text (byte {err.start}); save the file as UTF-8 (CSV UTF-8)"
+            ) from None
+        for row_no, row in enumerate(csv.DictReader(io.StringIO(text, newline="")), start=2):
+            yield f"row {row_no}", row
     else:
         for lineno, record in read_jsonl(path):
             if not isinstance(record, dict):
@@ -232,21 +250,47 @@ def _labelstudio_labels(tasks: dict[str, Task], path: Path) -> list[Label]:
         where = f"task {k}"
         if not isinstance(item, dict) or "data" not in item:
             raise DataError(path, where, "not a Label Studio task (no `data`)")
-        for annotation in item.get("annotations") or []:
+        data = _object(item["data"], path, where, "`data`")
+        for j, annotation in enumerate(_list(item.get("annotations"), path, where, "`annotations`")):
+            annotation = _object(annotation, path, where, f"annotation {j}")
             if annotation.get("was_cancelled"):
                 continue
             who = annotation.get("completed_by")
             who = who.get("email") or who.get("id") if isinstance(who, dict) else who
             values = {}
-            for result in annotation.get("result") or []:
-                choices = (result.get("value") or {}).get("choices") or []
-                if len(choices) != 1:
+            for result in _list(annotation.get("result"), path, where, f"annotation {j}: `result`"):
+                result = _object(result, path, where, f"annotation {j}: a result")
+                value = _object(result.get("value") or {}, path, where, f"{result.get('from_name')}: `value`")
+                choices = value.get("choices") or []
+                if not isinstance(choices, list) or len(choices) != 1:
                     raise DataError(
                         path, where, f"{result.get('from_name')}: expected one choice, got {choices}"
                     )
                 values[result.get("from_name")] = choices[0]
-            labels += _check(tasks, path, where, item["data"].get("task_id"), who, values)
+            labels += _check(tasks, path, where, data.get("task_id"), who, values)
     return labels
+
+
+def _object(value: Any, path: Path, where: str, what: str) -> dict[str, Any]:
+    """`value` if it is a JSON object; a DataError naming `what` otherwise (an export edited by hand,
+    or another tool's)."""
+    if not isinstance(value, dict):
+        raise DataError(path, where, f"{what} is a JSON {_json_type(value)}, expected an object")
+    return value
+
+
+def _list(value: Any, path: Path, where: str, what: str) -> list[Any]:
+    """`value` if it is a JSON list (null: empty); a DataError naming `what` otherwise."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise DataError(path, where, f"{what} is a JSON {_json_type(value)}, expected a list")
+    return value
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "object", list: "list", str: "string", bool: "boolean", type(None): "null"}
+    return names.get(type(value), "number")
 
 
 def import_labels(tasks: dict[str, Task], files: Sequence[Path]) -> list[Label]:
@@ -254,9 +298,7 @@ def import_labels(tasks: dict[str, Task], files: Sequence[Path]) -> list[Label]:
     tasks; a (task, annotator, field) labelled twice is an error naming both places."""
     labels: list[Label] = []
     seen: dict[tuple[str, str, str], str] = {}
-    for path in map(Path, files):
-        if not path.is_file():
-            raise UserError(f"{path}: file not found")
+    for path in map(user_file, files):
         if path.suffix == ".json":
             found = _labelstudio_labels(tasks, path)
             places = [f"{path.name}"] * len(found)
@@ -284,33 +326,70 @@ def write_labels(labels: Sequence[Label], path: Path) -> None:
 
 
 def read_labels(path: Path) -> list[Label]:
-    path = Path(path)
+    """The labels of a labels.jsonl (`import` writes it), each checked against its task kind: a
+    value out of range (a dialogue score of 7) or an unknown field is a DataError naming the line."""
+    path = user_file(path)
     labels = []
     for lineno, record in read_jsonl(path):
         try:
-            labels.append(Label(**record))
+            label = Label(**record)
         except TypeError as err:
             raise DataError(path, f"line {lineno}", f"not a label record ({err})") from None
+        labels.append(_checked_label(label, path, f"line {lineno}"))
     return labels
 
 
-def to_esc_rank(labels: Sequence[Label], tasks: dict[str, Task]) -> list[Any]:
+def _checked_label(label: Label, path: Path, where: str) -> Label:
+    from esc.annotate.kinds import KINDS
+
+    if label.kind not in KINDS:
+        raise DataError(path, where, f"kind {label.kind!r} is not one of {list(KINDS)}")
+    kind = task_kind(label.kind)
+    try:
+        field = kind.field(label.field)
+    except KeyError:
+        raise DataError(
+            path, where, f"field {label.field!r} is not one of {[f.name for f in kind.fields]}"
+        ) from None
+    value = field.parse(label.value)
+    if value is None:
+        raise DataError(path, where, f"{label.field}: {label.value!r} is not one of {list(field.values)}")
+    return dataclasses.replace(label, value=value)
+
+
+def to_esc_rank(labels: Sequence[Label], tasks: dict[str, Task], source: object = "labels") -> list[Any]:
     """Dialogue labels as human annotations for ESC-RANK (`esc.scoring.annotations.Annotation`):
-    `train.py +exp=esc_rank data.annotations=FILE` trains on them."""
+    `train.py +exp=esc_rank data.annotations=FILE` trains on them. Each is checked first: its task
+    known, one of the seven dimensions, an integer score 0-4 (`source` names the labels in errors)."""
     from esc.scoring.annotations import Annotation
+    from esc.scoring.rubrics import DIMENSION_KEYS, SCORES
 
     out = []
-    for label in labels:
+    for n, label in enumerate(labels, start=1):
         if label.kind != "dialogue":
             continue
-        task = tasks[label.task_id]
+        where = f"label {n} ({label.task_id}, {label.annotator}, {label.field})"
+        task = tasks.get(label.task_id)
+        if task is None:
+            raise DataError(source, where, "unknown task id (not in the tasks.jsonl given with --tasks)")
+        score = _score(label.value)
+        if label.field not in DIMENSION_KEYS or score not in SCORES:
+            raise DataError(
+                source, where, f"{label.field}={label.value!r}: expected one of {list(DIMENSION_KEYS)} "
+                f"scored with an integer {min(SCORES)}-{max(SCORES)}",
+            )  # fmt: skip
         lines = tuple((m["role"], m["content"]) for m in task.payload["dialogue"])
         out.append(
             Annotation(
-                task.task_id, task.language, lines, label.field, int(label.value), label.annotator,
+                task.task_id, task.language, lines, label.field, score, label.annotator,
                 source=f"{task.payload.get('target')}/{task.payload.get('roleplayer')}",
                 input=f"{task.language}:{task.payload.get('card_id')}",
                 system=str(task.payload.get("target")),
             )
         )  # fmt: skip
     return out
+
+
+def _score(value: str) -> int | None:
+    text = str(value).strip()
+    return int(text) if text.isdigit() else None

@@ -38,7 +38,19 @@ def read_dialogues(path: Path) -> Iterator[Dialogue]:
                 dialogue = Dialogue.from_dict(record)
             except (json.JSONDecodeError, TypeError, KeyError, ValueError, AttributeError) as err:
                 raise DataError(path, f"line {lineno}", f"not a dialogue record ({err})") from None
+            _check_texts(dialogue, path, lineno)
             yield dialogue
+
+
+def _check_texts(dialogue: Dialogue, path: Path, lineno: int) -> None:
+    """Every text a reader prints or sends is a string: a turn whose text is null (a hand-edited or
+    foreign file) is a DataError naming the turn, not a crash in whatever reads it next."""
+    for name in ("opener", "system_prompt"):
+        if not isinstance(getattr(dialogue, name), str):
+            raise DataError(path, f"line {lineno}", f"`{name}` has no text (card {dialogue.card_id})")
+    for i, turn in enumerate(dialogue.turns):
+        if not isinstance(turn.text, str):
+            raise DataError(path, f"line {lineno}", f"turn {i} has no text (card {dialogue.card_id})")
 
 
 def check_against_settings(path: Path, dialogues: Iterable[Dialogue], settings: Mapping[str, Any]) -> None:

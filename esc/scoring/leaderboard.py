@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -18,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from esc.jsonl import atomic_write_bytes, atomic_write_text
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.rubrics import DIMENSION_KEYS, dimension
 from esc.scoring.store import ScoreRecord
@@ -183,27 +185,28 @@ def write_csv(rows: Sequence[Row], path: Path) -> None:
     """Long format: one line per (target, role-player, language, judge, dimension), plus `average`."""
     fields = ["target", "roleplayer", "language", "judge", "dimension", "paper_name", "n_valid",
               "n_invalid", "n_failed", "score_100", "ci_low", "ci_high"]  # fmt: skip
-    with Path(path).open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields)
-        writer.writeheader()
-        for row in rows:
-            for key, cell in [*row.cells.items(), ("average", row.average)]:
-                writer.writerow(
-                    {
-                        "target": row.target,
-                        "roleplayer": row.roleplayer,
-                        "language": row.language,
-                        "judge": row.judge,
-                        "dimension": key,
-                        "paper_name": dimension(key).paper_name if key != "average" else "Average",
-                        "n_valid": cell.n_valid,
-                        "n_invalid": cell.n_invalid,
-                        "n_failed": cell.n_failed,
-                        "score_100": None if cell.mean is None else round(cell.mean, 4),
-                        "ci_low": None if cell.low is None else round(cell.low, 4),
-                        "ci_high": None if cell.high is None else round(cell.high, 4),
-                    }
-                )
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=fields)
+    writer.writeheader()
+    for row in rows:
+        for key, cell in [*row.cells.items(), ("average", row.average)]:
+            writer.writerow(
+                {
+                    "target": row.target,
+                    "roleplayer": row.roleplayer,
+                    "language": row.language,
+                    "judge": row.judge,
+                    "dimension": key,
+                    "paper_name": dimension(key).paper_name if key != "average" else "Average",
+                    "n_valid": cell.n_valid,
+                    "n_invalid": cell.n_invalid,
+                    "n_failed": cell.n_failed,
+                    "score_100": None if cell.mean is None else round(cell.mean, 4),
+                    "ci_low": None if cell.low is None else round(cell.low, 4),
+                    "ci_high": None if cell.high is None else round(cell.high, 4),
+                }
+            )
+    atomic_write_text(Path(path), buffer.getvalue())
 
 
 def write_charts(rows: Sequence[Row], out_dir: Path) -> list[Path]:
@@ -231,10 +234,7 @@ def write_charts(rows: Sequence[Row], out_dir: Path) -> list[Path]:
         ax.set_ylim(0, 100)
         ax.set_title(f"ESC-Eval scores ({language}, 0-100)")
         ax.legend(loc="upper right", bbox_to_anchor=(1.35, 1.1), fontsize=8)
-        path = out_dir / f"radar_{language}.png"
-        fig.savefig(path, dpi=120, bbox_inches="tight")
-        plt.close(fig)
-        paths.append(path)
+        paths.append(_save_png(fig, out_dir / f"radar_{language}.png"))
 
         fig, ax = plt.subplots(figsize=(max(5, 0.7 * len(group) + 2), 4))
         names = [f"{r.target}\n({r.roleplayer})" for r in group]
@@ -249,8 +249,19 @@ def write_charts(rows: Sequence[Row], out_dir: Path) -> list[Path]:
         ax.set_ylabel("average score (0-100)")
         ax.set_title(f"ESC-Eval average ({language}), 95% bootstrap intervals")
         plt.setp(ax.get_xticklabels(), fontsize=8)
-        path = out_dir / f"average_{language}.png"
-        fig.savefig(path, dpi=120, bbox_inches="tight")
-        plt.close(fig)
-        paths.append(path)
+        paths.append(_save_png(fig, out_dir / f"average_{language}.png"))
     return paths
+
+
+def _save_png(fig: Any, path: Path) -> Path:
+    """The figure as `path`, replaced in one step: a write that fails (a full disk) leaves the chart
+    of the previous run as it was, not half a PNG."""
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    try:
+        fig.savefig(buffer, format="png", dpi=120, bbox_inches="tight")
+    finally:
+        plt.close(fig)
+    atomic_write_bytes(path, buffer.getvalue())
+    return path

@@ -32,7 +32,6 @@ language, as `python -m esc.dialogues import` does), so imported scores carry th
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -41,7 +40,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from esc.dialogues.official import official_name
-from esc.errors import DataError, UserError, exit_on_user_error
+from esc.errors import ArgumentParser, DataError, UserError, exit_on_user_error
+from esc.jsonl import atomic_write_text
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.rubrics import LANGUAGES, SCORES, dimension, dimensions, prompt_style
 from esc.scoring.store import ScoreRecord, latest, read_scores, score_file_paths
@@ -199,7 +199,7 @@ def write_official_scores(
     data = to_official(records, card_ids)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, ensure_ascii=False, indent=4), encoding="utf-8")
+    atomic_write_text(path, json.dumps(data, ensure_ascii=False, indent=4))
     return path
 
 
@@ -239,10 +239,8 @@ def export(
     return written
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m esc.scoring.official", description=__doc__.splitlines()[0]
-    )
+def _parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="python -m esc.scoring.official", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     exp = sub.add_parser(
         "export", help="rank.py score files -> official score/<target>__<roleplayer>_<lang>.json"
@@ -272,9 +270,15 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "export":
+        if args.out.exists() and not args.out.is_dir():
+            raise UserError(f"{args.out}: --out is an existing file; name a folder (new or existing)")
         for path, n in export(args.sources, args.out, args.cards, args.judge):
             print(f"{path} ({n} dialogues)")
         return 0
+    if args.out.is_dir():
+        raise UserError(
+            f"{args.out}: --out is a folder; name the score file to write (e.g. {args.out}/scores.jsonl)"
+        )
     records: list[ScoreRecord] = []
     for path in args.files:
         language = args.language or split_name(path)[2] or ""
@@ -288,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     lines = "".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in records)
-    args.out.write_text(lines, encoding="utf-8")
+    atomic_write_text(args.out, lines)
     invalid = sum(r.status == INVALID for r in records)
     print(f"{len(records)} judgments ({invalid} invalid: -1) -> {args.out}")
     return 0

@@ -19,7 +19,7 @@ from tqdm import tqdm
 from esc.errors import ConfigError, DataError, UserError
 from esc.interact.dialogue import Dialogue
 from esc.interact.store import read_dialogues
-from esc.jsonl import find_jsonl_files
+from esc.jsonl import atomic_write_text, find_jsonl_files
 from esc.rundir import RunFolder, model_settings, refuse_unswept_sweep, resolved_revision
 from esc.runinfo import RunManifest
 from esc.scoring import agreement as agree
@@ -173,7 +173,7 @@ def invalid_report(records: Sequence[ScoreRecord]) -> dict[str, dict[str, int]]:
 def write_reports(out: Path, records: Sequence[ScoreRecord], cfg: Mapping[str, Any]) -> dict[str, Any]:
     rows = board.leaderboard(records, int(cfg.get("bootstrap", 1000)), int(cfg.get("seed", 0)))
     markdown = board.to_markdown(rows)
-    (out / "leaderboard.md").write_text(markdown, encoding="utf-8")
+    atomic_write_text(out / "leaderboard.md", markdown)
     board.write_csv(rows, out / "leaderboard.csv")
     charts = board.write_charts(rows, out / "charts") if cfg.get("charts", True) else []
     return {"rows": rows, "markdown": markdown, "charts": [str(p) for p in charts]}

@@ -86,8 +86,14 @@ def read_json(path: Path) -> Any:
 def read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
     """Yield (line_number, record) for each non-blank line, 1-based; DataError on a bad line."""
     path = require_file(path)
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise DataError(
+                    path, f"line {lineno}", f"not UTF-8 text (byte {err.start}); save the file as UTF-8"
+                ) from None
             if not line.strip():
                 continue
             try:

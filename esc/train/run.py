@@ -18,6 +18,7 @@ from esc.models.loading import load_tokenizer
 from esc.rundir import RunFolder, refuse_unswept_sweep
 from esc.runinfo import NullManifest, RunManifest
 from esc.train.adapter import save_adapter
+from esc.train.checkpoint_io import FolderCheckpointIO
 from esc.train.heldout import HeldOutEvaluation
 from esc.train.loggers import build_loggers
 from esc.train.progress import build_progress_bar
@@ -148,6 +149,7 @@ def _train(cfg: DictConfig, out: Path, fallbacks: list[str]) -> dict[str, Any]:
         "callbacks": callbacks,
         "logger": loggers or False,
         "strategy": build_strategy(cfg.strategy),
+        "plugins": [FolderCheckpointIO()],  # last.ckpt replaced in one step; a full disk keeps the old one
     }
     if cfg.module.get("quantization", {}).get("load_in_4bit") and cfg.trainer.get("num_sanity_val_steps"):
         # bitsandbytes repacks 4-bit weights for CPU inference on the first no-grad forward, which
