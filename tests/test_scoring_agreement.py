@@ -326,6 +326,17 @@ def test_tiny_esc_rank_training_reports_agreement_and_resumes(tmp_path: Path) ->
     trained = json.loads((out / "trained_on.json").read_text())["dialogues"]
     judged = {r.dialogue_id for r in read_scores(out / "test_scores" / "rank.jsonl")}
     assert trained and judged and not set(trained) & judged  # never measured on what it learned
+    # rank.py on every split still leaves out what the adapters learned from (trained_on.json)
+    agreement = tmp_path / "agree-all"
+    every = run_entry("rank.py", [
+        "mode=agreement", "judge=tiny", "judge.adapters.layout=per_dimension", f"judge.adapters.root={out}",
+        f"agreement.annotations={annotations}", "agreement.split=all", "dimensions=[empathy,overall]",
+        "agreement.bootstrap=20", "scoring.progress=false", f"hydra.run.dir={agreement}",
+    ])  # fmt: skip
+    assert every.returncode == 0, every.stderr[-3000:]
+    scored = {r.dialogue_id for r in read_scores(agreement / "scores" / "annotations__tiny.jsonl")}
+    everything = {a.dialogue_id for a in read_annotations(annotations)}
+    assert scored == everything - set(trained)  # the test split only: train and val left out
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "completed" and manifest["dimensions_trained"] == ["empathy", "overall"]
     assert manifest["split"]["test"] > 0

@@ -98,9 +98,14 @@ def format_figure(value: float, interval: Interval, scale: float = 1.0, digits: 
         return f"n/a (undefined in {interval.undefined:.1%} of resamples)"
     if value is None or math.isnan(value):
         return "n/a"
-    text = f"{value * scale:.{digits}f}"
+
+    def number(x: float) -> str:
+        text = f"{x * scale:.{digits}f}"
+        return text[1:] if text.startswith("-") and not text.strip("-0.") else text  # no "-0.000"
+
+    text = number(value)
     if not (math.isnan(interval.low) or math.isnan(interval.high)):
-        text += f" [{interval.low * scale:.{digits}f}, {interval.high * scale:.{digits}f}]"
+        text += f" [{number(interval.low)}, {number(interval.high)}]"
     return text
 
 
