@@ -69,11 +69,11 @@ demo: install data models
 	@echo "Read them all: $(PY) -m esc.dialogues show $(DEMO_OUT)/evaluate/dialogues/*.jsonl"
 
 # Two workers, one test file each at a time (--dist loadfile: a file's fixtures and its order stay
-# together): most tests wait on subprocesses that import torch and use one core. --durations names
-# the slowest tests in CI's log.
+# together; tests/conftest.py starts the slowest files first), one torch thread each so the two
+# workers do not fight over the 2 cores. --durations names the slowest tests in CI's log.
 TEST_WORKERS ?= 2
 test: install data
-	$(PY) -m pytest -m "not slow and not gpu" -q -n $(TEST_WORKERS) --dist loadfile --durations=25
+	OMP_NUM_THREADS=1 $(PY) -m pytest -m "not slow and not gpu" -q -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 test-slow: install data
 	$(PY) -m pytest -m "slow and not gpu" -q
