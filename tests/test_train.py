@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import FAST_TRAIN, REPO_ROOT, requires_data, run_entry
-from tests.train_probes import read_records
+from tests.train_probes import kill_once_at, read_records
 
 pytestmark = requires_data
 
@@ -127,9 +127,7 @@ def test_rerun_after_sigkill_continues_the_data_and_the_metrics(tmp_path: Path) 
     args = [
         *common,
         f"+callbacks.record.path={tmp_path / 'run.jsonl'}",
-        "+callbacks.kill._target_=tests.train_probes.KillAt",
-        "+callbacks.kill.step=3",
-        f"+callbacks.kill.once={tmp_path / 'killed'}",
+        *kill_once_at(3, tmp_path / "killed"),
         f"hydra.run.dir={out}",
     ]
     killed = run_entry("train.py", args)

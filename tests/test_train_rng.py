@@ -17,6 +17,7 @@ import torch
 
 from esc.train.rng import TrainingRandomness, collect_states, restore_states, states_for_rank
 from tests.helpers import FAST_TRAIN, requires_data, run_entry
+from tests.train_probes import kill_once_at
 
 
 def draws() -> tuple:
@@ -105,9 +106,7 @@ def test_rerun_after_sigkill_trains_bit_for_bit_like_an_uninterrupted_run(tmp_pa
     out = tmp_path / "run"
     args = [
         *common,
-        "+callbacks.kill._target_=tests.train_probes.KillAt",
-        "+callbacks.kill.step=3",
-        f"+callbacks.kill.once={tmp_path / 'killed'}",
+        *kill_once_at(3, tmp_path / "killed"),
         f"hydra.run.dir={out}",
     ]
     killed = run_entry("train.py", args)

@@ -76,6 +76,16 @@ class KillAt(pl.Callback):
             os.kill(os.getpid(), signal.SIGKILL)
 
 
+def kill_once_at(step: int, marker: Path) -> list[str]:
+    """train.py overrides adding `KillAt(step, once=marker)`: the first run is killed at `step`, the
+    same command run again resumes."""
+    return [
+        "+callbacks.kill._target_=tests.train_probes.KillAt",
+        f"+callbacks.kill.step={step}",
+        f"+callbacks.kill.once={marker}",
+    ]
+
+
 def read_records(path: Path) -> list[dict[str, Any]]:
     """The records a `BatchRecorder` wrote, in order."""
     if not path.exists():
