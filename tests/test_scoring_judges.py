@@ -171,3 +171,23 @@ def test_official_layout_maps_to_the_released_folders(tmp_path: Path) -> None:
     assert paths[("empathy", "en")] == tmp_path / "ESC-RANK" / "empathic_en"
     assert paths[("skill", "zh")] == tmp_path / "ESC-RANK" / "tech"
     assert paths[("humanoid", "en")].name == "human_en" and len(paths) == 14
+
+
+def test_adapters_of_some_dimensions_only(tmp_path: Path) -> None:
+    """`judge.adapters.dimensions` limits the per-dimension folders to those trained; without it the
+    first missing folder is a one-line config error naming the key, before any model loads."""
+    from esc.errors import ConfigError
+    from esc.scoring.judges.local import LocalJudge, adapter_paths
+
+    for dim in ("empathy", "overall"):
+        (tmp_path / dim).mkdir()
+        (tmp_path / dim / "adapter_config.json").write_text("{}")
+        (tmp_path / dim / "adapter_model.safetensors").write_bytes(b"")
+    some = {"layout": "per_dimension", "root": str(tmp_path), "dimensions": ["empathy", "overall"]}
+    assert {d for d, _ in adapter_paths(some)} == {"empathy", "overall"}
+    every = LocalJudge("j", {"name": "tiny"}, adapters={"layout": "per_dimension", "root": str(tmp_path)})
+    with pytest.raises(
+        ConfigError,
+        match=r"config `judge.adapters`: .*/(fluency|diversity|suggestion|humanoid|skill) does not exist",
+    ):
+        every.check_ready()

@@ -245,6 +245,8 @@ def adapter_weights(directory: str | os.PathLike[str], key: str) -> Path:
     """The weights file of a PEFT adapter directory; ConfigError on config key `key` when it is not
     one (no adapter_config.json, or no weights file)."""
     root = Path(directory)
+    if not root.is_dir():  # e.g. per-dimension adapters trained for some dimensions only
+        raise ConfigError(key, f"{root} does not exist (or is not a folder)")
     if not (root / "adapter_config.json").is_file():
         raise ConfigError(key, f"{root} is not a PEFT adapter directory (no adapter_config.json)")
     for name in ADAPTER_WEIGHTS:

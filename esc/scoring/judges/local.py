@@ -90,11 +90,6 @@ def adapter_paths(adapters: Mapping[str, Any] | None) -> dict[tuple[str, str], P
 
 
 def _weights(path: Path) -> Path:
-    if not path.is_dir():  # most often: per_dimension adapters trained for some dimensions only
-        raise ConfigError(
-            "judge.adapters",
-            f"{path} does not exist (adapters for some dimensions only: set judge.adapters.dimensions)",
-        )
     return adapter_weights(path, "judge.adapters")
 
 
