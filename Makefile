@@ -68,8 +68,12 @@ demo: install data models
 	@echo "Dialogues ($(DEMO_CARDS) cards):                       $(DEMO_OUT)/evaluate/dialogues"
 	@echo "Read them all: $(PY) -m esc.dialogues show $(DEMO_OUT)/evaluate/dialogues/*.jsonl"
 
+# Two workers, one test file each at a time (--dist loadfile: a file's fixtures and its order stay
+# together; tests/conftest.py starts the slowest files first), one torch thread each so the two
+# workers do not fight over the 2 cores. --durations names the slowest tests in CI's log.
+TEST_WORKERS ?= 2
 test: install data
-	$(PY) -m pytest -m "not slow and not gpu" -q --durations=25
+	OMP_NUM_THREADS=1 $(PY) -m pytest -m "not slow and not gpu" -q -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 test-slow: install data
 	$(PY) -m pytest -m "slow and not gpu" -q

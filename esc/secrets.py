@@ -200,6 +200,11 @@ class _MaskedStream:
         self._stream.write(mask_overrides(text, self._values))
         return len(text)
 
+    def close(self) -> None:
+        """Never the real stream's: a library handler made while the mask was on (absl's) closes
+        its stream when logging is configured again (every Hydra run does)."""
+        self._stream.flush()
+
     def __getattr__(self, name: str) -> Any:  # flush, isatty, fileno, encoding...: the real stream's
         return getattr(self._stream, name)
 

@@ -707,7 +707,7 @@ def run_in_process(
     from hydra.core.global_hydra import GlobalHydra
 
     capsys.readouterr()
-    _reattach_closed_streams()
+    _point_library_handlers_at_the_process_stderr()
     monkeypatch.setenv("HYDRA_FULL_ERROR", "0")
     monkeypatch.setenv("WANDB_MODE", "disabled")
     root = logging.getLogger()
@@ -738,16 +738,25 @@ def run_in_process(
     return int(code or 0), captured.err, captured.out
 
 
-def _reattach_closed_streams() -> None:
-    """Libraries' own log handlers (transformers') keep the stderr of the test that imported them
-    (and its `flush`), which pytest has closed since: point them at this test's, as a fresh process
-    would have them."""
-    for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:
-        for handler in getattr(logger, "handlers", []):
-            stream = getattr(handler, "stream", None)
-            if isinstance(handler, logging.StreamHandler) and getattr(stream, "closed", False):
-                handler.stream = sys.stderr  # not setStream: it flushes the closed stream first
-                handler.__dict__.pop("flush", None)  # transformers binds the old stream's flush
+def _point_library_handlers_at_the_process_stderr() -> None:
+    """Log handlers that libraries make when imported keep the stderr of the test that imported
+    them (pytest's capture of it): point them at the process's own, as a fresh process has them. One
+    left on a closed capture (transformers', and its bound `flush`) fails on its next record; absl's
+    (imported by rouge-score) closes its stream when closed unless that is a `sys` standard stream,
+    and every `logging.config.dictConfig` (Hydra's, each run) closes every handler ever made: it
+    closed pytest's capture file under the next test, failing every later test of the process.
+    Handlers on their own files (torch's trace log closes its stream too) are left alone."""
+    for ref in list(logging._handlerList):  # every handler alive, attached to a logger or not
+        handler = ref()
+        if not isinstance(handler, logging.StreamHandler) or isinstance(handler, logging.FileHandler):
+            continue
+        if isinstance(getattr(type(handler), "stream", None), property):
+            continue  # logging.lastResort: its stream is whatever sys.stderr is now
+        stream = handler.stream
+        stood_for_stderr = type(stream).__module__ in ("_pytest.capture", "esc.secrets")
+        if getattr(stream, "closed", False) or stood_for_stderr:
+            handler.stream = sys.__stderr__  # not setStream: it flushes the old stream first
+            handler.__dict__.pop("flush", None)  # transformers binds the old stream's flush
 
 
 def assert_one_line_error(case: Case, code: int, stderr: str) -> None:

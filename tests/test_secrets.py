@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import sys
@@ -12,6 +13,7 @@ import pytest
 from esc.secrets import (
     MASK,
     RedactLogFilter,
+    _MaskedStream,
     argv_redacted,
     console_masked,
     redact,
@@ -101,6 +103,17 @@ def test_logs_and_the_console_are_masked(
     captured = capsys.readouterr()
     assert captured.err == f"Error executing job with overrides: ['+hf_token={MASK}', 'max_new_tokens=8']\n"
     assert captured.out == f"the token is {MASK}\n"
+
+
+def test_closing_the_masked_console_leaves_the_real_one_open() -> None:
+    """absl's log handler, made while the mask is on, closes its stream whenever logging is configured
+    again (each Hydra run): that must not close the process's stdout or stderr under it."""
+    real = io.StringIO()
+    masked = _MaskedStream(real, [CLI_TOKEN])
+    masked.write(f"token {CLI_TOKEN}\n")
+    masked.close()
+    assert not real.closed
+    assert real.getvalue() == f"token {MASK}\n"
 
 
 def _files_with_secrets(root: Path) -> list[str]:
