@@ -96,9 +96,12 @@ $(VENV)-vllm/.installed: pyproject.toml
 test-vllm: install data $(VENV)-vllm/.installed
 	ESC_VLLM_PYTHON=$(VENV)-vllm/bin/python $(PY) -m pytest -m slow tests/test_vllm.py -q
 
+# ruff, and the import contract of pyproject.toml ([tool.importlinter]: packages in the order of the
+# data flow, docs/architecture.md)
 lint: install
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports
 
 format: install
 	$(PY) -m ruff format .

@@ -40,7 +40,7 @@ if str(REPO_ROOT) not in sys.path:  # `tests.helpers` when run as `python benchm
 import torch  # noqa: E402
 
 from esc.cards import load_cards  # noqa: E402
-from esc.chat.base import build_backend  # noqa: E402
+from esc.chat.build import build_backend  # noqa: E402
 from esc.interact.run import evaluate  # noqa: E402
 from esc.interact.store import read_dialogues  # noqa: E402
 from esc.models.loading import load_for_inference  # noqa: E402

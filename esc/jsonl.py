@@ -1,4 +1,7 @@
-"""Append-only JSON-lines files that survive a killed writer (dialogue and score files).
+"""Reading and writing JSON and JSON-lines files, for every package.
+
+Readers (`read_json`, `read_jsonl`, `get_field`) name the file and the record of a bad input.
+Writers: append-only JSON-lines files that survive a killed writer (dialogue and score files).
 
 Each write appends whole lines, then fsyncs. A line cut short by a killed process has no newline at
 the end of the file; `drop_partial_last_line` removes it on the next open, so every complete line
@@ -13,13 +16,67 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from esc.errors import ConfigError, DataError, UserError
 
 log = logging.getLogger(__name__)
 _UMASK = os.umask(0o022)  # read the process umask (set it back at once): new files get 0o666 & ~umask
 os.umask(_UMASK)
+
+
+def require_file(path: Path) -> Path:
+    """Return `path` if it is a file; otherwise a UserError that says to run `make data`."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: data file not found; run `make data` (or set ESC_DATA_DIR)")
+    return path
+
+
+def read_json(path: Path) -> Any:
+    """Load one JSON document; DataError naming the file if it is not valid JSON."""
+    path = require_file(path)
+    try:
+        with path.open(encoding="utf-8") as fh:
+            return json.load(fh)
+    except json.JSONDecodeError as err:
+        raise DataError(path, None, f"not valid JSON ({err.msg} at line {err.lineno})") from None
+    except UnicodeDecodeError as err:
+        raise DataError(path, None, f"not UTF-8 text ({err.reason})") from None
+
+
+def read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+    """Yield (line_number, record) for each non-blank line, 1-based; DataError on a bad line."""
+    path = require_file(path)
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise DataError(
+                    path, f"line {lineno}", f"not UTF-8 text (byte {err.start}); save the file as UTF-8"
+                ) from None
+            if not line.strip():
+                continue
+            try:
+                yield lineno, json.loads(line)
+            except json.JSONDecodeError as err:
+                raise DataError(path, f"line {lineno}", f"not valid JSON ({err.msg})") from None
+
+
+def get_field(record: Any, key: str, kind: type | tuple[type, ...], path: Path, where: object) -> Any:
+    """Return `record[key]` checked to be of type `kind`; DataError naming file and record otherwise."""
+    if not isinstance(record, dict):
+        raise DataError(path, where, f"expected a JSON object, got {type(record).__name__}")
+    if key not in record:
+        raise DataError(path, where, f"missing key `{key}`")
+    value = record[key]
+    if not isinstance(value, kind):
+        names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise DataError(path, where, f"`{key}` should be {names}, got {type(value).__name__}")
+    return value
 
 
 def _write_all(fd: int, data: bytes, path: Path) -> None:
@@ -105,7 +162,6 @@ def find_jsonl_files(
     """The JSONL files a config value names: files, or run directories whose `subfolder`
     (`dialogues`, `scores`) holds them (`*.failed.jsonl` left out). `what` names them in errors;
     `key`, the config key the value came from, makes the error a ConfigError naming it."""
-    from esc.errors import ConfigError, UserError
 
     def error(problem: str) -> UserError:
         return ConfigError(key, problem) if key else UserError(problem)

@@ -21,7 +21,8 @@ import pytest
 from esc.chat.backends.baichuan_npc import BaichuanNPCBackend
 from esc.chat.backends.hf import HFBackend
 from esc.chat.backends.openai_compat import OpenAIBackend
-from esc.chat.base import GenerationSettings, Reply, build_backend
+from esc.chat.base import GenerationSettings, Reply
+from esc.chat.build import build_backend
 from esc.chat.cache import CachedBackend, RequestCache, request_key, with_cache
 from esc.errors import ConfigError, UserError
 from tests.fake_openai_server import FakeOpenAIServer

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from esc.scoring.judge import ScoreItem, build_judge
+from esc.scoring.judge import ScoreItem
+from esc.scoring.judges import build_judge
 from esc.scoring.rubrics import DIMENSION_KEYS, prompt_style
 from tests.helpers import compose
 

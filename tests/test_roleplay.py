@@ -14,7 +14,8 @@ from esc.paths import data_dir
 from esc.roleplay.questions import PAIRWISE, metric_items, metric_keys, pairwise_items
 from esc.roleplay.report import table1, win_rates
 from esc.roleplay.run import RoleplayRecord
-from esc.scoring.judge import INVALID, VALID, build_judge
+from esc.scoring.judge import INVALID, VALID
+from esc.scoring.judges import build_judge
 from esc.scoring.store import ScoreRecord
 from esc.sft.esconv import read_esconv_splits
 from tests.helpers import evaluate_config, requires_data, run_entry

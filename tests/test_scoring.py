@@ -11,7 +11,8 @@ import pytest
 
 from esc.errors import ConfigError, DataError, UserError
 from esc.scoring import leaderboard as board
-from esc.scoring.judge import FAILED, INVALID, VALID, Judgment, ScoreItem, build_judge
+from esc.scoring.judge import FAILED, INVALID, VALID, Judgment, ScoreItem
+from esc.scoring.judges import build_judge
 from esc.scoring.rubrics import (
     DIMENSION_KEYS,
     annotation_rules,

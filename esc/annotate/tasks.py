@@ -28,8 +28,7 @@ from xml.sax.saxutils import quoteattr
 
 from esc.annotate.kinds import TaskKind, task_kind
 from esc.errors import DataError, UserError
-from esc.jsonl import atomic_write_text
-from esc.sft.sample import read_json, read_jsonl
+from esc.jsonl import atomic_write_text, read_json, read_jsonl
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Command line: `python -m esc.cards stats [--language en|zh] [--json]`, `python -m esc.cards show ID`,
 and `python -m esc.cards build [Hydra overrides]` (role cards from raw datasets: conf/cards.yaml,
-esc/cards/build/pipeline.py)."""
+esc/cards/construct/pipeline.py)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def build(argv: list[str]) -> int:
     @hydra.main(config_path=str(REPO_ROOT / "conf"), config_name="cards", version_base="1.3")
     @exit_on_user_error
     def job(cfg) -> None:  # noqa: ANN001
-        from esc.cards.build.pipeline import build_cards
+        from esc.cards.construct.pipeline import build_cards
         from esc.config_schema import validate
 
         validate(cfg, "cards")

@@ -38,7 +38,7 @@ SOURCE_NAMES: dict[str, str] = {
     "EPITOME": "EPITOME",
     "PsyQA": "PsyQA",
     "smile": "Smile",
-    # not in the paper: ChatCounselor's counselling questions, a stand-in for Psych8K (esc.cards.build)
+    # not in the paper: ChatCounselor's counselling questions, a stand-in for Psych8K (esc.cards.construct)
     "ChatCounselor": "ChatCounselor",
 }
 SOURCES: tuple[str, ...] = tuple(dict.fromkeys(SOURCE_NAMES.values()))

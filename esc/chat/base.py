@@ -167,28 +167,14 @@ def check_features(backend: ChatBackend, settings: GenerationSettings) -> None:
 
 
 BackendFactory = Callable[..., ChatBackend]
-_REGISTRY: dict[str, BackendFactory] = {}
+REGISTRY: dict[str, BackendFactory] = {}
 
 
 def register_backend(kind: str) -> Callable[[BackendFactory], BackendFactory]:
     """Class decorator: make a backend buildable from config as ``backend.kind: <kind>``."""
 
     def decorate(factory: BackendFactory) -> BackendFactory:
-        _REGISTRY[kind] = factory
+        REGISTRY[kind] = factory
         return factory
 
     return decorate
-
-
-def build_backend(cfg: Mapping[str, Any], key: str = "backend") -> ChatBackend:
-    """Build the backend a config node describes: ``kind`` picks the class, the rest are its arguments."""
-    import esc.chat.backends  # noqa: F401  (registers the built-in backends)
-
-    cfg = dict(cfg)
-    kind = cfg.pop("kind", None)
-    if kind not in _REGISTRY:
-        raise ConfigError(f"{key}.kind", f"unknown backend {kind!r}; known: {sorted(_REGISTRY)}")
-    try:
-        return _REGISTRY[kind](**cfg)
-    except TypeError as err:
-        raise ConfigError(key, f"{kind} backend: {err}") from None

@@ -12,7 +12,8 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from esc.cards import RoleCard
-from esc.chat.base import ChatBackend, GenerationSettings, build_backend
+from esc.chat.base import ChatBackend, GenerationSettings
+from esc.chat.build import build_backend
 from esc.chat.cache import with_cache
 from esc.errors import ConfigError, in_multirun
 from esc.interact.dialogue import Dialogue

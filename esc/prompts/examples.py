@@ -33,9 +33,9 @@ def _merge(turns: list[tuple[int, str]]) -> list[tuple[int, str]]:
 
 
 def _esconv_example() -> tuple[str, list[tuple[int, str]]]:
+    from esc.jsonl import get_field, read_jsonl
     from esc.paths import data_dir
     from esc.sft.esconv import esconv_path
-    from esc.sft.sample import get_field, read_jsonl
 
     path = esconv_path(data_dir(), "train")
     chosen = None
@@ -54,8 +54,8 @@ def _esconv_example() -> tuple[str, list[tuple[int, str]]]:
 
 
 def _smile_example() -> tuple[str, list[tuple[int, str]]]:
+    from esc.jsonl import get_field, read_json
     from esc.paths import data_dir
-    from esc.sft.sample import get_field, read_json
     from esc.sft.smile import smile_dir, smile_files
 
     path = smile_files(smile_dir(data_dir()))[0]

@@ -20,7 +20,7 @@ from typing import Any
 
 from esc.errors import ConfigError, UserError
 from esc.interact.store import read_dialogues
-from esc.jsonl import atomic_write_text
+from esc.jsonl import atomic_write_text, read_jsonl
 from esc.roleplay.questions import (
     PAIRWISE,
     human_lines,
@@ -32,7 +32,6 @@ from esc.roleplay.questions import (
 from esc.roleplay.report import table1, table1_markdown, to_csv, win_rates, winrate_markdown
 from esc.scoring.judge import FAILED, VALID, Judge
 from esc.scoring.store import STATUSES, ScoreRecord, ScoreStore
-from esc.sft.sample import read_jsonl
 
 log = logging.getLogger(__name__)
 

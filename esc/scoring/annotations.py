@@ -36,11 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from esc.errors import DataError, UserError, exit_on_user_error
-from esc.jsonl import atomic_write_text
+from esc.jsonl import atomic_write_text, read_json, read_jsonl
 from esc.paths import data_dir
 from esc.scoring.rubrics import DIMENSION_KEYS, SCORES, dimension
 from esc.sft.esconv import SPLITS, esconv_path
-from esc.sft.sample import read_json, read_jsonl
 
 ROLES = ("user", "assistant")
 RATIOS = (7, 1, 2)  # train : val : test by dialogue (paper §3.4)

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from esc.errors import ConfigError, DataError, UserError
-from esc.jsonl import atomic_write_text
+from esc.jsonl import atomic_write_text, read_jsonl
 from esc.scoring.agreement_run import folder_judge, held_out, trained_dialogues
 from esc.scoring.annotations import Annotation, default_esconv_path, human_reference, read_annotations
 from esc.scoring.bootstrap import NO_INTERVAL, Interval, expand, format_figure, unit_index, unit_intervals
@@ -52,7 +52,6 @@ from esc.scoring.judge import VALID
 from esc.scoring.rubrics import DIMENSION_KEYS, dimension
 from esc.scoring.store import ScoreRecord, read_scores, score_file_paths
 from esc.scoring.textmetrics import METRICS as TEXT_METRICS
-from esc.sft.sample import read_jsonl
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from esc.errors import ConfigError
 from esc.scoring.rubrics import SCORES, prompt_style
 
 VALID, INVALID, FAILED = "valid", "invalid", "failed"
@@ -120,26 +119,12 @@ class Judge(abc.ABC):
 
 
 JudgeFactory = Callable[..., Judge]
-_REGISTRY: dict[str, JudgeFactory] = {}
+REGISTRY: dict[str, JudgeFactory] = {}
 
 
 def register_judge(kind: str) -> Callable[[JudgeFactory], JudgeFactory]:
     def decorate(factory: JudgeFactory) -> JudgeFactory:
-        _REGISTRY[kind] = factory
+        REGISTRY[kind] = factory
         return factory
 
     return decorate
-
-
-def build_judge(cfg: Mapping[str, Any]) -> Judge:
-    """The judge a `conf/judge/*.yaml` node describes: `kind` picks the class, the rest are arguments."""
-    import esc.scoring.judges  # noqa: F401  (registers the built-in judges)
-
-    cfg = {k: v for k, v in dict(cfg).items() if k not in ("notes", "display_name")}
-    kind = cfg.pop("kind", None)
-    if kind not in _REGISTRY:
-        raise ConfigError("judge.kind", f"unknown judge {kind!r}; known: {sorted(_REGISTRY)}")
-    try:
-        return _REGISTRY[kind](**cfg)
-    except TypeError as err:
-        raise ConfigError("judge", f"{kind} judge: {err}") from None

@@ -25,7 +25,8 @@ from esc.runinfo import RunManifest
 from esc.scoring import agreement as agree
 from esc.scoring import agreement_run as job
 from esc.scoring import leaderboard as board
-from esc.scoring.judge import FAILED, INVALID, VALID, Judge, ScoreItem, build_judge
+from esc.scoring.judge import FAILED, INVALID, VALID, Judge, ScoreItem
+from esc.scoring.judges import build_judge
 from esc.scoring.rubrics import DIMENSION_KEYS, dimension
 from esc.scoring.store import ScoreRecord, ScoreStore, merge_score_files, score_file_paths
 

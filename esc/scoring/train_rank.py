@@ -45,7 +45,7 @@ from esc.scoring.agreement_run import (
     write_agreement,
     write_trained_on,
 )
-from esc.scoring.judge import build_judge
+from esc.scoring.judges import build_judge
 from esc.scoring.rank_data import ADAPTER_MODES, BALANCE_MODES, splits
 from esc.scoring.rubrics import DIMENSION_KEYS
 from esc.scoring.store import ScoreStore

@@ -18,8 +18,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from esc.errors import DataError
+from esc.jsonl import get_field, read_jsonl
 from esc.prompts import format_card
-from esc.sft.sample import Role, Sample, esc_sample, get_field, read_jsonl
+from esc.sft.sample import Role, Sample, esc_sample
 
 SOURCE = "esconv"
 SPLITS = ("train", "valid", "test")

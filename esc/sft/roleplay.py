@@ -38,8 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from esc.errors import DataError
+from esc.jsonl import get_field, read_json, read_jsonl
 from esc.prompts import training_text
-from esc.sft.sample import Role, Sample, get_field, read_json, read_jsonl, shape_dialogue
+from esc.sft.sample import Role, Sample, shape_dialogue
 
 log = logging.getLogger(__name__)
 

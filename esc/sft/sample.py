@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Literal, TypedDict
 
-from esc.errors import DataError, UserError
 from esc.prompts import role_player_system_prompt, supporter_opener
 from esc.sft.echo import card_echo_turns
 
@@ -61,58 +58,6 @@ class Sample:
     def learned_turns(self) -> list[int]:
         """Indices of the messages the model learns: assistant turns not held out."""
         return [i for i, m in enumerate(self.messages) if m["role"] == "assistant" and i not in self.hold_out]
-
-
-def require_file(path: Path) -> Path:
-    """Return `path` if it is a file; otherwise a UserError that says to run `make data`."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{path}: data file not found; run `make data` (or set ESC_DATA_DIR)")
-    return path
-
-
-def read_json(path: Path) -> Any:
-    """Load one JSON document; DataError naming the file if it is not valid JSON."""
-    path = require_file(path)
-    try:
-        with path.open(encoding="utf-8") as fh:
-            return json.load(fh)
-    except json.JSONDecodeError as err:
-        raise DataError(path, None, f"not valid JSON ({err.msg} at line {err.lineno})") from None
-    except UnicodeDecodeError as err:
-        raise DataError(path, None, f"not UTF-8 text ({err.reason})") from None
-
-
-def read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
-    """Yield (line_number, record) for each non-blank line, 1-based; DataError on a bad line."""
-    path = require_file(path)
-    with path.open("rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise DataError(
-                    path, f"line {lineno}", f"not UTF-8 text (byte {err.start}); save the file as UTF-8"
-                ) from None
-            if not line.strip():
-                continue
-            try:
-                yield lineno, json.loads(line)
-            except json.JSONDecodeError as err:
-                raise DataError(path, f"line {lineno}", f"not valid JSON ({err.msg})") from None
-
-
-def get_field(record: Any, key: str, kind: type | tuple[type, ...], path: Path, where: object) -> Any:
-    """Return `record[key]` checked to be of type `kind`; DataError naming file and record otherwise."""
-    if not isinstance(record, dict):
-        raise DataError(path, where, f"expected a JSON object, got {type(record).__name__}")
-    if key not in record:
-        raise DataError(path, where, f"missing key `{key}`")
-    value = record[key]
-    if not isinstance(value, kind):
-        names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-        raise DataError(path, where, f"`{key}` should be {names}, got {type(value).__name__}")
-    return value
 
 
 def merge_turns(turns: Iterable[tuple[Role, str]]) -> list[Message]:

@@ -21,8 +21,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from esc.errors import DataError, UserError
+from esc.jsonl import get_field, read_json, read_jsonl, require_file
 from esc.prompts import format_card
-from esc.sft.sample import Role, Sample, esc_sample, get_field, read_json, read_jsonl, require_file
+from esc.sft.sample import Role, Sample, esc_sample
 
 SOURCE = "smile"
 CARD_PROBLEM_CHARS = 200

@@ -1,4 +1,5 @@
-"""The built-in judges. Importing this package registers them with `esc.scoring.judge`.
+"""The built-in judges. Importing this package registers them with `esc.scoring.judge`;
+`build_judge` builds one from its config.
 
 * ``local`` (:mod:`.local`): a transformers model, optionally with LoRA adapters (ESC-RANK), scored
   from its next-token distribution over the answers 0-4;
@@ -6,6 +7,30 @@
   vLLM server), scored from returned log-probabilities where there are some, else parsed strictly.
 """
 
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from esc.errors import ConfigError
+from esc.scoring.judge import REGISTRY, Judge
 from esc.scoring.judges import api, local
 
-__all__ = ["api", "local"]
+__all__ = ["api", "build_judge", "judge_kinds", "local"]
+
+
+def build_judge(cfg: Mapping[str, Any]) -> Judge:
+    """The judge a `conf/judge/*.yaml` node describes: `kind` picks the class, the rest are arguments."""
+    cfg = {k: v for k, v in dict(cfg).items() if k not in ("notes", "display_name")}
+    kind = cfg.pop("kind", None)
+    if kind not in REGISTRY:
+        raise ConfigError("judge.kind", f"unknown judge {kind!r}; known: {sorted(REGISTRY)}")
+    try:
+        return REGISTRY[kind](**cfg)
+    except TypeError as err:
+        raise ConfigError("judge", f"{kind} judge: {err}") from None
+
+
+def judge_kinds() -> list[str]:
+    """Every `kind:` a judge config may name (the built-in judges and any registered since)."""
+    return sorted(REGISTRY)

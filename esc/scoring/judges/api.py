@@ -21,7 +21,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from esc.chat.base import ChatBackend, GenerationSettings, build_backend, check_features
+from esc.chat.base import ChatBackend, GenerationSettings, check_features
+from esc.chat.build import build_backend
 from esc.chat.cache import with_cache
 from esc.models.loading import adapter_weights
 from esc.models.revision import adapter_hash

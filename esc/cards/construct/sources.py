@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from esc.errors import ConfigError, DataError
-from esc.sft.sample import get_field, read_json, read_jsonl, require_file
+from esc.jsonl import get_field, read_json, read_jsonl, require_file
 
 SEEKER, SUPPORTER = "seeker", "supporter"
 

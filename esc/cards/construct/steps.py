@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from esc.cards.build.sources import SEEKER, RawRecord
+from esc.cards.construct.sources import SEEKER, RawRecord
 from esc.cards.schema import FIELD_LABELS, FIELDS
 from esc.cards.taxonomy import load_taxonomy
 

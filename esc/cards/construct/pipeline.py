@@ -32,19 +32,19 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from esc.cards.build import steps
-from esc.cards.build.sources import SEEKER, RawRecord, read_source
+from esc.cards.construct import steps
+from esc.cards.construct.sources import SEEKER, RawRecord, read_source
 from esc.cards.schema import card_text
 from esc.cards.taxonomy import load_taxonomy
-from esc.chat.base import ChatBackend, GenerationSettings, build_backend
+from esc.chat.base import ChatBackend, GenerationSettings
+from esc.chat.build import build_backend
 from esc.chat.cache import with_cache
 from esc.errors import ConfigError
 from esc.interact.engine import Usage
-from esc.jsonl import append_jsonl, atomic_write_text, drop_partial_last_line
+from esc.jsonl import append_jsonl, atomic_write_text, drop_partial_last_line, get_field, read_jsonl
 from esc.paths import data_dir
 from esc.rundir import RunFolder, model_settings, refuse_unswept_sweep
 from esc.runinfo import RunManifest
-from esc.sft.sample import get_field, read_jsonl
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from esc.cards import load_cards
-from esc.cards.build import steps
-from esc.cards.build.pipeline import build_cards
-from esc.cards.build.sources import ADAPTERS, read_source
+from esc.cards.construct import steps
+from esc.cards.construct.pipeline import build_cards
+from esc.cards.construct.sources import ADAPTERS, read_source
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, register_backend
 from esc.errors import ConfigError, DataError
 from esc.paths import data_dir

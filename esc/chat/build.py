@@ -1,0 +1,29 @@
+"""`build_backend`: a config node to a chat backend, from the registry that importing the built-in
+backends fills (`esc.chat.backends`); in its own module so that the registry (`esc.chat.base`) does
+not import the backends that register with it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import esc.chat.backends  # noqa: F401  (registers the built-in backends)
+from esc.chat.base import REGISTRY, ChatBackend
+from esc.errors import ConfigError
+
+
+def build_backend(cfg: Mapping[str, Any], key: str = "backend") -> ChatBackend:
+    """Build the backend a config node describes: ``kind`` picks the class, the rest are its arguments."""
+    cfg = dict(cfg)
+    kind = cfg.pop("kind", None)
+    if kind not in REGISTRY:
+        raise ConfigError(f"{key}.kind", f"unknown backend {kind!r}; known: {sorted(REGISTRY)}")
+    try:
+        return REGISTRY[kind](**cfg)
+    except TypeError as err:
+        raise ConfigError(key, f"{kind} backend: {err}") from None
+
+
+def backend_kinds() -> list[str]:
+    """Every `kind:` a backend config may name (the built-in backends and any registered since)."""
+    return sorted(REGISTRY)

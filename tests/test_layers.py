@@ -1,0 +1,108 @@
+"""The packages stay in the order of the data flow (docs/architecture.md, "Rooms"): the import-linter
+contract in pyproject.toml holds, every module imports, and the graph of every import statement
+(those inside functions included) has no cycle once the imports still listed as moves to do are
+taken out; a listed import that no longer exists must leave the list."""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+import importlib
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import esc
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: import-linter brings tomli
+    import tomli as tomllib
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _contract() -> dict:
+    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    (contract,) = config["tool"]["importlinter"]["contracts"]
+    return contract
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted((REPO / "esc").rglob("*.py")):
+        parts = list(path.relative_to(REPO).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def import_graph() -> set[tuple[str, str]]:
+    """(importer, imported) for every `import`/`from ... import` of an `esc` module, at any depth
+    of the file (inside functions too); `from esc.a import b` counts as importing `esc.a.b` when
+    that is a module, else `esc.a`."""
+    modules = _modules()
+    edges = set()
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(parent + ([node.module] if node.module else []))
+                targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
+            else:
+                continue
+            for target in targets:
+                while target not in modules and "." in target:
+                    target = target.rpartition(".")[0]
+                if target in modules and target != name and target.startswith("esc"):
+                    edges.add((name, target))
+    return edges
+
+
+def _listed_moves() -> set[tuple[str, str]]:
+    return {tuple(item.split(" -> ")) for item in _contract().get("ignore_imports", [])}
+
+
+def test_the_import_contract_holds() -> None:
+    lint = Path(sys.executable).parent / "lint-imports"
+    done = subprocess.run([str(lint), "--no-cache"], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "1 kept, 0 broken" in done.stdout
+
+
+def test_every_module_of_esc_imports() -> None:
+    for module in pkgutil.walk_packages(esc.__path__, "esc."):
+        if module.name.rpartition(".")[2] == "__main__":
+            continue  # importing one runs its command
+        importlib.import_module(module.name)
+
+
+def test_the_import_graph_has_no_cycle_but_the_listed_moves() -> None:
+    edges = import_graph() - _listed_moves()
+    graph: dict[str, set[str]] = {}
+    for importer, imported in edges:
+        graph.setdefault(importer, set()).add(imported)
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as err:
+        raise AssertionError(f"import cycle: {' -> '.join(err.args[1])}") from None
+
+
+def test_every_listed_move_is_still_an_import() -> None:
+    """A move done takes its line out of `ignore_imports`, so the list only shrinks."""
+    stale = _listed_moves() - import_graph()
+    assert not stale, f"no longer imported, remove from pyproject.toml ignore_imports: {sorted(stale)}"
+
+
+def test_the_graph_sees_imports_inside_functions() -> None:
+    """The checker itself: an import inside a function is an edge like any other."""
+    edges = import_graph()
+    assert ("esc.chat.build", "esc.chat.backends") in edges  # top of file
+    assert ("esc.chat.cache", "esc.models.revision") in edges  # inside a function
