@@ -41,8 +41,8 @@ import torch  # noqa: E402
 
 from esc.cards import load_cards  # noqa: E402
 from esc.chat.build import build_backend  # noqa: E402
+from esc.dialogues.store import read_dialogues  # noqa: E402
 from esc.interact.run import evaluate  # noqa: E402
-from esc.interact.store import read_dialogues  # noqa: E402
 from esc.models.loading import load_for_inference  # noqa: E402
 from esc.prompts import render_roleplayer_prompt  # noqa: E402
 from tests.helpers import evaluate_config  # noqa: E402

@@ -16,11 +16,11 @@ from esc.annotate.agreement import agreement, resolve
 from esc.annotate.kinds import task_kind
 from esc.annotate.tasks import Label, import_labels, read_tasks, to_esc_rank
 from esc.cards import load_cards
+from esc.dialogues.record import dialogue_lines
+from esc.dialogues.store import dialogue_files, read_dialogues
 from esc.errors import DataError
 from esc.interact.run import evaluate
-from esc.interact.store import read_dialogues
 from esc.scoring.annotations import read_annotations
-from esc.scoring.run import dialogue_files, dialogue_lines
 from tests.helpers import evaluate_config, requires_data
 
 pytestmark = requires_data

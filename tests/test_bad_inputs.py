@@ -504,7 +504,7 @@ CASES: tuple[Case, ...] = (
 
 
 def _dialogue_line(card_id: int, language: str = "en", target: str = "tiny", roleplayer: str = "tiny") -> str:
-    from esc.interact.dialogue import Dialogue, Turn
+    from esc.dialogues.record import Dialogue, Turn
 
     opener = "Hello, I'm your personal assistant." if language == "en" else "你好，我是您的私人助手。"
     turns = [Turn("roleplayer", "I feel stuck.", "stop"), Turn("target", "Tell me more.", "stop")]

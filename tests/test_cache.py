@@ -27,8 +27,8 @@ from esc.chat.cache import (
     request_key,
     with_cache,
 )
+from esc.chat.usage import Usage
 from esc.errors import ConfigError
-from esc.interact.engine import Usage
 from esc.models import revision as rev
 
 SETTINGS = GenerationSettings(max_new_tokens=8)

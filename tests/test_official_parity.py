@@ -257,7 +257,7 @@ def _set_prompt_version(node: object, version: int) -> None:
 
 
 def test_scores_of_the_old_official_prompt_are_refused_not_mixed(tmp_path: Path) -> None:
-    from esc.interact.dialogue import Dialogue, Turn
+    from esc.dialogues.record import Dialogue, Turn
     from tests.helpers import run_entry
 
     folder = tmp_path / "dialogues"

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from esc.interact.dialogue import fit_context
+from esc.dialogues.store import read_dialogues
+from esc.interact.context import fit_context
 from esc.interact.run import evaluate
-from esc.interact.store import read_dialogues
 from tests.helpers import compose, requires_data, run_entry
 
 EN_FILE = "dialogues/tiny__tiny__en.jsonl"

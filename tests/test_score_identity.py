@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from esc.interact.dialogue import Dialogue, Turn
+from esc.dialogues.record import Dialogue, Turn
 from esc.scoring.store import read_scores
 from tests.helpers import run_entry
 

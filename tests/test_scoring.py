@@ -252,7 +252,7 @@ def test_rank_py_on_tiny_dialogues_writes_scores_leaderboard_and_charts(tmp_path
 
 @requires_data
 def test_rank_py_bad_dialogue_is_one_line_error_before_any_judging(tmp_path: Path) -> None:
-    from esc.interact.dialogue import Dialogue, Turn
+    from esc.dialogues.record import Dialogue, Turn
 
     folder = tmp_path / "dialogues"
     folder.mkdir()

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from esc.chat.backends.hf import render_prompt
+from esc.dialogues.record import Dialogue, Turn
 from esc.errors import ConfigError
-from esc.interact.dialogue import Dialogue, Turn
 from esc.interact.run import unavailable_target
 from esc.models.loading import auto_model_class, load_tokenizer
 from tests.helpers import compose, run_entry

@@ -10,8 +10,8 @@ from pathlib import Path
 from rich.cells import cell_len
 
 from esc.dialogues.__main__ import main
+from esc.dialogues.record import Dialogue, Turn
 from esc.dialogues.transcript import render_transcript
-from esc.interact.dialogue import Dialogue, Turn
 from tests.helpers import REPO_ROOT
 
 LONG_EN = (

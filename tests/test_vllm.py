@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from esc.dialogues.store import read_dialogues
 from esc.interact.run import evaluate
-from esc.interact.store import read_dialogues
 from tests.helpers import compose, evaluate_config, requires_data
 
 VLLM_PYTHON = os.environ.get("ESC_VLLM_PYTHON")

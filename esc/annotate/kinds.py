@@ -12,16 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from pathlib import Path
 from typing import Any
 
-import yaml
-
+from esc.cards.grading import grading
 from esc.errors import UserError
+from esc.roleplay.metrics import roleplay_metrics
 
 KINDS = ("dialogue", "roleplay", "card")
-ROLEPLAY_METRICS_FILE = Path(__file__).resolve().parent.parent / "roleplay" / "metrics.yaml"
-GRADING_FILE = Path(__file__).resolve().parent.parent / "cards" / "grading.yaml"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,16 +54,6 @@ class TaskKind:
             if field.name == name:
                 return field
         raise KeyError(name)
-
-
-@functools.cache
-def roleplay_metrics() -> dict[str, Any]:
-    return yaml.safe_load(ROLEPLAY_METRICS_FILE.read_text(encoding="utf-8"))
-
-
-@functools.cache
-def grading() -> dict[str, Any]:
-    return yaml.safe_load(GRADING_FILE.read_text(encoding="utf-8"))
 
 
 def _scored(key: str, title: str, focus: str, levels: dict[Any, str]) -> Field:

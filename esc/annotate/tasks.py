@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
-from esc.annotate.kinds import TaskKind, task_kind
+from esc.annotate.kinds import KINDS, TaskKind, task_kind
+from esc.dialogues.record import dialogue_lines
+from esc.dialogues.store import read_dialogues
 from esc.errors import DataError, UserError
 from esc.jsonl import atomic_write_text, read_json, read_jsonl
 
@@ -66,10 +68,8 @@ def dialogue_tasks(
     """One task per complete dialogue of evaluate.py's files: the chatbot's side is scored
     (``dialogue``) or the role-player's (``roleplay``, with the card it played: `card_texts` by
     (card id, language), as `RoleCard.to_text` writes them). The dialogue is what a judge reads
-    (`esc.scoring.run.dialogue_lines`: the opener, then the turns), so labels train ESC-RANK on
+    (`esc.dialogues.record.dialogue_lines`: the opener, then the turns), so labels train ESC-RANK on
     the text it scores."""
-    from esc.interact.store import read_dialogues
-    from esc.scoring.run import dialogue_lines
 
     speaker = {"user": "Seeker (role-player)", "assistant": "AI assistant"}
     tasks = []
@@ -339,7 +339,6 @@ def read_labels(path: Path) -> list[Label]:
 
 
 def _checked_label(label: Label, path: Path, where: str) -> Label:
-    from esc.annotate.kinds import KINDS
 
     if label.kind not in KINDS:
         raise DataError(path, where, f"kind {label.kind!r} is not one of {list(KINDS)}")

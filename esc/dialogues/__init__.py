@@ -1,1 +1,1 @@
-"""Dialogue files: conversion to and from the official repo's format, and merging shards."""
+"""The dialogue record, its file format and store, and the tools that read it: transcripts, the official format, merging shards."""

@@ -19,10 +19,9 @@ from pathlib import Path
 from esc.cards import load_cards
 from esc.dialogues.merge import merge_runs
 from esc.dialogues.official import from_official, official_name, to_official
+from esc.dialogues.store import DialogueStore, check_against_settings, dialogue_file, read_dialogues
 from esc.dialogues.transcript import render_transcript
 from esc.errors import ArgumentParser, DataError, UserError, exit_on_user_error
-from esc.interact.run import dialogue_file
-from esc.interact.store import DialogueStore, check_against_settings, read_dialogues
 from esc.jsonl import atomic_write_text
 from esc.rundir import read_settings
 

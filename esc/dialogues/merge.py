@@ -17,10 +17,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from esc.cards import select_cards
+from esc.dialogues.record import Dialogue
+from esc.dialogues.store import check_against_settings, read_dialogues
 from esc.errors import DataError, UserError
-from esc.interact.dialogue import Dialogue
-from esc.interact.selection import select_cards
-from esc.interact.store import check_against_settings, read_dialogues
 from esc.jsonl import atomic_write_text
 from esc.rundir import RunFolder, check_same_settings, read_settings
 

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from esc.cards import RoleCard
+from esc.dialogues.record import Dialogue, Turn
 from esc.errors import DataError, UserError
-from esc.interact.dialogue import Dialogue, Turn
 
 ASSISTANT = "AI assistant："
 ROLE = "ESC-Role："

@@ -13,7 +13,7 @@ from rich.padding import Padding
 from rich.rule import Rule
 from rich.text import Text
 
-from esc.interact.dialogue import Dialogue
+from esc.dialogues.record import Dialogue
 
 INDENT = 4
 

@@ -1,1 +1,1 @@
-"""Role-player x target dialogues for ESC-Eval: prompts, the turn-synchronous engine, storage."""
+"""The engine that plays role-player x target dialogues for ESC-Eval (`evaluate.py`): context policy, waves and streams, the job."""

@@ -11,15 +11,14 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from esc.cards import RoleCard
+from esc.cards import RoleCard, select_cards
 from esc.chat.base import ChatBackend, GenerationSettings
 from esc.chat.build import build_backend
 from esc.chat.cache import with_cache
+from esc.dialogues.record import Dialogue
+from esc.dialogues.store import DialogueStore, dialogue_file
 from esc.errors import ConfigError, in_multirun
-from esc.interact.dialogue import Dialogue
 from esc.interact.engine import DialogueEngine, Side, streaming_concurrency, usage_report
-from esc.interact.selection import select_cards
-from esc.interact.store import DialogueStore
 from esc.prompts import example_dialogue, prompt_version, render_roleplayer_prompt
 from esc.rundir import RunFolder, model_settings, refuse_unswept_sweep, resolved_revision
 from esc.runinfo import RunManifest
@@ -29,10 +28,6 @@ MANIFEST_EVERY_S = 10.0  # at most one rewrite of manifest.json (running counts)
 
 
 SIDES = ("roleplayer", "target")
-
-
-def dialogue_file(out: Path, target: str, roleplayer: str, language: str) -> Path:
-    return out / "dialogues" / f"{target}__{roleplayer}__{language}.jsonl"
 
 
 def _side(cfg: Mapping[str, Any], role: str, cache_cfg: Mapping[str, Any] | None) -> Side:

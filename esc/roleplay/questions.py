@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from esc.annotate.kinds import roleplay_metrics
+from esc.roleplay.metrics import roleplay_metrics
 from esc.scoring.judge import ScoreItem
 
 METRIC_CHOICES = ("0", "1", "2")

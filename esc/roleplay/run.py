@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from esc.dialogues.store import read_dialogues
 from esc.errors import ConfigError, UserError
-from esc.interact.store import read_dialogues
 from esc.jsonl import atomic_write_text, read_jsonl
 from esc.roleplay.questions import (
     PAIRWISE,

@@ -16,10 +16,10 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
+from esc.dialogues.record import dialogue_lines
+from esc.dialogues.store import dialogue_files, read_dialogues
 from esc.errors import ConfigError, DataError, UserError
-from esc.interact.dialogue import Dialogue
-from esc.interact.store import read_dialogues
-from esc.jsonl import atomic_write_text, find_jsonl_files
+from esc.jsonl import atomic_write_text
 from esc.rundir import RunFolder, model_settings, refuse_unswept_sweep, resolved_revision
 from esc.runinfo import RunManifest
 from esc.scoring import agreement as agree
@@ -32,30 +32,6 @@ from esc.scoring.store import ScoreRecord, ScoreStore, merge_score_files, score_
 
 log = logging.getLogger(__name__)
 MODES = ("score", "leaderboard", "agreement", "correlation", "roleplay")
-
-
-def dialogue_files(spec: str | Sequence[str]) -> list[Path]:
-    """The dialogue files a `dialogues=` value names: run directories, files, or a list of them."""
-    return find_jsonl_files(spec, "dialogues", "dialogue", "dialogues")
-
-
-def dialogue_lines(dialogue: Dialogue, path: Path, lineno: int) -> tuple[tuple[str, str], ...]:
-    """The (role, text) lines a judge reads: the opener, then role-player and target in turn."""
-    if not dialogue.turns:
-        raise DataError(path, f"line {lineno}", f"dialogue of card {dialogue.card_id} has no turns")
-    for i, turn in enumerate(dialogue.turns):
-        expected = "roleplayer" if i % 2 == 0 else "target"
-        if turn.speaker != expected:
-            raise DataError(
-                path,
-                f"line {lineno}",
-                f"turn {i} is by {turn.speaker!r}, expected {expected!r} (turns missing?)",
-            )
-        if not isinstance(turn.text, str):
-            raise DataError(path, f"line {lineno}", f"turn {i} has no text")
-    lines = [("assistant", dialogue.opener)] if dialogue.opener else []
-    lines += [("user" if t.speaker == "roleplayer" else "assistant", t.text) for t in dialogue.turns]
-    return tuple(lines)
 
 
 def load_items(path: Path, dims: Sequence[str]) -> list[tuple[ScoreItem, dict[str, Any]]]:
@@ -230,8 +206,8 @@ def output_settings(mode: str, resolved: Mapping[str, Any], judge: Judge | None)
             k: section.get(k) for k in ("annotations", "languages", "split_ratios", "split_seed", "split")
         }
     if mode == "roleplay":  # what its items ask: the cards, the human dialogues, the questions' texts
-        from esc.annotate.kinds import ROLEPLAY_METRICS_FILE
         from esc.hashing import sha256_file
+        from esc.roleplay.metrics import ROLEPLAY_METRICS_FILE
 
         section = resolved.get("roleplay") or {}
         settings["roleplay"] = {k: section.get(k) for k in ("cards", "human", "turns", "metrics", "pairwise")}

@@ -39,8 +39,8 @@ from esc.cards.taxonomy import load_taxonomy
 from esc.chat.base import ChatBackend, GenerationSettings
 from esc.chat.build import build_backend
 from esc.chat.cache import with_cache
+from esc.chat.usage import Usage
 from esc.errors import ConfigError
-from esc.interact.engine import Usage
 from esc.jsonl import append_jsonl, atomic_write_text, drop_partial_last_line, get_field, read_jsonl
 from esc.paths import data_dir
 from esc.rundir import RunFolder, model_settings, refuse_unswept_sweep

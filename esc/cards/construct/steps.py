@@ -23,8 +23,10 @@ from typing import Any
 import yaml
 
 from esc.cards.construct.sources import SEEKER, RawRecord
+from esc.cards.grading import grading
 from esc.cards.schema import FIELD_LABELS, FIELDS
 from esc.cards.taxonomy import load_taxonomy
+from esc.chat.answers import parse_choice
 
 PROMPTS_FILE = Path(__file__).with_name("prompts.yaml")
 AGES = {
@@ -180,15 +182,11 @@ def parse_category(reply: str, topic: str) -> str:
 
 
 def grade_prompt(card: str, language: str) -> list[dict[str, str]]:
-    from esc.annotate.kinds import grading
-
     rules = {g: " ".join(f"{i + 1}. {r}" for i, r in enumerate(grading()["rules"][g])) for g in GRADES}
     return _chat(prompts()["grade"][language].format(card=card, **rules))
 
 
 def parse_grade(reply: str) -> str:
-    from esc.scoring.parse import parse_choice
-
     index = parse_choice(reply, GRADES)
     if index is None:
         raise Unparseable(f"expected high, middle or invalid, got {(reply or '')[:60]!r}")

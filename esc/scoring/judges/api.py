@@ -2,7 +2,7 @@
 in this process, ``backend.kind: vllm``).
 
 The judge prompt goes out as a chat; the reply must state one score (strict parsing,
-`esc.scoring.parse`): "Score: 3", "**3**" and "3/4" count, "2 or 3" or a missing number make the
+`esc.chat.answers`): "Score: 3", "**3**" and "3/4" count, "2 or 3" or a missing number make the
 judgment invalid, with the reply kept. Where the endpoint returns log-probabilities (OpenAI and
 vLLM do with ``logprobs``), the probabilities of "0".."4" at the token that states the score are
 kept as well: the expected score and the five probabilities, as the local judge gives them.
@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from esc.chat.answers import parse_choice, parse_score
 from esc.chat.base import ChatBackend, GenerationSettings, check_features
 from esc.chat.build import build_backend
 from esc.chat.cache import with_cache
@@ -28,7 +29,6 @@ from esc.models.loading import adapter_weights
 from esc.models.revision import adapter_hash
 from esc.scoring.judge import DIGITS, FAILED, INVALID, VALID, Judge, Judgment, ScoreItem, register_judge
 from esc.scoring.judges.local import adapter_paths
-from esc.scoring.parse import parse_choice, parse_score
 from esc.scoring.rubrics import prompt_style
 
 

@@ -1,10 +1,10 @@
-"""Strict parsing of judge replies (esc.scoring.parse): a table of tricky replies."""
+"""Strict parsing of judge replies (esc.chat.answers): a table of tricky replies."""
 
 from __future__ import annotations
 
 import pytest
 
-from esc.scoring.parse import parse_score
+from esc.chat.answers import parse_score
 
 CASES = [
     ("3", 3),

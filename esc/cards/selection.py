@@ -6,7 +6,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from esc.cards import RoleCard, load_cards
+from esc.cards.loader import load_cards
+from esc.cards.schema import RoleCard
 from esc.errors import ConfigError
 
 

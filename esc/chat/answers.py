@@ -1,4 +1,5 @@
-"""Strict parsing of a judge's free-text reply into a score 0-4, or None (invalid).
+"""Strict parsing of a model's constrained answer -- a score 0-4 (a judge's reply) or one of N choices
+(a card grade, a category) -- into a number, or None (invalid).
 
 The official score.py takes the lowest of "0".."4" found *anywhere* in the reply ("Score: 4 on a
 0-4 scale" becomes 0, "3 or 2" becomes 2) and writes -1 when none is found. Here a reply counts only

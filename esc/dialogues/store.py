@@ -10,15 +10,25 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from esc.dialogues.record import Dialogue
 from esc.errors import DataError
-from esc.interact.dialogue import Dialogue
-from esc.jsonl import append_jsonl, atomic_write_text, drop_partial_last_line
+from esc.jsonl import append_jsonl, atomic_write_text, drop_partial_last_line, find_jsonl_files
 
 log = logging.getLogger(__name__)
+
+
+def dialogue_file(out: Path, target: str, roleplayer: str, language: str) -> Path:
+    """Where a run folder keeps the dialogues of one (target, role-player, language) combination."""
+    return out / "dialogues" / f"{target}__{roleplayer}__{language}.jsonl"
+
+
+def dialogue_files(spec: str | Path | Sequence[str | Path]) -> list[Path]:
+    """The dialogue files a `dialogues=` value names: run directories, files, or a list of them."""
+    return find_jsonl_files(spec, "dialogues", "dialogue", "dialogues")
 
 
 def read_dialogues(path: Path) -> Iterator[Dialogue]:
