@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
+import netrc
 import os
 import re
 import sys
@@ -29,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
+
+from esc.jsonl import atomic_write_text
 
 MASK = "***"
 #: key names that hold credentials (matched at the end of the name, case-insensitive)
@@ -267,7 +270,6 @@ def save_hydra_files(folder: str | os.PathLike[str]) -> list[Path]:
     masked) into `folder` when it is the job's output folder; `esc.rundir.RunFolder` calls this once
     it has accepted the run, so a refused or failed start leaves the folder's record as it was.
     Returns the files written (none outside a Hydra job)."""
-    from esc.jsonl import atomic_write_text
 
     texts = _HYDRA_FILES.get(_folder_key(folder))
     if not texts:
@@ -306,3 +308,14 @@ class RedactHydraFiles(Callback):
 
     def on_job_end(self, config: Any, **kwargs: Any) -> None:
         _HYDRA_FILES.pop(_folder_key(config.hydra.runtime.output_dir), None)
+
+
+def wandb_has_credentials() -> bool:
+    """A W&B key in the environment (WANDB_API_KEY) or in ~/.netrc: whether W&B can go online."""
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    try:
+        path = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
+        return path.exists() and netrc.netrc(path).authenticators("api.wandb.ai") is not None
+    except (netrc.NetrcParseError, OSError):
+        return False

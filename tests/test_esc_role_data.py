@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from esc.corpora.esconv import esconv_path
+from esc.corpora.smile import smile_dir
 from esc.errors import ConfigError, UserError
 from esc.paths import data_dir
 from esc.prompts import (
@@ -16,7 +18,7 @@ from esc.prompts import (
     training_prompt_id,
     training_texts_version,
 )
-from esc.sft.esconv import esconv_path, read_esconv, read_esconv_splits
+from esc.sft.esconv import read_esconv, read_esconv_splits
 from esc.sft.mixture import build_samples
 from esc.sft.roleplay import (
     CHARACTEREVAL_DATA,
@@ -26,7 +28,7 @@ from esc.sft.roleplay import (
     read_rolebench,
 )
 from esc.sft.sample import Sample
-from esc.sft.smile import read_smile, read_smile_file, smile_dir
+from esc.sft.smile import read_smile, read_smile_file
 from esc.sft.tokenize import IGNORE_INDEX, collate, encode_chat, encode_dataset, pack
 
 CHATML = (

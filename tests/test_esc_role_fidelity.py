@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from esc.corpora.smile import smile_dir
 from esc.errors import ConfigError, DataError
 from esc.paths import data_dir
 from esc.prompts import render_roleplayer_prompt
@@ -15,7 +16,7 @@ from esc.sft.echo import card_echo_turns, echoes_card
 from esc.sft.mixture import PAPER_ROLEPLAY_RATIO, build_samples
 from esc.sft.roleplay import ROLEBENCH_FILES, read_chat_file, read_rolebench
 from esc.sft.sample import esc_sample
-from esc.sft.smile import read_smile, smile_dir
+from esc.sft.smile import read_smile
 from esc.sft.tokenize import IGNORE_INDEX, encode_chat
 from tests.helpers import compose
 from tests.test_esc_role_data import tokenizer  # noqa: F401  (fixture)

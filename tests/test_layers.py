@@ -39,15 +39,31 @@ def _modules() -> dict[str, Path]:
     return found
 
 
-def import_graph() -> set[tuple[str, str]]:
+#: (importer, imported) pairs of `esc` modules still imported inside a function, each with its
+#: reason; anything else imports at the top of its file, where a reader (and import-linter) sees it
+INSIDE_FUNCTIONS = {
+    ("esc.errors", "esc.secrets"): "run_hydra masks the console; it moves to the job layer",
+    ("esc.cards.__main__", "esc.errors"): "card construction's Hydra app, to become an entry point",
+    ("esc.cards.__main__", "esc.paths"): "card construction's Hydra app, to become an entry point",
+    ("esc.cards.__main__", "esc.cards.construct.pipeline"): "card construction's Hydra app, ditto",
+    ("esc.cards.__main__", "esc.config_schema"): "card construction's Hydra app, ditto",
+}
+
+
+def import_graph(inside_functions_only: bool = False) -> set[tuple[str, str]]:
     """(importer, imported) for every `import`/`from ... import` of an `esc` module, at any depth
-    of the file (inside functions too); `from esc.a import b` counts as importing `esc.a.b` when
-    that is a module, else `esc.a`."""
+    of the file (inside functions too; only those with `inside_functions_only`); `from esc.a
+    import b` counts as importing `esc.a.b` when that is a module, else `esc.a`."""
     modules = _modules()
     edges = set()
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        nodes = ast.walk(tree)
+        if inside_functions_only:
+            functions = (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef))
+            nodes = (node for function in functions for node in ast.walk(function))
+        for node in nodes:
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -101,8 +117,22 @@ def test_every_listed_move_is_still_an_import() -> None:
     assert not stale, f"no longer imported, remove from pyproject.toml ignore_imports: {sorted(stale)}"
 
 
+def test_esc_modules_import_each_other_at_the_top_of_the_file() -> None:
+    """No import inside a function hides an arrow from a top-of-file reading (and from a cycle
+    check that only reads module level): the few left are listed above with their reason."""
+    inside = import_graph(inside_functions_only=True)
+    assert not inside - INSIDE_FUNCTIONS.keys(), (
+        f"import these at the top of the file: {sorted(inside - INSIDE_FUNCTIONS.keys())}"
+    )
+    assert not INSIDE_FUNCTIONS.keys() - inside, (
+        f"no longer inside a function, remove: {sorted(INSIDE_FUNCTIONS.keys() - inside)}"
+    )
+
+
 def test_the_graph_sees_imports_inside_functions() -> None:
     """The checker itself: an import inside a function is an edge like any other."""
     edges = import_graph()
     assert ("esc.chat.build", "esc.chat.backends") in edges  # top of file
-    assert ("esc.chat.cache", "esc.models.revision") in edges  # inside a function
+    assert ("esc.errors", "esc.secrets") in edges  # inside a function
+    assert ("esc.errors", "esc.secrets") in import_graph(inside_functions_only=True)
+    assert ("esc.chat.build", "esc.chat.backends") not in import_graph(inside_functions_only=True)

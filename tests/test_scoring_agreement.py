@@ -117,9 +117,9 @@ def test_split_is_by_dialogue_seeded_and_near_7_1_2() -> None:
 
 @requires_data
 def test_esconv_annotations_follow_the_documented_mapping() -> None:
+    from esc.corpora.esconv import esconv_path
     from esc.jsonl import read_jsonl
     from esc.paths import data_dir
-    from esc.sft.esconv import esconv_path
 
     anns = esconv_annotations()
     assert {a.dimension for a in anns} == {"empathy", "fluency", "overall"}  # the others have no ratings

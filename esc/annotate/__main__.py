@@ -29,8 +29,10 @@ from esc.annotate.tasks import (
     to_esc_rank,
     write_labels,
 )
+from esc.cards import load_cards
 from esc.errors import ArgumentParser, UserError, exit_on_user_error
-from esc.jsonl import atomic_write_text
+from esc.jsonl import atomic_write_text, find_jsonl_files
+from esc.scoring.annotations import write_annotations
 
 
 def _parser() -> ArgumentParser:
@@ -72,19 +74,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.out.exists() and not args.out.is_dir():
             raise UserError(f"{args.out}: --out is an existing file; name a task folder (new or existing)")
         if args.kind == "card":
-            from esc.cards import load_cards
-
             tasks = card_tasks(load_cards(args.cards, language=args.language))
         else:
-            from esc.jsonl import find_jsonl_files
-
             if not args.dialogues:
                 raise UserError(f"export {args.kind} needs --dialogues (evaluate.py output folders or files)")
             files = find_jsonl_files(args.dialogues, "dialogues", "dialogue files")
             card_texts = None
             if args.kind == "roleplay":  # the card each role-player played, as its judge reads it
-                from esc.cards import load_cards
-
                 card_texts = {(c.id, c.language): c.to_text() for c in load_cards(args.cards)}
             tasks = [
                 t
@@ -122,7 +118,6 @@ def main(argv: list[str] | None = None) -> int:
         open_ = sum(v is None for fields in resolved.values() for v in fields.values())
         print(f"{len(resolved)} tasks resolved ({open_} labels await the third annotator): {args.out}")
         return 0
-    from esc.scoring.annotations import write_annotations
 
     annotations = to_esc_rank(labels, read_tasks(args.tasks), args.labels)
     if not annotations:

@@ -15,8 +15,10 @@ import functools
 from typing import Any
 
 from esc.cards.grading import grading
+from esc.cards.taxonomy import load_taxonomy
 from esc.errors import UserError
 from esc.roleplay.metrics import roleplay_metrics
+from esc.scoring.rubrics import annotation_rules, dimensions
 
 KINDS = ("dialogue", "roleplay", "card")
 
@@ -65,8 +67,6 @@ def _scored(key: str, title: str, focus: str, levels: dict[Any, str]) -> Field:
 def task_kind(name: str) -> TaskKind:
     """The task kind called `name` (one of KINDS)."""
     if name == "dialogue":
-        from esc.scoring.rubrics import annotation_rules, dimensions
-
         rules = annotation_rules()
         fields = tuple(
             _scored(d.key, rules[d.key]["table_name"], rules[d.key]["focus"], rules[d.key]["levels"])
@@ -86,8 +86,6 @@ def task_kind(name: str) -> TaskKind:
             "Score the role-player (the person with the worry) on each metric, 0-2 (paper Table 10).",
         )
     if name == "card":
-        from esc.cards.taxonomy import load_taxonomy
-
         data = grading()
         rules = {g: " ".join(f"{i + 1}. {r}" for i, r in enumerate(data["rules"][g])) for g in data["grades"]}
         taxonomy = load_taxonomy()

@@ -31,6 +31,8 @@ from esc.dialogues.record import dialogue_lines
 from esc.dialogues.store import read_dialogues
 from esc.errors import DataError, UserError
 from esc.jsonl import atomic_write_text, read_json, read_jsonl
+from esc.scoring.annotations import Annotation
+from esc.scoring.rubrics import DIMENSION_KEYS, SCORES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -359,8 +361,6 @@ def to_esc_rank(labels: Sequence[Label], tasks: dict[str, Task], source: object 
     """Dialogue labels as human annotations for ESC-RANK (`esc.scoring.annotations.Annotation`):
     `train.py +exp=esc_rank data.annotations=FILE` trains on them. Each is checked first: its task
     known, one of the seven dimensions, an integer score 0-4 (`source` names the labels in errors)."""
-    from esc.scoring.annotations import Annotation
-    from esc.scoring.rubrics import DIMENSION_KEYS, SCORES
 
     out = []
     for n, label in enumerate(labels, start=1):

@@ -1,14 +1,5 @@
-"""Chat backends: a batch of message lists in, a list of replies out (hf, openai, baichuan_npc)."""
+"""Chat backends: a batch of message lists in, a list of replies out (hf, vllm, openai, baichuan_npc).
 
-from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, register_backend
-from esc.chat.build import backend_kinds, build_backend
-
-__all__ = [
-    "ChatBackend",
-    "GenerationSettings",
-    "Message",
-    "Reply",
-    "backend_kinds",
-    "build_backend",
-    "register_backend",
-]
+`esc.chat.base` holds the interface and the registry, `esc.chat.build.build_backend` makes a backend
+from a config node (importing `esc.chat.backends`, and with it the SDKs, only then).
+"""

@@ -39,6 +39,7 @@ from filelock import FileLock, Timeout
 
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply
 from esc.errors import ConfigError, DataError, UserError, exit_on_user_error
+from esc.models.revision import adapter_hash
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +100,6 @@ def _settings_key(settings: GenerationSettings) -> dict[str, Any]:
 @functools.lru_cache(maxsize=64)
 def _adapter_digest(folder: str, stamp: tuple[tuple[str, int, int], ...]) -> str:
     """`adapter_hash`, computed once per folder state (`stamp`: its files' names, times and sizes)."""
-    from esc.models.revision import adapter_hash
 
     return "sha256:" + adapter_hash(folder)
 

@@ -1,1 +1,2 @@
-"""The dialogue record, its file format and store, and the tools that read it: transcripts, the official format, merging shards."""
+"""The dialogue record, its file format and store, and the tools that read it: transcripts, the
+official format, merging shards."""

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from esc.errors import ConfigError, DataError
+from esc.models.packaged import ensure_packaged_model, packaged_model
+from esc.models.tiny import TinySpec, ensure_tiny_model
 
 log = logging.getLogger(__name__)
 
@@ -31,12 +33,8 @@ def resolve_model_path(model_cfg: Mapping[str, Any]) -> str:
     """The path or hub id to load: builds the embedded tiny model, or fetches and converts a packaged
     model (`esc.models.packaged`), when the config asks for it."""
     if model_cfg.get("tiny"):
-        from esc.models.tiny import TinySpec, ensure_tiny_model
-
         return str(ensure_tiny_model(TinySpec(**dict(model_cfg["tiny"]))))
     if model_cfg.get("packaged"):
-        from esc.models.packaged import ensure_packaged_model
-
         return str(ensure_packaged_model(str(model_cfg["packaged"])))
     path = model_cfg.get("name_or_path")
     if not path:
@@ -48,12 +46,8 @@ def model_label(model_cfg: Mapping[str, Any]) -> str:
     """What names a configured model the same on every machine (identities, cache keys): the hub id
     or path, the tiny model's spec key, or a packaged model's wheel and hash (wherever it is cached)."""
     if model_cfg.get("tiny"):
-        from esc.models.tiny import TinySpec
-
         return f"tiny-{TinySpec(**dict(model_cfg['tiny'])).key()}"
     if model_cfg.get("packaged"):
-        from esc.models.packaged import packaged_model
-
         spec = packaged_model(str(model_cfg["packaged"]))
         return f"pypi:{spec.requirement}#sha256={spec.wheel_sha256[:16]}"
     return str(model_cfg.get("name_or_path"))

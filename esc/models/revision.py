@@ -30,6 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from esc.hashing import sha256_file
+from esc.models.loading import resolve_model_path
+from esc.models.packaged import converted_dir, is_converted, packaged_model
+from esc.models.tiny import TinySpec
+from esc.paths import cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -177,8 +181,6 @@ def hub_cache_commit(repo_id: str, revision: str | None, cache_dir: str | Path |
 
 def _tiny_dir(model_cfg: Mapping[str, Any]) -> Path:
     """Where `esc.models.tiny.ensure_tiny_model` keeps the tiny model of this spec (built or not)."""
-    from esc.models.tiny import TinySpec
-    from esc.paths import cache_dir
 
     return cache_dir() / "tiny" / f"qwen2-tiny-{TinySpec(**dict(model_cfg['tiny'])).key()}"
 
@@ -186,13 +188,10 @@ def _tiny_dir(model_cfg: Mapping[str, Any]) -> Path:
 def _local_dir(model_cfg: Mapping[str, Any], materialize: bool) -> Path | None:
     """The directory of a tiny or packaged model, built or fetched only when `materialize`."""
     if materialize:
-        from esc.models.loading import resolve_model_path
-
         return Path(resolve_model_path(model_cfg))
     if model_cfg.get("tiny"):
         path = _tiny_dir(model_cfg)
         return path if (path / "build.json").is_file() else None
-    from esc.models.packaged import converted_dir, is_converted, packaged_model
 
     spec = packaged_model(str(model_cfg["packaged"]))
     return converted_dir(spec) if is_converted(spec) else None

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from esc.errors import UserError
+from esc.models.tiny_corpus import chinese_texts, english_texts
 from esc.paths import cache_dir, data_dir
 
 log = logging.getLogger(__name__)
@@ -75,7 +76,6 @@ class TinySpec:
 
 def _corpus(limit_chars: int) -> Iterator[str]:
     """Dialogue text for the tokenizer: English and Chinese in equal shares, in a fixed order."""
-    from esc.models.tiny_corpus import chinese_texts, english_texts
 
     for texts in (english_texts(), chinese_texts()):
         budget = limit_chars // 2

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from esc.corpora.smile import smile_dir
 from esc.paths import data_dir
 from esc.sft.esconv import read_esconv_splits
-from esc.sft.smile import read_smile, smile_dir
+from esc.sft.smile import read_smile
 
 
 def english_texts() -> Iterator[str]:

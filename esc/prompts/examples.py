@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import functools
 
+from esc.corpora import SEEKER
+from esc.corpora.esconv import esconv_path, read_esconv
+from esc.corpora.smile import read_smile_dialogue, smile_dir, smile_files
 from esc.errors import ConfigError, UserError
+from esc.paths import data_dir
 from esc.prompts.registry import KEY, LANGUAGES
 
 # The ICL example: the dialogue of paper Figure 11 (ESConv train), else the first ESConv train
@@ -33,37 +37,22 @@ def _merge(turns: list[tuple[int, str]]) -> list[tuple[int, str]]:
 
 
 def _esconv_example() -> tuple[str, list[tuple[int, str]]]:
-    from esc.jsonl import get_field, read_jsonl
-    from esc.paths import data_dir
-    from esc.sft.esconv import esconv_path
-
     path = esconv_path(data_dir(), "train")
     chosen = None
-    for index, (lineno, record) in enumerate(read_jsonl(path)):
-        dialog = get_field(record, "dialog", list, path, f"line {lineno}")
+    for dialogue in read_esconv(path, "train"):
         if chosen is None:
-            chosen = (index, dialog)  # fallback: the first training dialogue
-        if any(u.get("speaker") == "usr" and EXAMPLE_ESCONV_TEXT in str(u.get("text", "")) for u in dialog):
-            chosen = (index, dialog)
+            chosen = dialogue  # fallback: the first training dialogue
+        if any(u.speaker == SEEKER and EXAMPLE_ESCONV_TEXT in u.text for u in dialogue.utterances):
+            chosen = dialogue
             break
     if chosen is None:
         raise UserError(f"{path}: no ESConv dialogue to use as the ICL example; run `make data`")
-    index, dialog = chosen
-    turns = [(0 if u.get("speaker") == "usr" else 1, str(u.get("text", ""))) for u in dialog]
-    return f"esconv/train/{index}", turns
+    return chosen.id, [(0 if u.speaker == SEEKER else 1, u.text) for u in chosen.utterances]
 
 
 def _smile_example() -> tuple[str, list[tuple[int, str]]]:
-    from esc.jsonl import get_field, read_json
-    from esc.paths import data_dir
-    from esc.sft.smile import smile_dir, smile_files
-
     path = smile_files(smile_dir(data_dir()))[0]
-    data = read_json(path)
-    turns = [
-        (0 if get_field(u, "role", str, path, k) == "client" else 1, get_field(u, "content", str, path, k))
-        for k, u in enumerate(data)
-    ]
+    turns = [(0 if speaker == SEEKER else 1, text) for speaker, text in read_smile_dialogue(path)]
     return f"smile/{path.stem}", turns
 
 

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from esc.cards import load_cards
 from esc.dialogues.store import read_dialogues
 from esc.errors import ConfigError, UserError
 from esc.jsonl import atomic_write_text, read_jsonl
@@ -30,6 +31,8 @@ from esc.roleplay.questions import (
     seeker_turns,
 )
 from esc.roleplay.report import table1, table1_markdown, to_csv, win_rates, winrate_markdown
+from esc.rundir import resolved_revision
+from esc.scoring.agreement_run import judge_items
 from esc.scoring.judge import FAILED, VALID, Judge
 from esc.scoring.store import STATUSES, ScoreRecord, ScoreStore
 
@@ -54,7 +57,6 @@ class RoleplayRecord(ScoreRecord):
 
 
 def _cards(paths: Any) -> dict[tuple[int, str], str]:
-    from esc.cards import load_cards
 
     cards = load_cards([Path(p) for p in paths] if paths else None)
     return {(c.id, c.language): c.to_text() for c in cards}
@@ -77,8 +79,6 @@ def _human(path: Any) -> dict[tuple[int, str], list[tuple[str, str]]]:
 
 def run_roleplay(resolved: Mapping[str, Any], out: Path, manifest: Any, judge: Judge, folder: Any = None,
                  files: list[Path] | None = None) -> dict[str, Any]:  # fmt: skip
-    from esc.rundir import resolved_revision
-    from esc.scoring.agreement_run import judge_items
 
     section = dict(resolved.get("roleplay") or {})
     cards = _cards(section.get("cards"))

@@ -35,11 +35,19 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from esc.corpora import SEEKER
+from esc.corpora.esconv import (
+    SPLITS,
+    EsconvDialogue,
+    esconv_path,
+    failed_esconv_path,
+    read_esconv,
+    read_failed_esconv,
+)
 from esc.errors import DataError, UserError, exit_on_user_error
-from esc.jsonl import atomic_write_text, read_json, read_jsonl
+from esc.jsonl import atomic_write_text, read_jsonl
 from esc.paths import data_dir
 from esc.scoring.rubrics import DIMENSION_KEYS, SCORES, dimension
-from esc.sft.esconv import SPLITS, esconv_path
 
 ROLES = ("user", "assistant")
 RATIOS = (7, 1, 2)  # train : val : test by dialogue (paper §3.4)
@@ -183,33 +191,23 @@ def esconv_annotations(root: Path | None = None, max_lines: int | None = 12) -> 
     root = Path(root or data_dir())
     out: list[Annotation] = []
     for split in SPLITS:
-        path = esconv_path(root, split)
-        for index, (_, record) in enumerate(read_jsonl(path)):
-            lines, feedback = [], []
-            for utt in record["dialog"]:
-                role = "user" if utt["speaker"] == "usr" else "assistant"
-                if max_lines and len(lines) >= max_lines:
-                    break
-                lines.append((role, utt["text"]))
-                if role == "user" and utt.get("rating") not in (None, ""):
-                    feedback.append(int(utt["rating"]))
-            ratings = {"empathy": record.get("empathy"), "fluency": record.get("relevance")}
-            out += _annotations(f"esconv/{split}/{index}", lines, ratings, feedback, "esconv")
-    failed = root / "esconv" / "FailedESConv.json"
-    for index, record in enumerate(read_json(failed)):
-        survey = (record.get("survey_score") or {}).get("seeker") or {}
-        lines, feedback = [], []
-        for utt in record["dialog"]:
-            role = "user" if utt["speaker"] in ("seeker", "speaker") else "assistant"
-            if max_lines and len(lines) >= max_lines:
-                break
-            lines.append((role, utt["content"].strip()))
-            rating = (utt.get("annotation") or {}).get("feedback")
-            if role == "user" and rating:
-                feedback.append(int(rating))
-        ratings = {"empathy": survey.get("empathy"), "fluency": survey.get("relevance")}
-        out += _annotations(f"failedesconv/{index}", lines, ratings, feedback, "failedesconv")
+        for d in read_esconv(esconv_path(root, split), split):
+            out += _seeker_ratings(d, max_lines, strip=False, source="esconv")
+    for d in read_failed_esconv(failed_esconv_path(root)):  # its texts carry stray spaces
+        out += _seeker_ratings(d, max_lines, strip=True, source="failedesconv")
     return out
+
+
+def _seeker_ratings(d: EsconvDialogue, max_lines: int | None, strip: bool, source: str) -> list[Annotation]:
+    """The annotations of one dialogue, its first `max_lines` utterances shown; the per-turn
+    feedback counts over the shown turns only."""
+    shown = d.utterances[:max_lines] if max_lines else d.utterances
+    lines = [
+        ("user" if u.speaker == SEEKER else "assistant", u.text.strip() if strip else u.text) for u in shown
+    ]
+    feedback = [u.feedback for u in shown if u.feedback is not None]
+    ratings = {"empathy": d.survey.get("empathy"), "fluency": d.survey.get("relevance")}
+    return _annotations(d.id, lines, ratings, feedback, source)
 
 
 def _annotations(

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from esc.errors import ConfigError, UserError
+from esc.sft.tokenize import encode_chat
 
 PROBE = "Score?"  # the user turn of the probe chat: any text the template renders verbatim
 
@@ -62,7 +63,6 @@ def answer_tokens(
 ) -> AnswerTokens:
     """The answer ids of `choices` for this tokenizer and chat template (`system`: the system turn
     the judge sends, which some templates need to render their generation prompt)."""
-    from esc.sft.tokenize import encode_chat
 
     probe = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": PROBE}]
     prefix = _render(tokenizer, probe, True)

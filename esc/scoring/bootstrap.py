@@ -23,6 +23,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from esc.scoring.leaderboard import bootstrap_ci
+
 MAX_UNDEFINED = 0.05  # above this share of undefined resamples, a figure is n/a
 
 
@@ -111,7 +113,6 @@ def format_figure(value: float, interval: Interval, scale: float = 1.0, digits: 
 
 def mean_interval(values: np.ndarray, n_resamples: int, seed: int) -> tuple[float, float]:
     """`leaderboard.bootstrap_ci` of the mean, NaN (not None) without enough values or resamples."""
-    from esc.scoring.leaderboard import bootstrap_ci
 
     if n_resamples <= 0:
         return (math.nan, math.nan)

@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from esc.scoring.rubrics import SCORES, prompt_style
+from esc.scoring.rubrics import SCORES, dialogue_text, dimension, prompt_style
 
 VALID, INVALID, FAILED = "valid", "invalid", "failed"
 
@@ -55,7 +55,6 @@ class ScoreItem:
         (`default_system`: the judge model's chat() default system turn, `PromptStyle.messages`)."""
         if self.messages is not None:
             return [{"role": role, "content": content} for role, content in self.messages]
-        from esc.scoring.rubrics import dialogue_text, dimension
 
         return style.messages(
             dimension(self.dimension).key, dialogue_text(self.lines), self.language, default_system

@@ -39,6 +39,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from esc.cards import load_cards
 from esc.dialogues.official import official_name
 from esc.errors import ArgumentParser, DataError, UserError, exit_on_user_error
 from esc.jsonl import atomic_write_text
@@ -74,7 +75,6 @@ def split_name(path: Path) -> tuple[str | None, str | None, str | None]:
 
 
 def _released_card_ids(language: str) -> list[int]:
-    from esc.cards import load_cards
 
     return [card.id for card in load_cards(None, language=language)]
 
@@ -209,7 +209,6 @@ def write_official_scores(
 def _card_ids(files: Sequence[Path] | None, language: str) -> list[int] | None:
     if not files:
         return None
-    from esc.cards import load_cards
 
     return [card.id for card in load_cards(list(files), language=language)]
 

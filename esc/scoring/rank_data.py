@@ -30,6 +30,7 @@ from esc.scoring.annotations import (
     write_annotations,
 )
 from esc.scoring.rubrics import DIMENSION_KEYS, dialogue_text, dimension, prompt_style
+from esc.sft.mixture import _plain
 from esc.sft.sample import Sample
 
 log = logging.getLogger(__name__)
@@ -100,7 +101,6 @@ def class_weights(annotations: Sequence[Annotation], power: float) -> dict[tuple
 
 def build_rank_samples(cfg: Any) -> tuple[list[Sample], list[Sample]]:
     """(train, val) samples for the ChatSFTDataModule."""
-    from esc.sft.mixture import _plain
 
     cfg = _plain(cfg)
     parts = splits(cfg)

@@ -19,16 +19,21 @@ from tqdm import tqdm
 from esc.dialogues.record import dialogue_lines
 from esc.dialogues.store import dialogue_files, read_dialogues
 from esc.errors import ConfigError, DataError, UserError
+from esc.hashing import sha256_file
 from esc.jsonl import atomic_write_text
+from esc.roleplay.metrics import ROLEPLAY_METRICS_FILE
+from esc.roleplay.run import run_roleplay
 from esc.rundir import RunFolder, model_settings, refuse_unswept_sweep, resolved_revision
 from esc.runinfo import RunManifest
 from esc.scoring import agreement as agree
 from esc.scoring import agreement_run as job
 from esc.scoring import leaderboard as board
+from esc.scoring.correlation import run_correlation
 from esc.scoring.judge import FAILED, INVALID, VALID, Judge, ScoreItem
 from esc.scoring.judges import build_judge
 from esc.scoring.rubrics import DIMENSION_KEYS, dimension
 from esc.scoring.store import ScoreRecord, ScoreStore, merge_score_files, score_file_paths
+from esc.scoring.wandb_report import log_reports
 
 log = logging.getLogger(__name__)
 MODES = ("score", "leaderboard", "agreement", "correlation", "roleplay")
@@ -176,8 +181,6 @@ def rank(cfg: DictConfig) -> dict[str, Any]:
                 if mode == "correlation":
                     return run_correlation_mode(resolved, out, manifest)
                 if mode == "roleplay":
-                    from esc.roleplay.run import run_roleplay
-
                     if resolved.get("dialogues") in (None, "???"):
                         raise ConfigError(
                             "dialogues", "name the evaluate.py output directories of the role-players"
@@ -206,9 +209,6 @@ def output_settings(mode: str, resolved: Mapping[str, Any], judge: Judge | None)
             k: section.get(k) for k in ("annotations", "languages", "split_ratios", "split_seed", "split")
         }
     if mode == "roleplay":  # what its items ask: the cards, the human dialogues, the questions' texts
-        from esc.hashing import sha256_file
-        from esc.roleplay.metrics import ROLEPLAY_METRICS_FILE
-
         section = resolved.get("roleplay") or {}
         settings["roleplay"] = {k: section.get(k) for k in ("cards", "human", "turns", "metrics", "pairwise")}
         settings["roleplay"]["questions_sha256"] = sha256_file(ROLEPLAY_METRICS_FILE)
@@ -327,7 +327,6 @@ def run_agreement(resolved: Mapping[str, Any], out: Path, manifest: RunManifest,
 
 def run_correlation_mode(resolved: Mapping[str, Any], out: Path, manifest: RunManifest) -> dict[str, Any]:
     """mode=correlation: text metrics and judges against the human scores (Tables 3, 13-15)."""
-    from esc.scoring.correlation import run_correlation
 
     section = {"seed": resolved.get("seed", 42), **(resolved.get("correlation") or {})}
     result = run_correlation(section, out)
@@ -345,6 +344,5 @@ def _log_to_wandb(out: Path, resolved: Mapping[str, Any], charts: Sequence[str] 
     settings = resolved.get("wandb") or {}
     if not settings.get("enabled"):
         return None
-    from esc.scoring.wandb_report import log_reports
 
     return log_reports(out, settings, resolved, charts)

@@ -14,8 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from esc.secrets import argv_redacted, redact
-from esc.train.loggers import wandb_has_credentials
+from esc.secrets import argv_redacted, redact, wandb_has_credentials
 
 log = logging.getLogger(__name__)
 TABLES = ("leaderboard.csv", "agreement.csv", "correlation.csv")

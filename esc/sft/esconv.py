@@ -1,4 +1,4 @@
-"""ESConv reader (FADO re-format, JSON lines): the seeker is the role-player (`assistant`).
+"""ESC-Role samples from ESConv (`esc.corpora.esconv` reads the files): the seeker is the role-player.
 
 Role card: the paper extracted cards with GPT-4 (section 2.3.1); here the card is built from the
 dialogue's own metadata in the ESC-Eval card layout:
@@ -17,19 +17,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from esc.errors import DataError
-from esc.jsonl import get_field, read_jsonl
+from esc.corpora import SEEKER
+from esc.corpora import esconv as corpus
+from esc.corpora.esconv import SPLITS, esconv_path
 from esc.prompts import format_card
 from esc.sft.sample import Role, Sample, esc_sample
 
 SOURCE = "esconv"
-SPLITS = ("train", "valid", "test")
-_SPEAKERS: dict[str, Role] = {"usr": "assistant", "sys": "user"}
-
-
-def esconv_path(root: Path, split: str) -> Path:
-    """Path of the FADO-reformatted ESConv split file under the data directory `root`."""
-    return Path(root) / "esconv" / "fado_reformat" / f"{split}_rl.txt"
 
 
 def esconv_card(situation: str, problem_type: str, emotion_type: str) -> str:
@@ -39,29 +33,22 @@ def esconv_card(situation: str, problem_type: str, emotion_type: str) -> str:
 
 
 def read_esconv(path: Path, split: str | None = None) -> list[Sample]:
-    """Read one ESConv `*_rl.txt` file; ids are "esconv/{split}/{record_index}" (0-based line order).
+    """ESC-Role samples of one ESConv `*_rl.txt` file (`esc.corpora.esconv`); ids are
+    "esconv/{split}/{record_index}" (0-based line order).
 
     `split` defaults to the file name's prefix (e.g. "train" for train_rl.txt) and is kept as
-    `split_hint`. Dialogues without any seeker turn are skipped.
+    `split_hint`. Dialogues without any seeker turn are skipped. The seeker is the role-player
+    (`assistant`).
     """
     path = Path(path)
     split = split or path.name.split("_")[0]
     samples: list[Sample] = []
-    for index, (lineno, record) in enumerate(read_jsonl(path)):
-        where = f"line {lineno}"
-        situation = get_field(record, "situation", str, path, where)
-        problem_type = get_field(record, "problem_type", str, path, where)
-        emotion_type = get_field(record, "emotion_type", str, path, where)
-        dialog = get_field(record, "dialog", list, path, where)
-        turns: list[tuple[Role, str]] = []
-        for k, utt in enumerate(dialog):
-            text = get_field(utt, "text", str, path, f"{where}, dialog[{k}]")
-            speaker = get_field(utt, "speaker", str, path, f"{where}, dialog[{k}]")
-            if speaker not in _SPEAKERS:
-                raise DataError(path, f"{where}, dialog[{k}]", f"speaker should be usr/sys, got {speaker!r}")
-            turns.append((_SPEAKERS[speaker], text))
-        card = esconv_card(situation, problem_type, emotion_type)
-        sample = esc_sample(f"{SOURCE}/{split}/{index}", SOURCE, "en", split, card, turns)
+    for dialogue in corpus.read_esconv(path, split):
+        turns: list[tuple[Role, str]] = [
+            ("assistant" if u.speaker == SEEKER else "user", u.text) for u in dialogue.utterances
+        ]
+        card = esconv_card(dialogue.situation, dialogue.problem_type, dialogue.emotion_type)
+        sample = esc_sample(dialogue.id, SOURCE, "en", split, card, turns)
         if sample is not None:
             samples.append(sample)
     return samples

@@ -45,14 +45,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from esc.corpora.esconv import SPLITS as ESCONV_SPLITS
+from esc.corpora.smile import smile_dir
 from esc.errors import ConfigError
 from esc.paths import data_dir
 from esc.prompts import LANGUAGES
-from esc.sft.esconv import SPLITS as ESCONV_SPLITS
 from esc.sft.esconv import read_esconv_splits
 from esc.sft.roleplay import read_roleplay
 from esc.sft.sample import Sample
-from esc.sft.smile import read_smile, smile_dir
+from esc.sft.smile import read_smile
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,5 @@
-"""SmileChat reader (Chinese; one JSON file per dialogue): client = seeker = `assistant`.
+"""ESC-Role samples from SmileChat (Chinese; `esc.corpora.smile` reads the files): the client,
+the seeker, is the role-player (`assistant`).
 
 Role card: Smile has no metadata, and the paper's cards came from GPT-4 reading the dialogue
 (section 2.3.1, Figure 7 prompt). By default the card's problem line is the client's first message,
@@ -20,19 +21,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from esc.errors import DataError, UserError
-from esc.jsonl import get_field, read_json, read_jsonl, require_file
+from esc.corpora import SEEKER
+from esc.corpora.smile import read_smile_dialogue, smile_files
+from esc.errors import DataError
+from esc.jsonl import get_field, read_jsonl, require_file
 from esc.prompts import format_card
 from esc.sft.sample import Role, Sample, esc_sample
 
 SOURCE = "smile"
 CARD_PROBLEM_CHARS = 200
-_SPEAKERS: dict[str, Role] = {"client": "assistant", "counselor": "user"}
-
-
-def smile_dir(root: Path) -> Path:
-    """Directory of the Smile dialogue files under the data directory `root`."""
-    return Path(root) / "smile" / "data"
 
 
 def smile_card(first_client_message: str) -> str:
@@ -63,16 +60,9 @@ def read_smile_file(path: Path, cards: dict[str, str] | None = None) -> Sample |
     """Read one Smile dialogue file; id "smile/{file stem}". None if the client never speaks, or if
     `cards` is given and has no card for it."""
     path = Path(path)
-    data = read_json(path)
-    if not isinstance(data, list):
-        raise DataError(path, None, f"expected a JSON list of utterances, got {type(data).__name__}")
-    turns: list[tuple[Role, str]] = []
-    for k, utt in enumerate(data):
-        role = get_field(utt, "role", str, path, k)
-        content = get_field(utt, "content", str, path, k)
-        if role not in _SPEAKERS:
-            raise DataError(path, k, f"role should be client/counselor, got {role!r}")
-        turns.append((_SPEAKERS[role], content))
+    turns: list[tuple[Role, str]] = [
+        ("assistant" if speaker == SEEKER else "user", text) for speaker, text in read_smile_dialogue(path)
+    ]
     sample_id = f"{SOURCE}/{path.stem}"
     if cards is not None:
         card = cards.get(sample_id)
@@ -84,20 +74,6 @@ def read_smile_file(path: Path, cards: dict[str, str] | None = None) -> Sample |
             return None
         card = smile_card(first_client)
     return esc_sample(sample_id, SOURCE, "zh", None, card, turns)
-
-
-def smile_files(directory: Path) -> list[Path]:
-    """The `*.json` files of `directory`, numeric names in numeric order (stable across machines)."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise UserError(f"{directory}: Smile data directory not found; run `make data` (or set ESC_DATA_DIR)")
-    files = sorted(
-        directory.glob("*.json"),
-        key=lambda p: (not p.stem.isdigit(), int(p.stem) if p.stem.isdigit() else 0, p.stem),
-    )
-    if not files:
-        raise UserError(f"{directory}: no Smile *.json files; run `make data`")
-    return files
 
 
 def read_smile(paths: Path | list[Path], card_file: Path | None = None) -> list[Sample]:

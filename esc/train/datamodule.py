@@ -17,6 +17,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 
 from esc.errors import ConfigError, UserError
 from esc.paths import cache_dir
+from esc.sft.tokenize import collate, collate_packed, encode_dataset, pack
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +190,6 @@ class ChatSFTDataModule(pl.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
             return
-        from esc.sft.tokenize import pack
 
         train, val = self.samples()
         self.train_set = self._encode(train, "train")
@@ -211,8 +211,6 @@ class ChatSFTDataModule(pl.LightningDataModule):
     def _encode(self, samples: Sequence[Any], split: str) -> Any:
         """Tokenize, reusing an earlier run's result for the same samples, tokenizer and max_length."""
         import datasets
-
-        from esc.sft.tokenize import encode_dataset
 
         if not self.cache:
             return encode_dataset(samples, self.tokenizer, self.max_length, num_proc=self.num_proc)
@@ -241,12 +239,10 @@ class ChatSFTDataModule(pl.LightningDataModule):
         return digest.hexdigest()[:16]
 
     def _collate(self, batch: list[dict[str, Any]]) -> dict[str, Any]:
-        from esc.sft.tokenize import collate
 
         return collate(batch, pad_token_id=self.tokenizer.pad_token_id)
 
     def _collate_packed(self, batch: list[dict[str, Any]]) -> dict[str, Any]:
-        from esc.sft.tokenize import collate_packed
 
         return collate_packed(batch)
 

@@ -21,8 +21,10 @@ import torch
 
 from esc.errors import ConfigError
 from esc.jsonl import atomic_write_text
+from esc.paths import data_dir
+from esc.sft.esconv import read_esconv_splits
 from esc.sft.sample import Sample
-from esc.sft.tokenize import IGNORE_INDEX, collate
+from esc.sft.tokenize import IGNORE_INDEX, collate, encode_chat
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +84,6 @@ HELDOUT_SOURCES = {"esconv_valid": "valid", "esconv_test": "test"}
 def heldout_samples(source: str, dialogues: int, root: Path | None = None) -> list[Sample]:
     """The first `dialogues` dialogues of a held-out file, as training samples (same prompt, same
     card layout, same labels): `esconv_valid` or `esconv_test` (ESConv's own split files)."""
-    from esc.paths import data_dir
-    from esc.sft.esconv import read_esconv_splits
 
     if source not in HELDOUT_SOURCES:
         raise ConfigError(
@@ -113,7 +113,6 @@ class HeldOutEvaluation(pl.Callback):
 
     def setup(self, trainer: pl.Trainer, module: pl.LightningModule, stage: str) -> None:
         """Before the model loads: the held-out set, checked against the training samples, encoded."""
-        from esc.sft.tokenize import encode_chat
 
         datamodule = trainer.datamodule
         root = datamodule.data_cfg.get("root")  # the folder training reads (data.root)

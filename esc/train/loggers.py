@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import logging
-import netrc
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,21 +16,11 @@ from pytorch_lightning.loggers.csv_logs import ExperimentWriter
 from pytorch_lightning.loggers.logger import rank_zero_experiment
 
 from esc.jsonl import atomic_write_text
-from esc.secrets import argv_redacted, redact
+from esc.secrets import argv_redacted, redact, wandb_has_credentials
 
 log = logging.getLogger(__name__)
 
 CSV_LOGGERS = ("pytorch_lightning.loggers.CSVLogger", "lightning.pytorch.loggers.CSVLogger")
-
-
-def wandb_has_credentials() -> bool:
-    if os.environ.get("WANDB_API_KEY"):
-        return True
-    try:
-        path = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
-        return path.exists() and netrc.netrc(path).authenticators("api.wandb.ai") is not None
-    except (netrc.NetrcParseError, OSError):
-        return False
 
 
 def build_loggers(

@@ -36,7 +36,7 @@ from esc.cards.construct import steps
 from esc.cards.construct.sources import SEEKER, RawRecord, read_source
 from esc.cards.schema import card_text
 from esc.cards.taxonomy import load_taxonomy
-from esc.chat.base import ChatBackend, GenerationSettings
+from esc.chat.base import ChatBackend, GenerationSettings, Reply
 from esc.chat.build import build_backend
 from esc.chat.cache import with_cache
 from esc.chat.usage import Usage
@@ -360,7 +360,6 @@ def _write_outputs(
 def _usage(store: StepStore, price: Mapping[str, float] | None) -> dict[str, Any]:
     """A step's requests and tokens over every run of this folder (its answers' lines; replies the
     request cache replayed count apart, at no cost)."""
-    from esc.chat.base import Reply
 
     usage = Usage()
     for row in store.rows.values():

@@ -1,4 +1,5 @@
-"""Source adapters: the raw records role cards are extracted from, one adapter per dataset.
+"""Source adapters: the raw records role cards are extracted from, one adapter per dataset (the
+third-party files are read by `esc.corpora`; the adapters only map them to `RawRecord`s).
 
 Each adapter yields `RawRecord`s with a stable id (the same record gets the same id on every
 machine and run), the dataset's name, its language and kind (``qa``: a post asking for help;
@@ -20,16 +21,15 @@ A bad record stops with one line naming the file and the record.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from esc.cards.schema import normalize_source
+from esc.corpora import SEEKER, SUPPORTER, esconv, posts, smile
 from esc.errors import ConfigError, DataError
-from esc.jsonl import get_field, read_json, read_jsonl, require_file
-
-SEEKER, SUPPORTER = "seeker", "supporter"
+from esc.jsonl import get_field, read_jsonl, require_file
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,91 +43,40 @@ class RawRecord:
 
 
 def _esconv(root: Path, options: Mapping[str, Any]) -> Iterator[RawRecord]:
-    from esc.sft.esconv import SPLITS, esconv_path
-
-    for split in options.get("splits") or SPLITS:
-        path = esconv_path(root, split)
-        for index, (lineno, record) in enumerate(read_jsonl(path)):
-            where = f"line {lineno}"
-            turns = tuple(
-                (SEEKER if get_field(u, "speaker", str, path, where) == "usr" else SUPPORTER,
-                 get_field(u, "text", str, path, where).strip())
-                for u in get_field(record, "dialog", list, path, where)
-            )  # fmt: skip
-            situation = get_field(record, "situation", str, path, where).strip()
-            yield RawRecord(f"esconv/{split}/{index}", "ESConv", "en", "md", situation, turns)
+    for split in options.get("splits") or esconv.SPLITS:
+        for d in esconv.read_esconv(esconv.esconv_path(root, split), split):
+            turns = tuple((u.speaker, u.text.strip()) for u in d.utterances)
+            yield RawRecord(d.id, "ESConv", "en", "md", d.situation.strip(), turns)
 
 
 def _esconv_failed(root: Path, options: Mapping[str, Any]) -> Iterator[RawRecord]:
-    path = root / "esconv" / "FailedESConv.json"
-    data = read_json(path)
-    if not isinstance(data, list):
-        raise DataError(path, None, "expected a JSON list of dialogues")
-    for index, record in enumerate(data):
-        turns = tuple(
-            (SEEKER if get_field(u, "speaker", str, path, index) in ("seeker", "speaker") else SUPPORTER,
-             get_field(u, "content", str, path, index).strip())
-            for u in get_field(record, "dialog", list, path, index)
-        )  # fmt: skip
-        situation = str(record.get("situation") or "").strip()
-        yield RawRecord(f"failedesconv/{index}", "ESConv", "en", "md", situation, turns)
+    for d in esconv.read_failed_esconv(esconv.failed_esconv_path(root)):
+        turns = tuple((u.speaker, u.text.strip()) for u in d.utterances)
+        yield RawRecord(d.id, "ESConv", "en", "md", d.situation.strip(), turns)
 
 
 def _smile(root: Path, options: Mapping[str, Any]) -> Iterator[RawRecord]:
-    from esc.sft.smile import smile_dir, smile_files
-
-    for path in smile_files(Path(options.get("path") or smile_dir(root))):
-        data = read_json(path)
-        if not isinstance(data, list):
-            raise DataError(path, None, "expected a JSON list of utterances")
-        turns = tuple(
-            (SEEKER if get_field(u, "role", str, path, k) == "client" else SUPPORTER,
-             get_field(u, "content", str, path, k).strip())
-            for k, u in enumerate(data)
-        )  # fmt: skip
+    for path in smile.smile_files(Path(options.get("path") or smile.smile_dir(root))):
+        turns = tuple((speaker, text.strip()) for speaker, text in smile.read_smile_dialogue(path))
         yield RawRecord(f"smile/{path.stem}", "Smile", "zh", "md", "", turns)
 
 
 def _psyqa(root: Path, options: Mapping[str, Any]) -> Iterator[RawRecord]:
-    path = Path(options.get("path") or root / "psyqa" / "PsyQA_example.json")
-    data = read_json(path)
-    if not isinstance(data, list):
-        raise DataError(path, None, "expected a JSON list of questions")
-    for index, record in enumerate(data):
-        question = get_field(record, "question", str, path, index).strip()
-        description = str(record.get("description") or "").strip()
-        qid = record.get("questionID", index)
-        yield RawRecord(f"psyqa/{qid}", "PsyQA", "zh", "qa", f"{question}\n{description}".strip())
+    for qid, text in posts.read_psyqa(Path(options.get("path") or posts.psyqa_path(root))):
+        yield RawRecord(f"psyqa/{qid}", "PsyQA", "zh", "qa", text)
 
 
 def _epitome(root: Path, options: Mapping[str, Any]) -> Iterator[RawRecord]:
-    seen: set[str] = set()
-    folder = Path(options.get("path") or root / "epitome")
-    for name in ("emotional-reactions-reddit.csv", "explorations-reddit.csv", "interpretations-reddit.csv"):
-        path = require_file(folder / name)
-        with path.open(encoding="utf-8", newline="") as fh:
-            for row_no, row in enumerate(csv.DictReader(fh), start=2):
-                if "sp_id" not in row or "seeker_post" not in row:
-                    raise DataError(path, f"row {row_no}", "missing column sp_id or seeker_post")
-                if row["sp_id"] in seen or not row["seeker_post"].strip():
-                    continue
-                seen.add(row["sp_id"])
-                yield RawRecord(f"epitome/{row['sp_id']}", "EPITOME", "en", "qa", row["seeker_post"].strip())
+    for sp_id, text in posts.read_epitome(Path(options.get("path") or posts.epitome_dir(root))):
+        yield RawRecord(f"epitome/{sp_id}", "EPITOME", "en", "qa", text)
 
 
 def _chatcounselor(root: Path, options: Mapping[str, Any]) -> Iterator[RawRecord]:
-    path = Path(options.get("path") or root / "chatcounselor_counselling_bench" / "question.jsonl")
-    for lineno, record in read_jsonl(path):
-        turns = get_field(record, "turns", list, path, f"line {lineno}")
-        if not turns or not isinstance(turns[0], str) or not turns[0].strip():
-            raise DataError(path, f"line {lineno}", "`turns` must start with the question's text")
-        qid = record.get("question_id", lineno)
-        yield RawRecord(f"chatcounselor/{qid}", "ChatCounselor", "en", "qa", turns[0].strip())
+    for qid, text in posts.read_chatcounselor(Path(options.get("path") or posts.chatcounselor_path(root))):
+        yield RawRecord(f"chatcounselor/{qid}", "ChatCounselor", "en", "qa", text)
 
 
 def _user_file(options: Mapping[str, Any], name: str) -> tuple[Path, str, str]:
-    from esc.cards.schema import normalize_source
-
     path = options.get("path")
     if not path:
         raise ConfigError(f"cards.sources.{name}.path", "name your JSON-lines file")

@@ -27,7 +27,14 @@ from esc.chat.backends._common import error_reply, plain
 from esc.chat.backends.prefix_cache import PrefixCache
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, check_features, register_backend
 from esc.errors import ConfigError
-from esc.models.loading import adapter_weights, check_device, model_label
+from esc.models.loading import (
+    adapter_weights,
+    check_adapter_files,
+    check_device,
+    load_for_inference,
+    model_label,
+    resolve_model_path,
+)
 from esc.models.revision import adapter_hash, resolve_revision
 
 log = logging.getLogger(__name__)
@@ -184,8 +191,6 @@ class HFBackend(ChatBackend):
         (`load` loads). A GPU that was asked for and is not there is an error, never a CPU run."""
         check_device(self.device_name, "backend.device")
         if self.adapter:
-            from esc.models.loading import check_adapter_files
-
             self._adapter_weights()
             check_adapter_files(self.adapter)  # a config or weights file cut short: one line, now
         cfg = self.model_cfg
@@ -206,7 +211,6 @@ class HFBackend(ChatBackend):
         with self._lock:
             if self._model is not None:
                 return
-            from esc.models.loading import load_for_inference
 
             adapters = []
             if self.adapter:
@@ -233,8 +237,6 @@ class HFBackend(ChatBackend):
                 config = self._model.config
             else:
                 from transformers import AutoConfig
-
-                from esc.models.loading import resolve_model_path
 
                 config = AutoConfig.from_pretrained(
                     resolve_model_path(self.model_cfg),

@@ -34,7 +34,7 @@ from typing import Any
 from esc.chat.backends._common import error_reply, plain
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, check_features, register_backend
 from esc.errors import ConfigError
-from esc.models.loading import adapter_weights, model_label
+from esc.models.loading import adapter_weights, model_label, resolve_model_path
 from esc.models.revision import adapter_hash, resolve_revision
 
 log = logging.getLogger(__name__)
@@ -160,7 +160,6 @@ class VLLMBackend(ChatBackend):
                 )
 
     def _llm_args(self) -> dict[str, Any]:
-        from esc.models.loading import resolve_model_path
 
         cfg = self.model_cfg
         settings = dict(self.engine_settings)

@@ -27,7 +27,7 @@ from typing import Any
 
 from esc.chat.backends._common import one_line, plain
 from esc.errors import ConfigError, UserError
-from esc.models.loading import adapter_weights, model_label
+from esc.models.loading import adapter_weights, load_for_inference, model_label
 from esc.models.revision import adapter_hash, resolve_revision
 from esc.scoring.answer_tokens import AnswerTokens, answer_probabilities, answer_tokens
 from esc.scoring.judge import DIGITS, FAILED, INVALID, Judge, Judgment, ScoreItem, register_judge
@@ -159,7 +159,6 @@ class LocalJudge(Judge):
         with self._lock:
             if self._model is not None:
                 return
-            from esc.models.loading import load_for_inference
 
             distinct = sorted({str(p) for p in self.paths.values()})
             names = {path: f"a{i}" for i, path in enumerate(distinct)}  # one copy of each adapter
