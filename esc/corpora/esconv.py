@@ -65,12 +65,12 @@ def read_esconv(path: Path, split: str | None = None) -> Iterator[EsconvDialogue
         emotion_type = get_field(record, "emotion_type", str, path, where)
         utterances = []
         for k, utt in enumerate(get_field(record, "dialog", list, path, where)):
-            text = get_field(utt, "text", str, path, f"{where}, dialog[{k}]")
-            speaker = get_field(utt, "speaker", str, path, f"{where}, dialog[{k}]")
+            at = f"{where}, dialog[{k}]"
+            text = get_field(utt, "text", str, path, at)
+            speaker = get_field(utt, "speaker", str, path, at)
             if speaker not in _FADO_SPEAKERS:
-                raise DataError(path, f"{where}, dialog[{k}]", f"speaker should be usr/sys, got {speaker!r}")
-            rating = utt.get("rating")
-            feedback = int(rating) if speaker == "usr" and rating not in (None, "") else None
+                raise DataError(path, at, f"speaker should be usr/sys, got {speaker!r}")
+            feedback = _feedback(utt.get("rating"), path, at) if speaker == "usr" else None
             utterances.append(Utterance(_FADO_SPEAKERS[speaker], text, feedback))
         survey = {"empathy": record.get("empathy"), "relevance": record.get("relevance")}
         yield EsconvDialogue(
@@ -86,15 +86,13 @@ def read_failed_esconv(path: Path) -> Iterator[EsconvDialogue]:
         raise DataError(path, None, "expected a JSON list of dialogues")
     for index, record in enumerate(data):
         utterances = []
-        for utt in get_field(record, "dialog", list, path, index):
-            speaker = (
-                SEEKER if get_field(utt, "speaker", str, path, index) in ("seeker", "speaker") else SUPPORTER
-            )
-            feedback = (utt.get("annotation") or {}).get("feedback") if isinstance(utt, dict) else None
-            utterances.append(
-                Utterance(speaker, get_field(utt, "content", str, path, index),
-                          int(feedback) if speaker == SEEKER and feedback else None)
-            )  # fmt: skip
+        for k, utt in enumerate(get_field(record, "dialog", list, path, index)):
+            at = f"{index}, dialog[{k}]"
+            seeker = get_field(utt, "speaker", str, path, at) in ("seeker", "speaker")
+            text = get_field(utt, "content", str, path, at)
+            rating = (utt.get("annotation") or {}).get("feedback") or None  # "" / 0 / absent: none
+            feedback = _feedback(rating, path, at) if seeker else None
+            utterances.append(Utterance(SEEKER if seeker else SUPPORTER, text, feedback))
         survey = (record.get("survey_score") or {}).get("seeker") or {}
         yield EsconvDialogue(
             f"failedesconv/{index}",
@@ -104,3 +102,14 @@ def read_failed_esconv(path: Path) -> Iterator[EsconvDialogue]:
             tuple(utterances),
             {"empathy": survey.get("empathy"), "relevance": survey.get("relevance")},
         )
+
+
+def _feedback(value: Any, path: Path, where: str) -> int | None:
+    """A seeker's per-turn rating as an integer (the files hold numbers or digit strings); None when
+    absent; a DataError naming the utterance for anything else."""
+    if value in (None, ""):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise DataError(path, where, f"feedback rating should be an integer, got {value!r}") from None
