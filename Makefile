@@ -46,11 +46,11 @@ endif
 	touch $(STAMP)
 
 data: $(STAMP)
-	$(PY) -m esc.fetch
-	$(PY) -m esc.scoring.annotations build-esconv
+	$(PY) -m esc fetch
+	$(PY) -m esc annotate build-esconv
 
 models: $(STAMP)
-	$(PY) -m esc.models fetch
+	$(PY) -m esc models fetch
 
 # The main job on a real (small) chat model: ESC-Role LoRA on SmolLM2 for a few steps (one row of
 # <= 512 tokens each: a step takes 5-15 s on 2 cores, depending on the machine's load), then the
@@ -62,11 +62,11 @@ demo: install data models
 	  model.max_length=512 hydra.run.dir=$(DEMO_OUT)/train
 	$(PY) evaluate.py roleplayer=esc_role_smollm2 roleplayer.backend.adapter=$(DEMO_OUT)/train \
 	  target=smollm2 cards.languages=[en] cards.limit=$(DEMO_CARDS) hydra.run.dir=$(DEMO_OUT)/evaluate
-	$(PY) -m esc.dialogues show $(DEMO_OUT)/evaluate/dialogues/*.jsonl --limit 1
+	$(VENV)/bin/esc dialogues show $(DEMO_OUT)/evaluate/dialogues/*.jsonl --limit 1
 	@echo
 	@echo "ESC-Role adapter (SmolLM2 + LoRA, $(DEMO_STEPS) steps): $(DEMO_OUT)/train"
 	@echo "Dialogues ($(DEMO_CARDS) cards):                       $(DEMO_OUT)/evaluate/dialogues"
-	@echo "Read them all: $(PY) -m esc.dialogues show $(DEMO_OUT)/evaluate/dialogues/*.jsonl"
+	@echo "Read them all: $(VENV)/bin/esc dialogues show $(DEMO_OUT)/evaluate/dialogues/*.jsonl"
 
 # Two workers, one test file each at a time (--dist loadfile: a file's fixtures and its order stay
 # together; tests/conftest.py starts the slowest files first), one torch thread each so the two

@@ -7,7 +7,7 @@
     # the paper's grid: ESC-Role × the 14 targets on the 331 English cards, one SLURM job per target
     python evaluate.py -m +exp=table2_en hydra/launcher=slurm
     # one target split over a SLURM array (see slurm/evaluate_array.sbatch), then merged
-    python -m esc.dialogues merge OUT_0 OUT_1 ... --out OUT
+    esc dialogues merge OUT_0 OUT_1 ... --out OUT
 
 Rerunning with the same `hydra.run.dir` resumes: completed dialogues are skipped, failed ones retried.
 """
@@ -16,28 +16,16 @@ import hydra
 from omegaconf import DictConfig
 
 from esc.config_schema import validate
-from esc.errors import IncompleteRun, exit_on_user_error, run_hydra
+from esc.errors import exit_on_user_error, run_hydra
 from esc.interact.run import evaluate
+from esc.lifecycle import report
 
 
 @hydra.main(config_path="conf", config_name="evaluate", version_base="1.3")
 @exit_on_user_error
 def main(cfg: DictConfig) -> None:
     validate(cfg, "evaluate")  # one line naming the key, before any work
-    result = evaluate(cfg)
-    if result.get("skipped"):  # a target without downloadable weights, in a sweep
-        print(f"skipped {result['skipped']}")
-        return
-    counts = result["counts"]
-    print(
-        f"{counts['completed']} dialogues completed, {counts['failed']} failed, "
-        f"{counts['skipped']} already done; files: {', '.join(result['files'].values())}"
-    )
-    if counts["failed"]:  # exit code 3: a scheduler must not count this run as done
-        raise IncompleteRun(
-            f"{counts['failed']} of {counts['selected']} dialogues failed (reasons in "
-            f"{result['output_dir']}/dialogues/*.failed.jsonl); rerun the same command to retry them"
-        )
+    report(evaluate(cfg))  # the counts; exit code 3 when dialogues failed (a rerun retries them)
 
 
 if __name__ == "__main__":

@@ -29,44 +29,16 @@ import hydra
 from omegaconf import DictConfig
 
 from esc.config_schema import validate
-from esc.errors import IncompleteRun, exit_on_user_error, run_hydra
-from esc.scoring.run import rank
+from esc.errors import exit_on_user_error, run_hydra
+from esc.jobs.rank import rank
+from esc.lifecycle import report
 
 
 @hydra.main(config_path="conf", config_name="rank", version_base="1.3")
 @exit_on_user_error
 def main(cfg: DictConfig) -> None:
     validate(cfg, "rank")  # one line naming the key, before any work
-    result = rank(cfg)
-    print(result["markdown"])
-    if result.get("mode") == "agreement":
-        invalid = {k: v for k, v in result["invalid"].items() if v}
-        print(f"invalid judgments by dimension: {invalid or 'none'}")
-        print(f"agreement: {result['output_dir']}/agreement.md (.csv, .json)")
-        return
-    if result.get("mode") == "correlation":
-        print(f"correlation: {result['output_dir']}/correlation.md (.csv, .json)")
-        return
-    if result.get("mode") == "roleplay":
-        counts = result["counts"]
-        print(f"judgments: {counts}; {result['output_dir']}/table1.md, winrates.md (.csv)")
-        if counts.get("failed"):
-            raise IncompleteRun(f"{counts['failed']} judgments failed; rerun the same command to retry them")
-        return
-    counts, per_dim = result["counts"], result["judgments"]
-    invalid = {k: v["invalid"] for k, v in per_dim.items() if v["invalid"]}
-    failed = {k: v["failed"] for k, v in per_dim.items() if v["failed"]}
-    print(
-        f"{counts.get('valid', 0)} valid, {counts.get('invalid', 0)} invalid, {counts.get('failed', 0)} "
-        f"failed judgments this run ({counts.get('skipped', 0)} already done); invalid by dimension: "
-        f"{invalid or 'none'}; failed: {failed or 'none'}"
-    )
-    print(f"leaderboard: {result['output_dir']}/leaderboard.md (.csv), charts: {', '.join(result['charts'])}")
-    if counts.get("failed"):  # exit code 3: a scheduler must not count this run as done
-        raise IncompleteRun(
-            f"{counts['failed']} judgments failed (no answer came: {failed}); rerun the same command to "
-            "retry them"
-        )
+    report(rank(cfg))  # the mode's tables and counts; exit code 3 when judgments failed
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from omegaconf import DictConfig
 
 from esc.config_schema import validate
 from esc.errors import exit_on_user_error, run_hydra
+from esc.lifecycle import report
 
 
 @hydra.main(config_path="conf", config_name="train", version_base="1.3")
@@ -31,10 +32,8 @@ from esc.errors import exit_on_user_error, run_hydra
 def main(cfg: DictConfig) -> float | None:
     validate(cfg, "train")  # one line naming the key, before any work
     result = get_method(cfg.runner)(cfg)  # esc.train.run.train, or an experiment's own job
-    if result.get("report"):
-        print(result["report"])
-    print(result.get("saved") or f"Adapter saved to {result['adapter_dir']} (step {result['global_step']})")
-    return result.get("objective")  # a sweeper that optimises (Optuna) minimises this
+    report(result)
+    return result.objective()  # a sweeper that optimises (Optuna) minimises this
 
 
 if __name__ == "__main__":

@@ -84,7 +84,7 @@ def ours(
     elapsed = time.perf_counter() - start
     if held is not None:
         held.close()
-    assert result["counts"]["completed"] == cards, result["counts"]
+    assert result.counts["completed"] == cards, result.counts
     dialogues = list(read_dialogues(out / "dialogues" / f"{model}__{model}__en.jsonl"))
     tokens = sum(t.completion_tokens or 0 for d in dialogues for t in d.turns)
     return elapsed, {d.card_id: [t.text for t in d.turns] for d in dialogues}, tokens

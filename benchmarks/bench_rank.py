@@ -51,10 +51,10 @@ from omegaconf import OmegaConf  # noqa: E402
 
 from esc.errors import UserError, exit_on_user_error  # noqa: E402
 from esc.models.loading import load_causal_lm, load_tokenizer  # noqa: E402
+from esc.official.scores import official_parse  # noqa: E402
 from esc.scoring.annotations import default_esconv_path, read_annotations  # noqa: E402
 from esc.scoring.judge import VALID, ScoreItem  # noqa: E402
 from esc.scoring.judges import build_judge  # noqa: E402
-from esc.scoring.official import official_parse  # noqa: E402
 from esc.scoring.rubrics import DIMENSION_KEYS, dialogue_text, prompt_style  # noqa: E402
 from tests.helpers import compose  # noqa: E402
 
@@ -65,9 +65,7 @@ def load_dialogues(n: int) -> list[tuple[str, tuple[tuple[str, str], ...]]]:
     """The first `n` distinct dialogues of the ESConv annotation set: (id, (role, text) lines)."""
     path = default_esconv_path()
     if not path.is_file():
-        raise UserError(
-            f"{path}: missing; run `make data` then `python -m esc.scoring.annotations build-esconv`"
-        )
+        raise UserError(f"{path}: missing; run `make data` then `esc annotate build-esconv`")
     seen: dict[str, tuple[tuple[str, str], ...]] = {}
     for ann in read_annotations(path):
         if ann.language == "en" and ann.dialogue_id not in seen:

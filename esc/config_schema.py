@@ -29,11 +29,11 @@ from esc.cards.schema import LANGUAGES
 from esc.chat.cache import JOURNAL_MODES
 from esc.errors import ConfigError
 from esc.interact.engine import CONTEXT_POLICIES, ENGINE_MODES
+from esc.jobs.rank import MODES as RANK_MODES
 from esc.models.loading import AUTO_CLASSES
 from esc.scoring.agreement_run import SPLITS as AGREEMENT_SPLITS
 from esc.scoring.rank_data import ADAPTER_MODES as RANK_ADAPTERS
 from esc.scoring.rank_data import BALANCE_MODES as RANK_BALANCE
-from esc.scoring.run import MODES as RANK_MODES
 
 Job = Literal["train", "evaluate", "rank", "cards"]
 JOBS: tuple[str, ...] = ("train", "evaluate", "rank", "cards")
@@ -366,7 +366,7 @@ RULES: tuple[Rule, ...] = (
     Rule("rank.compare_base", boolean(), TRAIN),
     Rule("rank.min_answer_mass", number(minimum=0, maximum=1), TRAIN),
     Rule("rank.bootstrap", integer(0), TRAIN),
-    # python -m esc.cards build
+    # python build_cards.py
     Rule("cards.limit", integer(1, null=True), CARDS, "the first N records of each source; null: all"),
     Rule("cards.languages", list_of(one_of(*LANGUAGES)), CARDS),
     Rule("cards.dedup_threshold", number(above=0, maximum=1), CARDS),

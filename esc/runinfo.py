@@ -21,7 +21,7 @@ from typing import Any
 
 from esc.jsonl import atomic_write_text
 from esc.paths import REPO_ROOT
-from esc.secrets import redact, redact_command, secret_values
+from esc.secrets import command_redacted, redact, secret_values
 
 PACKAGES = (
     "esc-eval",
@@ -89,7 +89,7 @@ class RunManifest:
         self._secrets = secret_values(config)
         self.data: dict[str, Any] = {
             "status": "running",
-            "command": redact_command([Path(sys.argv[0]).name, *sys.argv[1:]], self._secrets),
+            "command": command_redacted(self._secrets),
             "seed": seed,
             "git": git_info(),
             "packages": package_versions(),

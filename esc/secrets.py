@@ -124,6 +124,13 @@ def redact_command(argv: Iterable[str], values: Iterable[str]) -> list[str]:
     return out
 
 
+def command_redacted(values: Iterable[str]) -> list[str]:
+    """This process's command line (the script's name and its arguments) with secrets masked: what a
+    run's manifest records. This module is the one place outside argument parsing that reads
+    `sys.argv`: to record it masked, and to mask it for the libraries that record it themselves."""
+    return redact_command([Path(sys.argv[0]).name, *sys.argv[1:]], values)
+
+
 @contextlib.contextmanager
 def argv_redacted(config: Any = None) -> Iterator[None]:
     """`sys.argv` with secrets masked while the block runs: for libraries that record the command

@@ -42,7 +42,7 @@ def test_the_grid_trains_each_variant_and_writes_one_table(tmp_path: Path) -> No
     assert "| paper |" in rows[0] and "| no_roleplay |" in rows[1]
     assert f"{jobs[1]['after']:.4f}" in rows[1]
     assert table in run.stdout  # printed at the end of the sweep
-    assert write_table(sweep) == table  # `python -m esc.train.ablation SWEEP_DIR` rebuilds it
+    assert write_table(sweep) == table  # `esc ablation SWEEP_DIR` rebuilds it
 
 
 @requires_data

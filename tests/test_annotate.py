@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 import tests.scripted_backend  # noqa: F401  (registers backend kind "scripted")
-from esc.annotate.__main__ import main as annotate
 from esc.annotate.agreement import agreement, resolve
 from esc.annotate.kinds import task_kind
 from esc.annotate.tasks import Label, import_labels, read_tasks, to_esc_rank
 from esc.cards import load_cards
+from esc.cli import main as esc_main
 from esc.dialogues.record import dialogue_lines
 from esc.dialogues.store import dialogue_files, read_dialogues
 from esc.errors import DataError
@@ -55,7 +55,10 @@ def labels_of(kind: str, table: dict[str, list[int | str]], task_ids: list[str])
 
 def test_export_fill_in_three_ways_import_and_agreement(run_dir: Path, tmp_path: Path, capsys) -> None:
     tasks_dir = tmp_path / "tasks"
-    assert annotate(["export", "dialogue", "--dialogues", str(run_dir), "--out", str(tasks_dir)]) == 0
+    assert (
+        esc_main(["annotate", "export", "dialogue", "--dialogues", str(run_dir), "--out", str(tasks_dir)])
+        == 0
+    )
     tasks = read_tasks(tasks_dir)
     assert len(tasks) == 3 and all(t.kind == "dialogue" and "AI assistant:" in t.text for t in tasks.values())
     # the Label Studio project: one single-choice block per dimension, 0-4 with Table 16's rules
@@ -99,8 +102,13 @@ def test_export_fill_in_three_ways_import_and_agreement(run_dir: Path, tmp_path:
     ]
     (tmp_path / "c.json").write_text(json.dumps(exported))
     files = [str(tmp_path / f) for f in ("a.csv", "b.jsonl", "c.json")]
-    assert annotate(["import", str(tasks_dir), *files, "--out", str(tmp_path / "labels.jsonl")]) == 0
-    assert annotate(["agreement", str(tmp_path / "labels.jsonl"), "--out", str(tmp_path / "agree")]) == 0
+    assert (
+        esc_main(["annotate", "import", str(tasks_dir), *files, "--out", str(tmp_path / "labels.jsonl")]) == 0
+    )
+    assert (
+        esc_main(["annotate", "agreement", str(tmp_path / "labels.jsonl"), "--out", str(tmp_path / "agree")])
+        == 0
+    )
     shown = capsys.readouterr().out
     rows_out = {r["field"]: r for r in json.loads((tmp_path / "agree.json").read_text())}
     fluency = rows_out["fluency"]
@@ -115,8 +123,16 @@ def test_export_fill_in_three_ways_import_and_agreement(run_dir: Path, tmp_path:
     # ESC-RANK reads them as human annotations
     out = tmp_path / "mine.jsonl"
     assert (
-        annotate(
-            ["to-esc-rank", str(tmp_path / "labels.jsonl"), "--tasks", str(tasks_dir), "--out", str(out)]
+        esc_main(
+            [
+                "annotate",
+                "to-esc-rank",
+                str(tmp_path / "labels.jsonl"),
+                "--tasks",
+                str(tasks_dir),
+                "--out",
+                str(out),
+            ]
         )
         == 0
     )
@@ -132,7 +148,12 @@ def test_export_fill_in_three_ways_import_and_agreement(run_dir: Path, tmp_path:
 
 
 def test_card_and_roleplay_tasks(run_dir: Path, tmp_path: Path) -> None:
-    assert annotate(["export", "roleplay", "--dialogues", str(run_dir), "--out", str(tmp_path / "rp")]) == 0
+    assert (
+        esc_main(
+            ["annotate", "export", "roleplay", "--dialogues", str(run_dir), "--out", str(tmp_path / "rp")]
+        )
+        == 0
+    )
     rp = read_tasks(tmp_path / "rp")
     cards = {c.id: c.to_text() for c in load_cards(language="en")}
     # the card the role-player played, as its judge reads it (not the role-player's whole prompt)
@@ -142,7 +163,7 @@ def test_card_and_roleplay_tasks(run_dir: Path, tmp_path: Path) -> None:
         for t in rp.values()
     )
     assert [f.values for f in task_kind("roleplay").fields] == [("0", "1", "2")] * 6
-    assert annotate(["export", "card", "--language", "zh", "--out", str(tmp_path / "cards")]) == 0
+    assert esc_main(["annotate", "export", "card", "--language", "zh", "--out", str(tmp_path / "cards")]) == 0
     cards = read_tasks(tmp_path / "cards")
     assert len(cards) == 324 and all(t.text.startswith("年龄：") for t in cards.values())
     grade, category = task_kind("card").fields
@@ -211,7 +232,7 @@ def test_the_papers_correction_rules() -> None:
 
 
 def test_unknown_task_out_of_range_and_twice_are_one_line_errors(run_dir: Path, tmp_path: Path) -> None:
-    annotate(["export", "dialogue", "--dialogues", str(run_dir), "--out", str(tmp_path / "t")])
+    esc_main(["annotate", "export", "dialogue", "--dialogues", str(run_dir), "--out", str(tmp_path / "t")])
     tasks = read_tasks(tmp_path / "t")
     some = sorted(tasks)[0]
     cases = [
@@ -234,7 +255,7 @@ def test_unknown_task_out_of_range_and_twice_are_one_line_errors(run_dir: Path, 
 def test_to_esc_rank_takes_only_scores_0_to_4_of_known_tasks(run_dir: Path, tmp_path: Path) -> None:
     """Labels built in code (not read from a checked labels.jsonl) are checked too: a score of 7, a
     field that is no dimension or a task not exported never reach ESC-RANK's training file."""
-    annotate(["export", "dialogue", "--dialogues", str(run_dir), "--out", str(tmp_path / "t")])
+    esc_main(["annotate", "export", "dialogue", "--dialogues", str(run_dir), "--out", str(tmp_path / "t")])
     tasks = read_tasks(tmp_path / "t")
     some = sorted(tasks)[0]
     assert [a.score for a in to_esc_rank([Label(some, "dialogue", "a", "fluency", "3")], tasks)] == [3]

@@ -33,7 +33,7 @@ from esc.paths import REPO_ROOT, data_dir
 from tests.helpers import FAST_TRAIN, compose
 
 HAS_DATA = (data_dir() / "esconv").is_dir()  # the tiny model's tokenizer is trained on it
-HYDRA_SCRIPTS = ("train.py", "evaluate.py", "rank.py")
+HYDRA_SCRIPTS = ("train.py", "evaluate.py", "rank.py", "build_cards.py")
 DIALOGUE_TASK = "dialogue:tiny:tiny:en:32999"
 OFFICIAL_KEYS = ("fluency", "diversity", "empathic", "suggestion", "human", "tech", "overall")
 EN_CARD = {
@@ -79,12 +79,12 @@ RK = ("rank.py", "hydra.run.dir={out}", "judge=tiny")
 LEADERBOARD = ("rank.py", "hydra.run.dir={out}", "mode=leaderboard", "leaderboard.bootstrap=10")
 NO_SPACE = "No space left on device"
 SECRET = "PLANTED-token-0123456789"
-CARDS = ("esc.cards", "stats", "--cards")
-DLG = ("esc.dialogues",)
+CARDS = ("esc", "cards", "stats", "--cards")
+DLG = ("esc", "dialogues")
 IMPORT = (*DLG, "import", "--target", "llama3", "--out", "{out}", "--cards", "{fx}/cards_en.json")
 
 CASES: tuple[Case, ...] = (
-    # --- python -m esc.cards: card files ---
+    # --- esc cards: card files ---
     Case("cards-malformed-json", (*CARDS, "{fx}/malformed.json"), ("malformed.json", "not valid JSON")),
     Case("cards-not-utf8", (*CARDS, "{fx}/latin1.json"), ("latin1.json", "not UTF-8")),
     Case("cards-empty-list", (*CARDS, "{fx}/empty.json"), ("empty.json", "no cards")),
@@ -93,9 +93,9 @@ CASES: tuple[Case, ...] = (
     ),
     Case("cards-bad-record", (*CARDS, "{fx}/no_problem.json"), ("no_problem.json", "[record 0, id 32999]")),
     Case("cards-missing-file", (*CARDS, "{fx}/nope.json"), ("nope.json", "not found")),
-    Case("cards-unknown-id", ("esc.cards", "show", "1", "--cards", "{fx}/cards_en.json"), ("id 1",)),
-    Case("cards-unknown-language", ("esc.cards", "stats", "--language", "fr"), ("--language", "'fr'")),
-    # --- python -m esc.dialogues: dialogue files and the official format ---
+    Case("cards-unknown-id", ("esc", "cards", "show", "1", "--cards", "{fx}/cards_en.json"), ("id 1",)),
+    Case("cards-unknown-language", ("esc", "cards", "stats", "--language", "fr"), ("--language", "'fr'")),
+    # --- esc dialogues: dialogue files and the official format ---
     Case(
         "show-corrupt-middle-line",
         (*DLG, "show", "{tmp}/" + RUN_FILE),
@@ -264,12 +264,11 @@ CASES: tuple[Case, ...] = (
         ("roleplay.jsonl", "line 1, message 0", "unknown speaker 'narrator'"),
         needs_data=True,
     ),
-    # --- python -m esc.cards build, python -m esc.annotate ---
+    # --- python build_cards.py, esc annotate ---
     Case(
         "cards-build-empty-post",
         (
-            "esc.cards",
-            "build",
+            "build_cards.py",
             "+exp=cards_en",
             "hydra.run.dir={out}",
             "cards.sources.esconv.enabled=false",
@@ -284,12 +283,20 @@ CASES: tuple[Case, ...] = (
     ),  # fmt: skip
     Case(
         "annotate-unknown-task",
-        ("esc.annotate", "import", "{fx}/tasks", "{fx}/labels_unknown.jsonl", "--out", "{tmp}/labels.jsonl"),
+        (
+            "esc",
+            "annotate",
+            "import",
+            "{fx}/tasks",
+            "{fx}/labels_unknown.jsonl",
+            "--out",
+            "{tmp}/labels.jsonl",
+        ),
         ("labels_unknown.jsonl", "line 1", "unknown task id 'card:en:9'"),
     ),
     Case(
         "annotate-label-out-of-range",
-        ("esc.annotate", "import", "{fx}/tasks", "{fx}/labels_range.csv", "--out", "{tmp}/labels.jsonl"),
+        ("esc", "annotate", "import", "{fx}/tasks", "{fx}/labels_range.csv", "--out", "{tmp}/labels.jsonl"),
         ("labels_range.csv", "row 2", "grade: 'excellent' is not one of"),
     ),
     # --- rank.py ---
@@ -323,14 +330,14 @@ CASES: tuple[Case, ...] = (
     ),
     Case(
         "annotate-export-out-is-a-file",
-        ("esc.annotate", "export", "card", "--cards", "{fx}/cards_en.json", "--out", "{tmp}/result.json"),
+        ("esc", "annotate", "export", "card", "--cards", "{fx}/cards_en.json", "--out", "{tmp}/result.json"),
         ("result.json", "--out is an existing file"),
         setup="run",
         keep=("result.json", RUN_FILE),
     ),
     Case(
         "official-export-out-is-a-file",
-        ("esc.scoring.official", "export", "{fx}/scores", "--out", "{tmp}/result.json"),
+        ("esc", "scores", "export", "{fx}/scores", "--out", "{tmp}/result.json"),
         ("result.json", "--out is an existing file"),
         setup="run",
         keep=("result.json", RUN_FILE),
@@ -338,7 +345,8 @@ CASES: tuple[Case, ...] = (
     Case(
         "official-import-out-is-a-folder",
         (
-            "esc.scoring.official",
+            "esc",
+            "scores",
             "import",
             "{fx}/tiny_en.json",
             "--cards",
@@ -386,21 +394,30 @@ CASES: tuple[Case, ...] = (
         (*LEADERBOARD, "scores=[{fx}/scores_latin1.jsonl]"),
         ("scores_latin1.jsonl", "line 1", "not UTF-8"),
     ),
-    # --- python -m esc.annotate: files from spreadsheets and Label Studio, label values ---
+    # --- esc annotate: files from spreadsheets and Label Studio, label values ---
     Case(
         "annotate-import-csv-not-utf8",
-        ("esc.annotate", "import", "{fx}/tasks", "{fx}/labels_latin1.csv", "--out", "{tmp}/labels.jsonl"),
+        ("esc", "annotate", "import", "{fx}/tasks", "{fx}/labels_latin1.csv", "--out", "{tmp}/labels.jsonl"),
         ("labels_latin1.csv", "row 2", "not UTF-8"),
     ),
     Case(
         "annotate-import-labelstudio-data-string",
-        ("esc.annotate", "import", "{fx}/tasks", "{fx}/ls_data_string.json", "--out", "{tmp}/labels.jsonl"),
+        (
+            "esc",
+            "annotate",
+            "import",
+            "{fx}/tasks",
+            "{fx}/ls_data_string.json",
+            "--out",
+            "{tmp}/labels.jsonl",
+        ),
         ("ls_data_string.json", "task 0", "`data` is a JSON string"),
     ),
     Case(
         "annotate-import-labelstudio-annotation-string",
         (
-            "esc.annotate",
+            "esc",
+            "annotate",
             "import",
             "{fx}/tasks",
             "{fx}/ls_annotation_string.json",
@@ -412,7 +429,8 @@ CASES: tuple[Case, ...] = (
     Case(
         "annotate-import-label-out-of-range",
         (
-            "esc.annotate",
+            "esc",
+            "annotate",
             "import",
             "{fx}/dialogue_tasks",
             "{fx}/label_seven.jsonl",
@@ -423,13 +441,14 @@ CASES: tuple[Case, ...] = (
     ),
     Case(
         "annotate-agreement-label-out-of-range",
-        ("esc.annotate", "agreement", "{fx}/labels_seven.jsonl", "--out", "{tmp}/agreement"),
+        ("esc", "annotate", "agreement", "{fx}/labels_seven.jsonl", "--out", "{tmp}/agreement"),
         ("labels_seven.jsonl", "line 1", "fluency: '7' is not one of"),
     ),
     Case(
         "annotate-to-esc-rank-score-out-of-range",
         (
-            "esc.annotate",
+            "esc",
+            "annotate",
             "to-esc-rank",
             "{fx}/labels_seven.jsonl",
             "--tasks",
@@ -441,11 +460,11 @@ CASES: tuple[Case, ...] = (
     ),
     Case(
         "annotate-agreement-missing-file",
-        ("esc.annotate", "agreement", "{tmp}/MISSING.jsonl"),
+        ("esc", "annotate", "agreement", "{tmp}/MISSING.jsonl"),
         ("MISSING.jsonl", "file not found"),
         absent=("make data",),
     ),
-    Case("official-usage-error", ("esc.scoring.official", "import", "{fx}/tiny_en.json"), ("--out",)),
+    Case("official-usage-error", ("esc", "scores", "import", "{fx}/tiny_en.json"), ("--out",)),
     # --- a full disk: one line naming the run folder and the file; the files written before stay ---
     Case(
         "evaluate-disk-full-manifest",
@@ -873,7 +892,8 @@ def test_export_names_include_the_roleplayer(
             _dialogue_line(32999, "en", "llama3", roleplayer)
         )
         argv = [
-            "esc.dialogues",
+            "esc",
+            "dialogues",
             "export",
             str(run.parent),
             "--out",

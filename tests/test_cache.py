@@ -28,6 +28,7 @@ from esc.chat.cache import (
     with_cache,
 )
 from esc.chat.usage import Usage
+from esc.cli import main as esc_main
 from esc.errors import ConfigError
 from esc.models import revision as rev
 
@@ -227,15 +228,15 @@ def test_merge_joins_per_job_caches(tmp_path: Path, capsys) -> None:
     merged.close()
 
     # the command line, into a new file
-    cache_mod.main(["merge", str(tmp_path / "job1.sqlite"), "--into", str(tmp_path / "new" / "m.sqlite")])
+    esc_main(["cache", "merge", str(tmp_path / "job1.sqlite"), "--into", str(tmp_path / "new" / "m.sqlite")])
     assert "2 entries, 2 added, 0 already there" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exit_info:
-        cache_mod.main(["merge", str(tmp_path / "missing.sqlite"), "--into", str(tmp_path / "m.sqlite")])
+        esc_main(["cache", "merge", str(tmp_path / "missing.sqlite"), "--into", str(tmp_path / "m.sqlite")])
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.strip() == f"error: {tmp_path / 'missing.sqlite'}: no such cache file"
     (tmp_path / "junk.sqlite").write_bytes(b"x" * 2048)
     with pytest.raises(SystemExit):
-        cache_mod.main(["merge", str(tmp_path / "junk.sqlite"), "--into", str(tmp_path / "m.sqlite")])
+        esc_main(["cache", "merge", str(tmp_path / "junk.sqlite"), "--into", str(tmp_path / "m.sqlite")])
     assert "not a request cache" in capsys.readouterr().err
 
 

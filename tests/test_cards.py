@@ -312,7 +312,7 @@ def test_loads_small_released_format_file(tmp_path: Path) -> None:
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     return subprocess.run(
-        [sys.executable, "-m", "esc.cards", *args],
+        [sys.executable, "-m", "esc", "cards", *args],
         capture_output=True,
         text=True,
         env=env,

@@ -176,7 +176,7 @@ def test_the_pipeline_from_records_to_cards(tmp_path: Path) -> None:
     cfg.extractor = {"kind": "card_writer", "name": "writer"}
     CardWriter.calls = 0
     result = build_cards(cfg)
-    report = result["report"]["by_source"]
+    report = result.report["by_source"]
     assert report["MHP"] == {"records": 3, "kept": 1, "dropped: near-duplicate": 1, "unparseable: extract": 1}
     assert report["ESConv"]["records"] == 3 and report["ESConv"]["kept"] == 3
     cards = load_cards([tmp_path / "out" / "cards.json"])  # the released format, read back
@@ -189,20 +189,20 @@ def test_the_pipeline_from_records_to_cards(tmp_path: Path) -> None:
     assert human[0]["dialogue"][0]["role"] == "user"
     unreadable = [json.loads(line) for line in (tmp_path / "out" / "unparseable.jsonl").open()]
     assert [u["record_id"] for u in unreadable] == ["mhp/3"] and "found none" in unreadable[0]["reason"]
-    assert "| MHP | 3 | 1 |" in result["markdown"]
+    assert "| MHP | 3 | 1 |" in result.markdown
     first = CardWriter.calls
     again = build_cards(cfg)  # a rerun asks nothing it has an answer for
-    assert CardWriter.calls == first and again["report"] == result["report"]
+    assert CardWriter.calls == first and again.report == result.report
     # the rest of the posts: "only sad" is dropped by the filter, "vague" graded invalid
     cfg.cards.limit = 5
-    report = build_cards(cfg)["report"]["by_source"]["MHP"]
+    report = build_cards(cfg).report["by_source"]["MHP"]
     assert report["dropped: filter (only emotions)"] == 1 and report["dropped: grade invalid"] == 1
 
 
 def test_the_build_command_writes_a_card_file_and_a_report(tmp_path: Path) -> None:
     from tests.helpers import run_entry
 
-    run = run_entry("-m", ["esc.cards", "build", "+exp=cards_en", "model=tiny", "cards.limit=2",
+    run = run_entry("build_cards.py", ["+exp=cards_en", "model=tiny", "cards.limit=2",
                            "cards.sources.epitome.enabled=false", "cards.sources.chatcounselor.enabled=false",
                            "progress=false", f"hydra.run.dir={tmp_path}"])  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]

@@ -15,7 +15,7 @@ EXPERIMENTS = sorted(p.stem for p in (CONF_DIR / "exp").glob("*.yaml"))
 def entry_point(exp: str) -> str:
     """The primary config an experiment belongs to, from the command its header comment gives."""
     header = (CONF_DIR / "exp" / f"{exp}.yaml").read_text().split("defaults:")[0]
-    found = re.findall(r"python (train|evaluate|rank)\.py|python -m esc\.(cards) build", header)
+    found = re.findall(r"python (train|evaluate|rank)\.py|python build_(cards)\.py", header)
     assert found, f"conf/exp/{exp}.yaml: the header comment must give the command that runs it"
     return next(name for name in found[0] if name)
 

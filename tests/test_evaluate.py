@@ -45,7 +45,7 @@ def stable(path: Path) -> list[dict]:
 def test_dialogues_advance_in_turn_synchronous_batches_with_flipped_views(tmp_path: Path) -> None:
     ScriptedBackend.instances.clear()
     result = evaluate(scripted_cfg(tmp_path, "dialogue.turns=5"))
-    assert result["counts"] == {"selected": 6, "skipped": 0, "completed": 6, "failed": 0}
+    assert result.counts == {"selected": 6, "skipped": 0, "completed": 6, "failed": 0}
     seeker, helper = ScriptedBackend.instances[-2:]
     assert [len(batch) for batch in seeker.calls] == [6] * 5  # one batch per turn, all dialogues in it
     assert [len(batch) for batch in helper.calls] == [6] * 5
@@ -75,7 +75,7 @@ def test_rerun_writes_nothing_new(tmp_path: Path) -> None:
     files = {p: p.read_bytes() for p in (tmp_path / "dialogues").glob("*")}
     ScriptedBackend.instances.clear()
     result = evaluate(scripted_cfg(tmp_path))
-    assert result["counts"]["skipped"] == 6 and result["counts"]["completed"] == 0
+    assert result.counts["skipped"] == 6 and result.counts["completed"] == 0
     assert all(not backend.calls for backend in ScriptedBackend.instances)
     assert {p: p.read_bytes() for p in (tmp_path / "dialogues").glob("*")} == files
 
@@ -86,13 +86,13 @@ def test_failed_dialogue_is_recorded_and_only_it_is_retried(tmp_path: Path) -> N
     card = load_cards(language="en", limit=3)[1]
     marker = card.problem[:40]
     result = evaluate(scripted_cfg(tmp_path, "cards.languages=[en]", rp={"fail_on": marker}))
-    assert result["counts"]["failed"] == 1 and result["counts"]["completed"] == 2
+    assert result.counts["failed"] == 1 and result.counts["completed"] == 2
     failed = list(read_dialogues(tmp_path / "dialogues" / "tiny__tiny__en.failed.jsonl"))
     assert [d.card_id for d in failed] == [card.id] and "planned failure" in failed[0].error
 
     ScriptedBackend.instances.clear()
     result = evaluate(scripted_cfg(tmp_path, "cards.languages=[en]"))
-    assert result["counts"] == {"selected": 3, "skipped": 2, "completed": 1, "failed": 0}
+    assert result.counts == {"selected": 3, "skipped": 2, "completed": 1, "failed": 0}
     assert [len(b) for b in ScriptedBackend.instances[-2].calls] == [1] * 5
     assert not (tmp_path / "dialogues" / "tiny__tiny__en.failed.jsonl").exists()
     assert len(list(read_dialogues(tmp_path / "dialogues" / "tiny__tiny__en.jsonl"))) == 3
@@ -149,7 +149,7 @@ def test_official_format_round_trip(tmp_path: Path) -> None:
 
     cards = data_dir() / "esc_eval" / "test_en.json"
     official = data_dir() / "esc_eval" / "example_dialogues" / "llama3_en.json"
-    cli = [sys.executable, "-m", "esc.dialogues"]
+    cli = [sys.executable, "-m", "esc", "dialogues"]
     run = subprocess.run(
         [
             *cli,
@@ -186,7 +186,8 @@ def test_malformed_official_file_is_one_line_error(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "esc.dialogues",
+            "esc",
+            "dialogues",
             "import",
             str(bad),
             "--language",
@@ -293,11 +294,11 @@ def test_openai_target_through_a_flaky_server_matches_the_local_model(tmp_path: 
         first = next(read_dialogues(tmp_path / "local" / "dialogues" / "tiny__tiny__en.jsonl"))
         server.inject(["500", "500"], match=first.turns[0].text)  # this dialogue fails after retries
         result = evaluate(cfg_for(tmp_path / "api", api))
-        assert result["counts"]["failed"] == 1 and result["counts"]["completed"] == 2
+        assert result.counts["failed"] == 1 and result.counts["completed"] == 2
         failed = next(read_dialogues(tmp_path / "api" / "dialogues" / "tiny__tiny__en.failed.jsonl"))
         assert failed.card_id == first.card_id and "500" in failed.error
         result = evaluate(cfg_for(tmp_path / "api", api))  # the rerun retries only the failure
-        assert result["counts"] == {"selected": 3, "skipped": 2, "completed": 1, "failed": 0}
+        assert result.counts == {"selected": 3, "skipped": 2, "completed": 1, "failed": 0}
     local = {d["card_id"]: d for d in stable(tmp_path / "local" / "dialogues" / "tiny__tiny__en.jsonl")}
     served = {d["card_id"]: d for d in stable(tmp_path / "api" / "dialogues" / "tiny__tiny__en.jsonl")}
     assert local.keys() == served.keys()
@@ -328,7 +329,7 @@ def test_esc_role_local_plays_with_the_adapter_train_py_wrote(tmp_path: Path) ->
         f"roleplayer.backend.adapter={trained}",
         roleplayer_backend=backend,
     )
-    assert evaluate(cfg)["counts"]["completed"] == 4
+    assert evaluate(cfg).counts["completed"] == 4
     manifest = json.loads((tmp_path / "eval" / "manifest.json").read_text())
     assert manifest["models"]["roleplayer"]["adapter"] == str(trained)
     assert manifest["models"]["roleplayer"]["adapter_sha256"]
@@ -347,7 +348,7 @@ def test_api_sides_stream_each_dialogue_and_write_it_when_it_ends(tmp_path: Path
     cfg = scripted_cfg(tmp_path / "stream", "cards.languages=[en]", rp=api, target={"max_concurrency": 3})
     ScriptedBackend.instances.clear()
     result = evaluate(cfg)
-    assert result["counts"]["completed"] == 3 and result["counts"]["failed"] == 0
+    assert result.counts["completed"] == 3 and result.counts["failed"] == 0
     written = list(read_dialogues(tmp_path / "stream" / "dialogues" / "tiny__tiny__en.jsonl"))
     assert written[-1].card_id == first.card_id  # played first, slowest, written last
     roleplayer, target = ScriptedBackend.instances[-2:]
@@ -363,6 +364,6 @@ def test_streaming_records_failures_and_the_rerun_retries_them(tmp_path: Path) -
         tmp_path, "cards.languages=[en]", rp=api, target={**api, "fail_on": "seeker #2"}
     )  # every target request at turn 1 sees "seeker #2": all fail
     result = evaluate(cfg)
-    assert result["counts"] == {"selected": 3, "skipped": 0, "completed": 0, "failed": 3}
+    assert result.counts == {"selected": 3, "skipped": 0, "completed": 0, "failed": 3}
     cfg = scripted_cfg(tmp_path, "cards.languages=[en]", rp=api, target=api)
-    assert evaluate(cfg)["counts"] == {"selected": 3, "skipped": 0, "completed": 3, "failed": 0}
+    assert evaluate(cfg).counts == {"selected": 3, "skipped": 0, "completed": 3, "failed": 0}

@@ -11,6 +11,7 @@ from urllib.error import HTTPError, URLError
 import pytest
 import yaml
 
+from esc.cli import main as esc_main
 from esc.errors import DataError, UserError
 from esc.fetch import fetcher as fetch_mod
 from esc.fetch.manifest import MANIFEST_PATH, RAW_URL, load_manifest
@@ -69,7 +70,7 @@ def test_real_manifest_is_well_formed():
     for f in smile:
         match = re.fullmatch(r"data/(\d+)\.json", f.source_path)
         assert match and int(match.group(1)) < 2000 and f.path == "smile/" + f.source_path
-    # the card-construction sources (python -m esc.cards build): one sample, three CSVs, one JSONL
+    # the card-construction sources (python build_cards.py): one sample, three CSVs, one JSONL
     assert [f.path for f in by_name["psyqa"].files] == ["psyqa/PsyQA_example.json"]
     assert len(by_name["epitome"].files) == 3
     assert [f.path for f in by_name["chatcounselor_bench"].files] == [
@@ -144,7 +145,7 @@ def world(tmp_path, monkeypatch):
 
 
 def run(world, *args: str) -> int:
-    return fetch_mod.main(["--manifest", str(world["manifest"]), "--dest", str(world["dest"]), *args])
+    return esc_main(["fetch", "--manifest", str(world["manifest"]), "--dest", str(world["dest"]), *args])
 
 
 def part_files(root: Path) -> list[Path]:
@@ -390,10 +391,10 @@ needs_shared = pytest.mark.skipif(
 @needs_shared
 def test_real_fetch_esc_eval_then_check(tmp_path, capsys):
     dest = tmp_path / "data"
-    assert fetch_mod.main(["--only", "esc_eval", "--offline", "--dest", str(dest)]) == 0
+    assert esc_main(["fetch", "--only", "esc_eval", "--offline", "--dest", str(dest)]) == 0
     assert "12 copied" in capsys.readouterr().out
-    assert fetch_mod.main(["--check", "--only", "esc_eval", "--dest", str(dest)]) == 0
-    assert fetch_mod.main(["--only", "esc_eval", "--offline", "--dest", str(dest)]) == 0
+    assert esc_main(["fetch", "--check", "--only", "esc_eval", "--dest", str(dest)]) == 0
+    assert esc_main(["fetch", "--only", "esc_eval", "--offline", "--dest", str(dest)]) == 0
     assert "12 already present" in capsys.readouterr().out
 
 
@@ -401,5 +402,6 @@ def test_real_fetch_esc_eval_then_check(tmp_path, capsys):
 def test_manifest_matches_shared_copy():
     """Every checksum in data/sources.yaml (and checksums/) matches the project's shared copy."""
     assert (
-        fetch_mod.main(["--check", "--dest", str(shared_data_dir()), "--manifest", str(MANIFEST_PATH)]) == 0
+        esc_main(["fetch", "--check", "--dest", str(shared_data_dir()), "--manifest", str(MANIFEST_PATH)])
+        == 0
     )

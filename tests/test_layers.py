@@ -43,10 +43,6 @@ def _modules() -> dict[str, Path]:
 #: reason; anything else imports at the top of its file, where a reader (and import-linter) sees it
 INSIDE_FUNCTIONS = {
     ("esc.errors", "esc.secrets"): "run_hydra masks the console; it moves to the job layer",
-    ("esc.cards.__main__", "esc.errors"): "card construction's Hydra app, to become an entry point",
-    ("esc.cards.__main__", "esc.paths"): "card construction's Hydra app, to become an entry point",
-    ("esc.cards.__main__", "esc.cards.construct.pipeline"): "card construction's Hydra app, ditto",
-    ("esc.cards.__main__", "esc.config_schema"): "card construction's Hydra app, ditto",
 }
 
 

@@ -158,7 +158,7 @@ def test_smollm2_plays_two_english_cards_and_show_prints_them(tmp_path: Path) ->
     english = " ".join(turn["text"] for turn in lines[0]["turns"]).lower().split()
     assert sum(word in {"i", "you", "the", "to", "and", "a"} for word in english) >= 5  # real English
     show = subprocess.run(
-        [sys.executable, "-m", "esc.dialogues", "show", str(path), "--width", "100"],
+        [sys.executable, "-m", "esc", "dialogues", "show", str(path), "--width", "100"],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,

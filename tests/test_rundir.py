@@ -175,17 +175,20 @@ def test_a_run_that_leaves_failures_exits_3_and_a_rerun_completes_it(tmp_path: P
 @requires_data
 def test_export_refuses_a_folder_whose_dialogues_disagree_with_its_settings(tmp_path: Path) -> None:
     """A folder mixed by an older version (dialogues of 1 and 2 turns): export names the card."""
-    from esc.dialogues.__main__ import main as dialogues_main
+    from esc.cli import main as esc_main
 
     run = tmp_path / "run"
     assert run_entry("evaluate.py", [*EVAL, "cards.limit=1", f"hydra.run.dir={run}"]).returncode == 0
-    assert dialogues_main(["export", "--format", "official", str(run), "--out", str(tmp_path / "ok")]) == 0
+    assert (
+        esc_main(["dialogues", "export", "--format", "official", str(run), "--out", str(tmp_path / "ok")])
+        == 0
+    )
     assert (tmp_path / "ok" / "tiny__tiny_en.json").is_file()
     path = run / "dialogues" / "tiny__tiny__en.jsonl"
     record = json.loads(path.read_text())
     record["meta"]["turns"] = 2
     path.write_text(json.dumps(record) + "\n")
     with pytest.raises(SystemExit) as exit_info:
-        dialogues_main(["export", "--format", "official", str(run), "--out", str(tmp_path / "mixed")])
+        esc_main(["dialogues", "export", "--format", "official", str(run), "--out", str(tmp_path / "mixed")])
     assert exit_info.value.code == 2
     assert not (tmp_path / "mixed").exists()

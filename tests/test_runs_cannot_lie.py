@@ -50,7 +50,7 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 
 
 def _merge(*args: str | Path):
-    return run_entry("-m", ["esc.dialogues", "merge", *map(str, args)], timeout=300)
+    return run_entry("-m", ["esc", "dialogues", "merge", *map(str, args)], timeout=300)
 
 
 def _card_ids(path: Path) -> list[int]:

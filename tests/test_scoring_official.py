@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
+from esc.cli import main as esc_main
 from esc.errors import DataError
-from esc.paths import data_dir
-from esc.scoring.judge import FAILED, INVALID, VALID
-from esc.scoring.official import (
-    main,
+from esc.official.scores import (
     official_keys,
     official_parse,
     read_official_scores,
     write_official_scores,
 )
+from esc.paths import data_dir
+from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.rubrics import DIMENSION_KEYS
 from esc.scoring.store import ScoreRecord, ScoreStore, read_scores
 from tests.helpers import requires_data
@@ -98,15 +98,15 @@ def test_round_trip_ours_official_ours(tmp_path: Path) -> None:
 def test_cli_exports_a_rank_output_and_imports_it_for_the_leaderboard(
     tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("esc.scoring.official._released_card_ids", lambda language: CARDS)
+    monkeypatch.setattr("esc.official.scores._released_card_ids", lambda language: CARDS)
     store = ScoreStore(tmp_path / "run" / "scores" / "llama3__esc_role__en__esc_rank.jsonl")
     store.add(our_records())
     store.add([ScoreRecord(**{**our_records()[0].to_dict(), "score": 4})])  # a later line supersedes
-    assert main(["export", str(tmp_path / "run"), "--out", str(tmp_path / "score")]) == 0
+    assert esc_main(["scores", "export", str(tmp_path / "run"), "--out", str(tmp_path / "score")]) == 0
     official = tmp_path / "score" / "llama3__esc_role_en.json"  # the role-player in the name
     assert json.loads(official.read_text(encoding="utf-8"))["0"]["fluency"] == 4
     out = tmp_path / "imported.jsonl"
-    assert main(["import", str(official), "--out", str(out)]) == 0
+    assert esc_main(["scores", "import", str(official), "--out", str(out)]) == 0
     assert "14 judgments (2 invalid: -1)" in capsys.readouterr().out
     records = list(read_scores(out))  # the file rank.py mode=leaderboard scores=... reads
     assert len(records) == 14 and {r.judge for r in records} == {"esc_rank_official"}
@@ -180,11 +180,11 @@ def test_bad_input_names_file_and_record(tmp_path: Path, name: str, text: str, m
 def test_cli_error_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("esc.scoring.official._released_card_ids", lambda language: CARDS)
+    monkeypatch.setattr("esc.official.scores._released_card_ids", lambda language: CARDS)
     path = tmp_path / "llama3_en.json"
     path.write_text('{"0": {"fluency": 7}}', encoding="utf-8")
     with pytest.raises(SystemExit) as exit_info:
-        main(["import", str(path), "--out", str(tmp_path / "x.jsonl")])
+        esc_main(["scores", "import", str(path), "--out", str(tmp_path / "x.jsonl")])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and err.count("\n") == 1
     assert f"{path} [record 0, fluency]: score 7" in err and not (tmp_path / "x.jsonl").exists()

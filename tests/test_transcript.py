@@ -1,4 +1,4 @@
-"""`python -m esc.dialogues show`: dialogues as transcripts, wrapped to the terminal's width."""
+"""`esc dialogues show`: dialogues as transcripts, wrapped to the terminal's width."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rich.cells import cell_len
 
-from esc.dialogues.__main__ import main
+from esc.cli import main as esc_main
 from esc.dialogues.record import Dialogue, Turn
 from esc.dialogues.transcript import render_transcript
 from tests.helpers import REPO_ROOT
@@ -82,10 +82,10 @@ def test_failed_dialogue_shows_its_error() -> None:
 
 def test_show_filters_by_card_and_limit(tmp_path: Path, capsys) -> None:
     path = write(tmp_path / "t__r__en.jsonl", dialogue(1), dialogue(2), dialogue(3))
-    assert main(["show", str(path), "--card", "2", "--width", "80"]) == 0
+    assert esc_main(["dialogues", "show", str(path), "--card", "2", "--width", "80"]) == 0
     out = capsys.readouterr().out
     assert "card 2 (en)" in out and "card 1 (en)" not in out and "card 3 (en)" not in out
-    assert main(["show", str(path), "--limit", "2", "--brief", "--width", "80"]) == 0
+    assert esc_main(["dialogues", "show", str(path), "--limit", "2", "--brief", "--width", "80"]) == 0
     out = capsys.readouterr().out
     assert out.count("card 1 (en)") == out.count("card 2 (en)") == 1 and "card 3" not in out
 
@@ -95,7 +95,7 @@ def test_show_unknown_card_or_missing_file_is_one_line_error(tmp_path: Path) -> 
     for args in (["--card", "99"], []):
         target = str(path) if args else str(tmp_path / "nope.jsonl")
         run = subprocess.run(
-            [sys.executable, "-m", "esc.dialogues", "show", target, *args],
+            [sys.executable, "-m", "esc", "dialogues", "show", target, *args],
             cwd=REPO_ROOT,
             capture_output=True,
             text=True,

@@ -91,7 +91,7 @@ def test_vllm_target_gives_the_same_dialogues_as_local_generation(vllm_server: s
     def run(out: Path, target_backend: dict | None) -> list:
         cfg = evaluate_config(out, target_backend=target_backend)
         result = evaluate(cfg)
-        assert result["counts"]["completed"] == 6
+        assert result.counts["completed"] == 6
         return [
             [t.text for t in d.turns]
             for lang in ("en", "zh")

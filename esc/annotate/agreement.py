@@ -14,17 +14,22 @@ disagree on (Appendix A.2; the card rule of `esc/cards/grading.yaml`).
 
 from __future__ import annotations
 
+import csv
+import io
 import itertools
+import json
 import math
 import warnings
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from esc.annotate.kinds import task_kind
 from esc.annotate.tasks import Label
+from esc.jsonl import atomic_write_text
 
 UNRESOLVED = None
 
@@ -174,3 +179,15 @@ def resolve_labels(
             if first in votes and second in votes:
                 out[task][field] = resolve(votes[first], votes[second], votes.get(third or ""), kind, field)
     return dict(out)
+
+
+def write_agreement_files(rows: Sequence[Mapping[str, Any]], out: Path) -> None:
+    """The agreement table as OUT.md, OUT.csv and OUT.json."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out.with_suffix(".md"), agreement_markdown(rows))
+    atomic_write_text(out.with_suffix(".json"), json.dumps(list(rows), indent=2) + "\n")
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(out.with_suffix(".csv"), buffer.getvalue())

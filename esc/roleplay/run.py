@@ -3,7 +3,7 @@
 Inputs: the dialogues of one or more role-players (evaluate.py output folders: ESC-Role and the
 GPT-4 / Baichuan-NPC baselines, `+exp=roleplay_dialogues`), the role cards they played
 (`roleplay.cards`; null: the released cards), and optionally the human dialogues those cards were
-made from (`roleplay.human`: the `human_dialogues.jsonl` that `python -m esc.cards build` writes
+made from (`roleplay.human`: the `human_dialogues.jsonl` that `python build_cards.py` writes
 for multi-turn sources). The judge answers the six metric questions for every dialogue and, for
 every card with a human dialogue, the pairwise question in both orders (`esc.roleplay.questions`).
 
@@ -13,15 +13,17 @@ what is missing or failed), `table1.md|csv` and `winrates.md|csv` (`esc.roleplay
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from esc.cards import load_cards
-from esc.dialogues.store import read_dialogues
+from esc.dialogues.store import dialogue_files, read_dialogues
 from esc.errors import ConfigError, UserError
 from esc.jsonl import atomic_write_text, read_jsonl
+from esc.lifecycle import Job, JobResult
 from esc.roleplay.questions import (
     PAIRWISE,
     human_lines,
@@ -77,15 +79,37 @@ def _human(path: Any) -> dict[tuple[int, str], list[tuple[str, str]]]:
     return out
 
 
-def run_roleplay(resolved: Mapping[str, Any], out: Path, manifest: Any, judge: Judge, folder: Any = None,
-                 files: list[Path] | None = None) -> dict[str, Any]:  # fmt: skip
+@dataclasses.dataclass
+class RoleplayResult(JobResult):
+    """Table 1 (the six role-play metrics) and Figure 3 (win rates against the human dialogues)."""
+
+    markdown: str = ""
+    counts: dict[str, int] = dataclasses.field(default_factory=dict)
+    table1: Any = None
+    winrates: Any = None
+
+    def summary(self) -> str:
+        return f"{self.markdown}\njudgments: {self.counts}; {self.output_dir}/table1.md, winrates.md (.csv)"
+
+    def incomplete(self) -> str | None:
+        if not self.counts.get(FAILED):
+            return None
+        return f"{self.counts[FAILED]} judgments failed; rerun the same command to retry them"
+
+
+def run_roleplay(job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge) -> RoleplayResult:
+    """`rank.py mode=roleplay`: judge the role-players' dialogues (`dialogues`) on the six metrics and
+    against the human dialogues of their cards."""
+    if resolved.get("dialogues") in (None, "???"):
+        raise ConfigError("dialogues", "name the evaluate.py output directories of the role-players")
+    files = dialogue_files(resolved["dialogues"])
 
     section = dict(resolved.get("roleplay") or {})
     cards = _cards(section.get("cards"))
     human = _human(section.get("human"))
     turns = int(section.get("turns", 5))
     items, pairs = [], 0
-    for path in files or []:
+    for path in files:
         for d in read_dialogues(path):
             if d.status != "complete":
                 continue
@@ -109,9 +133,8 @@ def run_roleplay(resolved: Mapping[str, Any], out: Path, manifest: Any, judge: J
     if section.get("pairwise", True) and human and not pairs:
         log.warning("roleplay.human matches none of the dialogues' cards: no pairwise test")
     judge.check_ready()
-    if folder is not None:
-        folder.check_resolved({"judge": resolved_revision(judge.identity())})
-    manifest.update(judge=judge.identity(), sources=[str(p) for p in files or []], pairs=pairs)
+    job.folder.check_resolved({"judge": resolved_revision(judge.identity())})
+    job.manifest.update(judge=judge.identity(), sources=[str(p) for p in files], pairs=pairs)
     store = ScoreStore(out / "scores" / f"roleplay__{judge.name}.jsonl", RoleplayRecord)
     scoring = resolved.get("scoring") or {}
     judge_items(judge, items, store, int(scoring.get("chunk", 64)), bool(scoring.get("progress", True)))
@@ -125,9 +148,6 @@ def run_roleplay(resolved: Mapping[str, Any], out: Path, manifest: Any, judge: J
     atomic_write_text(out / "table1.csv", to_csv(t1))
     atomic_write_text(out / "winrates.md", winrate_markdown(wins))
     atomic_write_text(out / "winrates.csv", to_csv(wins))
-    failed = sum(r.status == FAILED for r in records)
     counts = {s: sum(r.status == s for r in records) for s in STATUSES}
-    manifest.finish(status="completed" if not failed else "completed_with_failures", counts=counts,
-                    table1=str(out / "table1.md"), winrates=str(out / "winrates.md"))  # fmt: skip
-    return {"output_dir": str(out), "markdown": markdown, "counts": counts, "mode": "roleplay",
-            "table1": t1, "winrates": wins}  # fmt: skip
+    return job.complete(RoleplayResult(str(out), markdown, counts, t1, wins), counts=counts,
+                        table1=str(out / "table1.md"), winrates=str(out / "winrates.md"))  # fmt: skip

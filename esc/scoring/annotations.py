@@ -19,17 +19,15 @@ score that is not an integer 0-4, a (dialogue, dimension, annotator) given twice
 The paper's 59,654 annotations are not public. `build-esconv` derives a real, smaller set from the
 ESConv seekers' own ratings (ESConv and FailedESConv; CC BY-NC 4.0); see `esconv_annotations`.
 
-    python -m esc.scoring.annotations build-esconv     # -> data/annotations/esconv_ratings.jsonl
-    python -m esc.scoring.annotations stats FILE
+    esc annotate build-esconv     # -> data/annotations/esconv_ratings.jsonl
+    esc annotate stats FILE
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import json
-import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -44,7 +42,7 @@ from esc.corpora.esconv import (
     read_esconv,
     read_failed_esconv,
 )
-from esc.errors import DataError, UserError, exit_on_user_error
+from esc.errors import DataError, UserError
 from esc.jsonl import atomic_write_text, read_jsonl
 from esc.paths import data_dir
 from esc.scoring.rubrics import DIMENSION_KEYS, SCORES, dimension
@@ -133,7 +131,7 @@ def read_annotations(path: Path) -> list[Annotation]:
     """Every annotation of a JSONL file, validated (see the module docstring)."""
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"{path}: annotation file not found (build one: python -m esc.scoring.annotations)")
+        raise UserError(f"{path}: annotation file not found (build one: esc annotate)")
     annotations: list[Annotation] = []
     seen: dict[tuple[str, str, str], int] = {}
     for lineno, record in read_jsonl(path):
@@ -265,31 +263,3 @@ def stats(annotations: Sequence[Annotation]) -> str:
 
 def default_esconv_path() -> Path:
     return data_dir() / "annotations" / "esconv_ratings.jsonl"
-
-
-@exit_on_user_error
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m esc.scoring.annotations", description=__doc__.splitlines()[0]
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-    build = sub.add_parser("build-esconv", help="derive annotations from the ESConv seekers' ratings")
-    build.add_argument(
-        "--out", type=Path, default=None, help="default: data/annotations/esconv_ratings.jsonl"
-    )
-    build.add_argument("--max-lines", type=int, default=12, help="utterances kept per dialogue (0: all)")
-    show = sub.add_parser("stats", help="count annotations per dimension and score")
-    show.add_argument("file", type=Path)
-    args = parser.parse_args(argv)
-    if args.command == "build-esconv":
-        out = args.out or default_esconv_path()
-        anns = esconv_annotations(max_lines=args.max_lines or None)
-        write_annotations(anns, out)
-        print(f"{out}: {stats(anns)}")
-    else:
-        print(stats(read_annotations(args.file)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -28,7 +28,7 @@ from esc.errors import ConfigError, UserError
 RUBRICS_FILE = Path(__file__).with_name("rubrics.yaml")
 LANGUAGES = ("en", "zh")
 SCORES = (0, 1, 2, 3, 4)
-ASSISTANT = "AI assistant："  # official-format speaker prefixes (esc/dialogues/official.py)
+ASSISTANT = "AI assistant："  # official-format speaker prefixes (esc/official/dialogues.py)
 USER = "ESC-Role："
 
 

@@ -1,4 +1,6 @@
-"""The scoring job behind `rank.py`: dialogues → judgments on 7 dimensions → leaderboard.
+"""The scoring modes of `rank.py` (`esc.jobs.rank` picks one): dialogues → judgments on 7
+dimensions → leaderboard (mode=score), the leaderboard alone (mode=leaderboard), a judge against the
+human scores (mode=agreement) and text metrics against them (mode=correlation).
 
 Resumable and kill-safe: judgments are appended to `OUT/scores/*.jsonl` as each chunk is judged, and
 a rerun with the same output directory judges only what is missing or failed. The leaderboard is
@@ -7,36 +9,90 @@ rebuilt from the score files at the end of every run.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from esc.dialogues.record import dialogue_lines
 from esc.dialogues.store import dialogue_files, read_dialogues
 from esc.errors import ConfigError, DataError, UserError
-from esc.hashing import sha256_file
 from esc.jsonl import atomic_write_text
-from esc.roleplay.metrics import ROLEPLAY_METRICS_FILE
-from esc.roleplay.run import run_roleplay
-from esc.rundir import RunFolder, model_settings, refuse_unswept_sweep, resolved_revision
-from esc.runinfo import RunManifest
+from esc.lifecycle import Job, JobResult
+from esc.rundir import resolved_revision
 from esc.scoring import agreement as agree
-from esc.scoring import agreement_run as job
+from esc.scoring import agreement_run
 from esc.scoring import leaderboard as board
 from esc.scoring.correlation import run_correlation
 from esc.scoring.judge import FAILED, INVALID, VALID, Judge, ScoreItem
-from esc.scoring.judges import build_judge
 from esc.scoring.rubrics import DIMENSION_KEYS, dimension
 from esc.scoring.store import ScoreRecord, ScoreStore, merge_score_files, score_file_paths
 from esc.scoring.wandb_report import log_reports
 
 log = logging.getLogger(__name__)
-MODES = ("score", "leaderboard", "agreement", "correlation", "roleplay")
+
+
+@dataclasses.dataclass
+class ScoreResult(JobResult):
+    """mode=score and mode=leaderboard: the Table 2 leaderboard and the judgments behind it."""
+
+    counts: dict[str, int] = dataclasses.field(default_factory=dict)  # this run's judgments
+    judgments: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)  # all, per dimension
+    markdown: str = ""
+    charts: list[str] = dataclasses.field(default_factory=list)
+    rows: list[Any] = dataclasses.field(default_factory=list)
+
+    def _by_dimension(self, status: str) -> dict[str, int]:
+        return {k: v[status] for k, v in self.judgments.items() if v[status]}
+
+    def summary(self) -> str:
+        c = self.counts
+        return "\n".join(
+            [
+                self.markdown,
+                f"{c.get(VALID, 0)} valid, {c.get(INVALID, 0)} invalid, {c.get(FAILED, 0)} failed judgments "
+                f"this run ({c.get('skipped', 0)} already done); invalid by dimension: "
+                f"{self._by_dimension(INVALID) or 'none'}; failed: {self._by_dimension(FAILED) or 'none'}",
+                f"leaderboard: {self.output_dir}/leaderboard.md (.csv), charts: {', '.join(self.charts)}",
+            ]
+        )
+
+    def incomplete(self) -> str | None:
+        if not self.counts.get(FAILED):
+            return None
+        return (
+            f"{self.counts[FAILED]} judgments failed (no answer came: {self._by_dimension(FAILED)}); rerun "
+            "the same command to retry them"
+        )
+
+
+@dataclasses.dataclass
+class AgreementResult(JobResult):
+    """mode=agreement: the judge's (or the score files') agreement with people, and the baselines."""
+
+    markdown: str = ""
+    invalid: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def summary(self) -> str:
+        invalid = {k: v for k, v in self.invalid.items() if v}
+        return (
+            f"{self.markdown}\ninvalid judgments by dimension: {invalid or 'none'}\n"
+            f"agreement: {self.output_dir}/agreement.md (.csv, .json)"
+        )
+
+
+@dataclasses.dataclass
+class CorrelationResult(JobResult):
+    """mode=correlation: text metrics and judges against the human scores."""
+
+    markdown: str = ""
+
+    def summary(self) -> str:
+        return f"{self.markdown}\ncorrelation: {self.output_dir}/correlation.md (.csv, .json)"
 
 
 def load_items(path: Path, dims: Sequence[str]) -> list[tuple[ScoreItem, dict[str, Any]]]:
@@ -161,63 +217,9 @@ def write_reports(out: Path, records: Sequence[ScoreRecord], cfg: Mapping[str, A
     return {"rows": rows, "markdown": markdown, "charts": [str(p) for p in charts]}
 
 
-def rank(cfg: DictConfig) -> dict[str, Any]:
-    """Score (mode=score), report (mode=leaderboard) or compare with people (mode=agreement,
-    correlation) as configured; returns where things are."""
-    refuse_unswept_sweep()
-    out = Path(cfg.output_dir)
-    resolved = OmegaConf.to_container(cfg, resolve=True)
-    mode = cfg.get("mode", "score")
-    if mode not in MODES:
-        raise ConfigError("mode", f"{mode!r} is not one of {', '.join(MODES)}")
-    judging = mode in ("score", "roleplay") or (mode == "agreement" and not resolved.get("scores"))
-    judge = build_judge(resolved["judge"]) if judging else None
-    try:
-        with RunFolder(out, f"rank.{mode}", output_settings(mode, resolved, judge)) as folder:
-            manifest = RunManifest(out, resolved, seed=cfg.get("seed"))
-            try:
-                if mode == "agreement":
-                    return run_agreement(resolved, out, manifest, judge, folder)
-                if mode == "correlation":
-                    return run_correlation_mode(resolved, out, manifest)
-                if mode == "roleplay":
-                    if resolved.get("dialogues") in (None, "???"):
-                        raise ConfigError(
-                            "dialogues", "name the evaluate.py output directories of the role-players"
-                        )
-                    files = dialogue_files(resolved["dialogues"])
-                    return run_roleplay(resolved, out, manifest, judge, folder, files)
-                return run_scores(resolved, out, manifest, judge, folder)
-            except BaseException as err:
-                manifest.finish(status="interrupted" if isinstance(err, KeyboardInterrupt) else "failed",
-                                error=f"{type(err).__name__}: {err}"[:500])  # fmt: skip
-                raise
-    finally:
-        if judge is not None:
-            judge.close()
-
-
-def output_settings(mode: str, resolved: Mapping[str, Any], judge: Judge | None) -> dict[str, Any] | None:
-    """What shapes the judgments a rank.py folder keeps (OUT/settings.json); None for the modes that
-    rewrite their reports whole (leaderboard, correlation, agreement on existing scores)."""
-    if judge is None:
-        return None
-    settings: dict[str, Any] = {"judge": model_settings(judge.identity())}
-    if mode == "agreement":
-        section = resolved.get("agreement") or {}
-        settings["annotations"] = {
-            k: section.get(k) for k in ("annotations", "languages", "split_ratios", "split_seed", "split")
-        }
-    if mode == "roleplay":  # what its items ask: the cards, the human dialogues, the questions' texts
-        section = resolved.get("roleplay") or {}
-        settings["roleplay"] = {k: section.get(k) for k in ("cards", "human", "turns", "metrics", "pairwise")}
-        settings["roleplay"]["questions_sha256"] = sha256_file(ROLEPLAY_METRICS_FILE)
-    return settings
-
-
-def run_scores(resolved: Mapping[str, Any], out: Path, manifest: RunManifest, judge: Judge | None,
-               folder: RunFolder | None = None) -> dict[str, Any]:  # fmt: skip
+def run_scores(job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge | None) -> ScoreResult:
     """mode=score: judge the dialogues, then the leaderboard; mode=leaderboard: only the latter."""
+    manifest = job.manifest
     counts: Counter = Counter()
     if judge is not None:
         if resolved.get("dialogues") in (None, "???"):
@@ -228,16 +230,11 @@ def run_scores(resolved: Mapping[str, Any], out: Path, manifest: RunManifest, ju
         for path in sources:  # bad input stops here, before any judging
             load_items(path, dims[:1])
         judge.check_ready()
-        if folder is not None:
-            folder.check_resolved({"judge": resolved_revision(judge.identity())})
+        job.folder.check_resolved({"judge": resolved_revision(judge.identity())})
         manifest.update(judge=judge.identity(), sources=[str(p) for p in sources])
         scoring = resolved.get("scoring") or {}
-        try:
-            counts = score_files(out, judge, sources, dims, int(scoring.get("chunk", 64)),
-                                 bool(scoring.get("progress", True)))  # fmt: skip
-        except BaseException:
-            manifest.update(counts=dict(counts))
-            raise
+        counts = score_files(out, judge, sources, dims, int(scoring.get("chunk", 64)),
+                             bool(scoring.get("progress", True)))  # fmt: skip
     score_paths = sorted((out / "scores").glob("*.jsonl")) if judge is not None else _score_inputs(resolved)
     records = merge_score_files(score_paths)
     if not records:
@@ -248,15 +245,15 @@ def run_scores(resolved: Mapping[str, Any], out: Path, manifest: RunManifest, ju
     )
     by_dimension = invalid_report(records)
     wandb_dir = _log_to_wandb(out, resolved, reports["charts"])
-    manifest.finish(
-        status="completed" if not counts.get(FAILED) else "completed_with_failures",
+    result = ScoreResult(str(out), dict(counts), by_dimension, **reports)
+    return job.complete(
+        result,
         wandb_dir=wandb_dir,
         counts=dict(counts),
         judgments=by_dimension,
         leaderboard=str(out / "leaderboard.md"),
         charts=reports["charts"],
     )
-    return {"output_dir": str(out), "counts": dict(counts), "judgments": by_dimension, **reports}
 
 
 def _score_inputs(resolved: Mapping[str, Any]) -> list[Path]:
@@ -266,10 +263,10 @@ def _score_inputs(resolved: Mapping[str, Any]) -> list[Path]:
     return score_file_paths(spec, "scores")
 
 
-def run_agreement(resolved: Mapping[str, Any], out: Path, manifest: RunManifest, judge: Judge | None,
-                  folder: RunFolder | None = None) -> dict[str, Any]:  # fmt: skip
+def run_agreement(job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge | None) -> AgreementResult:
     """mode=agreement: the judge (or the judges of existing `scores`) against the human annotations
     of one split, beside the baselines; a trained judge only on dialogues it did not learn from."""
+    manifest = job.manifest
     section = dict(resolved.get("agreement") or {})
     data = {
         "annotations": section.get("annotations"),
@@ -279,38 +276,41 @@ def run_agreement(resolved: Mapping[str, Any], out: Path, manifest: RunManifest,
         "seed": section.get("split_seed", 42),
     }
     n_resamples, seed = int(section.get("bootstrap", 1000)), int(resolved.get("seed", 0))
-    evaluated, train_part = job.split_annotations(data, section.get("split", "test"))
+    evaluated, train_part = agreement_run.split_annotations(data, section.get("split", "test"))
     rows: dict[str, Any] = {}
     if judge is None:
         paths = _score_inputs(resolved)
-        rows, judges = job.scores_from_files(paths)
+        rows, judges = agreement_run.scores_from_files(paths)
         for path in paths:  # score files of a rank.py folder: its judge's identity is in the manifest
-            identity = job.folder_judge(path)
-            evaluated = job.held_out(evaluated, job.trained_dialogues(identity), f"judge in {path}")
+            identity = agreement_run.folder_judge(path)
+            evaluated = agreement_run.held_out(
+                evaluated, agreement_run.trained_dialogues(identity), f"judge in {path}"
+            )
         manifest.update(scores=[str(p) for p in paths])
         label = ", ".join(judges)
     else:
         judge.check_ready()
-        if folder is not None:
-            folder.check_resolved({"judge": resolved_revision(judge.identity())})
+        job.folder.check_resolved({"judge": resolved_revision(judge.identity())})
         manifest.update(judge=judge.identity())
-        evaluated = job.held_out(evaluated, job.trained_dialogues(judge.identity()), judge.name)
+        evaluated = agreement_run.held_out(
+            evaluated, agreement_run.trained_dialogues(judge.identity()), judge.name
+        )
         store = ScoreStore(out / "scores" / f"annotations__{judge.name}.jsonl")
         scoring = resolved.get("scoring") or {}
-        rows[judge.name] = job.judge_items(
-            judge, job.annotated_items(evaluated), store, int(scoring.get("chunk", 64)),
+        rows[judge.name] = agreement_run.judge_items(
+            judge, agreement_run.annotated_items(evaluated), store, int(scoring.get("chunk", 64)),
             bool(scoring.get("progress", True)),
         )  # fmt: skip
         label = judge.name
-    items = job.agreement_items(evaluated)
+    items = agreement_run.agreement_items(evaluated)
     for name, predicted in rows.items():
-        job.coverage_warning(predicted, items, name)
+        agreement_run.coverage_warning(predicted, items, name)
     if section.get("baselines", True):
-        rows.update(job.baselines(train_part, evaluated))
+        rows.update(agreement_run.baselines(train_part, evaluated))
     tables = agree.agreement_tables(items, rows, n_resamples, seed)
     split = section.get("split", "test")
     title = f"{label} against people: {len(items)} annotated items ({split} split)"
-    markdown = job.write_agreement(out, tables, title)
+    markdown = agreement_run.write_agreement(out, tables, title)
     invalid = {
         t.scope: r.n_invalid
         for t in tables
@@ -319,25 +319,28 @@ def run_agreement(resolved: Mapping[str, Any], out: Path, manifest: RunManifest,
         if r.reading == "argmax" and r.judge == next(iter(rows))
     }
     wandb_dir = _log_to_wandb(out, resolved)
-    manifest.finish(
-        status="completed", agreement=str(out / "agreement.md"), invalid=invalid, wandb_dir=wandb_dir
+    return job.complete(
+        AgreementResult(str(out), markdown, invalid),
+        agreement=str(out / "agreement.md"),
+        invalid=invalid,
+        wandb_dir=wandb_dir,
     )
-    return {"output_dir": str(out), "markdown": markdown, "invalid": invalid, "mode": "agreement"}
 
 
-def run_correlation_mode(resolved: Mapping[str, Any], out: Path, manifest: RunManifest) -> dict[str, Any]:
+def run_correlation_mode(
+    job: Job, resolved: Mapping[str, Any], out: Path, judge: None = None
+) -> CorrelationResult:
     """mode=correlation: text metrics and judges against the human scores (Tables 3, 13-15)."""
 
     section = {"seed": resolved.get("seed", 42), **(resolved.get("correlation") or {})}
     result = run_correlation(section, out)
     wandb_dir = _log_to_wandb(out, resolved)
-    manifest.finish(
-        status="completed",
+    return job.complete(
+        CorrelationResult(str(out), result["markdown"]),
         correlation=result["files"]["md"],
         warnings=result["warnings"],
         wandb_dir=wandb_dir,
     )
-    return {"output_dir": str(out), "markdown": result["markdown"], "mode": "correlation"}
 
 
 def _log_to_wandb(out: Path, resolved: Mapping[str, Any], charts: Sequence[str] = ()) -> str | None:

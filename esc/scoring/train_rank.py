@@ -23,6 +23,7 @@ intervals of the trained judge's differences (`esc.scoring.agreement`), in
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -32,8 +33,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from esc.errors import ConfigError
-from esc.rundir import RunFolder, refuse_unswept_sweep
-from esc.runinfo import RunManifest
+from esc.lifecycle import Job, JobResult, job_run
 from esc.scoring import agreement as agree
 from esc.scoring.agreement_run import (
     agreement_items,
@@ -54,6 +54,21 @@ from esc.train.run import output_settings, train
 log = logging.getLogger(__name__)
 MODES = ADAPTER_MODES
 BALANCE = BALANCE_MODES
+
+
+@dataclasses.dataclass
+class EscRankResult(JobResult):
+    """The adapters (one folder per dimension, or one for all) and the agreement report."""
+
+    folders: dict[str, str] = dataclasses.field(default_factory=dict)
+    report: str = ""
+    dimensions_without_annotations: list[str] = dataclasses.field(default_factory=list)
+
+    def summary(self) -> str:
+        saved = f"Adapters saved to {self.output_dir}/<dimension>: {', '.join(self.folders)}"
+        if self.report:
+            saved += f"; agreement: {Path(self.output_dir) / 'agreement.md'}"
+        return f"{self.report}\n{saved}" if self.report else saved
 
 
 def _finished(folder: Path) -> bool:
@@ -89,7 +104,7 @@ def train_adapters(cfg: DictConfig, out: Path, dims: Sequence[str], mode: str) -
 
 
 def evaluate(
-    cfg: DictConfig, out: Path, folders: Mapping[str, str], mode: str, manifest: RunManifest
+    cfg: DictConfig, out: Path, folders: Mapping[str, str], mode: str, job: Job
 ) -> list[agree.Table]:
     """Agreement with the human scores of the test split: the trained judge, the base model
     (``rank.compare_base``) and the baselines, every row on the same items."""
@@ -124,7 +139,7 @@ def evaluate(
         try:
             rows[label] = judge_items(judge, items, ScoreStore(out / "test_scores" / f"{file_name}.jsonl"))
             if file_name == "rank":  # where its test scores came from (`agreement_run.folder_judge`)
-                manifest.update(judge=judge.identity())
+                job.manifest.update(judge=judge.identity())
         finally:
             judge.close()
     rows.update(baselines(train_part, test))
@@ -137,24 +152,24 @@ def judge_label(cfg: DictConfig) -> str:
     return f"ESC-RANK ({cfg.model.name}, {(cfg.get('rank') or {}).get('adapters', 'per_dimension')})"
 
 
-def train_esc_rank(cfg: DictConfig) -> dict[str, Any]:
+def train_esc_rank(cfg: DictConfig) -> EscRankResult:
     """The `+exp=esc_rank` job: train the adapters, then the agreement report on the test split."""
-    refuse_unswept_sweep()
     out = Path(cfg.output_dir)
-    with RunFolder(out, "train.esc_rank", output_settings(cfg)):
-        return _train_esc_rank(cfg, out)
-
-
-def _train_esc_rank(cfg: DictConfig, out: Path) -> dict[str, Any]:
-    rank_cfg = cfg.get("rank") or {}
-    mode = rank_cfg.get("adapters", "per_dimension")
+    mode = (cfg.get("rank") or {}).get("adapters", "per_dimension")
     if mode not in MODES:
         raise ConfigError("rank.adapters", f"{mode!r} is not one of {MODES}")
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    with job_run(out, "train.esc_rank", output_settings(cfg), resolved, seed=cfg.get("seed")) as job:
+        return _train_esc_rank(job, cfg, out, mode)
+
+
+def _train_esc_rank(job: Job, cfg: DictConfig, out: Path, mode: str) -> EscRankResult:
+    rank_cfg = cfg.get("rank") or {}
     data = OmegaConf.to_container(cfg.data, resolve=True)
     parts = splits(data)
     dims = [d for d in DIMENSION_KEYS if any(a.dimension == d for a in parts["train"])]
     without = [d for d in DIMENSION_KEYS if d not in dims]
-    manifest = RunManifest(out, OmegaConf.to_container(cfg, resolve=True), seed=cfg.get("seed"))
+    manifest = job.manifest
     manifest.update(
         adapters=mode,
         dimensions_trained=dims,
@@ -164,26 +179,12 @@ def _train_esc_rank(cfg: DictConfig, out: Path) -> dict[str, Any]:
     if without:
         log.warning("No training annotations for %s: no adapter, nothing measured", ", ".join(without))
     write_trained_on(out, data.get("annotations"), [*parts["train"], *parts["val"]])
-    try:
-        folders = train_adapters(cfg, out, dims, mode)
-        results = evaluate(cfg, out, folders, mode, manifest) if rank_cfg.get("evaluate", True) else []
-    except BaseException as err:
-        manifest.finish(status="failed", error=f"{type(err).__name__}: {err}"[:500])
-        raise
+    folders = train_adapters(cfg, out, dims, mode)
+    results = evaluate(cfg, out, folders, mode, job) if rank_cfg.get("evaluate", True) else []
     title = f"{judge_label(cfg)} against people on the held-out test split"
     report = write_agreement(out, results, title) if results else ""
-    manifest.finish(
-        status="completed",
-        adapters_dir={k: v for k, v in folders.items()},
+    return job.complete(
+        EscRankResult(str(out), folders, report, without),
+        adapters_dir=dict(folders),
         agreement=str(out / "agreement.md") if results else None,
     )
-    return {
-        "output_dir": str(out),
-        "adapter_dir": str(out),
-        "report": report,
-        "folders": folders,
-        "dimensions_without_annotations": without,
-        "global_step": None,
-        "saved": f"Adapters saved to {out}/<dimension>: {', '.join(folders)}"
-        + (f"; agreement: {out / 'agreement.md'}" if results else ""),
-    }

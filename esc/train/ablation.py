@@ -4,7 +4,7 @@ A Hydra callback: when the sweep ends it reads each job's `heldout.json` (writte
 `esc.train.heldout.HeldOutEvaluation`) and `.hydra/overrides.yaml`, and writes `ablation.md` and
 `ablation.csv` in the sweep folder, one row per job in job order, and prints the markdown. A job
 that failed or did not write its figures is a row that says so. Rerunning only the table:
-`python -m esc.train.ablation SWEEP_DIR`.
+`esc ablation SWEEP_DIR`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -94,9 +93,3 @@ class HeldOutTable(Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         if sweep_dir.is_dir():
             print(f"\n{write_table(sweep_dir)}Table: {sweep_dir / 'ablation.md'}")
-
-
-if __name__ == "__main__":
-    if len(sys.argv) != 2 or not Path(sys.argv[1]).is_dir():
-        sys.exit("usage: python -m esc.train.ablation SWEEP_DIR")
-    print(write_table(Path(sys.argv[1])), end="")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -14,9 +15,8 @@ from lightning_fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from esc.errors import ConfigError, UserError
+from esc.lifecycle import Job, JobResult, job_run
 from esc.models.loading import load_tokenizer
-from esc.rundir import RunFolder, refuse_unswept_sweep
-from esc.runinfo import NullManifest, RunManifest
 from esc.train.adapter import save_adapter
 from esc.train.checkpoint_io import FolderCheckpointIO
 from esc.train.heldout import HeldOutEvaluation
@@ -27,6 +27,31 @@ from esc.train.strategies import build_strategy
 log = logging.getLogger(__name__)
 
 GPU_ONLY_STRATEGY = ("DeepSpeed", "FSDP")  # DDP runs on CPUs too (gloo), unless it asks for nccl
+
+
+@dataclasses.dataclass
+class TrainResult(JobResult):
+    """A trained adapter: where it is, the step it reached, the last metrics and the held-out loss
+    (what a sweep of `+exp=esc_role_lr_optuna` minimises)."""
+
+    adapter_dir: str = ""
+    global_step: int = 0
+    metrics: dict[str, float] = dataclasses.field(default_factory=dict)
+    heldout: dict[str, Any] | None = None
+
+    def summary(self) -> str:
+        lines = []
+        if self.heldout:
+            h = self.heldout
+            lines.append(
+                f"Held-out loss ({h['source']}, {h['dialogues']} dialogues, {h['tokens']:,} role-player "
+                f"tokens): {h['before']:.4f} -> {h['after']:.4f} ({h['change']:+.4f})"
+            )
+        lines.append(f"Adapter saved to {self.adapter_dir} (step {self.global_step})")
+        return "\n".join(lines)
+
+    def objective(self) -> float | None:
+        return float(self.heldout["after"]) if self.heldout else None
 
 
 def adapt_to_hardware(cfg: DictConfig) -> list[str]:
@@ -111,22 +136,22 @@ def output_settings(cfg: DictConfig) -> dict[str, Any]:
     }
 
 
-def train(cfg: DictConfig) -> dict[str, Any]:
+def train(cfg: DictConfig) -> TrainResult:
     """Fit a LoRA adapter as configured; return where the outputs are.
 
-    The output folder is locked for this run (rank zero holds the lock; other ranks only check) and
-    must not hold the outputs of other settings (`esc.rundir`)."""
-    refuse_unswept_sweep()
+    The output folder is locked for this run (rank zero holds the lock and writes the manifest;
+    every rank of a multi-GPU job runs this function, the others only check) and must not hold the
+    outputs of other settings (`esc.rundir`)."""
     out = Path(cfg.output_dir)
     fallbacks = adapt_to_hardware(cfg)
-    with RunFolder(out, "train", output_settings(cfg), lock=rank_zero_only.rank == 0):
-        return _train(cfg, out, fallbacks)
-
-
-def _train(cfg: DictConfig, out: Path, fallbacks: list[str]) -> dict[str, Any]:
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    # One writer: every rank of a multi-GPU job runs this function.
-    manifest = RunManifest(out, resolved, seed=cfg.seed) if rank_zero_only.rank == 0 else NullManifest()
+    rank_zero = rank_zero_only.rank == 0
+    with job_run(out, "train", output_settings(cfg), resolved, seed=cfg.seed, lock=rank_zero) as job:
+        return _train(job, cfg, out, fallbacks, resolved)
+
+
+def _train(job: Job, cfg: DictConfig, out: Path, fallbacks: list[str], resolved: Any) -> TrainResult:
+    manifest = job.manifest
     manifest.update(hardware_fallbacks=fallbacks)
     pl.seed_everything(cfg.seed, workers=True)
 
@@ -163,12 +188,6 @@ def _train(cfg: DictConfig, out: Path, fallbacks: list[str]) -> dict[str, Any]:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
         trainer.save_checkpoint(out / "last.ckpt")
         save_adapter(trainer, module, out, tokenizer)
-    except BaseException as err:
-        manifest.finish(
-            status="failed" if not isinstance(err, KeyboardInterrupt) else "interrupted",
-            error=f"{type(err).__name__}: {err}"[:500],
-        )
-        raise
     finally:
         if any(type(logger).__name__ == "WandbLogger" for logger in loggers):
             import wandb
@@ -176,28 +195,15 @@ def _train(cfg: DictConfig, out: Path, fallbacks: list[str]) -> dict[str, Any]:
             wandb.finish()
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     heldout = next((c.result for c in callbacks if isinstance(c, HeldOutEvaluation)), None)
-    manifest.finish(
+    result = TrainResult(str(out), str(out), trainer.global_step, metrics, heldout)
+    return job.complete(
+        result,
         global_step=trainer.global_step,
         final_metrics=metrics,
         adapter_dir=str(out),
         metrics_csv=str(out / "metrics.csv"),
         heldout=heldout,
     )
-    result = {
-        "output_dir": str(out),
-        "adapter_dir": str(out),
-        "global_step": trainer.global_step,
-        "metrics": metrics,
-    }
-    if heldout:  # what a sweep minimises (e.g. +exp=esc_role_lr_optuna)
-        result["heldout"] = heldout
-        result["objective"] = heldout["after"]
-        h = heldout
-        result["report"] = (
-            f"Held-out loss ({h['source']}, {h['dialogues']} dialogues, {h['tokens']:,} role-player "
-            f"tokens): {h['before']:.4f} -> {h['after']:.4f} ({h['change']:+.4f})"
-        )
-    return result
 
 
 def _resume_checkpoint(cfg: DictConfig, out: Path) -> str | None:

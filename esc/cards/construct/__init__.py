@@ -1,2 +1,2 @@
-"""Card construction (`python -m esc.cards build`): source adapters, the four LLM steps (extract,
+"""Card construction (`python build_cards.py`): source adapters, the four LLM steps (extract,
 filter, classify, grade) with strict parsing, and the resumable job with dedup and report."""

@@ -1,4 +1,4 @@
-"""`python -m esc.cards build`: role cards from raw datasets, as paper Appendix A builds them.
+"""`python build_cards.py`: role cards from raw datasets, as paper Appendix A builds them.
 
 records (`sources.py`) -> extract (Figures 6, 7) -> filter (Figure 8) -> classify (Table 9) ->
 grade (Table 8) -> near-duplicate removal -> `OUT/cards.json`
@@ -42,9 +42,9 @@ from esc.chat.cache import with_cache
 from esc.chat.usage import Usage
 from esc.errors import ConfigError
 from esc.jsonl import append_jsonl, atomic_write_text, drop_partial_last_line, get_field, read_jsonl
+from esc.lifecycle import Job, JobResult, job_run
 from esc.paths import data_dir
-from esc.rundir import RunFolder, model_settings, refuse_unswept_sweep
-from esc.runinfo import RunManifest
+from esc.rundir import model_settings, refuse_unswept_sweep
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,26 @@ ID_PREFIX = {
     "ChatCounselor": 8,
 }
 LANGUAGE_NAMES = {"en": "english", "zh": "chinese"}
+
+
+@dataclasses.dataclass
+class CardsResult(JobResult):
+    """The kept cards and the construction report (per source: records in, kept, dropped and why)."""
+
+    cards: int = 0
+    report: dict[str, Any] = dataclasses.field(default_factory=dict)
+    markdown: str = ""
+
+    def summary(self) -> str:
+        return (
+            f"{self.markdown}{self.cards} cards: {self.output_dir}/cards.json (report.md, unparseable.jsonl)"
+        )
+
+    def incomplete(self) -> str | None:
+        failed = self.report.get("total", {}).get("failed", 0)
+        if not failed:
+            return None
+        return f"{failed} records got no reply from the extractor; rerun the same command to retry them"
 
 
 @dataclasses.dataclass
@@ -165,9 +185,9 @@ def near_duplicates(texts: Sequence[str], threshold: float) -> set[int]:
     return dropped
 
 
-def build_cards(cfg: DictConfig) -> dict[str, Any]:
+def build_cards(cfg: DictConfig) -> CardsResult:
     """The job (see the module docstring); returns the counts and where the outputs are."""
-    refuse_unswept_sweep()
+    refuse_unswept_sweep()  # before the records are read
     out = Path(cfg.output_dir)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     section = resolved["cards"]
@@ -182,25 +202,27 @@ def build_cards(cfg: DictConfig) -> dict[str, Any]:
         "prompts_version": steps.prompts()["version"],
     }
     try:
-        with RunFolder(out, "cards.build", shaping):
+        with job_run(out, "cards.build", shaping, resolved, seed=resolved.get("seed")) as job:
             backend.load()
-            return _build(resolved, out, records, backend, settings)
+            return _build(job, resolved, out, records, backend, settings)
     finally:
         backend.close()
 
 
 def _build(
+    job: Job,
     resolved: Mapping[str, Any],
     out: Path,
     records: list[RawRecord],
     backend: ChatBackend,
     settings: GenerationSettings,
-) -> dict[str, Any]:
+) -> CardsResult:
     section = resolved["cards"]
-    manifest = RunManifest(out, resolved, seed=resolved.get("seed"))
+    manifest = job.manifest
     manifest.update(extractor=backend.identity(), records=len(records))
     stores = {name: StepStore(out / "steps" / f"{name}.jsonl") for name in STEPS}
     usage = {name: Usage() for name in STEPS}
+    job.on_stop(lambda: {"usage": {k: u.report(backend.price) for k, u in usage.items()}})
     chunk, progress = int(resolved.get("chunk", 16)), bool(resolved.get("progress", True))
     enabled = {name: bool((resolved.get("steps") or {}).get(name, True)) for name in STEPS}
     by_id = {r.record_id: r for r in records}
@@ -211,43 +233,30 @@ def _build(
     def lang(rid: str) -> str:
         return by_id[rid].language
 
-    try:
-        step("extract", [(r.record_id, steps.extract_prompt(r), _card_parser(r.language)) for r in records])
-        cards = {rid: card_text(v, lang(rid)) for rid in by_id if (v := stores["extract"].value(rid))}
-        if enabled["filter"]:
-            step(
-                "filter",
-                [
-                    (rid, steps.filter_prompt(text, lang(rid)), steps.parse_filter)
-                    for rid, text in cards.items()
-                ],
-            )
-        topics = {rid: stores["filter"].value(rid) if enabled["filter"] else None for rid in cards}
-        useful = [
-            rid
-            for rid, topic in topics.items()
-            if topic != steps.DISCARD and (topic or not enabled["filter"])
-        ]
-        if enabled["classify"]:
-            classify = [
-                (rid, steps.classify_prompt(cards[rid], lang(rid), t), _category_parser(t))
-                for rid in useful
-                if (t := topics[rid])
-            ]
-            step("classify", classify)
-        if enabled["grade"]:
-            step(
-                "grade",
-                [(rid, steps.grade_prompt(cards[rid], lang(rid)), steps.parse_grade) for rid in useful],
-            )
-    except BaseException as err:
-        manifest.finish(
-            status="interrupted" if isinstance(err, KeyboardInterrupt) else "failed",
-            usage={k: u.report(backend.price) for k, u in usage.items()},
-            error=f"{type(err).__name__}: {err}"[:500],
+    step("extract", [(r.record_id, steps.extract_prompt(r), _card_parser(r.language)) for r in records])
+    cards = {rid: card_text(v, lang(rid)) for rid in by_id if (v := stores["extract"].value(rid))}
+    if enabled["filter"]:
+        step(
+            "filter",
+            [(rid, steps.filter_prompt(text, lang(rid)), steps.parse_filter) for rid, text in cards.items()],
         )
-        raise
-    return _write_outputs(section, out, records, cards, topics, stores, usage, backend, manifest, enabled)
+    topics = {rid: stores["filter"].value(rid) if enabled["filter"] else None for rid in cards}
+    useful = [
+        rid for rid, topic in topics.items() if topic != steps.DISCARD and (topic or not enabled["filter"])
+    ]
+    if enabled["classify"]:
+        classify = [
+            (rid, steps.classify_prompt(cards[rid], lang(rid), t), _category_parser(t))
+            for rid in useful
+            if (t := topics[rid])
+        ]
+        step("classify", classify)
+    if enabled["grade"]:
+        step(
+            "grade",
+            [(rid, steps.grade_prompt(cards[rid], lang(rid)), steps.parse_grade) for rid in useful],
+        )
+    return _write_outputs(job, section, out, records, cards, topics, stores, usage, backend, enabled)
 
 
 def _card_parser(language: str) -> Callable[[str], dict[str, str]]:
@@ -259,6 +268,7 @@ def _category_parser(topic: str) -> Callable[[str], str]:
 
 
 def _write_outputs(
+    job: Job,
     section: Mapping[str, Any],
     out: Path,
     records: list[RawRecord],
@@ -267,9 +277,8 @@ def _write_outputs(
     stores: dict[str, StepStore],
     usage: dict[str, Usage],
     backend: ChatBackend,
-    manifest: RunManifest,
     enabled: Mapping[str, bool],
-) -> dict[str, Any]:
+) -> CardsResult:
     taxonomy = load_taxonomy()
     counts: dict[str, Counter] = defaultdict(Counter)
     kept: list[tuple[RawRecord, dict[str, Any]]] = []
@@ -345,16 +354,14 @@ def _write_outputs(
     atomic_write_text(out / "report.json", json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     markdown = report_markdown(report)
     atomic_write_text(out / "report.md", markdown)
-    failed = report["total"].get("failed", 0)
     this_run = {k: u.report(backend.price) for k, u in usage.items()}
-    manifest.finish(
-        status="completed" if not failed else "completed_with_failures",
+    return job.complete(
+        CardsResult(str(out), len(final), report, markdown),
         counts=report["total"],
         usage=report["usage"],
         usage_this_run=this_run,
         cards=str(out / "cards.json"),
     )
-    return {"output_dir": str(out), "cards": len(final), "report": report, "markdown": markdown}
 
 
 def _usage(store: StepStore, price: Mapping[str, float] | None) -> dict[str, Any]:

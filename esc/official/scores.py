@@ -1,7 +1,7 @@
 """The official ESC-Eval score files (`score/<Model>_<lang>.json`), read and written.
 
 The official score.py reads each dialogue file `result/<date>/<Model>_<lang>.json` (see
-`esc.dialogues.official`: card position -> 11 lines "AI assitant：..." / "ESC-Role：..."), judges every
+`esc.official.dialogues`: card position -> 11 lines "AI assitant：..." / "ESC-Role：..."), judges every
 dialogue on the 7 dimensions with ESC-RANK (InternLM2-chat-7B + one LoRA adapter per dimension,
 greedy `chat()`), and writes a file of the same name under `score/`:
 
@@ -21,35 +21,34 @@ greedy `chat()`), and writes a file of the same name under `score/`:
 Here -1 is read as an `invalid` judgment (never a score), and both `invalid` and `failed` judgments are
 written as -1, as the official files do: the difference between the two, and the reason, is lost in
 that layout. Card positions map to card ids through the card file (default: the released files of the
-language, as `python -m esc.dialogues import` does), so imported scores carry the same dialogue ids as
+language, as `esc dialogues import` does), so imported scores carry the same dialogue ids as
 `rank.py` gives the dialogues imported from the matching official dialogue file.
 
-    python -m esc.scoring.official import score/llama3_en.json --out scores/llama3.jsonl \
+    esc scores import score/llama3_en.json --out scores/llama3.jsonl \
         [--cards data/esc_eval/test_en.json] [--target llama3] [--judge esc_rank_official]
     python rank.py mode=leaderboard scores=scores/llama3.jsonl
-    python -m esc.scoring.official export RANK_OUT_DIR [score files ...] --out score/ [--judge NAME]
+    esc scores export RANK_OUT_DIR [score files ...] --out score/ [--judge NAME]
 """
 
 from __future__ import annotations
 
 import json
 import re
-import sys
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from esc.cards import load_cards
-from esc.dialogues.official import official_name
-from esc.errors import ArgumentParser, DataError, UserError, exit_on_user_error
+from esc.errors import DataError, UserError
 from esc.jsonl import atomic_write_text
+from esc.official.dialogues import official_name
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.rubrics import LANGUAGES, SCORES, dimension, dimensions, prompt_style
 from esc.scoring.store import ScoreRecord, latest, read_scores, score_file_paths
 
 UNPARSED = -1  # what score.py writes when the reply holds none of "0".."4"
 DEFAULT_JUDGE = "esc_rank_official"
-DEFAULT_ROLEPLAYER = "esc_role"  # as `python -m esc.dialogues import`
+DEFAULT_ROLEPLAYER = "esc_role"  # as `esc dialogues import`
 # `<Model>_<lang>` (official) or `<target>__<roleplayer>_<lang>` (what our exports write)
 _NAME = re.compile(r"^(?P<target>.+?)(?:__(?P<roleplayer>.+))?_(?P<language>en|zh)$")
 
@@ -203,9 +202,6 @@ def write_official_scores(
     return path
 
 
-# --- CLI ------------------------------------------------------------------------------------------
-
-
 def _card_ids(files: Sequence[Path] | None, language: str) -> list[int] | None:
     if not files:
         return None
@@ -238,64 +234,30 @@ def export(
     return written
 
 
-def _parser() -> ArgumentParser:
-    parser = ArgumentParser(prog="python -m esc.scoring.official", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    exp = sub.add_parser(
-        "export", help="rank.py score files -> official score/<target>__<roleplayer>_<lang>.json"
-    )
-    exp.add_argument("sources", type=Path, nargs="+", help="rank.py output directories or score files")
-    exp.add_argument("--out", type=Path, required=True, help="folder for the official files")
-    exp.add_argument("--judge", default=None, help="only the records of this judge")
-    exp.add_argument(
-        "--cards", type=Path, nargs="*", help="card files positions refer to (default: released)"
-    )
-    imp = sub.add_parser("import", help="official score files -> one score file for rank.py")
-    imp.add_argument("files", type=Path, nargs="+", help="official score files <Model>_<lang>.json")
-    imp.add_argument("--out", type=Path, required=True, help="the score file to write (JSON lines)")
-    imp.add_argument("--target", default=None, help="the model's name (default: from the file name)")
-    imp.add_argument("--language", choices=LANGUAGES, default=None, help="default: from the file name")
-    imp.add_argument(
-        "--roleplayer", default=None, help=f"default: from the file name, else {DEFAULT_ROLEPLAYER}"
-    )
-    imp.add_argument("--judge", default=DEFAULT_JUDGE, help="the judge's name in the records")
-    imp.add_argument(
-        "--cards", type=Path, nargs="*", help="card files positions refer to (default: released)"
-    )
-    return parser
-
-
-@exit_on_user_error
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if args.command == "export":
-        if args.out.exists() and not args.out.is_dir():
-            raise UserError(f"{args.out}: --out is an existing file; name a folder (new or existing)")
-        for path, n in export(args.sources, args.out, args.cards, args.judge):
-            print(f"{path} ({n} dialogues)")
-        return 0
-    if args.out.is_dir():
-        raise UserError(
-            f"{args.out}: --out is a folder; name the score file to write (e.g. {args.out}/scores.jsonl)"
-        )
+def import_scores(
+    files: Sequence[Path],
+    out: Path,
+    cards: Sequence[Path] | None = None,
+    target: str | None = None,
+    language: str | None = None,
+    roleplayer: str | None = None,
+    judge: str = DEFAULT_JUDGE,
+) -> list[ScoreRecord]:
+    """Official score files -> one score file for rank.py (`out`); every file is read before it is
+    written. Returns the records written."""
+    if out.is_dir():
+        raise UserError(f"{out}: --out is a folder; name the score file to write (e.g. {out}/scores.jsonl)")
     records: list[ScoreRecord] = []
-    for path in args.files:
-        language = args.language or split_name(path)[2] or ""
+    for path in files:
+        lang = language or split_name(path)[2] or ""
         records += read_official_scores(
             path,
-            _card_ids(args.cards, language) if language else None,
-            target=args.target,
-            language=args.language,
-            roleplayer=args.roleplayer,
-            judge=args.judge,
+            _card_ids(cards, lang) if lang else None,
+            target=target,
+            language=language,
+            roleplayer=roleplayer,
+            judge=judge,
         )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    lines = "".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in records)
-    atomic_write_text(args.out, lines)
-    invalid = sum(r.status == INVALID for r in records)
-    print(f"{len(records)} judgments ({invalid} invalid: -1) -> {args.out}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out, "".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in records))
+    return records

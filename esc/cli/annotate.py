@@ -1,28 +1,27 @@
-"""Command line of the annotation round trip (docs/annotation.md):
+"""`esc annotate`: the annotation round trip (docs/annotation.md), and the human scores ESC-RANK learns.
 
-python -m esc.annotate export dialogue --dialogues OUT_OF_EVALUATE --out TASKS   # 7 dimensions, 0-4
-python -m esc.annotate export roleplay --dialogues OUT_OF_EVALUATE --out TASKS   # 6 metrics, 0-2 [--cards]
-python -m esc.annotate export card --cards cards.json --out TASKS                # grade + category
-python -m esc.annotate import TASKS filled.csv ann2.jsonl labelstudio.json --out labels.jsonl
-python -m esc.annotate agreement labels.jsonl --out agreement                    # .md .csv .json
-python -m esc.annotate resolve labels.jsonl --first a1 --second a2 --third a3 --out resolved.json
-python -m esc.annotate to-esc-rank labels.jsonl --tasks TASKS --out data/annotations/mine.jsonl
+esc annotate export dialogue --dialogues OUT_OF_EVALUATE --out TASKS   # 7 dimensions, 0-4
+esc annotate export roleplay --dialogues OUT_OF_EVALUATE --out TASKS   # 6 metrics, 0-2 [--cards]
+esc annotate export card --cards cards.json --out TASKS                # grade + category
+esc annotate import TASKS filled.csv ann2.jsonl labelstudio.json --out labels.jsonl
+esc annotate agreement labels.jsonl --out agreement                    # .md .csv .json
+esc annotate resolve labels.jsonl --first a1 --second a2 --third a3 --out resolved.json
+esc annotate to-esc-rank labels.jsonl --tasks TASKS --out data/annotations/mine.jsonl
+esc annotate build-esconv [--out FILE] [--max-lines 12]   # human scores from ESConv's seekers' ratings
+esc annotate stats data/annotations/esconv_ratings.jsonl  # annotations per dimension and score
 """
 
 from __future__ import annotations
 
-import csv
-import io
+import argparse
 import json
-import sys
 from pathlib import Path
 
-from esc.annotate.agreement import agreement, agreement_markdown, resolve_labels
+from esc.annotate.agreement import agreement, agreement_markdown, resolve_labels, write_agreement_files
 from esc.annotate.kinds import KINDS
 from esc.annotate.tasks import (
-    card_tasks,
-    dialogue_tasks,
     export_tasks,
+    gather_tasks,
     import_labels,
     read_labels,
     read_tasks,
@@ -30,13 +29,21 @@ from esc.annotate.tasks import (
     write_labels,
 )
 from esc.cards import load_cards
-from esc.errors import ArgumentParser, UserError, exit_on_user_error
-from esc.jsonl import atomic_write_text, find_jsonl_files
-from esc.scoring.annotations import write_annotations
+from esc.errors import ArgumentParser, UserError
+from esc.jsonl import atomic_write_text
+from esc.scoring.annotations import (
+    default_esconv_path,
+    esconv_annotations,
+    read_annotations,
+    stats,
+    write_annotations,
+)
+
+HELP = "Annotation tasks out, labels in; the human scores ESC-RANK learns."
 
 
-def _parser() -> ArgumentParser:
-    parser = ArgumentParser(prog="python -m esc.annotate", description="Annotation tasks out, labels in.")
+def parser(prog: str) -> ArgumentParser:
+    parser = ArgumentParser(prog=prog, description=HELP)
     sub = parser.add_subparsers(dest="command", required=True)
     export = sub.add_parser("export", help="write a task folder (JSONL, CSV, Label Studio project)")
     export.add_argument("kind", choices=KINDS)
@@ -64,29 +71,26 @@ def _parser() -> ArgumentParser:
     rank.add_argument("labels", type=Path)
     rank.add_argument("--tasks", type=Path, required=True)
     rank.add_argument("--out", type=Path, required=True)
+    build = sub.add_parser("build-esconv", help="derive annotations from the ESConv seekers' ratings")
+    build.add_argument(
+        "--out", type=Path, default=None, help="default: data/annotations/esconv_ratings.jsonl"
+    )
+    build.add_argument("--max-lines", type=int, default=12, help="utterances kept per dialogue (0: all)")
+    show = sub.add_parser("stats", help="count the annotations of a file per dimension and score")
+    show.add_argument("file", type=Path)
     return parser
 
 
-@exit_on_user_error
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def run(args: argparse.Namespace) -> int:
     if args.command == "export":
         if args.out.exists() and not args.out.is_dir():
             raise UserError(f"{args.out}: --out is an existing file; name a task folder (new or existing)")
+        cards = None
         if args.kind == "card":
-            tasks = card_tasks(load_cards(args.cards, language=args.language))
-        else:
-            if not args.dialogues:
-                raise UserError(f"export {args.kind} needs --dialogues (evaluate.py output folders or files)")
-            files = find_jsonl_files(args.dialogues, "dialogues", "dialogue files")
-            card_texts = None
-            if args.kind == "roleplay":  # the card each role-player played, as its judge reads it
-                card_texts = {(c.id, c.language): c.to_text() for c in load_cards(args.cards)}
-            tasks = [
-                t
-                for t in dialogue_tasks(files, args.kind, card_texts)
-                if not args.language or t.language == args.language
-            ]
+            cards = load_cards(args.cards, language=args.language)
+        elif args.kind == "roleplay":  # the card each role-player played, as its judge reads it
+            cards = load_cards(args.cards)
+        tasks = gather_tasks(args.kind, args.dialogues, cards, args.language)
         written = export_tasks(tasks, args.out)
         print(f"{len(tasks)} {args.kind} tasks: " + ", ".join(str(p) for p in written.values()))
         return 0
@@ -95,22 +99,23 @@ def main(argv: list[str] | None = None) -> int:
         write_labels(labels, args.out)
         print(f"{len(labels)} labels from {len(args.files)} files: {args.out}")
         return 0
+    if args.command == "build-esconv":
+        out = args.out or default_esconv_path()
+        anns = esconv_annotations(max_lines=args.max_lines or None)
+        write_annotations(anns, out)
+        print(f"{out}: {stats(anns)}")
+        return 0
+    if args.command == "stats":
+        print(stats(read_annotations(args.file)))
+        return 0
     labels = read_labels(args.labels)
     if not labels:
         raise UserError(f"{args.labels}: no labels")
     if args.command == "agreement":
         rows = agreement(labels)
-        table = agreement_markdown(rows)
-        print(table, end="")
+        print(agreement_markdown(rows), end="")
         if args.out:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(args.out.with_suffix(".md"), table)
-            atomic_write_text(args.out.with_suffix(".json"), json.dumps(rows, indent=2) + "\n")
-            buffer = io.StringIO()
-            writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-            atomic_write_text(args.out.with_suffix(".csv"), buffer.getvalue())
+            write_agreement_files(rows, args.out)
         return 0
     if args.command == "resolve":
         resolved = resolve_labels(labels, args.first, args.second, args.third)
@@ -118,7 +123,6 @@ def main(argv: list[str] | None = None) -> int:
         open_ = sum(v is None for fields in resolved.values() for v in fields.values())
         print(f"{len(resolved)} tasks resolved ({open_} labels await the third annotator): {args.out}")
         return 0
-
     annotations = to_esc_rank(labels, read_tasks(args.tasks), args.labels)
     if not annotations:
         raise UserError(f"{args.labels}: no dialogue labels (only `export dialogue` tasks train ESC-RANK)")
@@ -128,7 +132,3 @@ def main(argv: list[str] | None = None) -> int:
         f"(train.py +exp=esc_rank data.annotations={args.out})"
     )
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

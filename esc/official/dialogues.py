@@ -12,9 +12,12 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from esc.cards import RoleCard
+from esc.cards import RoleCard, load_cards
 from esc.dialogues.record import Dialogue, Turn
+from esc.dialogues.store import DialogueStore, check_against_settings, dialogue_file, read_dialogues
 from esc.errors import DataError, UserError
+from esc.jsonl import atomic_write_text
+from esc.rundir import read_settings
 
 ASSISTANT = "AI assistant："
 ROLE = "ESC-Role："
@@ -114,3 +117,56 @@ def _strip(path: Path, key: str, i: int, line: str, prefix: str) -> str:
         if line.startswith(candidate):
             return line[len(candidate) :]
     raise DataError(path, f"{key}, line {i}", f"expected the prefix {prefix!r}")
+
+
+def check_out_dir(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out}: --out is an existing file; name a folder (new or existing)")
+
+
+def export_run(run_dir: Path, out: Path, cards: Sequence[Path] | None = None) -> list[tuple[Path, Path, int]]:
+    """Every dialogue file of an evaluate.py folder as an official result file in `out`
+    (`<target>__<roleplayer>_<lang>.json`); all are read and checked before any is written.
+    Returns (dialogue file, official file, dialogues) for each."""
+    if not run_dir.is_dir():
+        raise UserError(f"{run_dir}: no such run folder")
+    check_out_dir(out)
+    files = sorted(p for p in (run_dir / "dialogues").glob("*.jsonl") if not p.name.endswith(".failed.jsonl"))
+    if not files:
+        raise UserError(f"{run_dir / 'dialogues'}: no dialogue files")
+    settings = read_settings(run_dir).get("evaluate")
+    exports = []
+    for path in files:
+        parts = path.stem.split("__")
+        if len(parts) != 3 or parts[2] not in ("en", "zh"):
+            raise DataError(path, None, "not a dialogue file name (<target>__<roleplayer>__<en|zh>.jsonl)")
+        target, roleplayer, language = parts
+        language_cards = load_cards(list(cards) if cards else None, language=language)
+        dialogues = list(read_dialogues(path))
+        if settings is not None:  # every dialogue made with the folder's settings, or nothing exported
+            check_against_settings(path, dialogues, settings)
+        exports.append(
+            (path, out / official_name(target, roleplayer, language), to_official(dialogues, language_cards))
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    for _, dest, data in exports:
+        atomic_write_text(dest, json.dumps(data, ensure_ascii=False, indent=4) + "\n")
+    return [(path, dest, len(data)) for path, dest, data in exports]
+
+
+def import_files(
+    files: Sequence[Path], out: Path, language: str, roleplayer: str, target: str,
+    cards: Sequence[Path] | None = None,
+) -> tuple[Path, int]:  # fmt: skip
+    """Official result files into `out`'s dialogue file of (target, role-player, language); every
+    file is read and checked before the first line is written. Returns the file and how many
+    dialogues were new to it."""
+    check_out_dir(out)
+    language_cards = load_cards(list(cards) if cards else None, language=language)
+    dialogues = [d for path in files for d in from_official(path, language_cards, roleplayer, target)]
+    store = DialogueStore(dialogue_file(out, target, roleplayer, language))
+    added = 0
+    for dialogue in dialogues:
+        added += not store.is_done(dialogue.card_id, dialogue.language)
+        store.add(dialogue)
+    return store.path, added

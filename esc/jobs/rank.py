@@ -1,0 +1,78 @@
+"""The job behind `rank.py`: one judge (or none), one run folder, one of five modes.
+
+    score        dialogues -> judgments on 7 dimensions -> leaderboard   (esc.scoring.run)
+    leaderboard  existing score files -> leaderboard                     (esc.scoring.run)
+    agreement    a judge, or score files, against the human scores       (esc.scoring.run)
+    correlation  text metrics and judges against the human scores        (esc.scoring.run)
+    roleplay     role-players on the six role-play metrics, and against people (esc.roleplay.run)
+
+Every mode runs inside `esc.lifecycle.job_run` and returns its own `JobResult`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from esc.errors import ConfigError
+from esc.hashing import sha256_file
+from esc.lifecycle import Job, JobResult, job_run
+from esc.roleplay.metrics import ROLEPLAY_METRICS_FILE
+from esc.roleplay.run import run_roleplay
+from esc.rundir import model_settings
+from esc.scoring.judge import Judge
+from esc.scoring.judges import build_judge
+from esc.scoring.run import run_agreement, run_correlation_mode, run_scores
+
+Runner = Callable[[Job, Mapping[str, Any], Path, Any], JobResult]
+RUNNERS: dict[str, Runner] = {
+    "score": run_scores,
+    "leaderboard": run_scores,
+    "agreement": run_agreement,
+    "correlation": run_correlation_mode,
+    "roleplay": run_roleplay,
+}
+MODES = tuple(RUNNERS)
+
+
+def judges_in(mode: str, resolved: Mapping[str, Any]) -> bool:
+    """Whether the mode judges (and so loads the judge): agreement only without existing `scores`."""
+    return mode in ("score", "roleplay") or (mode == "agreement" and not resolved.get("scores"))
+
+
+def rank(cfg: DictConfig) -> JobResult:
+    """Run the configured mode in `cfg.output_dir`; see the module docstring."""
+    out = Path(cfg.output_dir)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    mode = cfg.get("mode", "score")
+    if mode not in RUNNERS:
+        raise ConfigError("mode", f"{mode!r} is not one of {', '.join(MODES)}")
+    judge = build_judge(resolved["judge"]) if judges_in(mode, resolved) else None
+    try:
+        settings = output_settings(mode, resolved, judge)
+        with job_run(out, f"rank.{mode}", settings, resolved, seed=cfg.get("seed")) as job:
+            return RUNNERS[mode](job, resolved, out, judge)
+    finally:
+        if judge is not None:
+            judge.close()
+
+
+def output_settings(mode: str, resolved: Mapping[str, Any], judge: Judge | None) -> dict[str, Any] | None:
+    """What shapes the judgments a rank.py folder keeps (OUT/settings.json); None for the modes that
+    rewrite their reports whole (leaderboard, correlation, agreement on existing scores)."""
+    if judge is None:
+        return None
+    settings: dict[str, Any] = {"judge": model_settings(judge.identity())}
+    if mode == "agreement":
+        section = resolved.get("agreement") or {}
+        settings["annotations"] = {
+            k: section.get(k) for k in ("annotations", "languages", "split_ratios", "split_seed", "split")
+        }
+    if mode == "roleplay":  # what its items ask: the cards, the human dialogues, the questions' texts
+        section = resolved.get("roleplay") or {}
+        settings["roleplay"] = {k: section.get(k) for k in ("cards", "human", "turns", "metrics", "pairwise")}
+        settings["roleplay"]["questions_sha256"] = sha256_file(ROLEPLAY_METRICS_FILE)
+    return settings

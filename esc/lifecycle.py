@@ -1,0 +1,129 @@
+"""One job lifecycle for every job: training, ESC-RANK training, evaluation, scoring in each mode,
+card construction.
+
+    with job_run(out, "evaluate", settings, resolved, seed=cfg.seed) as job:
+        ...                                   # the work; job.manifest.update(...) as it goes
+        job.on_stop(lambda: {"counts": counts})  # what a failed or interrupted run records too
+        return job.complete(EvaluateResult(...), files=files)
+
+`job_run` owns what each job used to write by hand: the sweep guard (an experiment that is a sweep
+runs with `-m`), the run folder's lock and settings fingerprint (`esc.rundir.RunFolder`), the
+manifest (`esc.runinfo.RunManifest`: config, seed, commit, packages), and the status a run ends with:
+`completed`, `completed_with_failures` (the result says what is incomplete), `interrupted` (Ctrl-C)
+or `failed` (any other exception, with its message). Every job returns a `JobResult`, which knows its
+one-paragraph summary and whether it left work a rerun retries; an entry point only hands it to
+`report`, which prints the summary and turns an incomplete run into exit code 3.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from esc.errors import IncompleteRun
+from esc.rundir import RunFolder, refuse_unswept_sweep
+from esc.runinfo import NullManifest, RunManifest
+
+COMPLETED, WITH_FAILURES, INTERRUPTED, FAILED = (
+    "completed",
+    "completed_with_failures",
+    "interrupted",
+    "failed",
+)
+
+
+@dataclasses.dataclass
+class JobResult:
+    """What a job returns: where its outputs are, and how to say what it did."""
+
+    output_dir: str
+
+    def summary(self) -> str:
+        """What the entry point prints: the tables and counts a person reads after the run."""
+        return f"outputs: {self.output_dir}"
+
+    def incomplete(self) -> str | None:
+        """Why the run is not complete (failed dialogues or judgments a rerun retries), or None."""
+        return None
+
+    def objective(self) -> float | None:
+        """The value a sweeper that optimises (Optuna) minimises; None for jobs that have none."""
+        return None
+
+    @property
+    def status(self) -> str:
+        return WITH_FAILURES if self.incomplete() else COMPLETED
+
+
+R = TypeVar("R", bound=JobResult)
+
+
+def stop_status(err: BaseException) -> str:
+    return INTERRUPTED if isinstance(err, KeyboardInterrupt) else FAILED
+
+
+class Job:
+    """One accepted run of a job: its folder, its manifest, and what a stop records."""
+
+    def __init__(self, folder: RunFolder, manifest: RunManifest | NullManifest) -> None:
+        self.folder = folder
+        self.manifest = manifest
+        self.result: JobResult | None = None
+        self._on_stop: list[Callable[[], Mapping[str, Any]]] = []
+
+    def on_stop(self, fields: Callable[[], Mapping[str, Any]]) -> None:
+        """Fields the manifest records if the run fails or is interrupted (its counts so far)."""
+        self._on_stop.append(fields)
+
+    def stop_fields(self) -> dict[str, Any]:
+        fields: dict[str, Any] = {}
+        for get in self._on_stop:
+            fields.update(get())
+        return fields
+
+    def complete(self, result: R, **fields: Any) -> R:
+        """The run's end: its status from the result, the manifest's last fields."""
+        self.manifest.finish(status=result.status, **fields)
+        self.result = result
+        return result
+
+
+@contextlib.contextmanager
+def job_run(
+    out: str | Path,
+    kind: str,
+    settings: Mapping[str, Any] | None,
+    config: Mapping[str, Any],
+    *,
+    seed: int | None,
+    lock: bool = True,
+) -> Iterator[Job]:
+    """Run a job in `out` (see the module docstring). `kind` and `settings` are the folder's
+    fingerprint entry (`RunFolder`); `lock=False` for the ranks of a training job other than zero,
+    which only check the fingerprint and write no manifest. The block must end in `job.complete`."""
+    refuse_unswept_sweep()
+    with RunFolder(out, kind, settings, lock=lock) as folder:
+        job = Job(folder, RunManifest(out, config, seed=seed) if lock else NullManifest())
+        try:
+            yield job
+        except BaseException as err:
+            job.manifest.finish(
+                status=stop_status(err), error=f"{type(err).__name__}: {err}"[:500], **job.stop_fields()
+            )
+            raise
+        if job.result is None:
+            raise RuntimeError(f"the {kind} job in {out} ended without job.complete(result)")
+
+
+def report(result: JobResult) -> None:
+    """What an entry point does with a job's result: print it; an incomplete run exits with 3, so
+    that a scheduler does not count it as done."""
+    text = result.summary()
+    if text:
+        print(text)
+    reason = result.incomplete()
+    if reason:
+        raise IncompleteRun(reason)

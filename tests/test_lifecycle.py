@@ -1,0 +1,105 @@
+"""One job lifecycle (`esc.lifecycle`): the status a run ends with, what a stop records, what an
+entry point prints and the exit code it ends with; and every job uses it."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from esc.errors import IncompleteRun
+from esc.lifecycle import JobResult, job_run, report
+from tests.helpers import REPO_ROOT, compose, requires_data
+
+
+@dataclasses.dataclass
+class Done(JobResult):
+    failed: int = 0
+
+    def summary(self) -> str:
+        return f"{self.failed} failed"
+
+    def incomplete(self) -> str | None:
+        return f"{self.failed} failed; rerun to retry them" if self.failed else None
+
+
+def manifest(out: Path) -> dict:
+    return json.loads((out / "manifest.json").read_text())
+
+
+@pytest.mark.parametrize(("failed", "status"), [(0, "completed"), (2, "completed_with_failures")])
+def test_the_result_decides_the_status(tmp_path: Path, failed: int, status: str) -> None:
+    with job_run(tmp_path, "demo", {"a": 1}, {"seed": 3}, seed=3) as job:
+        (tmp_path / "output.txt").write_text("work")
+        job.complete(Done(str(tmp_path), failed), extra="x")
+    record = manifest(tmp_path)
+    assert record["status"] == status and record["extra"] == "x" and record["seed"] == 3
+    assert record["end_time"] and json.loads((tmp_path / "settings.json").read_text()) == {"demo": {"a": 1}}
+
+
+@pytest.mark.parametrize(
+    ("error", "status"), [(KeyboardInterrupt(), "interrupted"), (ValueError("bad"), "failed")]
+)
+def test_a_stop_is_recorded_with_what_the_job_asked_for(
+    tmp_path: Path, error: BaseException, status: str
+) -> None:
+    counts = {"done": 0}
+    with pytest.raises(type(error)), job_run(tmp_path, "demo", {"a": 1}, {}, seed=None) as job:
+        job.on_stop(lambda: {"counts": dict(counts)})
+        (tmp_path / "output.txt").write_text("work")  # work was done: the records stay
+        counts["done"] = 4
+        raise error
+    record = manifest(tmp_path)
+    assert record["status"] == status and record["counts"] == {"done": 4}
+    assert record["error"].startswith(type(error).__name__)
+
+
+def test_a_block_that_forgets_its_result_is_a_bug(tmp_path: Path) -> None:
+    with (
+        pytest.raises(RuntimeError, match="without job.complete"),
+        job_run(tmp_path, "demo", None, {}, seed=None),
+    ):
+        (tmp_path / "output.txt").write_text("work")
+
+
+def test_report_prints_the_summary_and_an_incomplete_run_exits_with_3(capsys: pytest.CaptureFixture) -> None:
+    report(Done("out", 0))
+    assert capsys.readouterr().out == "0 failed\n"
+    with pytest.raises(IncompleteRun, match="2 failed; rerun") as err:
+        report(Done("out", 2))
+    assert err.value.exit_code == 3 and capsys.readouterr().out == "2 failed\n"
+
+
+def test_every_job_runs_inside_the_lifecycle() -> None:
+    """No job builds its own RunFolder or RunManifest: `esc.lifecycle` is the only user outside
+    `esc.rundir`/`esc.runinfo` (`esc dialogues merge` locks a folder it does not run a job in)."""
+    users = {}
+    for path in (REPO_ROOT / "esc").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        found = names & {"RunFolder", "RunManifest"}
+        if found:
+            users[path.relative_to(REPO_ROOT).as_posix()] = found
+    assert set(users) == {"esc/lifecycle.py", "esc/rundir.py", "esc/dialogues/merge.py"}, users
+
+
+@requires_data
+def test_esc_rank_training_records_ctrl_c_as_interrupted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It said `failed` before the jobs shared one lifecycle."""
+    from esc.scoring import train_rank
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        (tmp_path / "empathy").mkdir()
+        (tmp_path / "empathy" / "started").write_text("a dimension's folder")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_rank, "train_adapters", interrupted)
+    cfg = compose(["+exp=esc_rank", "model=tiny", "cpu_fallback=true"], output_dir=tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        train_rank.train_esc_rank(cfg)
+    assert manifest(tmp_path)["status"] == "interrupted"
