@@ -17,8 +17,8 @@ from omegaconf import DictConfig
 
 from esc.cards.construct.pipeline import build_cards
 from esc.config_schema import validate
-from esc.errors import exit_on_user_error, run_hydra
-from esc.lifecycle import report
+from esc.errors import exit_on_user_error
+from esc.lifecycle import report, run_hydra
 
 
 @hydra.main(config_path="conf", config_name="cards", version_base="1.3")

@@ -16,9 +16,9 @@ import hydra
 from omegaconf import DictConfig
 
 from esc.config_schema import validate
-from esc.errors import exit_on_user_error, run_hydra
+from esc.errors import exit_on_user_error
 from esc.interact.run import evaluate
-from esc.lifecycle import report
+from esc.lifecycle import report, run_hydra
 
 
 @hydra.main(config_path="conf", config_name="evaluate", version_base="1.3")

@@ -23,8 +23,8 @@ from hydra.utils import get_method
 from omegaconf import DictConfig
 
 from esc.config_schema import validate
-from esc.errors import exit_on_user_error, run_hydra
-from esc.lifecycle import report
+from esc.errors import exit_on_user_error
+from esc.lifecycle import report, run_hydra
 
 
 @hydra.main(config_path="conf", config_name="train", version_base="1.3")

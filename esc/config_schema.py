@@ -11,7 +11,7 @@ reaches a model load or writes a file. Three kinds of checks, in this order:
 
 Keys absent from the composed config are skipped (an experiment may not have them). Unknown keys
 never get here: Hydra refuses an override of a key that does not exist (use `+key=value` to add
-one), and `esc.errors.run_hydra` prints its refusal as one line.
+one), and `esc.lifecycle.run_hydra` prints its refusal as one line.
 """
 
 from __future__ import annotations

@@ -6,7 +6,6 @@ import argparse
 import errno
 import functools
 import os
-import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -127,7 +126,7 @@ def environment_error(err: BaseException, option: str | None = None) -> UserErro
     return None
 
 
-def _fail(message: object, code: int = 2) -> NoReturn:
+def exit_with_error(message: object, code: int = 2) -> NoReturn:
     print(f"error: {message}", file=sys.stderr)
     sys.exit(code)
 
@@ -146,16 +145,16 @@ def exit_on_user_error(fn: F) -> F:
             if in_multirun():  # let the sweep's other jobs run; `run_hydra` exits at the end
                 print(f"error: {err}", file=sys.stderr)
                 raise SweepJobFailed(str(err), err.exit_code) from None
-            _fail(err, err.exit_code)
+            exit_with_error(err, err.exit_code)
         except KeyboardInterrupt:
-            _fail(
+            exit_with_error(
                 "interrupted; what was written so far is kept: rerun the same command to resume", INTERRUPTED
             )
         except Exception as err:
             user_error = environment_error(err)
             if user_error is None:
                 raise  # a bug, not bad input: keep the traceback
-            _fail(user_error)
+            exit_with_error(user_error)
 
     return wrapper  # type: ignore[return-value]
 
@@ -165,69 +164,4 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        _fail(message)
-
-
-def hydra_error_line(err: Exception) -> UserError:
-    """Hydra's refusal to compose a config (unknown key, unknown option, bad override syntax) as one
-    line; Hydra itself prints several."""
-    cause = str(err.__cause__ or "").strip().splitlines()
-    if getattr(err, "override", None):  # OverrideParseException: bad override syntax
-        first = str(err).strip().splitlines()[0]
-        return UserError(
-            f"cannot parse the override `{err.override}`: {first} (see Hydra's override grammar)"
-        )
-    override = re.match(r"Could not override '([^']+)'", str(err))
-    if override and cause:
-        key = override.group(1)
-        if "not in struct" in cause[0]:
-            return ConfigError(key, f"no such key; check the spelling (to add a new key: +{key}=VALUE)")
-        return ConfigError(key, cause[0])
-    parts = []
-    text = str(err).split("Config search path")[0]  # where Hydra looked: the same for every run
-    for paragraph in re.split(r"\n\s*\n", text.strip()):
-        lines = [line.strip() for line in paragraph.splitlines() if line.strip()]
-        if len(lines) > 1 and lines[0].endswith(":"):  # "Available options in 'x':" then one per line
-            parts.append(f"{lines[0]} {', '.join(lines[1:])}")
-        elif lines:
-            parts.append(" ".join(lines))
-    return UserError("; ".join(parts + cause[:1]))
-
-
-def run_hydra(main: Callable[[], Any]) -> Any:
-    """Call a `@hydra.main` function so that Hydra's own errors also end with one `error:` line and
-    exit code 2: an unknown key or config option, a malformed override, a run folder it cannot write.
-
-    Hydra prints these itself on several lines and exits with 1, unless HYDRA_FULL_ERROR=1 asks it to
-    raise them instead, which this sets for the call. Other errors keep their full traceback. What
-    reaches the console has its secrets masked (a sweep echoes each job's overrides, a token among them).
-    """
-    from esc.secrets import console_masked
-
-    with console_masked():
-        return _run_hydra(main)
-
-
-def _run_hydra(main: Callable[[], Any]) -> Any:
-    from hydra.errors import ConfigCompositionException, OverrideParseException, SearchPathException
-
-    previous = os.environ.get("HYDRA_FULL_ERROR")
-    os.environ["HYDRA_FULL_ERROR"] = "1"
-    try:
-        return main()
-    except (ConfigCompositionException, OverrideParseException, SearchPathException) as err:
-        _fail(hydra_error_line(err))
-    except SweepJobFailed as err:  # each failed job printed its line when it ended
-        _fail(f"a job of the sweep did not complete (the first: {err})", err.exit_code)
-    except KeyboardInterrupt:
-        _fail("interrupted", INTERRUPTED)
-    except Exception as err:  # also Hydra's own writes: the run folder, the log file
-        user_error = environment_error(err, "hydra.run.dir=NEW_DIR")
-        if user_error is None:
-            raise  # a bug, not bad input: keep the traceback
-        _fail(user_error)
-    finally:
-        if previous is None:
-            os.environ.pop("HYDRA_FULL_ERROR", None)
-        else:
-            os.environ["HYDRA_FULL_ERROR"] = previous
+        exit_with_error(message)

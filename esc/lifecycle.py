@@ -12,20 +12,34 @@ manifest (`esc.runinfo.RunManifest`: config, seed, commit, packages), and the st
 `completed`, `completed_with_failures` (the result says what is incomplete), `interrupted` (Ctrl-C)
 or `failed` (any other exception, with its message). Every job returns a `JobResult`, which knows its
 one-paragraph summary and whether it left work a rerun retries; an entry point only hands it to
-`report`, which prints the summary and turns an incomplete run into exit code 3.
+`report`, which prints the summary and turns an incomplete run into exit code 3. `run_hydra` runs an
+entry point so that Hydra's own refusals end in one `error:` line too, with secrets masked.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
+import re
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from esc.errors import IncompleteRun
+from hydra.errors import ConfigCompositionException, OverrideParseException, SearchPathException
+
+from esc.errors import INTERRUPTED as INTERRUPTED_EXIT
+from esc.errors import (
+    ConfigError,
+    IncompleteRun,
+    SweepJobFailed,
+    UserError,
+    environment_error,
+    exit_with_error,
+)
 from esc.rundir import RunFolder, refuse_unswept_sweep
 from esc.runinfo import NullManifest, RunManifest
+from esc.secrets import console_masked
 
 COMPLETED, WITH_FAILURES, INTERRUPTED, FAILED = (
     "completed",
@@ -127,3 +141,64 @@ def report(result: JobResult) -> None:
     reason = result.incomplete()
     if reason:
         raise IncompleteRun(reason)
+
+
+def hydra_error_line(err: Exception) -> UserError:
+    """Hydra's refusal to compose a config (unknown key, unknown option, bad override syntax) as one
+    line; Hydra itself prints several."""
+    cause = str(err.__cause__ or "").strip().splitlines()
+    if getattr(err, "override", None):  # OverrideParseException: bad override syntax
+        first = str(err).strip().splitlines()[0]
+        return UserError(
+            f"cannot parse the override `{err.override}`: {first} (see Hydra's override grammar)"
+        )
+    override = re.match(r"Could not override '([^']+)'", str(err))
+    if override and cause:
+        key = override.group(1)
+        if "not in struct" in cause[0]:
+            return ConfigError(key, f"no such key; check the spelling (to add a new key: +{key}=VALUE)")
+        return ConfigError(key, cause[0])
+    parts = []
+    text = str(err).split("Config search path")[0]  # where Hydra looked: the same for every run
+    for paragraph in re.split(r"\n\s*\n", text.strip()):
+        lines = [line.strip() for line in paragraph.splitlines() if line.strip()]
+        if len(lines) > 1 and lines[0].endswith(":"):  # "Available options in 'x':" then one per line
+            parts.append(f"{lines[0]} {', '.join(lines[1:])}")
+        elif lines:
+            parts.append(" ".join(lines))
+    return UserError("; ".join(parts + cause[:1]))
+
+
+def run_hydra(main: Callable[[], Any]) -> Any:
+    """Call a `@hydra.main` function so that Hydra's own errors also end with one `error:` line and
+    exit code 2: an unknown key or config option, a malformed override, a run folder it cannot write.
+
+    Hydra prints these itself on several lines and exits with 1, unless HYDRA_FULL_ERROR=1 asks it to
+    raise them instead, which this sets for the call. Other errors keep their full traceback. What
+    reaches the console has its secrets masked (a sweep echoes each job's overrides, a token among them).
+    """
+    with console_masked():
+        return _run_hydra(main)
+
+
+def _run_hydra(main: Callable[[], Any]) -> Any:
+    previous = os.environ.get("HYDRA_FULL_ERROR")
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        return main()
+    except (ConfigCompositionException, OverrideParseException, SearchPathException) as err:
+        exit_with_error(hydra_error_line(err))
+    except SweepJobFailed as err:  # each failed job printed its line when it ended
+        exit_with_error(f"a job of the sweep did not complete (the first: {err})", err.exit_code)
+    except KeyboardInterrupt:
+        exit_with_error("interrupted", INTERRUPTED_EXIT)
+    except Exception as err:  # also Hydra's own writes: the run folder, the log file
+        user_error = environment_error(err, "hydra.run.dir=NEW_DIR")
+        if user_error is None:
+            raise  # a bug, not bad input: keep the traceback
+        exit_with_error(user_error)
+    finally:
+        if previous is None:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
+        else:
+            os.environ["HYDRA_FULL_ERROR"] = previous
