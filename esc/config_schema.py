@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,12 +26,14 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from esc.cards.schema import LANGUAGES
+from esc.chat.build import backend_kinds
 from esc.chat.cache import JOURNAL_MODES
 from esc.errors import ConfigError
 from esc.interact.engine import CONTEXT_POLICIES, ENGINE_MODES
 from esc.jobs.rank import MODES as RANK_MODES
 from esc.models.loading import AUTO_CLASSES
 from esc.scoring.agreement_run import SPLITS as AGREEMENT_SPLITS
+from esc.scoring.judges import judge_kinds
 from esc.scoring.rank_data import ADAPTER_MODES as RANK_ADAPTERS
 from esc.scoring.rank_data import BALANCE_MODES as RANK_BALANCE
 
@@ -41,8 +43,6 @@ TRAIN, EVALUATE, RANK, CARDS = ("train",), ("evaluate",), ("rank",), ("cards",)
 
 # Choices the code acts on, from the modules that act on them.
 RESUME_MODES = ("auto", "never")  # esc/train/run.py; or a checkpoint path
-JUDGE_KINDS = ("local", "api")
-BACKEND_KINDS = ("hf", "openai", "baichuan_npc", "vllm")
 
 Check = Callable[[Any], "str | None"]
 """A check takes a plain value (containers converted) and returns the problem, or None if fine."""
@@ -127,6 +127,16 @@ def one_of(*choices: Any, null: bool = False) -> Check:
         if not any(type(value) is type(c) and value == c for c in choices):
             return f"must be one of {shown}, got {_show(value)}"
         return None
+
+    return check
+
+
+def registered(kinds: Callable[[], Sequence[str]]) -> Check:
+    """One of the kinds a registry knows when the check runs (`backend_kinds`, `judge_kinds`): a
+    backend or judge registered by a plugin is a valid `kind:` too."""
+
+    def check(value: Any) -> str | None:
+        return one_of(*kinds())(value)
 
     return check
 
@@ -283,7 +293,7 @@ class Rule:
 def _side_rules(side: str) -> list[Rule]:
     """evaluate.py: the role-player's and the target's backend and decoding settings."""
     return [
-        Rule(f"{side}.backend.kind", one_of(*BACKEND_KINDS), EVALUATE),
+        Rule(f"{side}.backend.kind", registered(backend_kinds), EVALUATE),
         Rule(f"{side}.backend.device", device(), EVALUATE, "auto: a CUDA GPU when there is one"),
         Rule(f"{side}.backend.adapter", path("dir", null=True), EVALUATE, "a PEFT adapter directory"),
         Rule(f"{side}.backend.batch_size", either(one_of("auto"), integer(1)), EVALUATE, "or auto"),
@@ -370,7 +380,7 @@ RULES: tuple[Rule, ...] = (
     Rule("cards.limit", integer(1, null=True), CARDS, "the first N records of each source; null: all"),
     Rule("cards.languages", list_of(one_of(*LANGUAGES)), CARDS),
     Rule("cards.dedup_threshold", number(above=0, maximum=1), CARDS),
-    Rule("extractor.kind", one_of(*BACKEND_KINDS), CARDS),
+    Rule("extractor.kind", registered(backend_kinds), CARDS),
     Rule("chunk", integer(1), CARDS),
     # rank.py
     Rule("mode", one_of(*RANK_MODES), RANK),
@@ -396,7 +406,7 @@ RULES: tuple[Rule, ...] = (
     Rule("agreement.languages", list_of(one_of(*LANGUAGES)), RANK),
     Rule("agreement.bootstrap", integer(0), RANK),
     Rule("correlation.bootstrap", integer(0), RANK),
-    Rule("judge.kind", one_of(*JUDGE_KINDS), RANK, when=_judging),
+    Rule("judge.kind", registered(judge_kinds), RANK, when=_judging),
     Rule("judge.device", device(), RANK, "auto: a CUDA GPU when there is one", when=_judging),
     Rule("judge.batch_size", integer(1), RANK, when=_judging),
     Rule("judge.max_new_tokens", integer(1), RANK, when=_judging),

@@ -93,3 +93,16 @@ def test_cfg_job_prints_the_recipe() -> None:
     assert result.returncode == 0, result.stderr
     assert "Qwen/Qwen1.5-14B-Chat" in result.stdout
     assert "DeepSpeedStrategy" in result.stdout and "lora_alpha" in result.stdout
+
+
+def test_backend_and_judge_kinds_come_from_their_registries() -> None:
+    """The config check names what the registries know when it runs: a plugin's kind passes."""
+    import tests.scripted_backend  # noqa: F401  (registers backend kind "scripted")
+    from esc.chat.build import backend_kinds
+    from esc.config_schema import registered
+    from esc.scoring.judges import judge_kinds
+
+    check = registered(backend_kinds)
+    assert "scripted" in backend_kinds() and check("scripted") is None and check("hf") is None
+    assert check("gpt5") == f"must be one of {', '.join(backend_kinds())}, got \"gpt5\""
+    assert registered(judge_kinds)("local") is None and registered(judge_kinds)("human") is not None
