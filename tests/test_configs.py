@@ -104,5 +104,19 @@ def test_backend_and_judge_kinds_come_from_their_registries() -> None:
 
     check = registered(backend_kinds)
     assert "scripted" in backend_kinds() and check("scripted") is None and check("hf") is None
-    assert check("gpt5") == f"must be one of {', '.join(backend_kinds())}, got \"gpt5\""
+    assert check("gpt5") == f'must be one of {", ".join(backend_kinds())}, got "gpt5"'
     assert registered(judge_kinds)("local") is None and registered(judge_kinds)("human") is not None
+
+
+@pytest.mark.parametrize("group", ["roleplayer", "target"])
+def test_decoding_comes_from_the_generation_group(group: str) -> None:
+    """Each role-player and target composes the five decoding keys from conf/generation/greedy.yaml
+    and its own file sets only what differs (no copy of the whole block)."""
+    import yaml
+
+    greedy = yaml.safe_load((CONF_DIR / "generation" / "greedy.yaml").read_text())
+    for option in options(group):
+        own = yaml.safe_load((CONF_DIR / group / f"{option}.yaml").read_text()).get("generation") or {}
+        assert set(own) < set(greedy), f"conf/{group}/{option}.yaml restates the whole generation block"
+        composed = compose([f"{group}={option}"], config_name="evaluate")[group]["generation"]
+        assert set(composed) == set(greedy), f"conf/{group}/{option}.yaml: {sorted(composed)}"
