@@ -103,3 +103,49 @@ def test_esc_rank_training_records_ctrl_c_as_interrupted(
     with pytest.raises(KeyboardInterrupt):
         train_rank.train_esc_rank(cfg)
     assert manifest(tmp_path)["status"] == "interrupted"
+
+
+@requires_data
+def test_a_stopped_scoring_run_records_how_far_it_got(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rank.py interrupted after its first chunk: the manifest says `interrupted` and counts the
+    judgments already written."""
+    from esc.dialogues.record import Dialogue, Turn
+    from esc.jobs.rank import rank
+
+    turns = [Turn("roleplayer", "I feel stuck.", "stop"), Turn("target", "Tell me more.", "stop")]
+    dialogue = Dialogue(32025, "en", "tiny", "tiny", "card prompt", "Hello.", None, turns, "complete")
+    source = tmp_path / "dialogues" / "tiny__tiny__en.jsonl"
+    source.parent.mkdir()
+    source.write_text(json.dumps(dialogue.to_dict()) + "\n")
+    from esc.scoring.judges.local import LocalJudge
+
+    calls, real = [], LocalJudge.judge
+
+    def judge_then_stop(self: LocalJudge, items: list) -> list:
+        calls.append(len(items))
+        if len(calls) > 1:
+            raise KeyboardInterrupt
+        return real(self, items)
+
+    monkeypatch.setattr(LocalJudge, "judge", judge_then_stop)
+    out = tmp_path / "rank"
+    cfg = compose(
+        [
+            "judge=tiny",
+            f"dialogues={source}",
+            "scoring.chunk=3",
+            "scoring.progress=false",
+            "wandb.enabled=false",
+        ],
+        output_dir=out,
+        config_name="rank",
+    )
+    with pytest.raises(KeyboardInterrupt):
+        rank(cfg)
+    record = manifest(out)
+    assert (
+        record["status"] == "interrupted"
+        and sum(record["counts"].get(s, 0) for s in ("valid", "invalid")) == 3
+    )

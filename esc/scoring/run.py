@@ -133,9 +133,11 @@ def selected_dimensions(value: Any) -> list[str]:
 
 
 def score_files(out: Path, judge: Judge, sources: Sequence[Path], dims: Sequence[str], chunk: int,
-                progress: bool) -> Counter:  # fmt: skip
-    """Judge every pending (dialogue, dimension) of `sources`; append to OUT/scores as it goes."""
-    counts: Counter = Counter()
+                progress: bool, counts: Counter | None = None) -> Counter:  # fmt: skip
+    """Judge every pending (dialogue, dimension) of `sources`; append to OUT/scores as it goes.
+    `counts` (valid, invalid, failed, skipped) is updated as each chunk is written, so that a run
+    stopped halfway can say how far it got."""
+    counts = Counter() if counts is None else counts
     plan = []
     for path in sources:
         store = ScoreStore(out / "scores" / f"{path.stem}__{judge.name}.jsonl")
@@ -233,8 +235,9 @@ def run_scores(job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge | 
         job.folder.check_resolved({"judge": resolved_revision(judge.identity())})
         manifest.update(judge=judge.identity(), sources=[str(p) for p in sources])
         scoring = resolved.get("scoring") or {}
-        counts = score_files(out, judge, sources, dims, int(scoring.get("chunk", 64)),
-                             bool(scoring.get("progress", True)))  # fmt: skip
+        job.on_stop(lambda: {"counts": dict(counts)})  # a stopped run records how far it got
+        score_files(out, judge, sources, dims, int(scoring.get("chunk", 64)),
+                    bool(scoring.get("progress", True)), counts)  # fmt: skip
     score_paths = sorted((out / "scores").glob("*.jsonl")) if judge is not None else _score_inputs(resolved)
     records = merge_score_files(score_paths)
     if not records:
