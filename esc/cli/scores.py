@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from esc.errors import ArgumentParser, UserError
+from esc.errors import ArgumentParser
 from esc.official.scores import DEFAULT_JUDGE, DEFAULT_ROLEPLAYER, export, import_scores
 from esc.scoring.judge import INVALID
 from esc.scoring.rubrics import LANGUAGES
@@ -46,8 +46,6 @@ def parser(prog: str) -> ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     if args.command == "export":
-        if args.out.exists() and not args.out.is_dir():
-            raise UserError(f"{args.out}: --out is an existing file; name a folder (new or existing)")
         for path, n in export(args.sources, args.out, args.cards, args.judge):
             print(f"{path} ({n} dialogues)")
         return 0

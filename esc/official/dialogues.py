@@ -120,6 +120,7 @@ def _strip(path: Path, key: str, i: int, line: str, prefix: str) -> str:
 
 
 def check_out_dir(out: Path) -> None:
+    """`--out` of an export names a folder (new or existing): an existing file is a UserError."""
     if out.exists() and not out.is_dir():
         raise UserError(f"{out}: --out is an existing file; name a folder (new or existing)")
 

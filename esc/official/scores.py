@@ -41,7 +41,7 @@ from pathlib import Path
 from esc.cards import load_cards
 from esc.errors import DataError, UserError
 from esc.jsonl import atomic_write_text
-from esc.official.dialogues import official_name
+from esc.official.dialogues import check_out_dir, official_name
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.rubrics import LANGUAGES, SCORES, dimension, dimensions, prompt_style
 from esc.scoring.store import ScoreRecord, latest, read_scores, score_file_paths
@@ -214,6 +214,7 @@ def export(
 ) -> list[tuple[Path, int]]:
     """One official file per (target, role-player, language) of the score files:
     `OUT/<target>__<roleplayer>_<lang>.json`."""
+    check_out_dir(out)
     records = [r for p in score_file_paths(sources) for r in read_scores(p) if judge in (None, r.judge)]
     if not records:
         raise UserError(f"no score records{f' of judge {judge!r}' if judge else ''} in the files given")
