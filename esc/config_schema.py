@@ -29,13 +29,13 @@ from esc.cards.schema import LANGUAGES
 from esc.chat.build import backend_kinds
 from esc.chat.cache import JOURNAL_MODES
 from esc.errors import ConfigError
+from esc.esc_rank.data import ADAPTER_MODES as RANK_ADAPTERS
+from esc.esc_rank.data import BALANCE_MODES as RANK_BALANCE
 from esc.interact.engine import CONTEXT_POLICIES, ENGINE_MODES
 from esc.jobs.rank import MODES as RANK_MODES
 from esc.models.loading import AUTO_CLASSES
-from esc.scoring.agreement_run import SPLITS as AGREEMENT_SPLITS
+from esc.reports.agreement_data import SPLITS as AGREEMENT_SPLITS
 from esc.scoring.judges import judge_kinds
-from esc.scoring.rank_data import ADAPTER_MODES as RANK_ADAPTERS
-from esc.scoring.rank_data import BALANCE_MODES as RANK_BALANCE
 
 Job = Literal["train", "evaluate", "rank", "cards"]
 JOBS: tuple[str, ...] = ("train", "evaluate", "rank", "cards")

@@ -12,6 +12,7 @@ import pytest
 
 import tests.scripted_backend  # noqa: F401  (registers backend kind "scripted")
 from esc.annotate.agreement import agreement, resolve
+from esc.annotate.human_scores import read_annotations
 from esc.annotate.kinds import task_kind
 from esc.annotate.tasks import Label, import_labels, read_tasks, to_esc_rank
 from esc.cards import load_cards
@@ -20,7 +21,6 @@ from esc.dialogues.record import dialogue_lines
 from esc.dialogues.store import dialogue_files, read_dialogues
 from esc.errors import DataError
 from esc.interact.run import evaluate
-from esc.scoring.annotations import read_annotations
 from tests.helpers import evaluate_config, requires_data
 
 pytestmark = requires_data

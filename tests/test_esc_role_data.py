@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from esc.corpora.esconv import esconv_path
+from esc.corpora.roleplay import CHARACTEREVAL_DATA, CHARACTEREVAL_PROFILES, ROLEBENCH_FILES
 from esc.corpora.smile import smile_dir
 from esc.errors import ConfigError, UserError
 from esc.paths import data_dir
@@ -21,11 +22,8 @@ from esc.prompts import (
 from esc.sft.esconv import read_esconv, read_esconv_splits
 from esc.sft.mixture import build_samples
 from esc.sft.roleplay import (
-    CHARACTEREVAL_DATA,
-    CHARACTEREVAL_PROFILES,
-    ROLEBENCH_FILES,
-    read_charactereval,
-    read_rolebench,
+    charactereval_samples,
+    rolebench_samples,
 )
 from esc.sft.sample import Sample
 from esc.sft.smile import read_smile, read_smile_file
@@ -261,9 +259,9 @@ def test_smile_reader():
 
 @needs_roleplay
 def test_roleplay_readers():
-    rb = read_rolebench(ROOT / ROLEBENCH_FILES["en"][0], "en")
+    rb = rolebench_samples(ROOT / ROLEBENCH_FILES["en"][0], "en")
     assert len(rb) > 1000
-    ce = read_charactereval(ROOT / CHARACTEREVAL_DATA, ROOT / CHARACTEREVAL_PROFILES)
+    ce = charactereval_samples(ROOT / CHARACTEREVAL_DATA, ROOT / CHARACTEREVAL_PROFILES)
     assert 1000 < len(ce) < 3000  # 4,564 examples, many contained in longer ones
     for s in rb[:200] + ce:
         _check_shape(s)

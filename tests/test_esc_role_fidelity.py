@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from esc.corpora.roleplay import ROLEBENCH_FILES
 from esc.corpora.smile import smile_dir
 from esc.errors import ConfigError, DataError
 from esc.paths import data_dir
 from esc.prompts import render_roleplayer_prompt
 from esc.sft.echo import card_echo_turns, echoes_card
 from esc.sft.mixture import PAPER_ROLEPLAY_RATIO, build_samples
-from esc.sft.roleplay import ROLEBENCH_FILES, read_chat_file, read_rolebench
+from esc.sft.roleplay import chat_file_samples, rolebench_samples
 from esc.sft.sample import esc_sample
 from esc.sft.smile import read_smile
 from esc.sft.tokenize import IGNORE_INDEX, encode_chat
@@ -190,15 +191,15 @@ def test_the_mixture_draws_the_ratio_or_the_whole_pool() -> None:
     train, _ = build_samples(cfg)  # default ratio: 313 role-play sessions per 100 ESC dialogues
     assert sum(s.source == "rolebench" for s in train) == round(PAPER_ROLEPLAY_RATIO * 100)
     whole, _ = build_samples({**cfg, "sources": {**cfg["sources"], "esconv": {"enabled": True}}})
-    pool = sum(len(read_rolebench(ROOT / f, "en", 5)) for f in ROLEBENCH_FILES["en"])
+    pool = sum(len(rolebench_samples(ROOT / f, "en", 5)) for f in ROLEBENCH_FILES["en"])
     assert sum(s.source == "rolebench" for s in whole) == pool < round(PAPER_ROLEPLAY_RATIO * 1300)
 
 
 @needs_all
 def test_rolebench_sessions_are_multi_turn_and_use_every_record_once() -> None:
     path = ROOT / ROLEBENCH_FILES["en"][0]
-    single = read_rolebench(path, "en", 1)
-    sessions = read_rolebench(path, "en", 5)
+    single = rolebench_samples(path, "en", 1)
+    sessions = rolebench_samples(path, "en", 5)
     assert len(sessions) == sum(-(-n // 5) for n in _records_per_role(single).values())
     assert max(len(s.learned_turns()) for s in sessions) == 5
     pairs = [
@@ -237,7 +238,7 @@ def test_own_role_play_files_in_messages_and_sharegpt_form(tmp_path: Path) -> No
         {"conversations": [{"from": "human", "value": "Hi"}, {"from": "gpt", "value": "Elementary."}]},
     ]  # fmt: skip
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    a, b = read_chat_file(path, "en", "mine")
+    a, b = chat_file_samples(path, "en", "mine")
     assert a.id == "mine/1" and [m["role"] for m in a.messages] == [
         "system",
         "user",
@@ -261,7 +262,7 @@ def test_own_role_play_files_in_messages_and_sharegpt_form(tmp_path: Path) -> No
         path.read_text() + json.dumps({"conversations": [{"from": "narrator", "value": "x"}]}) + "\n"
     )
     with pytest.raises(DataError, match=r"rp.jsonl.*line 3, message 0.*unknown speaker 'narrator'"):
-        read_chat_file(path, "en", "mine")
+        chat_file_samples(path, "en", "mine")
     with pytest.raises(ConfigError, match=r"data.sources.roleplay.files\[0\]"):
         build_samples(
             {

@@ -116,7 +116,7 @@ def esc_rank(tmp_path_factory: pytest.TempPathFactory):
 
     judge_cfg = OmegaConf.to_container(cfg.judge, resolve=True)
     judge = build_judge(judge_cfg)
-    judge._tokenizer = standin_tokenizer(tmp_path_factory.mktemp("tok"), judge_cfg["model"])
+    judge.backend._tokenizer = standin_tokenizer(tmp_path_factory.mktemp("tok"), judge_cfg["model"])
     return judge, judge_cfg
 
 
@@ -127,7 +127,8 @@ def test_official_internlm2_prompt_is_score_py_chat(esc_rank, dimension: str, la
     expected = "<s>" + build_inputs(score_py_query(DIMENSION_KEYS.index(dimension), language))
     assert judge.prompt_text(item) == expected
     # token ids: the judge encodes its string whole; score.py's tokenizer call adds BOS itself
-    official_ids = judge._tokenizer([build_inputs(score_py_query(DIMENSION_KEYS.index(dimension), language))])
+    query = score_py_query(DIMENSION_KEYS.index(dimension), language)
+    official_ids = judge.backend.tokenizer([build_inputs(query)])
     assert judge.prompt_ids(item) == official_ids["input_ids"][0]
 
 
@@ -181,8 +182,8 @@ def test_official_internlm2_training_samples_carry_the_system_turn() -> None:
     """ESC-RANK trained on InternLM2 learns from the prompt the judge sends: same system turn."""
     from omegaconf import OmegaConf
 
-    from esc.scoring.annotations import Annotation
-    from esc.scoring.rank_data import rank_sample
+    from esc.annotate.human_scores import Annotation
+    from esc.esc_rank.data import rank_sample
 
     cfg = compose(["+exp=esc_rank"])
     data = OmegaConf.to_container(cfg.data, resolve=True)

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from esc.errors import ConfigError, DataError, UserError
-from esc.scoring import leaderboard as board
+from esc.reports import leaderboard as board
+from esc.reports.bootstrap import bootstrap_ci
 from esc.scoring.judge import FAILED, INVALID, VALID, Judgment, ScoreItem
 from esc.scoring.judges import build_judge
 from esc.scoring.rubrics import (
@@ -128,9 +129,10 @@ def test_local_judge_reads_the_probability_of_each_answer_token(tiny_judge) -> N
     item = ScoreItem("d", "empathy", "en", LINES)
     ids = tiny_judge.prompt_ids(item)
     with torch.no_grad():
-        logits = tiny_judge._model(input_ids=torch.tensor([ids])).logits[0, -1]
+        logits = tiny_judge.backend._model(input_ids=torch.tensor([ids])).logits[0, -1]
     full = torch.softmax(logits.float(), -1)
-    answer = [float(full[tiny_judge._tokenizer.convert_tokens_to_ids(str(s))]) for s in range(5)]
+    tokenizer = tiny_judge.backend.tokenizer
+    answer = [float(full[tokenizer.convert_tokens_to_ids(str(s))]) for s in range(5)]
     j = tiny_judge.judge([item])[0]
     assert j.answer_mass == pytest.approx(sum(answer), rel=1e-3)
     assert j.probs == pytest.approx([a / sum(answer) for a in answer], abs=1e-5)
@@ -182,11 +184,11 @@ def test_leaderboard_numbers_by_hand() -> None:
 
 
 def test_bootstrap_interval_covers_the_mean_and_shrinks_with_n() -> None:
-    small = board.bootstrap_ci([0, 4] * 5, n_resamples=500)
-    large = board.bootstrap_ci([0, 4] * 200, n_resamples=500)
+    small = bootstrap_ci([0, 4] * 5, n_resamples=500)
+    large = bootstrap_ci([0, 4] * 200, n_resamples=500)
     assert small[0] < 2 < small[1] and large[0] < 2 < large[1]
     assert large[1] - large[0] < small[1] - small[0]
-    assert board.bootstrap_ci([3]) == (None, None)
+    assert bootstrap_ci([3]) == (None, None)
 
 
 def test_score_store_resumes_and_retries_failed(tmp_path: Path) -> None:
@@ -270,7 +272,7 @@ def test_rank_py_bad_dialogue_is_one_line_error_before_any_judging(tmp_path: Pat
 
 
 def test_selected_dimensions() -> None:
-    from esc.scoring.run import selected_dimensions
+    from esc.scoring.judging import selected_dimensions
 
     assert selected_dimensions("all") == list(DIMENSION_KEYS)
     assert selected_dimensions(["Empathy", "tech"]) == ["empathy", "skill"]

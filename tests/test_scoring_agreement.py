@@ -15,10 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from esc.errors import DataError
-from esc.paths import REPO_ROOT
-from esc.scoring import agreement as agree
-from esc.scoring.annotations import (
+from esc.annotate.human_scores import (
     Annotation,
     esconv_annotations,
     human_reference,
@@ -26,6 +23,9 @@ from esc.scoring.annotations import (
     split_by_dialogue,
     write_annotations,
 )
+from esc.errors import DataError
+from esc.paths import REPO_ROOT
+from esc.reports import agreement as agree
 from esc.scoring.store import read_scores
 from tests.helpers import requires_data, run_entry
 
@@ -238,8 +238,7 @@ def test_baselines_majority_and_length() -> None:
 
 def small_annotations(tmp_path: Path, dialogues: int = 40) -> Path:
     """The first `dialogues` dialogues of the shipped ESConv annotations."""
-    from esc.scoring.annotations import default_esconv_path
-    from esc.scoring.rank_data import load_annotations
+    from esc.annotate.human_scores import default_esconv_path, load_annotations
 
     anns = load_annotations(
         {"annotations": str(default_esconv_path()) if default_esconv_path().is_file() else None}
@@ -452,7 +451,7 @@ def test_rank_py_empty_dialogue_file_is_one_line_error(tmp_path: Path) -> None:
 
 
 def test_sample_dialogues_is_seeded_and_keeps_whole_dialogues() -> None:
-    from esc.scoring.agreement_run import sample_dialogues
+    from esc.reports.agreement_data import sample_dialogues
 
     anns = [
         Annotation(f"d{i}", "en", (("user", "x"),), dim, 2, "a")

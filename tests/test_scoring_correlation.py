@@ -1,4 +1,4 @@
-"""Correlation analysis (esc/scoring/textmetrics.py, esc/scoring/correlation.py): each text metric
+"""Correlation analysis (esc/reports/textmetrics.py, esc/reports/correlation.py): each text metric
 against a value worked out by hand, the correlations on a toy, n/a cases, and `run_correlation` end
 to end on small files (the two levels on an inputs x systems design: tests/test_scoring_statistics.py).
 Offline, CPU."""
@@ -13,10 +13,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from esc.annotate.human_scores import default_esconv_path
 from esc.errors import ConfigError, DataError
-from esc.scoring import correlation as corr
-from esc.scoring.annotations import default_esconv_path
-from esc.scoring.textmetrics import bleu, distinct, meteor, rouge_l, tokenize
+from esc.reports import correlation as corr
+from esc.reports.textmetrics import bleu, distinct, meteor, rouge_l, tokenize
 
 HYP = ["the cat sat on the mat"]
 REF = ["the cat is on the mat"]

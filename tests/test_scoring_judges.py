@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, register_backend
@@ -146,15 +147,15 @@ def test_per_dimension_adapters_share_one_batch(adapter_root: Path) -> None:
 def test_the_shared_rubric_prefix_is_run_once_and_changes_no_score(adapter_root: Path, monkeypatch) -> None:
     """Items of one dimension share the rubric before the dialogue: it is prefilled once per group,
     and every item gets the distribution it gets judged alone (no shared prefix then)."""
-    from esc.scoring.judges.local import LocalJudge
+    from esc.chat.backends.hf import HFBackend
 
     model = compose(["model=tiny"]).model
     judge = build_judge({"kind": "local", "name": "rank", "model": model, "batch_size": 3,
                          "adapters": {"layout": "per_dimension", "root": str(adapter_root)}})  # fmt: skip
     prefills: list[int] = []
-    real = LocalJudge._prefill
+    real = HFBackend._prefill
     monkeypatch.setattr(
-        LocalJudge, "_prefill", lambda self, ids, item: prefills.append(len(ids)) or real(self, ids, item)
+        HFBackend, "_prefill", lambda self, ids, kwargs: prefills.append(len(ids)) or real(self, ids, kwargs)
     )
     items = [
         ScoreItem(f"d{i}", key, "en", LINES[: 1 + i % 3]) for i in range(5) for key in ("empathy", "fluency")
@@ -192,3 +193,37 @@ def test_adapters_of_some_dimensions_only(tmp_path: Path) -> None:
         match=r"config `judge.adapters`: .*/(fluency|diversity|suggestion|humanoid|skill) does not exist",
     ):
         every.check_ready()
+
+
+@requires_data
+def test_hf_backend_reads_answer_distributions_with_per_request_adapters(adapter_root: Path) -> None:
+    """One call may give each prompt its own adapter (or none: the base model); each prompt gets what
+    it gets in a call of its own, an adapter that cannot load fails only its prompts, and generation
+    afterwards still uses the backend's own weights."""
+    from esc.chat.backends.hf import HFBackend
+    from esc.chat.base import GenerationSettings
+
+    backend = HFBackend(compose(["model=tiny"]).model, device="cpu", batch_size=2, prefix_cache_gb=0)
+    chats = [[{"role": "user", "content": text}] for text in ("I feel alone.", "Work is too much.", "Hi")]
+    greedy = GenerationSettings(max_new_tokens=6)
+    before = [r.text for r in backend.generate(chats, greedy)]
+    prompts = [backend.prompt_ids(chat) for chat in chats]
+
+    def reduce(probs):
+        return probs[:, :6]
+
+    base = backend.answer_distribution(prompts, reduce)
+    empathy, fluency = str(adapter_root / "empathy"), str(adapter_root / "fluency")
+    alone = {path: backend.answer_distribution(prompts, reduce, [path] * 3) for path in (empathy, fluency)}
+    mixed = backend.answer_distribution(
+        prompts * 3, reduce, [empathy] * 3 + [None] * 3 + [fluency, str(adapter_root / "missing"), fluency]
+    )
+
+    def close(a, b) -> bool:
+        return bool(np.allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=0))
+
+    assert close(mixed[:3], alone[empathy]) and close(mixed[3:6], base)
+    assert close(mixed[6], alone[fluency][0]) and close(mixed[8], alone[fluency][2])
+    assert isinstance(mixed[7], Exception) and "missing" in str(mixed[7])
+    assert not close(alone[empathy], base)  # the adapter does change the distribution
+    assert [r.text for r in backend.generate(chats, greedy)] == before

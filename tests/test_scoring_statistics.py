@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from esc.scoring import agreement as agree
-from esc.scoring import correlation as corr
-from esc.scoring.bootstrap import MAX_UNDEFINED, format_figure, unit_intervals
+from esc.reports import agreement as agree
+from esc.reports import correlation as corr
+from esc.reports.bootstrap import MAX_UNDEFINED, format_figure, unit_intervals
 
 
 def degenerate() -> tuple[list[int], list[int]]:

@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
+from esc.annotate.human_scores import Annotation
 from esc.annotate.kinds import KINDS, TaskKind, task_kind
 from esc.dialogues.record import dialogue_lines
 from esc.dialogues.store import read_dialogues
 from esc.errors import DataError, UserError
 from esc.jsonl import atomic_write_text, find_jsonl_files, read_json, read_jsonl
-from esc.scoring.annotations import Annotation
 from esc.scoring.rubrics import DIMENSION_KEYS, SCORES
 
 
@@ -372,7 +372,7 @@ def _checked_label(label: Label, path: Path, where: str) -> Label:
 
 
 def to_esc_rank(labels: Sequence[Label], tasks: dict[str, Task], source: object = "labels") -> list[Any]:
-    """Dialogue labels as human annotations for ESC-RANK (`esc.scoring.annotations.Annotation`):
+    """Dialogue labels as human annotations for ESC-RANK (`esc.annotate.human_scores.Annotation`):
     `train.py +exp=esc_rank data.annotations=FILE` trains on them. Each is checked first: its task
     known, one of the seven dimensions, an integer score 0-4 (`source` names the labels in errors)."""
 

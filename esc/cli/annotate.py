@@ -18,6 +18,13 @@ import json
 from pathlib import Path
 
 from esc.annotate.agreement import agreement, agreement_markdown, resolve_labels, write_agreement_files
+from esc.annotate.human_scores import (
+    default_esconv_path,
+    esconv_annotations,
+    read_annotations,
+    stats,
+    write_annotations,
+)
 from esc.annotate.kinds import KINDS
 from esc.annotate.tasks import (
     export_tasks,
@@ -31,13 +38,6 @@ from esc.annotate.tasks import (
 from esc.cards import load_cards
 from esc.errors import ArgumentParser, UserError
 from esc.jsonl import atomic_write_text
-from esc.scoring.annotations import (
-    default_esconv_path,
-    esconv_annotations,
-    read_annotations,
-    stats,
-    write_annotations,
-)
 
 HELP = "Annotation tasks out, labels in; the human scores ESC-RANK learns."
 

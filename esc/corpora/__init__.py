@@ -1,6 +1,6 @@
 """Readers of third-party corpora, for everyone who needs them: ESC-Role training samples
 (`esc.sft`), card construction (`esc.cards.construct.sources`), human scores
-(`esc.scoring.annotations`) and the ICL example dialogue (`esc.prompts.examples`).
+(`esc.annotate.human_scores`) and the ICL example dialogue (`esc.prompts.examples`).
 
 A reader turns a dataset's own file layout into plain records (who said what, the metadata the
 dataset has) and checks it, naming file and record when a record is malformed; it knows nothing

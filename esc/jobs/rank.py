@@ -1,10 +1,10 @@
 """The job behind `rank.py`: one judge (or none), one run folder, one of five modes.
 
-    score        dialogues -> judgments on 7 dimensions -> leaderboard   (esc.scoring.run)
-    leaderboard  existing score files -> leaderboard                     (esc.scoring.run)
-    agreement    a judge, or score files, against the human scores       (esc.scoring.run)
-    correlation  text metrics and judges against the human scores        (esc.scoring.run)
-    roleplay     role-players on the six role-play metrics, and against people (esc.roleplay.run)
+    score        dialogues -> judgments on 7 dimensions -> leaderboard   (esc.jobs.score)
+    leaderboard  existing score files -> leaderboard                     (esc.jobs.score)
+    agreement    a judge, or score files, against the human scores       (esc.jobs.agreement)
+    correlation  text metrics and judges against the human scores        (esc.jobs.agreement)
+    roleplay     role-players on the six role-play metrics, and against people (esc.jobs.roleplay)
 
 Every mode runs inside `esc.lifecycle.job_run` and returns its own `JobResult`.
 """
@@ -19,13 +19,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from esc.errors import ConfigError
 from esc.hashing import sha256_file
+from esc.jobs.agreement import run_agreement, run_correlation_mode
+from esc.jobs.roleplay import run_roleplay
+from esc.jobs.score import run_scores
 from esc.lifecycle import Job, JobResult, job_run
 from esc.roleplay.metrics import ROLEPLAY_METRICS_FILE
-from esc.roleplay.run import run_roleplay
 from esc.rundir import model_settings
 from esc.scoring.judge import Judge
 from esc.scoring.judges import build_judge
-from esc.scoring.run import run_agreement, run_correlation_mode, run_scores
 
 Runner = Callable[[Job, Mapping[str, Any], Path, Any], JobResult]
 RUNNERS: dict[str, Runner] = {

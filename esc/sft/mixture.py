@@ -62,7 +62,7 @@ PAPER_ESC_SAMPLES, PAPER_TOTAL_SAMPLES = 3390, 14000  # paper section 2.3.1
 PAPER_ROLEPLAY_RATIO = round((PAPER_TOTAL_SAMPLES - PAPER_ESC_SAMPLES) / PAPER_ESC_SAMPLES, 2)  # 3.13
 
 
-def _plain(cfg: Any) -> dict[str, Any]:
+def plain_mapping(cfg: Any) -> dict[str, Any]:
     """OmegaConf DictConfig or mapping -> plain dict."""
     try:
         from omegaconf import DictConfig, OmegaConf
@@ -148,7 +148,7 @@ def build_samples(cfg: Any, key_prefix: str = "data") -> tuple[list[Sample], lis
     `cfg` is the data config section (see the module docstring). `key_prefix` is how the section
     is named in error messages. Raises ConfigError if nothing is left after filtering.
     """
-    cfg = _plain(cfg)
+    cfg = plain_mapping(cfg)
     p = key_prefix
     root = Path(cfg.get("root") or data_dir())
     seed = cfg.get("seed", 42)

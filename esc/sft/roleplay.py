@@ -1,5 +1,5 @@
-"""General role-play readers (RoleBench, CharacterEval, your own chat files): the role-player is a
-named character.
+"""General role-play samples (RoleBench, CharacterEval, your own chat files): the role-player is a
+named character. The files are read by `esc.corpora.roleplay`; this module builds the samples.
 
 These samples keep ESC-Role's general role-playing ability. The paper (section 2.3.1) mixed in five
 multi-turn role-play dialogue datasets from Hugging Face that it does not name; what is here:
@@ -30,55 +30,38 @@ multi-turn role-play dialogue datasets from Hugging Face that it does not name; 
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from esc.corpora.roleplay import (
+    CHARACTEREVAL_DATA,
+    CHARACTEREVAL_PROFILES,
+    ROLEBENCH_FILES,
+    contained_contexts,
+    read_charactereval,
+    read_chat_file,
+    read_rolebench,
+    render_profile,
+    scene_key,
+    split_line,
+)
 from esc.errors import DataError
-from esc.jsonl import get_field, read_json, read_jsonl
 from esc.prompts import training_text
 from esc.sft.sample import Role, Sample, shape_dialogue
 
 log = logging.getLogger(__name__)
 
-ROLEBENCH_FILES: dict[str, tuple[str, ...]] = {
-    "en": (
-        "roleplay/rolebench/rolebench-eng/role-generalization/general/test.jsonl",
-        "roleplay/rolebench/rolebench-eng/instruction-generalization/role_specific/test.jsonl",
-    ),
-    "zh": (
-        "roleplay/rolebench/rolebench-zh/general/train.jsonl",
-        "roleplay/rolebench/rolebench-zh/role_specific/train.jsonl",
-    ),
-}
-CHARACTEREVAL_DATA = "roleplay/charactereval/test_data.jsonl"
-CHARACTEREVAL_PROFILES = "roleplay/charactereval/character_profiles.json"
-_COLONS = ("：", ":")
 
-
-def read_rolebench(path: Path, language: str, turns: int = 1) -> list[Sample]:
-    """Read one RoleBench JSON-lines file as sessions of `turns` question/answer pairs per role
-    (see the module docstring); records with an empty `generated` list are skipped."""
+def rolebench_samples(path: Path, language: str, turns: int = 1) -> list[Sample]:
+    """One RoleBench JSON-lines file as sessions of `turns` question/answer pairs per role (see the
+    module docstring)."""
     path = Path(path)
-    subset = path.parent.name
-    tag = f"rolebench-{language}/{subset}/{path.stem}"
-    by_role: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    for lineno, record in read_jsonl(path):
-        where = f"line {lineno}"
-        role = get_field(record, "role", str, path, where)
-        question = get_field(record, "question", str, path, where)
-        generated = get_field(record, "generated", list, path, where)
-        if not generated:
-            continue
-        if not isinstance(generated[0], str):
-            raise DataError(path, where, f"`generated[0]` should be str, got {type(generated[0]).__name__}")
-        if question.strip() and generated[0].strip():
-            by_role[role].append((question, generated[0]))
+    tag = f"rolebench-{language}/{path.parent.name}/{path.stem}"
     samples: list[Sample] = []
-    for role, pairs in by_role.items():
+    for role, pairs in read_rolebench(path).items():
         system = training_text("roleplay_system", language, role=role)
         for k, start in enumerate(range(0, len(pairs), turns)):
             session: list[tuple[Role, str]] = []
@@ -90,128 +73,40 @@ def read_rolebench(path: Path, language: str, turns: int = 1) -> list[Sample]:
     return samples
 
 
-_CHAT_ROLES: dict[str, Role] = {
-    "system": "system",
-    "user": "user",
-    "human": "user",
-    "assistant": "assistant",
-    "gpt": "assistant",
-    "character": "assistant",
-}
-
-
-def read_chat_file(path: Path, language: str, name: str) -> list[Sample]:
-    """Role-play dialogues from a JSON-lines file in the `messages` or ShareGPT format (see the
-    module docstring); DataError naming file and line for a record of neither shape."""
+def chat_file_samples(path: Path, language: str, name: str) -> list[Sample]:
+    """Role-play dialogues of a chat file (the assistant is the character); DataError when none has
+    an assistant turn."""
     path = Path(path)
     samples: list[Sample] = []
-    for lineno, record in read_jsonl(path):
-        where = f"line {lineno}"
-        if isinstance(record, dict) and "messages" in record:
-            raw = get_field(record, "messages", list, path, where)
-            keys = ("role", "content")
-        elif isinstance(record, dict) and "conversations" in record:
-            raw = get_field(record, "conversations", list, path, where)
-            keys = ("from", "value")
-        else:
-            raise DataError(path, where, "expected an object with `messages` or `conversations`")
-        system = ""
-        turns: list[tuple[Role, str]] = []
-        for k, message in enumerate(raw):
-            speaker = get_field(message, keys[0], str, path, f"{where}, message {k}")
-            text = get_field(message, keys[1], str, path, f"{where}, message {k}")
-            role = _CHAT_ROLES.get(speaker)
-            if role is None:
-                raise DataError(
-                    path,
-                    f"{where}, message {k}",
-                    f"unknown speaker {speaker!r}; known: {sorted(_CHAT_ROLES)}",
-                )
-            if role == "system":
-                system = f"{system}\n{text}".strip()
-            else:
-                turns.append((role, text))
-        messages = shape_dialogue(system, turns, first_user=None)
+    for chat in read_chat_file(path):
+        messages = shape_dialogue(chat.system, chat.turns, first_user=None)
         if messages is None:
             continue
-        if not system:  # no system message: the chat starts with its first turn
+        if not chat.system:  # no system message: the chat starts with its first turn
             messages = messages[1:]
-        samples.append(Sample(f"{name}/{lineno}", name, language, None, messages))  # type: ignore[arg-type]
+        samples.append(Sample(f"{name}/{chat.lineno}", name, language, None, messages))  # type: ignore[arg-type]
     if not samples:
         raise DataError(path, None, "no dialogue with an assistant turn")
     return samples
 
 
-def render_profile(profile: dict[str, Any]) -> str:
-    """Render a CharacterEval profile dict as "key：value" lines (lists joined by 、, dicts by ；)."""
+def charactereval_samples(data_path: Path, profiles_path: Path) -> list[Sample]:
+    """CharacterEval examples with their character profiles (see the module docstring).
 
-    def value(v: Any) -> str:
-        if isinstance(v, dict):
-            return "；".join(f"{k}：{value(x)}" for k, x in v.items())
-        if isinstance(v, list):
-            return "、".join(value(x) for x in v)
-        return str(v).strip()
-
-    return "\n".join(f"{k}：{value(v)}" for k, v in profile.items())
-
-
-def _split_line(line: str) -> tuple[str | None, str]:
-    """Split "名字：台词" into (speaker, text); (None, line) when there is no speaker prefix."""
-    for colon in _COLONS:
-        name, sep, text = line.partition(colon)
-        if sep and name.strip() and len(name) <= 20:
-            return name.strip(), text
-    return None, line
-
-
-def _scene_key(context: str) -> str:
-    """Scene id of a CharacterEval context: a short hash of its first line (examples of one scene
-    share it; over the 4,564 released examples this matches grouping by shared lines, 1,557 vs 1,554)."""
-    first = context.split("\n", 1)[0]
-    return hashlib.sha256(first.encode("utf-8")).hexdigest()[:12]
-
-
-def _drop_prefixes(contexts: list[str]) -> set[str]:
-    """The contexts that are a prefix of (or equal to) another context in the list."""
-    ordered = sorted(set(contexts))
-    return {a for a, b in zip(ordered, ordered[1:], strict=False) if b.startswith(a)}
-
-
-def read_charactereval(data_path: Path, profiles_path: Path) -> list[Sample]:
-    """Read CharacterEval examples with their character profiles (see the module docstring).
-
-    The benchmark has several examples per scene, most a prefix of another one for the same
-    character; an example whose context is a prefix of a longer context of the same character
-    (or repeats one) is dropped, so no assistant turn is learned twice. Samples carry
+    An example whose context is a prefix of a longer context of the same character (or repeats
+    one) is dropped, so no assistant turn is learned twice. Samples carry
     `group` = "charactereval/scene/<hash>".
     """
-    data_path, profiles_path = Path(data_path), Path(profiles_path)
-    profiles = read_json(profiles_path)
-    if not isinstance(profiles, dict):
-        raise DataError(
-            profiles_path, None, f"expected a JSON object name -> profile, got {type(profiles).__name__}"
-        )
-    records = read_json(data_path)
-    if not isinstance(records, list):
-        raise DataError(data_path, None, f"expected a JSON array of examples, got {type(records).__name__}")
-    parsed: list[tuple[int | str, str, str, str]] = []
-    for index, record in enumerate(records):
-        parsed.append(
-            (
-                get_field(record, "id", (int, str), data_path, index),
-                get_field(record, "role", str, data_path, index),
-                get_field(record, "novel_name", str, data_path, index),
-                get_field(record, "context", str, data_path, index),
-            )
-        )
+    scenes, profiles = read_charactereval(data_path, profiles_path)
     by_role: dict[str, list[str]] = defaultdict(list)
-    for _, role, _, context in parsed:
-        by_role[role].append(context)
-    covered = {role: _drop_prefixes(contexts) for role, contexts in by_role.items()}
+    for scene in scenes:
+        by_role[scene.role].append(scene.context)
+    covered = {role: contained_contexts(contexts) for role, contexts in by_role.items()}
     samples: list[Sample] = []
     seen: set[tuple[str, str]] = set()
     missing_profile = no_reply = redundant = 0
-    for ex_id, role, work, context in parsed:
+    for scene in scenes:
+        role, context = scene.role, scene.context
         if context in covered[role] or (role, context) in seen:
             redundant += 1
             continue
@@ -222,16 +117,17 @@ def read_charactereval(data_path: Path, profiles_path: Path) -> list[Sample]:
             continue
         turns: list[tuple[Role, str]] = []
         for line in context.split("\n"):
-            speaker, text = _split_line(line)
+            speaker, text = split_line(line)
             turns.append(("assistant", text) if speaker == role else ("user", line))
-        profile_text = render_profile(profile)
-        system = training_text("character_system", "zh", role=role, work=work, profile=profile_text)
+        system = training_text(
+            "character_system", "zh", role=role, work=scene.work, profile=render_profile(profile)
+        )
         messages = shape_dialogue(system, turns, first_user=training_text("scene_start", "zh"))
         if messages is None:
             no_reply += 1
             continue
-        group = f"charactereval/scene/{_scene_key(context)}"
-        samples.append(Sample(f"charactereval/{ex_id}", "charactereval", "zh", None, messages, group))
+        group = f"charactereval/scene/{scene_key(context)}"
+        samples.append(Sample(f"charactereval/{scene.id}", "charactereval", "zh", None, messages, group))
     log.info(
         "charactereval: %d samples; skipped %d contained in a longer context of the same character, "
         "%d without a profile, %d where the character never speaks",
@@ -257,11 +153,11 @@ def read_roleplay(
         if language not in languages:
             continue
         for rel in ROLEBENCH_FILES[language]:
-            samples.extend(read_rolebench(root / rel, language, rolebench_turns))
+            samples.extend(rolebench_samples(root / rel, language, rolebench_turns))
     if "zh" in languages:
-        samples.extend(read_charactereval(root / CHARACTEREVAL_DATA, root / CHARACTEREVAL_PROFILES))
+        samples.extend(charactereval_samples(root / CHARACTEREVAL_DATA, root / CHARACTEREVAL_PROFILES))
     for spec in files:
         if spec["language"] in languages:
             path = Path(spec["path"])
-            samples.extend(read_chat_file(path, spec["language"], spec.get("name") or path.stem))
+            samples.extend(chat_file_samples(path, spec["language"], spec.get("name") or path.stem))
     return samples

@@ -10,20 +10,26 @@ padding is masked, and positions come from the attention mask, so a conversation
 tokens alone as in any batch (exactly so in float32; in half precision batched matrix products may
 round differently). Everything the settings do not fix (e.g. a repetition penalty) comes from the
 model's ``generation_config``, as in vLLM's default.
+
+A local judge reads its answers from the same backend (`answer_distribution`): the next-token
+probabilities of each prompt, reduced to its answers ("0".."4"), nothing generated; each prompt may
+name its own LoRA adapter (the seven ESC-RANK adapters on one base model), loaded once on first use.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from esc.chat.backends._common import error_reply, plain
+from esc.chat.backends.next_token import MIN_SHARED_PREFIX, Reduce, next_token_answers, prefill, shared_prefix
 from esc.chat.backends.prefix_cache import PrefixCache
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, check_features, register_backend
 from esc.errors import ConfigError
@@ -130,6 +136,8 @@ class HFBackend(ChatBackend):
             conversations, so each turn prefills only its new tokens (`prefix_cache`); 0: off.
         generation_config: extra ``transformers.GenerationConfig`` fields on top of the model's own,
             e.g. ``{"no_repeat_ngram_size": 3}``; part of the backend's identity (and cache key).
+        config_key: where these settings sit in the config, for error messages (``judge`` when a
+            local judge runs the model).
 
     `check_ready` only checks the configuration (adapter and model directories); the weights are
     loaded by `load` or on first use. The identity names the resolved model revision
@@ -152,19 +160,25 @@ class HFBackend(ChatBackend):
         price: dict[str, float] | None = None,
         generation_config: Mapping[str, Any] | None = None,
         prefix_cache_gb: float = 4.0,
+        config_key: str = "backend",
     ) -> None:
+        self.config_key = config_key  # where this backend's settings sit in the config (error messages)
         self.model_cfg = plain(model)
         if float(prefix_cache_gb) < 0:
-            raise ConfigError("backend.prefix_cache_gb", f"must be 0 (off) or more, got {prefix_cache_gb}")
+            raise ConfigError(
+                f"{config_key}.prefix_cache_gb", f"must be 0 (off) or more, got {prefix_cache_gb}"
+            )
         self.prefix_cache_gb = float(prefix_cache_gb)
         self._prefix: PrefixCache | None = None
         self.generation_overrides = _check_generation_overrides(plain(generation_config))
         if not any(self.model_cfg.get(k) for k in ("tiny", "packaged", "name_or_path")):
-            raise ConfigError("backend.model.name_or_path", "is empty: name a hub id or a local directory")
+            raise ConfigError(
+                f"{config_key}.model.name_or_path", "is empty: name a hub id or a local directory"
+            )
         if batch_size != "auto" and (
             isinstance(batch_size, bool) or not str(batch_size).isdigit() or int(batch_size) < 1
         ):
-            raise ConfigError("backend.batch_size", f"must be at least 1 or auto, got {batch_size!r}")
+            raise ConfigError(f"{config_key}.batch_size", f"must be at least 1 or auto, got {batch_size!r}")
         self.adapter = str(adapter) if adapter else None
         self.device_name = device
         self.batch_size: int | None = None if batch_size == "auto" else int(batch_size)  # auto: on load
@@ -175,6 +189,7 @@ class HFBackend(ChatBackend):
         self._context_window: int | None = None
         self._identity: dict[str, Any] | None = None
         self._unresolved_warned = False
+        self._request_adapters: dict[str, str] = {}  # adapter directory -> PEFT name, loaded on demand
         self._lock = threading.RLock()  # one generation at a time (a server may call from threads)
 
     def __repr__(self) -> str:
@@ -184,12 +199,12 @@ class HFBackend(ChatBackend):
 
     def _adapter_weights(self) -> Path:
         assert self.adapter is not None
-        return adapter_weights(self.adapter, "backend.adapter")
+        return adapter_weights(self.adapter, f"{self.config_key}.adapter")
 
     def check_ready(self) -> None:
         """Check the device, the adapter and a local model directory without loading anything
         (`load` loads). A GPU that was asked for and is not there is an error, never a CPU run."""
-        check_device(self.device_name, "backend.device")
+        check_device(self.device_name, f"{self.config_key}.device")
         if self.adapter:
             self._adapter_weights()
             check_adapter_files(self.adapter)  # a config or weights file cut short: one line, now
@@ -200,7 +215,8 @@ class HFBackend(ChatBackend):
             looks_local = path.is_absolute() or name.startswith((".", "~")) or path.exists()
             if looks_local and not (path / "config.json").is_file():
                 raise ConfigError(
-                    "backend.model.name_or_path", f"{path} is not a model directory (no config.json)"
+                    f"{self.config_key}.model.name_or_path",
+                    f"{path} is not a model directory (no config.json)",
                 )
 
     def load(self) -> None:
@@ -305,6 +321,153 @@ class HFBackend(ChatBackend):
     def count_tokens(self, messages: Sequence[Message]) -> int | None:
         self._load()
         return len(self._prompt_ids(messages))
+
+    def prompt_ids(self, messages: Sequence[Message]) -> list[int]:
+        """The token ids the model reads for `messages`: the rendered prompt encoded whole."""
+        return list(
+            self.tokenizer(render_prompt(self.tokenizer, messages), add_special_tokens=False)["input_ids"]
+        )
+
+    @property
+    def tokenizer(self) -> Any:
+        """The model's tokenizer (loading the model with it on first use)."""
+        if self._tokenizer is None:
+            self._load()
+        return self._tokenizer
+
+    # --- per-request adapters -----------------------------------------------------------------
+
+    def load_adapters(self, paths: Sequence[str]) -> None:
+        """Load these per-request adapters now (otherwise the first request naming one does)."""
+        self._load()
+        with self._lock:
+            for path in paths:
+                self._adapter_name(str(path))
+
+    def _adapter_name(self, path: str | None) -> str | None:
+        """The PEFT name of a request's adapter (None: the backend's own, or the base model), loading
+        it beside the others the first time; the backend's own adapter stays the active one."""
+        if path is None or (self.adapter and Path(path) == Path(self.adapter)):
+            return "default" if self.adapter else ("__base__" if self._request_adapters else None)
+        if str(path) not in self._request_adapters:
+            from peft import PeftModel
+
+            adapter_weights(path, "settings.adapter")
+            check_adapter_files(path)
+            name = f"a{len(self._request_adapters)}"
+            if isinstance(self._model, PeftModel):
+                self._model.load_adapter(str(path), adapter_name=name)
+            else:
+                self._model = PeftModel.from_pretrained(self._model, str(path), adapter_name=name)
+            if self.adapter:
+                self._model.set_adapter("default")
+            self._model.to(self._device)
+            self._model.eval()
+            self._request_adapters[str(path)] = name
+        return self._request_adapters[str(path)]
+
+    @contextlib.contextmanager
+    def _own_weights(self) -> Iterator[None]:
+        """Generation with the backend's own weights: with per-request adapters loaded on a backend
+        that has no adapter of its own, the base model (PEFT would apply the first one loaded)."""
+        if self._request_adapters and not self.adapter:
+            with self._model.disable_adapter():
+                yield
+        else:
+            yield
+
+    # --- answer distributions (local judges) --------------------------------------------------
+
+    def answer_distribution(
+        self,
+        prompts: Sequence[Sequence[int]],
+        reduce: Reduce,
+        adapters: Sequence[str | None] | None = None,
+    ) -> list[list[float] | Exception]:
+        """`reduce` of each prompt's next-token probabilities, e.g. the probability of each answer
+        "0".."4" (`esc.scoring.answer_tokens`); nothing is generated.
+
+        `prompts` are token ids (`prompt_ids`); `adapters` names a LoRA adapter directory per prompt
+        (None: the backend's own). Prompts with one adapter that start alike (a rubric before the
+        dialogue) share one prefill of their common start. Batches of `batch_size`, longest first; a
+        batch that runs out of GPU memory is split in halves and retried; a batch that fails gives
+        each of its prompts the exception instead of a distribution.
+        """
+        self._load()
+        with self._lock:
+            results: list[list[float] | Exception | None] = [None] * len(prompts)
+            groups: dict[str | None, list[int]] = {}
+            for index, path in enumerate(adapters if adapters is not None else [None] * len(prompts)):
+                groups.setdefault(path, []).append(index)
+            for path, members in groups.items():
+                try:
+                    name = self._adapter_name(path)
+                except Exception as err:  # an adapter that cannot load: its prompts fail, not the call
+                    for index in members:
+                        results[index] = err
+                    continue
+                self._answer_group([(i, list(prompts[i])) for i in members], reduce, name, results)
+            return [r for r in results if r is not None]
+
+    def _answer_group(
+        self,
+        members: list[tuple[int, list[int]]],
+        reduce: Reduce,
+        adapter: str | None,
+        results: list[list[float] | Exception | None],
+    ) -> None:
+        def kwargs(rows: int) -> dict[str, Any]:
+            return {"adapter_names": [adapter] * rows} if adapter else {}
+
+        prefix: tuple[int, Any] | None = None
+        try:
+            shared = shared_prefix([ids for _, ids in members])
+            if len(members) > 1 and shared >= MIN_SHARED_PREFIX:
+                prefix = (shared, self._prefill(members[0][1][:shared], kwargs(1)))
+        except Exception as err:  # read without the shared prefix then
+            log.warning("Could not prefill the shared prompt prefix: %s", err)
+        members = sorted(members, key=lambda pair: -len(pair[1]))  # similar lengths share a batch
+        start = 0
+        while start < len(members):
+            chunk = members[start : start + self.batch_size]
+            start += len(chunk)
+            try:
+                dists = self._answers_fitting([ids for _, ids in chunk], reduce, kwargs, prefix)
+                for (index, _), probs in zip(chunk, dists, strict=True):
+                    results[index] = probs
+            except Exception as err:
+                log.warning("Reading the answer distribution failed for %d prompts: %s", len(chunk), err)
+                for index, _ in chunk:
+                    results[index] = err
+
+    def _prefill(self, ids: list[int], adapter_kwargs: dict[str, Any]) -> list[tuple[Any, Any]]:
+        """The keys and values of a prompt start that several prompts share."""
+        return prefill(self._model, self._device, ids, adapter_kwargs)
+
+    def _answers_fitting(
+        self, prompts: list[list[int]], reduce: Reduce, kwargs: Any, prefix: tuple[int, Any] | None
+    ) -> list[list[float]]:
+        """`next_token_answers`, split in halves while the GPU runs out of memory."""
+        import torch
+
+        try:
+            pad_id = self._tokenizer.pad_token_id
+            return next_token_answers(
+                self._model, self._device, pad_id, prompts, reduce, kwargs(len(prompts)), prefix
+            )
+        except torch.OutOfMemoryError:
+            if len(prompts) == 1:
+                raise
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            half = (len(prompts) + 1) // 2
+            self.batch_size = min(self.batch_size, half)
+            log.warning(
+                "%r: out of GPU memory at %d prompts; retrying %d at a time", self, len(prompts), half
+            )
+            return self._answers_fitting(prompts[:half], reduce, kwargs, prefix) + self._answers_fitting(
+                prompts[half:], reduce, kwargs, prefix
+            )
 
     # --- generation ---------------------------------------------------------------------------
 
@@ -441,7 +604,7 @@ class HFBackend(ChatBackend):
         want_logprobs = settings.top_logprobs > 0
         gen = copy.copy(gen)
         gen.return_dict_in_generate = want_logprobs or self._prefix is not None
-        with torch.inference_mode():
+        with torch.inference_mode(), self._own_weights():
             output = self._model.generate(
                 input_ids=input_ids.to(self._device),
                 attention_mask=attention.to(self._device),
@@ -572,6 +735,7 @@ class HFBackend(ChatBackend):
             self._model = None
             self._tokenizer = None
             self._prefix = None
+            self._request_adapters = {}
             try:
                 import torch
 

@@ -9,12 +9,14 @@ training labels) give the score (the most likely), the expected score and the fi
 renormalised; `answer_mass` says how much probability fell on them at all. Nothing is generated and
 nothing is parsed, so no reply can be misread.
 
-Items are judged by (dimension, language): they share a rubric, so the prompt text before the
-dialogue is the same for all of them, and it is run once, its keys and values reused by every batch
-(about half the prompt tokens of the official prompts). Rows are left-padded with explicit
-position ids (a row scores the same alone as in any batch) and only the last position's logits are
-computed. With one LoRA adapter per dimension (ESC-RANK), every row names its adapter (PEFT's
-mixed-adapter batches, ``adapter_names``).
+The model runs in the `hf` chat backend (`HFBackend.answer_distribution`), the one transformers
+inference stack: its loading, batching and out-of-memory back-off serve judging too. Items are judged
+by (dimension, language): they share a rubric, so the prompt text before the dialogue is the same for
+all of them, and the backend runs it once, its keys and values reused by every batch (about half the
+prompt tokens of the official prompts). Rows are left-padded with explicit position ids (a row
+scores the same alone as in any batch) and only the last position's logits are computed. With one
+LoRA adapter per dimension (ESC-RANK), every row names its adapter (per-request adapters: PEFT's
+mixed-adapter batches).
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from esc.chat.backends._common import one_line, plain
+from esc.chat.backends.hf import HFBackend, render_prompt
 from esc.errors import ConfigError, UserError
-from esc.models.loading import adapter_weights, load_for_inference, model_label
+from esc.models.loading import adapter_weights, model_label
 from esc.models.revision import adapter_hash, resolve_revision
 from esc.scoring.answer_tokens import AnswerTokens, answer_probabilities, answer_tokens
 from esc.scoring.judge import DIGITS, FAILED, INVALID, Judge, Judgment, ScoreItem, register_judge
@@ -40,18 +43,6 @@ from esc.scoring.rubrics import (
 )
 
 log = logging.getLogger(__name__)
-
-MIN_SHARED_PREFIX = 32  # shorter shared prompt starts are not worth a separate pass
-
-
-def _shared_prefix(prompts: Sequence[Sequence[int]]) -> int:
-    """Tokens every prompt starts with, leaving at least one token of each to run."""
-    shortest = min(len(p) for p in prompts)
-    n = 0
-    while n < shortest - 1 and all(p[n] == prompts[0][n] for p in prompts):
-        n += 1
-    return n
-
 
 LAYOUTS = ("none", "single", "per_dimension", "official")
 
@@ -137,11 +128,9 @@ class LocalJudge(Judge):
         self.batch_size = int(batch_size)
         self.max_prompt_tokens = max_prompt_tokens
         self.min_answer_mass = float(min_answer_mass)
-        self._model: Any = None
-        self._tokenizer: Any = None
-        self._device: Any = None
+        self._backend: HFBackend | None = None
+        self._loaded = False
         self._answers: dict[tuple[str, ...], AnswerTokens] = {}
-        self._adapter_names: dict[tuple[str, str], str] = {}
         self._identity: dict[str, Any] | None = None
         self._lock = threading.RLock()
 
@@ -150,6 +139,17 @@ class LocalJudge(Judge):
 
     # --- loading ------------------------------------------------------------------------------
 
+    @property
+    def backend(self) -> HFBackend:
+        """The hf chat backend that runs the model (built on first use; no generation, so no kept
+        prefixes between calls)."""
+        if self._backend is None:
+            self._backend = HFBackend(
+                self.model_cfg, device=self.device_name, batch_size=self.batch_size, prefix_cache_gb=0,
+                config_key="judge",
+            )  # fmt: skip
+        return self._backend
+
     def check_ready(self) -> None:
         for path in set(self.paths.values()):
             _weights(path)
@@ -157,24 +157,20 @@ class LocalJudge(Judge):
 
     def _load(self) -> None:
         with self._lock:
-            if self._model is not None:
+            if self._loaded:
                 return
-
-            distinct = sorted({str(p) for p in self.paths.values()})
-            names = {path: f"a{i}" for i, path in enumerate(distinct)}  # one copy of each adapter
+            distinct = sorted({str(p) for p in self.paths.values()})  # one copy of each adapter
             if distinct:
                 log.info("Loading %d LoRA adapter(s) for the judge", len(distinct))
-            self._model, self._tokenizer, self._device = load_for_inference(
-                self.model_cfg, self.device_name, [(path, names[path]) for path in distinct]
-            )
-            self._adapter_names = {key: names[str(path)] for key, path in self.paths.items()}
+            self.backend.load_adapters(distinct)
+            self._loaded = True
             self.answers(DIGITS)  # a model whose "0".."4" are not single tokens fails here
 
     def answers(self, choices: tuple[str, ...]) -> AnswerTokens:
         """The ids of each answer (e.g. "0".."4") at the answer position (`esc.scoring.answer_tokens`)."""
         if choices not in self._answers:
             self._answers[choices] = answer_tokens(
-                self._tokenizer, choices, self.default_system, name=str(self.model_cfg.get("name"))
+                self.backend.tokenizer, choices, self.default_system, name=str(self.model_cfg.get("name"))
             )
         return self._answers[choices]
 
@@ -205,20 +201,16 @@ class LocalJudge(Judge):
 
     def prompt_text(self, item: ScoreItem) -> str:
         """The whole string the model reads for `item`, special tokens included."""
-        return self._tokenizer.apply_chat_template(
-            item.prompt(self.style, self.default_system), tokenize=False, add_generation_prompt=True
-        )
+        return render_prompt(self.backend.tokenizer, item.prompt(self.style, self.default_system))
 
     def prompt_ids(self, item: ScoreItem) -> list[int]:
         """The token ids the model reads: `prompt_text` encoded whole (its special tokens as written)."""
-        return list(self._tokenizer(self.prompt_text(item), add_special_tokens=False)["input_ids"])
+        return self.backend.prompt_ids(item.prompt(self.style, self.default_system))
 
     def _limit(self) -> int | None:
         if self.max_prompt_tokens:
             return int(self.max_prompt_tokens)
-        window = self.model_cfg.get("context_window") or getattr(
-            self._model.config, "max_position_embeddings", None
-        )
+        window = self.backend.context_window
         return int(window) - 1 if window else None
 
     def judge(self, items: Sequence[ScoreItem]) -> list[Judgment]:
@@ -231,7 +223,7 @@ class LocalJudge(Judge):
             limit = self._limit()
             for index, item in enumerate(items):
                 try:
-                    if self._adapter_names and (item.dimension, item.language) not in self._adapter_names:
+                    if self.paths and (item.dimension, item.language) not in self.paths:
                         raise UserError(f"no adapter for {item.dimension}/{item.language}")
                     ids = self.prompt_ids(item)
                 except Exception as err:  # a rubric or template that cannot render this item
@@ -254,86 +246,23 @@ class LocalJudge(Judge):
     def _judge_group(
         self, members: list[tuple[int, list[int]]], items: Sequence[ScoreItem], results: list[Judgment | None]
     ) -> None:
-        """Items sharing a rubric: the prompt prefix they all share (the rubric before the dialogue)
-        is run once and its keys and values reused by every batch of the group."""
-        prefix: tuple[int, Any] | None = None
-        try:
-            shared = _shared_prefix([ids for _, ids in members])
-            if len(members) > 1 and shared >= MIN_SHARED_PREFIX:
-                prefix = (shared, self._prefill(members[0][1][:shared], items[members[0][0]]))
-        except Exception as err:  # judged without the shared prefix then
-            log.warning("Could not prefill the shared prompt prefix: %s", err)
-        members = sorted(members, key=lambda pair: -len(pair[1]))  # similar lengths share a batch
-        for start in range(0, len(members), self.batch_size):
-            chunk = members[start : start + self.batch_size]
-            try:
-                dists = self._answer_probs([ids for _, ids in chunk], [items[i] for i, _ in chunk], prefix)
-                for (index, _), probs in zip(chunk, dists, strict=True):
-                    results[index] = Judgment.from_distribution(probs, self.min_answer_mass)
-            except Exception as err:
-                log.warning("Judging failed for %d items: %s", len(chunk), err)
-                for index, _ in chunk:
-                    results[index] = Judgment(FAILED, error=one_line(err))
-
-    def _adapter_kwargs(self, items: Sequence[ScoreItem]) -> dict[str, Any]:
-        if not self._adapter_names:
-            return {}
-        return {"adapter_names": [self._adapter_names[(it.dimension, it.language)] for it in items]}
-
-    def _prefill(self, ids: list[int], item: ScoreItem) -> list[tuple[Any, Any]]:
-        """The per-layer keys and values of a prompt prefix, with the item's adapter."""
-        import torch
-
-        with torch.inference_mode():
-            out = self._model(
-                input_ids=torch.tensor([ids], device=self._device),
-                use_cache=True,
-                **self._adapter_kwargs([item]),
-            )
-        return [(layer.keys, layer.values) for layer in out.past_key_values.layers]
-
-    def _answer_probs(
-        self, prompts: list[list[int]], items: list[ScoreItem], prefix: tuple[int, Any] | None = None
-    ) -> list[list[float]]:
-        """P(answer) for each prompt: left-padded batch, explicit positions, last-position logits.
-        With `prefix` (tokens, keys and values shared by every prompt), only the rest is run: rows
-        are [shared prefix][pad][rest of the prompt], positions counted over the real tokens."""
-        import torch
-
-        shared, layers = prefix if prefix else (0, None)
-        rest = [ids[shared:] for ids in prompts]
-        pad_id = self._tokenizer.pad_token_id
-        width = max(len(ids) for ids in rest)
-        input_ids = torch.full((len(rest), width), pad_id, dtype=torch.long)
-        attention = torch.zeros((len(rest), shared + width), dtype=torch.long)
-        attention[:, :shared] = 1
-        for row, ids in enumerate(rest):
-            input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-            attention[row, shared + width - len(ids) :] = 1
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)[:, shared:]
-        kwargs = self._adapter_kwargs(items)
-        if layers is not None:
-            from transformers import DynamicCache
-
-            kwargs["past_key_values"] = DynamicCache(
-                ddp_cache_data=[
-                    (k.expand(len(rest), -1, -1, -1), v.expand(len(rest), -1, -1, -1)) for k, v in layers
-                ],
-                config=self._model.config,
-            )
-        with torch.inference_mode():
-            logits = self._model(
-                input_ids=input_ids.to(self._device),
-                attention_mask=attention.to(self._device),
-                position_ids=positions.to(self._device),
-                logits_to_keep=1,
-                use_cache=layers is not None,
-                **kwargs,
-            ).logits[:, -1, :]
-        probs = answer_probabilities(torch.softmax(logits.float(), dim=-1), self.answers(items[0].choices))
-        return probs.cpu().tolist()
+        """Items sharing a rubric, adapter and answer set: one call to the backend, which runs the
+        prompt start they share (the rubric before the dialogue) once."""
+        answers = self.answers(items[members[0][0]].choices)
+        adapters = None
+        if self.paths:
+            adapters = [str(self.paths[(items[i].dimension, items[i].language)]) for i, _ in members]
+        dists = self.backend.answer_distribution(
+            [ids for _, ids in members], lambda probs: answer_probabilities(probs, answers), adapters
+        )
+        for (index, _), probs in zip(members, dists, strict=True):
+            if isinstance(probs, Exception):
+                results[index] = Judgment(FAILED, error=one_line(probs))
+            else:
+                results[index] = Judgment.from_distribution(probs, self.min_answer_mass)
 
     def close(self) -> None:
         with self._lock:
-            self._model = None
-            self._tokenizer = None
+            if self._backend is not None:
+                self._backend.close()
+            self._loaded = False

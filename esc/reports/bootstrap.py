@@ -20,12 +20,34 @@ import dataclasses
 import math
 import warnings
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-from esc.scoring.leaderboard import bootstrap_ci
-
 MAX_UNDEFINED = 0.05  # above this share of undefined resamples, a figure is n/a
+
+
+def bootstrap_ci(
+    values: Sequence[float], statistic: Any = np.mean, n_resamples: int = 1000, seed: int = 0
+) -> tuple[float | None, float | None]:
+    """Percentile 95% bootstrap interval of `statistic` over `values` (None with fewer than 2)."""
+    from scipy.stats import bootstrap
+
+    data = np.asarray(values, dtype=float)
+    if len(data) < 2:
+        return None, None
+    if np.all(data == data[0]) and statistic is np.mean:
+        return float(data[0]), float(data[0])
+    result = bootstrap(
+        (data,),
+        statistic,
+        n_resamples=n_resamples,
+        confidence_level=0.95,
+        method="percentile",
+        random_state=np.random.default_rng(seed),
+        vectorized=statistic is np.mean,
+    )
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,7 +134,7 @@ def format_figure(value: float, interval: Interval, scale: float = 1.0, digits: 
 
 
 def mean_interval(values: np.ndarray, n_resamples: int, seed: int) -> tuple[float, float]:
-    """`leaderboard.bootstrap_ci` of the mean, NaN (not None) without enough values or resamples."""
+    """`bootstrap_ci` of the mean, NaN (not None) without enough values or resamples."""
 
     if n_resamples <= 0:
         return (math.nan, math.nan)

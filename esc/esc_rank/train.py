@@ -8,15 +8,15 @@ annotations; ``rank.adapters: single`` trains one multi-task adapter on all of t
 Each sample is the judge prompt answered with the human score; only the answer digit is learned,
 and the scores' imbalance is countered by ``rank.balance`` (``sampling``: samples drawn in
 proportion to their class weight, the default; ``loss``: each sample's loss weighted; ``none``),
-the weights from ``data.balance_power`` (`esc.scoring.rank_data`). ``OUT/trained_on.json`` names
+the weights from ``data.balance_power`` (`esc.esc_rank.data`). ``OUT/trained_on.json`` names
 the annotated dialogues the adapters learned from (train and val), so no agreement is ever measured
-on them (`esc.scoring.agreement_run.trained_dialogues`).
+on them (`esc.reports.agreement_data.trained_dialogues`).
 
 Then, on the held-out test split (20% of the dialogues): the trained judge (answer-token
 distribution, `esc.scoring.judges.local`), the base model zero-shot with the same prompt
 (``rank.compare_base``), and the trivial baselines (majority score, dialogue length), each against
 the human scores, per dimension and per source, the argmax and the expected score, with paired
-intervals of the trained judge's differences (`esc.scoring.agreement`), in
+intervals of the trained judge's differences (`esc.reports.agreement`), in
 ``OUT/agreement.{md,csv,json}``. A rerun resumes each dimension's training and skips finished ones.
 """
 
@@ -33,20 +33,21 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from esc.errors import ConfigError
+from esc.esc_rank.data import ADAPTER_MODES, BALANCE_MODES, splits
 from esc.lifecycle import Job, JobResult, job_run
-from esc.scoring import agreement as agree
-from esc.scoring.agreement_run import (
+from esc.reports import agreement as agree
+from esc.reports.agreement_data import (
     agreement_items,
     annotated_items,
     baselines,
-    judge_items,
+    predictions,
     sample_dialogues,
     split_annotations,
     write_agreement,
     write_trained_on,
 )
 from esc.scoring.judges import build_judge
-from esc.scoring.rank_data import ADAPTER_MODES, BALANCE_MODES, splits
+from esc.scoring.judging import judge_items
 from esc.scoring.rubrics import DIMENSION_KEYS
 from esc.scoring.store import ScoreStore
 from esc.train.run import output_settings, train
@@ -137,8 +138,9 @@ def evaluate(
             }
         )
         try:
-            rows[label] = judge_items(judge, items, ScoreStore(out / "test_scores" / f"{file_name}.jsonl"))
-            if file_name == "rank":  # where its test scores came from (`agreement_run.folder_judge`)
+            store = ScoreStore(out / "test_scores" / f"{file_name}.jsonl")
+            rows[label] = predictions(judge_items(judge, items, store))
+            if file_name == "rank":  # where its test scores came from (`agreement_data.folder_judge`)
                 job.manifest.update(judge=judge.identity())
         finally:
             judge.close()

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from esc.reports.bootstrap import mean_interval
 from esc.roleplay.questions import ORDERS, PAIRWISE, metric_keys, roleplay_won
-from esc.scoring.bootstrap import mean_interval
 from esc.scoring.judge import VALID
 
 SCALE = 5.0  # 0-2 shown as 0-10, as Table 1 does

@@ -16,54 +16,18 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
+from esc.annotate.human_scores import Annotation, splits
 from esc.errors import ConfigError
-from esc.scoring.annotations import (
-    Annotation,
-    default_esconv_path,
-    esconv_annotations,
-    read_annotations,
-    split_by_dialogue,
-    write_annotations,
-)
-from esc.scoring.rubrics import DIMENSION_KEYS, dialogue_text, dimension, prompt_style
-from esc.sft.mixture import _plain
+from esc.scoring.rubrics import dialogue_text, prompt_style
+from esc.sft.mixture import plain_mapping
 from esc.sft.sample import Sample
 
 log = logging.getLogger(__name__)
 ADAPTER_MODES = ("per_dimension", "single")  # rank.adapters: one adapter per dimension, or one for all
 BALANCE_MODES = ("sampling", "loss", "none")  # rank.balance: how the class weights are used
-
-
-def load_annotations(cfg: Mapping[str, Any]) -> list[Annotation]:
-    """The configured annotation file; null: the ESConv-derived set, built on first use."""
-    path = cfg.get("annotations")
-    if not path:
-        path = default_esconv_path()
-        if not path.is_file():
-            log.info("Building %s from the ESConv seekers' ratings", path)
-            write_annotations(esconv_annotations(), path)
-    return read_annotations(Path(str(path)))
-
-
-def selected(cfg: Mapping[str, Any], annotations: Sequence[Annotation]) -> list[Annotation]:
-    dims = cfg.get("dimensions", "all")
-    keys = (
-        set(DIMENSION_KEYS) if dims in (None, "all") else {dimension(d, "data.dimensions").key for d in dims}
-    )
-    languages = set(cfg.get("languages") or ("en", "zh"))
-    return [a for a in annotations if a.dimension in keys and a.language in languages]
-
-
-def splits(cfg: Mapping[str, Any]) -> dict[str, list[Annotation]]:
-    """train / val / test annotations of the configured dimensions and languages."""
-    ratios = list(cfg.get("split") or (7, 1, 2))
-    if len(ratios) != 3 or any(r < 0 for r in ratios) or not ratios[0]:
-        raise ConfigError("data.split", f"should be three ratios train, val, test (train > 0), got {ratios}")
-    return split_by_dialogue(selected(cfg, load_annotations(cfg)), int(cfg.get("seed", 42)), ratios)
 
 
 def rank_sample(
@@ -102,7 +66,7 @@ def class_weights(annotations: Sequence[Annotation], power: float) -> dict[tuple
 def build_rank_samples(cfg: Any) -> tuple[list[Sample], list[Sample]]:
     """(train, val) samples for the ChatSFTDataModule."""
 
-    cfg = _plain(cfg)
+    cfg = plain_mapping(cfg)
     parts = splits(cfg)
     prompt = cfg.get("prompt", "official")
     system = cfg.get("chat_default_system")

@@ -1,6 +1,6 @@
 """How well automatic metrics follow human scores (paper Tables 3, 13, 14 and 15).
 
-Rows are metrics, each one number per dialogue: the text metrics of `esc.scoring.textmetrics` on the
+Rows are metrics, each one number per dialogue: the text metrics of `esc.reports.textmetrics` on the
 supporter's ("assistant") turns, and, per judge in the score files, `ESC-<dimension>` (its valid score
 on that dimension, Table 14's rows) and `ESC-Eval` (the mean of its valid scores over the dimensions,
 Table 3's row and Table 14's "Average" row). Columns are the human-scored dimensions (the annotators'
@@ -14,7 +14,7 @@ chatbots): every dialogue has an `input` (its role card or situation) and a `sys
 - dataset level: the correlation over all (input, system) dialogues pooled.
 Spearman, Pearson and Kendall's tau-b (scipy.stats), each with a 95% percentile bootstrap interval
 resampling inputs (the dialogues of one input are not independent), and the share of undefined
-resamples: above 5% the figure is n/a (`esc.scoring.bootstrap`).
+resamples: above 5% the figure is n/a (`esc.reports.bootstrap`).
 
 Every row of a column is computed on the same dialogues: those every computed row has a value for,
 with the column's human score. A judge trained by `train.py +exp=esc_rank` is never correlated on the
@@ -43,15 +43,15 @@ from typing import Any
 
 import numpy as np
 
+from esc.annotate.human_scores import Annotation, default_esconv_path, human_reference, read_annotations
 from esc.errors import ConfigError, DataError, UserError
 from esc.jsonl import atomic_write_text, read_jsonl
-from esc.scoring.agreement_run import folder_judge, held_out, trained_dialogues
-from esc.scoring.annotations import Annotation, default_esconv_path, human_reference, read_annotations
-from esc.scoring.bootstrap import NO_INTERVAL, Interval, expand, format_figure, unit_index, unit_intervals
+from esc.reports.agreement_data import folder_judge, held_out, trained_dialogues
+from esc.reports.bootstrap import NO_INTERVAL, Interval, expand, format_figure, unit_index, unit_intervals
+from esc.reports.textmetrics import METRICS as TEXT_METRICS
 from esc.scoring.judge import VALID
 from esc.scoring.rubrics import DIMENSION_KEYS, dimension
 from esc.scoring.store import ScoreRecord, read_scores, score_file_paths
-from esc.scoring.textmetrics import METRICS as TEXT_METRICS
 
 log = logging.getLogger(__name__)
 

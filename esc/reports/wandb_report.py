@@ -59,3 +59,11 @@ def log_reports(
         return str(run.dir) if mode != "disabled" else None
     finally:
         run.finish()
+
+
+def log_run(out: Path, resolved: Mapping[str, Any], charts: Sequence[str] = ()) -> str | None:
+    """`log_reports` when the run's config enables W&B (`wandb.enabled`); the W&B folder or None."""
+    settings = resolved.get("wandb") or {}
+    if not settings.get("enabled"):
+        return None
+    return log_reports(out, settings, resolved, charts)

@@ -6,7 +6,7 @@ by dialogue) are scored by the judge — resumably, into ``OUT/scores/<judge>.js
 existing rank.py score files whose dialogue ids are the annotations'. A judge trained by
 `train.py +exp=esc_rank` is never measured on the dialogues it learned from: its adapters' folder
 names them (`trained_on.json`) and they are left out. Each judgment is compared with the human score
-(`esc.scoring.agreement`), beside the trivial baselines fitted on the training split (majority
+(`esc.reports.agreement`), beside the trivial baselines fitted on the training split (majority
 score, dialogue length), every row on the same items.
 """
 
@@ -19,16 +19,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
+from esc.annotate.human_scores import Annotation, human_reference, splits
 from esc.errors import ConfigError, DataError, UserError
 from esc.jsonl import atomic_write_text
-from esc.scoring import agreement as agree
-from esc.scoring.annotations import Annotation, human_reference
-from esc.scoring.judge import VALID, Judge, ScoreItem
-from esc.scoring.rank_data import splits
+from esc.reports import agreement as agree
+from esc.scoring.judge import VALID, ScoreItem
 from esc.scoring.rubrics import DIMENSION_KEYS
-from esc.scoring.store import ScoreRecord, ScoreStore, merge_score_files
+from esc.scoring.store import ScoreRecord, merge_score_files
 
 log = logging.getLogger(__name__)
 SPLITS = ("train", "val", "test", "all")
@@ -54,29 +51,9 @@ def prediction(record: ScoreRecord) -> agree.Prediction:
     return agree.Prediction(record.score, record.expected, record.answer_mass)
 
 
-def judge_items(
-    judge: Judge, items: Sequence[ScoreItem], store: ScoreStore, chunk: int = 32, progress: bool = True
-) -> Predictions:
-    """Judge each item not yet in `store` (appending as it goes); the prediction of every item."""
-    pending = [item for item in items if not store.is_done((item.item_id, item.dimension), item.content_sha)]
-    prompt = {"style": judge.prompt, "version": judge.prompt_version}
-    with tqdm(total=len(pending), unit="score", desc=f"judge {judge.name}", disable=not progress) as bar:
-        for start in range(0, len(pending), chunk):
-            part = pending[start : start + chunk]
-            store.add(
-                store.record_type.make(
-                    j,
-                    dialogue_id=it.item_id,
-                    dimension=it.dimension,
-                    language=it.language,
-                    judge=judge.name,
-                    prompt=prompt,
-                    content_sha=it.content_sha,
-                )
-                for it, j in zip(part, judge.judge(part), strict=True)
-            )
-            bar.update(len(part))
-    return {key: prediction(r) for key, r in store.records.items()}
+def predictions(records: Mapping[tuple[str, str], ScoreRecord]) -> Predictions:
+    """The prediction of every judged (item, dimension)."""
+    return {key: prediction(r) for key, r in records.items()}
 
 
 def dialogue_length(ann: Annotation) -> int:

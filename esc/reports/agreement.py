@@ -18,7 +18,7 @@ the judge gave no distribution). Figures:
   probability fell on "0".."4" at all);
 - 95% percentile bootstrap intervals resampling the independent unit (an annotated dialogue with
   all its dimensions; `Item.unit`), with the share of undefined resamples: above 5% the figure is
-  "n/a (undefined in k% of resamples)" (`esc.scoring.bootstrap`);
+  "n/a (undefined in k% of resamples)" (`esc.reports.bootstrap`);
 - the first row against each other row: the difference of every figure, with a paired interval
   (the same resamples for both rows);
 - `Aver.`: the mean over the dimensions that every row of the table covers (the label names how
@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from esc.scoring.bootstrap import NO_INTERVAL, Interval, expand, format_figure, unit_index, unit_intervals
+from esc.reports.bootstrap import NO_INTERVAL, Interval, expand, format_figure, unit_index, unit_intervals
 from esc.scoring.rubrics import DIMENSION_KEYS, SCORES, dimension
 
 METRICS = ("acc", "acc_soft", "qwk", "mae", "spearman", "pearson", "kendall")

@@ -8,7 +8,7 @@ for multi-turn sources). The judge answers the six metric questions for every di
 every card with a human dialogue, the pairwise question in both orders (`esc.roleplay.questions`).
 
 Outputs in OUT: `scores/roleplay__<judge>.jsonl` (every judgment, resumable: a rerun asks only
-what is missing or failed), `table1.md|csv` and `winrates.md|csv` (`esc.roleplay.report`).
+what is missing or failed), `table1.md|csv` and `winrates.md|csv` (`esc.reports.roleplay`).
 """
 
 from __future__ import annotations
@@ -24,38 +24,20 @@ from esc.dialogues.store import dialogue_files, read_dialogues
 from esc.errors import ConfigError, UserError
 from esc.jsonl import atomic_write_text, read_jsonl
 from esc.lifecycle import Job, JobResult
+from esc.reports.roleplay import table1, table1_markdown, to_csv, win_rates, winrate_markdown
 from esc.roleplay.questions import (
-    PAIRWISE,
+    RoleplayRecord,
     human_lines,
     metric_items,
-    metric_keys,
     pairwise_items,
     seeker_turns,
 )
-from esc.roleplay.report import table1, table1_markdown, to_csv, win_rates, winrate_markdown
 from esc.rundir import resolved_revision
-from esc.scoring.agreement_run import judge_items
-from esc.scoring.judge import FAILED, VALID, Judge
-from esc.scoring.store import STATUSES, ScoreRecord, ScoreStore
+from esc.scoring.judge import FAILED, Judge
+from esc.scoring.judging import judge_items
+from esc.scoring.store import STATUSES, ScoreStore
 
 log = logging.getLogger(__name__)
-
-
-class RoleplayRecord(ScoreRecord):
-    """A judgment of a role-play question: `dimension` is a metric key (0-2) or "pairwise" (0: A)."""
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ScoreRecord:
-        names = {f for f in cls.__dataclass_fields__}
-        record = cls(**{k: v for k, v in data.items() if k in names})
-        if record.dimension not in (*metric_keys(), PAIRWISE):
-            raise ValueError(f"unknown role-play question {record.dimension!r}")
-        if record.status not in STATUSES:
-            raise ValueError(f"status {record.status!r} is not one of {STATUSES}")
-        top = 1 if record.dimension == PAIRWISE else 2
-        if record.status == VALID and record.score not in range(top + 1):
-            raise ValueError(f"a valid answer must be 0-{top}, got {record.score!r}")
-        return record
 
 
 def _cards(paths: Any) -> dict[tuple[int, str], str]:

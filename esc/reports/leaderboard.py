@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from esc.jsonl import atomic_write_bytes, atomic_write_text
+from esc.reports.bootstrap import bootstrap_ci
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.rubrics import DIMENSION_KEYS, dimension
 from esc.scoring.store import ScoreRecord
@@ -47,29 +48,6 @@ class Row:
     dialogues: int
     cells: dict[str, Cell]  # dimension key -> cell
     average: Cell
-
-
-def bootstrap_ci(
-    values: Sequence[float], statistic: Any = np.mean, n_resamples: int = 1000, seed: int = 0
-) -> tuple[float | None, float | None]:
-    """Percentile 95% bootstrap interval of `statistic` over `values` (None with fewer than 2)."""
-    from scipy.stats import bootstrap
-
-    data = np.asarray(values, dtype=float)
-    if len(data) < 2:
-        return None, None
-    if np.all(data == data[0]) and statistic is np.mean:
-        return float(data[0]), float(data[0])
-    result = bootstrap(
-        (data,),
-        statistic,
-        n_resamples=n_resamples,
-        confidence_level=0.95,
-        method="percentile",
-        random_state=np.random.default_rng(seed),
-        vectorized=statistic is np.mean,
-    )
-    return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
 def _scale(x: float | None) -> float | None:

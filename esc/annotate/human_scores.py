@@ -28,8 +28,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +43,12 @@ from esc.corpora.esconv import (
     read_esconv,
     read_failed_esconv,
 )
-from esc.errors import DataError, UserError
+from esc.errors import ConfigError, DataError, UserError
 from esc.jsonl import atomic_write_text, read_jsonl
 from esc.paths import data_dir
 from esc.scoring.rubrics import DIMENSION_KEYS, SCORES, dimension
+
+log = logging.getLogger(__name__)
 
 ROLES = ("user", "assistant")
 RATIOS = (7, 1, 2)  # train : val : test by dialogue (paper §3.4)
@@ -263,3 +266,31 @@ def stats(annotations: Sequence[Annotation]) -> str:
 
 def default_esconv_path() -> Path:
     return data_dir() / "annotations" / "esconv_ratings.jsonl"
+
+
+def load_annotations(cfg: Mapping[str, Any]) -> list[Annotation]:
+    """The configured annotation file; null: the ESConv-derived set, built on first use."""
+    path = cfg.get("annotations")
+    if not path:
+        path = default_esconv_path()
+        if not path.is_file():
+            log.info("Building %s from the ESConv seekers' ratings", path)
+            write_annotations(esconv_annotations(), path)
+    return read_annotations(Path(str(path)))
+
+
+def selected(cfg: Mapping[str, Any], annotations: Sequence[Annotation]) -> list[Annotation]:
+    dims = cfg.get("dimensions", "all")
+    keys = (
+        set(DIMENSION_KEYS) if dims in (None, "all") else {dimension(d, "data.dimensions").key for d in dims}
+    )
+    languages = set(cfg.get("languages") or ("en", "zh"))
+    return [a for a in annotations if a.dimension in keys and a.language in languages]
+
+
+def splits(cfg: Mapping[str, Any]) -> dict[str, list[Annotation]]:
+    """train / val / test annotations of the configured dimensions and languages."""
+    ratios = list(cfg.get("split") or (7, 1, 2))
+    if len(ratios) != 3 or any(r < 0 for r in ratios) or not ratios[0]:
+        raise ConfigError("data.split", f"should be three ratios train, val, test (train > 0), got {ratios}")
+    return split_by_dialogue(selected(cfg, load_annotations(cfg)), int(cfg.get("seed", 42)), ratios)

@@ -1,0 +1,166 @@
+"""Judging a set of items into a score file: resumable, in chunks, with progress.
+
+`score_files` judges the dialogues of evaluate.py output files on the chosen dimensions (rank.py
+mode=score); `judge_items` judges any list of items (annotated dialogues, role-play questions).
+Both append each chunk's judgments as they come and skip what the score file already holds for the
+same text, so a rerun judges only what is missing or failed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from esc.dialogues.record import dialogue_lines
+from esc.dialogues.store import read_dialogues
+from esc.errors import ConfigError, DataError, UserError
+from esc.scoring.judge import FAILED, INVALID, VALID, Judge, ScoreItem
+from esc.scoring.rubrics import DIMENSION_KEYS, dimension
+from esc.scoring.store import ScoreRecord, ScoreStore
+
+log = logging.getLogger(__name__)
+
+
+def load_items(path: Path, dims: Sequence[str]) -> list[tuple[ScoreItem, dict[str, Any]]]:
+    """(item, record fields) for every complete dialogue of `path` and every dimension."""
+    items = []
+    lineno = 0
+    for lineno, dialogue in enumerate(read_dialogues(path), 1):
+        if dialogue.status != "complete":
+            continue
+        lines = dialogue_lines(dialogue, path, lineno)
+        dialogue_id = f"{path.stem}/{dialogue.card_id}"
+        fields = {
+            "dialogue_id": dialogue_id,
+            "language": dialogue.language,
+            "target": dialogue.target,
+            "roleplayer": dialogue.roleplayer,
+            "card_id": dialogue.card_id,
+            "source": str(path),
+        }
+        for key in dims:
+            items.append(
+                (ScoreItem(dialogue_id, key, dialogue.language, lines), {**fields, "dimension": key})
+            )
+    if not lineno:
+        raise DataError(path, None, "no dialogues (empty file)")
+    return items
+
+
+def selected_dimensions(value: Any) -> list[str]:
+    if value in (None, "all"):
+        return list(DIMENSION_KEYS)
+    if isinstance(value, str):
+        value = [value]
+    keys = [dimension(v, "config `dimensions`").key for v in value]
+    if not keys:
+        raise ConfigError("dimensions", "is empty")
+    return keys
+
+
+def score_files(out: Path, judge: Judge, sources: Sequence[Path], dims: Sequence[str], chunk: int,
+                progress: bool, counts: Counter | None = None) -> Counter:  # fmt: skip
+    """Judge every pending (dialogue, dimension) of `sources`; append to OUT/scores as it goes.
+    `counts` (valid, invalid, failed, skipped) is updated as each chunk is written, so that a run
+    stopped halfway can say how far it got."""
+    counts = Counter() if counts is None else counts
+    plan = []
+    for path in sources:
+        store = ScoreStore(out / "scores" / f"{path.stem}__{judge.name}.jsonl")
+        items = load_items(path, dims)
+        pending = [
+            (item, f)
+            for item, f in items
+            if not store.is_done((item.item_id, item.dimension), item.content_sha)
+        ]
+        changed = sum(store.changed((it.item_id, it.dimension), it.content_sha) for it, _ in pending)
+        if changed:
+            log.warning("%s: %d judgments were made on other dialogue text: judged again", path, changed)
+        counts["skipped"] += len(items) - len(pending)
+        plan.append((store, pending))
+    total = sum(len(p) for _, p in plan)
+    prompt = {"style": judge.prompt, "version": judge.prompt_version}
+    with tqdm(total=total, unit="score", desc=f"judge {judge.name}", disable=not progress) as bar:
+        for store, pending in plan:
+            for start in range(0, len(pending), chunk):
+                part = pending[start : start + chunk]
+                judgments = judge.judge([item for item, _ in part])
+                records = [
+                    ScoreRecord.make(
+                        j, judge=judge.name, prompt=prompt, content_sha=item.content_sha, **fields
+                    )
+                    for (item, fields), j in zip(part, judgments, strict=True)
+                ]
+                store.add(records)
+                counts.update(r.status for r in records)
+                bar.update(len(part))
+                bar.set_postfix(invalid=counts[INVALID], failed=counts[FAILED])
+    return counts
+
+
+def refuse_same_names(sources: Sequence[Path]) -> None:
+    """Dialogue files of different runs with one name would share their dialogue ids and score
+    file: a UserError naming both, before any judging."""
+    seen: dict[str, Path] = {}
+    for path in sources:
+        other = seen.setdefault(path.stem, path)
+        if other != path:
+            raise UserError(
+                f"{other} and {path} have the same name, so their dialogues would get the same ids and "
+                "one would supersede the other's scores: score and report them in separate rank.py runs "
+                "(hydra.run.dir=...)"
+            )
+
+
+def check_one_prompt_per_judge(records: Sequence[ScoreRecord], paths: Sequence[Path]) -> None:
+    """Scores of one judge made with different prompts (style or version) are never averaged
+    together: a UserError naming the judge and the prompts."""
+    prompts: dict[str, set[tuple[Any, Any]]] = {}
+    for r in records:
+        prompts.setdefault(r.judge, set()).add((r.prompt.get("style"), r.prompt.get("version")))
+    for name, seen in prompts.items():
+        if len(seen) > 1:
+            found = ", ".join(f"{style} v{version}" for style, version in sorted(seen, key=str))
+            raise UserError(
+                f"the scores of judge {name!r} in {', '.join(map(str, paths))} were made with different "
+                f"prompts ({found}) and cannot be averaged together: rescore the older ones, or name their "
+                "files apart"
+            )
+
+
+def invalid_report(records: Sequence[ScoreRecord]) -> dict[str, dict[str, int]]:
+    """Per dimension: valid, invalid and failed judgments (what the manifest and the log show)."""
+    report: dict[str, dict[str, int]] = {k: {VALID: 0, INVALID: 0, FAILED: 0} for k in DIMENSION_KEYS}
+    for r in records:
+        report[r.dimension][r.status] += 1
+    return report
+
+
+def judge_items(
+    judge: Judge, items: Sequence[ScoreItem], store: ScoreStore, chunk: int = 32, progress: bool = True
+) -> dict[tuple[str, str], ScoreRecord]:
+    """Judge each item not yet in `store` (appending as it goes); every record of the store."""
+    pending = [item for item in items if not store.is_done((item.item_id, item.dimension), item.content_sha)]
+    prompt = {"style": judge.prompt, "version": judge.prompt_version}
+    with tqdm(total=len(pending), unit="score", desc=f"judge {judge.name}", disable=not progress) as bar:
+        for start in range(0, len(pending), chunk):
+            part = pending[start : start + chunk]
+            store.add(
+                store.record_type.make(
+                    j,
+                    dialogue_id=it.item_id,
+                    dimension=it.dimension,
+                    language=it.language,
+                    judge=judge.name,
+                    prompt=prompt,
+                    content_sha=it.content_sha,
+                )
+                for it, j in zip(part, judge.judge(part), strict=True)
+            )
+            bar.update(len(part))
+    return dict(store.records)
