@@ -58,7 +58,7 @@ models: $(STAMP)
 # `:=` fixes the folder once, so all three steps share it.
 demo: DEMO_OUT := $(DEMO_DIR)
 demo: install data models
-	$(PY) train.py +exp=esc_role_smollm2 trainer.max_steps=$(DEMO_STEPS) datamodule.batch_size=1 \
+	$(PY) train.py +exp=train/esc_role_smollm2 trainer.max_steps=$(DEMO_STEPS) datamodule.batch_size=1 \
 	  model.max_length=512 hydra.run.dir=$(DEMO_OUT)/train
 	$(PY) evaluate.py roleplayer=esc_role_smollm2 roleplayer.backend.adapter=$(DEMO_OUT)/train \
 	  target=smollm2 cards.languages=[en] cards.limit=$(DEMO_CARDS) hydra.run.dir=$(DEMO_OUT)/evaluate

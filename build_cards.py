@@ -3,11 +3,11 @@ records -> extract (Figures 6, 7) -> filter (Figure 8) -> classify (Table 9) -> 
 near-duplicates out -> OUT/cards.json.
 
     # the embedded tiny model, 20 records per source, on a CPU (seconds)
-    python build_cards.py +exp=cards_en model=tiny cards.limit=20 hydra.run.dir=outputs/cards-tiny
+    python build_cards.py +exp=cards/en model=tiny cards.limit=20 hydra.run.dir=outputs/cards-tiny
     # real English text on a CPU
-    python build_cards.py +exp=cards_en model=smollm2_135m cards.limit=20
+    python build_cards.py +exp=cards/en model=smollm2_135m cards.limit=20
     # the paper's extractor (OPENAI_API_KEY)
-    python build_cards.py +exp=cards_en extractor=gpt4
+    python build_cards.py +exp=cards/en extractor=gpt4
 
 Rerunning with the same `hydra.run.dir` continues where the last run stopped.
 """

@@ -5,7 +5,7 @@
     # ESC-Role against LLaMA3-8B-Instruct on the English cards (GPU)
     python evaluate.py roleplayer=esc_role target=llama3_8b_instruct cards.languages=[en]
     # the paper's grid: ESC-Role × the 14 targets on the 331 English cards, one SLURM job per target
-    python evaluate.py -m +exp=table2_en hydra/launcher=slurm
+    python evaluate.py -m +exp=evaluate/table2_en hydra/launcher=slurm
     # one target split over a SLURM array (see slurm/evaluate_array.sbatch), then merged
     esc dialogues merge OUT_0 OUT_1 ... --out OUT
 

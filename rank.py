@@ -16,7 +16,7 @@
     # correlation of BLEU, Distinct, ROUGE-L, METEOR and a judge with human scores (Tables 3, 13-15)
     python rank.py mode=correlation correlation.scores=[OUT_OF_A_MODE_AGREEMENT_RUN]
     # role-players judged on the six role-play metrics and against human dialogues (Table 1, Figure 3)
-    python rank.py +exp=roleplay_eval dialogues=[ESC_ROLE_OUT,GPT4_OUT] \
+    python rank.py +exp=rank/roleplay_eval dialogues=[ESC_ROLE_OUT,GPT4_OUT] \
         roleplay.cards=[CARDS_OUT/cards.json] roleplay.human=CARDS_OUT/human_dialogues.jsonl
 
 Writes OUT/scores/*.jsonl (one judgment per dialogue and dimension, as they are made),

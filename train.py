@@ -1,19 +1,20 @@
 """Train a LoRA adapter with Lightning, configured by Hydra (conf/train.yaml).
 
     # ESC-Role, the paper's recipe: Qwen1.5-14B-Chat, LoRA, bf16, DeepSpeed ZeRO-2 on one GPU node
-    python train.py +exp=esc_role
+    python train.py +exp=train/esc_role
     # the same job on the embedded tiny model, on a CPU, in about a minute
-    python train.py +exp=esc_role model=tiny cpu_fallback=true trainer.max_steps=30 hydra.run.dir=outputs/demo
+    python train.py +exp=train/esc_role model=tiny cpu_fallback=true trainer.max_steps=30 \
+        hydra.run.dir=outputs/demo
     # several nodes under SLURM (Lightning reads SLURM's environment); see docs/cluster.md
-    sbatch --nodes=2 slurm/train_multinode.sbatch +exp=esc_role
+    sbatch --nodes=2 slurm/train_multinode.sbatch +exp=train/esc_role
     # a local sweep, one run after the other
-    python train.py -m +exp=esc_role model=tiny cpu_fallback=true trainer.max_steps=5 peft.r=4,8
+    python train.py -m +exp=train/esc_role model=tiny cpu_fallback=true trainer.max_steps=5 peft.r=4,8
     # the ablation grid (held-out loss per variant, one table) and an Optuna search of the LoRA rate
-    python train.py -m +exp=esc_role_ablation
-    python train.py -m +exp=esc_role_lr_optuna
+    python train.py -m +exp=train/esc_role_ablation
+    python train.py -m +exp=train/esc_role_lr_optuna
 
     # ESC-RANK: one LoRA judge adapter per dimension from human scores, then agreement on the test split
-    python train.py +exp=esc_rank model=tiny cpu_fallback=true trainer.max_steps=30
+    python train.py +exp=train/esc_rank model=tiny cpu_fallback=true trainer.max_steps=30
 
 Rerunning a command with the same `hydra.run.dir` resumes from its `last.ckpt`.
 """

@@ -4,10 +4,10 @@
     .venv/bin/python benchmarks/bench_heldout_loss.py --steps 20 --eval-dialogues 16
     .venv/bin/python benchmarks/bench_heldout_loss.py --lr 2e-3 model.max_length=512   # + Hydra overrides
 
-The job is `train.py +exp=esc_role_smollm2` (the real mixture: ESConv + English RoleBench, the
+The job is `train.py +exp=train/esc_role_smollm2` (the real mixture: ESConv + English RoleBench, the
 Figure 11 prompt, role-player-only labels), except that ESConv's `valid` and `test` files are kept
-out of training (`data.sources.esconv.splits=[train]`). `train.py +exp=esc_role_heldout` measures
-the same figure inside a training run (`callbacks.heldout`), and `+exp=esc_role_ablation` for a
+out of training (`data.sources.esconv.splits=[train]`). `train.py +exp=train/esc_role_heldout` measures
+the same figure inside a training run (`callbacks.heldout`), and `+exp=train/esc_role_ablation` for a
 grid. The held-out set is the first `--eval-dialogues` dialogues of ESConv's `valid` file, encoded
 exactly like training samples; the script checks that none of them is among the training samples.
 The figure is the mean negative log-likelihood per role-player token (`esc.train.heldout`),

@@ -60,7 +60,7 @@ def _steps(out: Path) -> list[tuple[str, list[str]]]:
                        "scoring.progress=false", f"hydra.run.dir={out / 'agreement'}"]),
         ("correlation", ["rank.py", "mode=correlation", f"correlation.scores=[{out / 'agreement'}]",
                          "correlation.bootstrap=50", f"hydra.run.dir={out / 'correlation'}"]),
-        ("cards", ["build_cards.py", "+exp=cards_en", "model=tiny", "cards.limit=2",
+        ("cards", ["build_cards.py", "+exp=cards/en", "model=tiny", "cards.limit=2",
                    "cards.sources.epitome.enabled=false", "cards.sources.chatcounselor.enabled=false",
                    "progress=false", f"hydra.run.dir={out / 'cards'}"]),
         ("annotate", ["-m", "esc", "annotate", "export", "dialogue", "--dialogues", str(dialogues),

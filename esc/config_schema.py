@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -33,6 +34,7 @@ from esc.esc_rank.data import ADAPTER_MODES as RANK_ADAPTERS
 from esc.esc_rank.data import BALANCE_MODES as RANK_BALANCE
 from esc.interact.engine import CONTEXT_POLICIES, ENGINE_MODES
 from esc.jobs.rank import MODES as RANK_MODES
+from esc.lifecycle import SCRIPTS
 from esc.models.loading import AUTO_CLASSES
 from esc.reports.agreement_data import SPLITS as AGREEMENT_SPLITS
 from esc.scoring.judges import judge_kinds
@@ -474,10 +476,22 @@ def missing_keys(node: Any, prefix: str = "") -> Iterator[str]:
             yield from missing_keys(value, f"{prefix}[{i}]")
 
 
+def _check_experiment(job: str) -> None:
+    """An experiment (`+exp=<entry point>/<name>`, conf/exp/) runs only with its own entry point."""
+    if not HydraConfig.initialized():
+        return
+    choice = HydraConfig.get().runtime.choices.get("exp")
+    if choice and str(choice).split("/")[0] != job:
+        owner = SCRIPTS.get(str(choice).split("/")[0])
+        where = f"run it with `python {owner} +exp={choice}`" if owner else "name one as <entry point>/<name>"
+        raise ConfigError("exp", f"{choice} is not an experiment of {SCRIPTS[job]} ({where})")
+
+
 def validate(cfg: DictConfig, job: Job) -> None:
     """Raise ConfigError("key", "problem") on the first value `job` (train, evaluate, rank) cannot use."""
     if job not in JOBS:
         raise ValueError(f"job must be one of {JOBS}, got {job!r}")
+    _check_experiment(job)
     for key in missing_keys(cfg):
         if _needed(cfg, job, key):
             raise ConfigError(key, f"is mandatory and not set: add {key}=VALUE to the command line")

@@ -158,6 +158,9 @@ def hydra_error_line(err: Exception) -> UserError:
         if "not in struct" in cause[0]:
             return ConfigError(key, f"no such key; check the spelling (to add a new key: +{key}=VALUE)")
         return ConfigError(key, cause[0])
+    experiment = _experiment_hint(str(err))
+    if experiment:
+        return ConfigError("exp", experiment)
     parts = []
     text = str(err).split("Config search path")[0]  # where Hydra looked: the same for every run
     for paragraph in re.split(r"\n\s*\n", text.strip()):
@@ -167,6 +170,33 @@ def hydra_error_line(err: Exception) -> UserError:
         elif lines:
             parts.append(" ".join(lines))
     return UserError("; ".join(parts + cause[:1]))
+
+
+EXPERIMENTS = Path(__file__).resolve().parent.parent / "conf" / "exp"  # conf/exp/<entry point>/<name>.yaml
+SCRIPTS = {"train": "train.py", "evaluate": "evaluate.py", "rank": "rank.py", "cards": "build_cards.py"}
+
+
+def _experiment_hint(text: str) -> str | None:
+    """What to write instead when an experiment (`+exp=...`) is missing or belongs to another entry
+    point; None for any other error."""
+    missing = re.search(r"Could not find 'exp/([^']+)'", text)
+    if missing:
+        name = missing.group(1)
+        found = sorted(
+            p.relative_to(EXPERIMENTS).with_suffix("").as_posix() for p in EXPERIMENTS.glob(f"*/{name}.yaml")
+        )
+        hint = (
+            f"did you mean +exp={' or +exp='.join(found)}?"
+            if found
+            else "experiments are conf/exp/<entry point>/<name>.yaml"
+        )
+        return f"no experiment {name!r} ({hint})"
+    foreign = re.match(r"In 'exp/(\w+)/([^']+)'", text)
+    if foreign and foreign.group(1) in SCRIPTS:
+        owner, name = foreign.groups()
+        script = SCRIPTS[owner]
+        return f"{owner}/{name} is an experiment of {script}: run `python {script} +exp={owner}/{name}`"
+    return None
 
 
 def run_hydra(main: Callable[[], Any]) -> Any:

@@ -16,7 +16,7 @@ CONF_DIR = REPO_ROOT / "conf"
 # A small, fast version of the ESC-Role job: the tiny model, a few dozen samples, no W&B.
 FAST_TRAIN = [
     "model=tiny",
-    "cpu_fallback=true",  # +exp=esc_role is a GPU recipe (cpu_fallback: false)
+    "cpu_fallback=true",  # +exp=train/esc_role is a GPU recipe (cpu_fallback: false)
     "logger=csv",
     "trainer.accumulate_grad_batches=1",
     "trainer.num_sanity_val_steps=0",

@@ -1,5 +1,5 @@
 """The held-out loss of a training run, the ablation grid's table and the Optuna search, on the tiny
-model (issue 9): `python train.py -m +exp=esc_role_ablation` / `+exp=esc_role_lr_optuna`."""
+model (issue 9): `python train.py -m +exp=train/esc_role_ablation` / `+exp=train/esc_role_lr_optuna`."""
 
 from __future__ import annotations
 
@@ -28,7 +28,13 @@ def test_the_grid_trains_each_variant_and_writes_one_table(tmp_path: Path) -> No
     sweep = tmp_path / "grid"
     run = run_entry(
         "train.py",
-        ["-m", "+exp=esc_role_ablation", "ablation=paper,no_roleplay", *TINY, f"hydra.sweep.dir={sweep}"],
+        [
+            "-m",
+            "+exp=train/esc_role_ablation",
+            "ablation=paper,no_roleplay",
+            *TINY,
+            f"hydra.sweep.dir={sweep}",
+        ],
     )
     assert run.returncode == 0, run.stderr[-3000:]
     jobs = [json.loads((sweep / str(k) / "heldout.json").read_text()) for k in (0, 1)]
@@ -50,7 +56,13 @@ def test_optuna_searches_the_lora_rate_on_the_held_out_loss(tmp_path: Path) -> N
     sweep = tmp_path / "optuna"
     run = run_entry(
         "train.py",
-        ["-m", "+exp=esc_role_lr_optuna", "hydra.sweeper.n_trials=2", *TINY, f"hydra.sweep.dir={sweep}"],
+        [
+            "-m",
+            "+exp=train/esc_role_lr_optuna",
+            "hydra.sweeper.n_trials=2",
+            *TINY,
+            f"hydra.sweep.dir={sweep}",
+        ],
     )
     assert run.returncode == 0, run.stderr[-3000:]
     result = yaml.safe_load((sweep / "optimization_results.yaml").read_text())
@@ -65,7 +77,7 @@ def test_optuna_searches_the_lora_rate_on_the_held_out_loss(tmp_path: Path) -> N
 def test_a_held_out_dialogue_in_the_training_data_is_refused(tmp_path: Path) -> None:
     run = run_entry(
         "train.py",
-        ["+exp=esc_role_heldout", *TINY, "data.sources.esconv.splits=[train,valid]",
+        ["+exp=train/esc_role_heldout", *TINY, "data.sources.esconv.splits=[train,valid]",
          "data.sources.esconv.max_samples=null", f"hydra.run.dir={tmp_path}"],
     )  # fmt: skip
     assert run.returncode == 2, run.stderr[-2000:]

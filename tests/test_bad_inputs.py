@@ -269,7 +269,7 @@ CASES: tuple[Case, ...] = (
         "cards-build-empty-post",
         (
             "build_cards.py",
-            "+exp=cards_en",
+            "+exp=cards/en",
             "hydra.run.dir={out}",
             "cards.sources.esconv.enabled=false",
             "cards.sources.esconv_failed.enabled=false",
@@ -304,6 +304,12 @@ CASES: tuple[Case, ...] = (
     Case("rank-dialogues-not-set", RK, ("config `dialogues`", "mandatory")),
     Case("rank-missing-dialogues", (*RK, "dialogues={tmp}/nope"), ("config `dialogues`", "nope")),
     Case("rank-typo-judge", (*RK, "judge=tinyy", "dialogues={tmp}"), ("judge/tinyy",)),
+    Case(
+        "rank-experiment-of-train",
+        (*RK, "+exp=train/esc_role", "dialogues={tmp}"),
+        ("config `exp`", "experiment of train.py", "python train.py +exp=train/esc_role"),
+    ),
+    Case("rank-experiment-without-folder", (*RK, "+exp=roleplay_eval"), ("+exp=rank/roleplay_eval",)),
     Case("rank-typo-split", (*RK, "mode=agreement", "agreement.split=tst"), ("config `agreement.split`",)),
     Case(
         "rank-corrupt-dialogue-line",
@@ -915,15 +921,15 @@ def test_shipped_configs_pass_validation() -> None:
     for overrides, name, job in [
         ([], "train", "train"),
         (
-            ["+exp=esc_role", "strategy=deepspeed_zero2", "quantization=nf4", "logger=csv_wandb"],
+            ["+exp=train/esc_role", "strategy=deepspeed_zero2", "quantization=nf4", "logger=csv_wandb"],
             "train",
             "train",
         ),
-        (["+exp=esc_rank"], "train", "train"),
-        (["+exp=esc_role_smollm2"], "train", "train"),
-        (["+exp=esc_rank_smollm2"], "train", "train"),
-        (["+exp=table2_en"], "evaluate", "evaluate"),
-        (["+exp=table2_zh"], "evaluate", "evaluate"),
+        (["+exp=train/esc_rank"], "train", "train"),
+        (["+exp=train/esc_role_smollm2"], "train", "train"),
+        (["+exp=train/esc_rank_smollm2"], "train", "train"),
+        (["+exp=evaluate/table2_en"], "evaluate", "evaluate"),
+        (["+exp=evaluate/table2_zh"], "evaluate", "evaluate"),
         (
             ["roleplayer=esc_role_local", f"roleplayer.backend.adapter={adapter}", "target=gpt4"],
             "evaluate",

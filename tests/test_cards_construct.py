@@ -168,7 +168,7 @@ def test_the_pipeline_from_records_to_cards(tmp_path: Path) -> None:
         {"id": 5, "text": "Something vague happened at home and I feel down about my family."},
     ]
     posts.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    overrides = ["+exp=cards_en", "cards.limit=3", "progress=false", "cache.enabled=false",
+    overrides = ["+exp=cards/en", "cards.limit=3", "progress=false", "cache.enabled=false",
                  "cards.sources.jsonl_qa.enabled=true", f"cards.sources.jsonl_qa.path={posts}",
                  "cards.sources.epitome.enabled=false", "cards.sources.chatcounselor.enabled=false",
                  "cards.sources.esconv_failed.enabled=false"]  # fmt: skip
@@ -202,7 +202,7 @@ def test_the_pipeline_from_records_to_cards(tmp_path: Path) -> None:
 def test_the_build_command_writes_a_card_file_and_a_report(tmp_path: Path) -> None:
     from tests.helpers import run_entry
 
-    run = run_entry("build_cards.py", ["+exp=cards_en", "model=tiny", "cards.limit=2",
+    run = run_entry("build_cards.py", ["+exp=cards/en", "model=tiny", "cards.limit=2",
                            "cards.sources.epitome.enabled=false", "cards.sources.chatcounselor.enabled=false",
                            "progress=false", f"hydra.run.dir={tmp_path}"])  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]

@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
 from omegaconf import OmegaConf
 
 from tests.helpers import CONF_DIR, compose
 
-EXPERIMENTS = sorted(p.stem for p in (CONF_DIR / "exp").glob("*.yaml"))
+EXPERIMENTS = sorted(p.relative_to(CONF_DIR / "exp").with_suffix("").as_posix()
+                     for p in (CONF_DIR / "exp").glob("*/*.yaml"))  # fmt: skip
+CONFIG_OF = {"train": "train", "evaluate": "evaluate", "rank": "rank", "cards": "cards"}
 
 
 def entry_point(exp: str) -> str:
-    """The primary config an experiment belongs to, from the command its header comment gives."""
-    header = (CONF_DIR / "exp" / f"{exp}.yaml").read_text().split("defaults:")[0]
-    found = re.findall(r"python (train|evaluate|rank)\.py|python build_(cards)\.py", header)
-    assert found, f"conf/exp/{exp}.yaml: the header comment must give the command that runs it"
-    return next(name for name in found[0] if name)
+    """The primary config an experiment belongs to: its folder (conf/exp/<entry point>/)."""
+    return CONFIG_OF[exp.split("/")[0]]
+
+
+def test_experiments_sit_in_the_folder_of_their_entry_point() -> None:
+    """conf/exp/ holds one folder per entry point and nothing else; each file's header comment gives
+    the command that runs it, with that entry point."""
+    assert {p.name for p in (CONF_DIR / "exp").iterdir()} == set(CONFIG_OF)
+    for exp in EXPERIMENTS:
+        header = (CONF_DIR / "exp" / f"{exp}.yaml").read_text().split("defaults:")[0]
+        script = "build_cards.py" if exp.startswith("cards/") else f"{exp.split('/')[0]}.py"
+        assert f"python {script}" in header and f"+exp={exp}" in header, exp
 
 
 GROUPS = [
@@ -52,7 +59,8 @@ def test_table2_sweeps_esc_role_over_the_14_targets(language: str) -> None:
 
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = hydra_compose("evaluate", overrides=[f"+exp=table2_{language}"], return_hydra_config=True)
+        exp = f"+exp=evaluate/table2_{language}"
+        cfg = hydra_compose("evaluate", overrides=[exp], return_hydra_config=True)
     targets = cfg.hydra.sweeper.params.target.split(",")
     assert len(targets) == 14 and set(targets) <= set(options("target"))
     assert cfg.roleplayer.name == "esc_role" and list(cfg.cards.languages) == [language]
@@ -71,7 +79,7 @@ def test_debug_config_composes() -> None:
 
 
 def test_esc_role_is_the_papers_recipe() -> None:
-    cfg = compose(["+exp=esc_role"])
+    cfg = compose(["+exp=train/esc_role"])
     assert cfg.model.name_or_path == "Qwen/Qwen1.5-14B-Chat"
     assert cfg.strategy._target_.endswith("DeepSpeedStrategy")
     assert cfg.strategy.config.zero_optimization.stage == 2
@@ -81,7 +89,7 @@ def test_esc_role_is_the_papers_recipe() -> None:
 
 
 def test_command_line_model_overrides_the_experiment() -> None:
-    cfg = compose(["+exp=esc_role", "model=tiny", "peft.r=4"])
+    cfg = compose(["+exp=train/esc_role", "model=tiny", "peft.r=4"])
     assert cfg.model.name == "tiny" and cfg.peft.r == 4
     assert cfg.strategy.config.zero_optimization.stage == 2  # the CPU fallback happens at run time
 
@@ -89,7 +97,7 @@ def test_command_line_model_overrides_the_experiment() -> None:
 def test_cfg_job_prints_the_recipe() -> None:
     from tests.helpers import run_entry
 
-    result = run_entry("train.py", ["+exp=esc_role", "--cfg", "job"], timeout=120)
+    result = run_entry("train.py", ["+exp=train/esc_role", "--cfg", "job"], timeout=120)
     assert result.returncode == 0, result.stderr
     assert "Qwen/Qwen1.5-14B-Chat" in result.stdout
     assert "DeepSpeedStrategy" in result.stdout and "lora_alpha" in result.stdout

@@ -50,11 +50,11 @@ def test_zero3_configs_run_optimizer_steps_on_cpu(strategy: str, tmp_path: Path)
 
 @requires_data
 def test_the_gpu_recipe_stops_without_cuda_and_says_how_to_run_on_cpu(tmp_path: Path) -> None:
-    """+exp=esc_role sets cpu_fallback: false: no CUDA is one line naming what needs the GPU."""
+    """+exp=train/esc_role sets cpu_fallback: false: no CUDA is one line naming what needs the GPU."""
     args = [a for a in FAST_TRAIN if not a.startswith("cpu_fallback=")]
     result = run_entry(
         "train.py",
-        ["+exp=esc_role", *args, "trainer.max_steps=1", f"hydra.run.dir={tmp_path / 'run'}"],
+        ["+exp=train/esc_role", *args, "trainer.max_steps=1", f"hydra.run.dir={tmp_path / 'run'}"],
         timeout=300,
     )
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
@@ -179,7 +179,7 @@ def test_zero3_trains_on_the_pretrained_weights(quantization: str, tmp_path: Pat
     result = run_entry(
         "train.py",
         [
-            "+exp=esc_role",
+            "+exp=train/esc_role",
             *FAST_TRAIN,
             "cpu_fallback=false",
             "strategy=deepspeed_zero3",

@@ -174,7 +174,7 @@ def test_esc_role_local_trains_and_evaluates_with_the_same_prompt(language: str,
 
 def test_the_default_mix_is_the_papers() -> None:
     assert PAPER_ROLEPLAY_RATIO == 3.13  # (14,000 - 3,390) / 3,390
-    for exp in ([], ["+exp=esc_role"], ["+exp=esc_role_smollm2"]):
+    for exp in ([], ["+exp=train/esc_role"], ["+exp=train/esc_role_smollm2"]):
         assert compose(exp).data.roleplay_ratio == PAPER_ROLEPLAY_RATIO, exp
 
 

@@ -26,7 +26,7 @@ def test_strategy_trains_in_bf16(strategy: str, tmp_path: Path) -> None:
     result = run_entry(
         "train.py",
         [
-            "+exp=esc_role",
+            "+exp=train/esc_role",
             *GPU_RUN,
             f"strategy={strategy}",
             "trainer.precision=bf16-mixed",
@@ -44,7 +44,7 @@ def test_qlora_trains_on_gpu(tmp_path: Path) -> None:
     result = run_entry(
         "train.py",
         [
-            "+exp=esc_role",
+            "+exp=train/esc_role",
             *GPU_RUN,
             "strategy=auto",
             "quantization=nf4",

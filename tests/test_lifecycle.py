@@ -99,7 +99,7 @@ def test_esc_rank_training_records_ctrl_c_as_interrupted(
         raise KeyboardInterrupt
 
     monkeypatch.setattr(train_rank, "train_adapters", interrupted)
-    cfg = compose(["+exp=esc_rank", "model=tiny", "cpu_fallback=true"], output_dir=tmp_path)
+    cfg = compose(["+exp=train/esc_rank", "model=tiny", "cpu_fallback=true"], output_dir=tmp_path)
     with pytest.raises(KeyboardInterrupt):
         train_rank.train_esc_rank(cfg)
     assert manifest(tmp_path)["status"] == "interrupted"

@@ -185,7 +185,7 @@ def test_official_internlm2_training_samples_carry_the_system_turn() -> None:
     from esc.annotate.human_scores import Annotation
     from esc.esc_rank.data import rank_sample
 
-    cfg = compose(["+exp=esc_rank"])
+    cfg = compose(["+exp=train/esc_rank"])
     data = OmegaConf.to_container(cfg.data, resolve=True)
     assert data["chat_default_system"] == META_INSTRUCTION
     ann = Annotation("d", "en", LINES, "empathy", 3, "a")
@@ -295,9 +295,9 @@ def test_scores_of_the_old_official_prompt_are_refused_not_mixed(tmp_path: Path)
 def test_esc_rank_recipe_defaults_to_the_released_adapters_settings() -> None:
     from omegaconf import OmegaConf
 
-    peft = OmegaConf.to_container(compose(["+exp=esc_rank"]).peft, resolve=True)
+    peft = OmegaConf.to_container(compose(["+exp=train/esc_rank"]).peft, resolve=True)
     assert {k: peft[k] for k in ("r", "lora_alpha", "lora_dropout", "target_modules")} == {
         "r": 8, "lora_alpha": 16, "lora_dropout": 0.0, "target_modules": ["wqkv"],
     }  # fmt: skip
-    tiny = OmegaConf.to_container(compose(["+exp=esc_rank", "model=tiny"]).peft, resolve=True)
+    tiny = OmegaConf.to_container(compose(["+exp=train/esc_rank", "model=tiny"]).peft, resolve=True)
     assert tiny["target_modules"] is None  # another model: its own linear layers

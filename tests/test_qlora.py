@@ -18,7 +18,7 @@ def test_qlora_trains_the_tiny_model_on_cpu(tmp_path: Path) -> None:
     result = run_entry(
         "train.py",
         [
-            "+exp=esc_role",
+            "+exp=train/esc_role",
             *FAST_TRAIN,
             "quantization=nf4",
             "trainer.num_sanity_val_steps=2",

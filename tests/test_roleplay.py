@@ -101,8 +101,8 @@ def test_roleplay_eval_end_to_end_with_the_tiny_model(tmp_path: Path) -> None:
         json.dumps({"card_id": c, "language": "en", "dialogue": [dict(m) for m in d.messages[1:]]}) + "\n"
         for c, d in zip(cards, dialogues, strict=True)
     ))  # fmt: skip
-    args = ["+exp=roleplay_eval", "judge=tiny", f"dialogues=[{runs[0]},{runs[1]}]", f"roleplay.human={human}",
-            f"hydra.run.dir={tmp_path}/rank"]  # fmt: skip
+    args = ["+exp=rank/roleplay_eval", "judge=tiny", f"dialogues=[{runs[0]},{runs[1]}]",
+            f"roleplay.human={human}", f"hydra.run.dir={tmp_path}/rank"]  # fmt: skip
     run = run_entry("rank.py", args)
     assert run.returncode == 0, run.stderr[-2000:]
     table = (tmp_path / "rank" / "table1.md").read_text()

@@ -138,7 +138,7 @@ def test_concurrent_and_changed_reruns_are_refused_and_lose_nothing(tmp_path: Pa
 
 
 def test_a_sweep_experiment_needs_multirun(tmp_path: Path) -> None:
-    result = run_entry("evaluate.py", ["+exp=table2_en", f"hydra.run.dir={tmp_path}"])
+    result = run_entry("evaluate.py", ["+exp=evaluate/table2_en", f"hydra.run.dir={tmp_path}"])
     assert result.returncode == 2
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("error: config `hydra.sweeper.params.target`: this experiment sweeps target over")

@@ -291,7 +291,7 @@ def test_tiny_esc_rank_training_reports_agreement_and_resumes(tmp_path: Path) ->
     annotations = small_annotations(tmp_path, dialogues=60)
     out = tmp_path / "rank"
     args = [
-        "+exp=esc_rank",
+        "+exp=train/esc_rank",
         "model=tiny",
         "cpu_fallback=true",
         "trainer.max_steps=3",

@@ -138,7 +138,7 @@ def test_planted_keys_reach_no_file_of_train_evaluate_or_rank(tmp_path: Path) ->
     train = run_entry(
         "train.py",
         [
-            "+exp=esc_role",
+            "+exp=train/esc_role",
             *FAST_TRAIN,
             "logger=csv_wandb",
             "trainer.max_steps=1",

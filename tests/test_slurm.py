@@ -129,14 +129,14 @@ def test_sbatch_directives(name: str, nodes: str) -> None:
 def test_srun_command_line(tmp_path: Path, name: str, nodes: int) -> None:
     repo = fake_repo(tmp_path, with_venv=True)
     script = repo / "slurm" / SBATCH[name].name
-    result = run_script(script, ["+exp=esc_role", "peft.r=8"], job_env(tmp_path, nodes=nodes), cwd=repo)
+    result = run_script(script, ["+exp=train/esc_role", "peft.r=8"], job_env(tmp_path, nodes=nodes), cwd=repo)
     assert result.returncode == 0, result.stderr
     argv = srun_argv(result)
     assert argv[0] == "--kill-on-bad-exit=1"
     assert argv[1] == str(repo / ".venv" / "bin" / "python"), "the checkout's .venv is the default"
     assert argv[2:] == [
         "train.py",
-        "+exp=esc_role",
+        "+exp=train/esc_role",
         "peft.r=8",
         "hydra.run.dir=outputs/slurm/esc-train-4242",  # job name + id: the same after a requeue
         "trainer.devices=8",
@@ -153,7 +153,7 @@ def test_env_activation_and_run_dir_from_environment(tmp_path: Path) -> None:
         ESC_ENV_ACTIVATE="export ESC_TEST_ACTIVATED=yes",
         ESC_RUN_DIR="outputs/slurm/esc-train-1111",  # a new job continuing an old run
     )
-    result = run_script(repo / "slurm" / "train_1node.sbatch", ["+exp=esc_role"], env, cwd=repo)
+    result = run_script(repo / "slurm" / "train_1node.sbatch", ["+exp=train/esc_role"], env, cwd=repo)
     assert result.returncode == 0, result.stderr
     argv = srun_argv(result)
     assert argv[1] == "python", "an activated environment provides `python` on PATH"
@@ -199,7 +199,7 @@ def test_srun_failure_is_the_job_status(tmp_path: Path) -> None:
 def test_overrides_owned_by_the_script_are_refused(tmp_path: Path, arg: str, message: str) -> None:
     repo = fake_repo(tmp_path)
     result = run_script(
-        repo / "slurm" / "train_1node.sbatch", ["+exp=esc_role", arg], job_env(tmp_path), repo
+        repo / "slurm" / "train_1node.sbatch", ["+exp=train/esc_role", arg], job_env(tmp_path), repo
     )
     assert result.returncode == 2 and message in result.stderr
     assert not srun_argv(result)
@@ -224,7 +224,7 @@ def test_emitted_overrides_compose(tmp_path: Path) -> None:
 
     repo = fake_repo(tmp_path)
     result = run_script(
-        repo / "slurm" / "train_multinode.sbatch", ["+exp=esc_role"], job_env(tmp_path, nodes=2), repo
+        repo / "slurm" / "train_multinode.sbatch", ["+exp=train/esc_role"], job_env(tmp_path, nodes=2), repo
     )
     overrides = [a for a in srun_argv(result)[3:] if not a.startswith("hydra.")]
     cfg = compose(overrides)
@@ -244,7 +244,7 @@ def compose_with_hydra(overrides: list[str]):
 def test_submitit_launcher_config_composes(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("SLURM_PARTITION", "SLURM_ACCOUNT", "SLURM_QOS", "GPUS_PER_NODE"):
         monkeypatch.delenv(name, raising=False)
-    cfg = compose_with_hydra(["hydra/launcher=slurm", "+exp=esc_role"])
+    cfg = compose_with_hydra(["hydra/launcher=slurm", "+exp=train/esc_role"])
     launcher = cfg.hydra.launcher
     assert launcher._target_ == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
     assert launcher.partition is None and launcher.account is None and launcher.qos is None
@@ -257,7 +257,7 @@ def test_submitit_launcher_reads_the_environment(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("SLURM_PARTITION", "gpu-a100")
     monkeypatch.setenv("SLURM_ACCOUNT", "my-project")
     monkeypatch.setenv("GPUS_PER_NODE", "4")
-    cfg = compose_with_hydra(["hydra/launcher=slurm", "+exp=esc_role"])
+    cfg = compose_with_hydra(["hydra/launcher=slurm", "+exp=train/esc_role"])
     launcher = cfg.hydra.launcher
     assert (launcher.partition, launcher.account) == ("gpu-a100", "my-project")
     assert launcher.tasks_per_node == launcher.gpus_per_node == 4  # the env string becomes an int
@@ -292,7 +292,11 @@ def test_tiny_training_through_the_sbatch_script(tmp_path: Path) -> None:
         WANDB_MODE="disabled",
     )
     result = run_script(
-        SBATCH["1node"], ["+exp=esc_role", *FAST_TRAIN, "trainer.max_steps=3"], env, REPO_ROOT, timeout=600
+        SBATCH["1node"],
+        ["+exp=train/esc_role", *FAST_TRAIN, "trainer.max_steps=3"],
+        env,
+        REPO_ROOT,
+        timeout=600,
     )
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     assert "SLURM auto-requeueing enabled" in result.stdout + result.stderr  # Lightning saw SLURM

@@ -26,7 +26,7 @@ def train_losses(out: Path) -> list[float]:
 def test_tiny_esc_role_run_writes_adapter_manifest_and_metrics(tmp_path: Path) -> None:
     out = tmp_path / "run"
     result = run_entry(
-        "train.py", ["+exp=esc_role", *FAST_TRAIN, "trainer.max_steps=16", f"hydra.run.dir={out}"]
+        "train.py", ["+exp=train/esc_role", *FAST_TRAIN, "trainer.max_steps=16", f"hydra.run.dir={out}"]
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"Adapter saved to {out}" in result.stdout
@@ -66,7 +66,8 @@ def test_adapter_loads_on_the_base_model_and_generates(tmp_path: Path) -> None:
 
     out = tmp_path / "run"
     result = run_entry(
-        "train.py", ["+exp=esc_role", *FAST_TRAIN, "trainer.max_steps=3", "peft.r=4", f"hydra.run.dir={out}"]
+        "train.py",
+        ["+exp=train/esc_role", *FAST_TRAIN, "trainer.max_steps=3", "peft.r=4", f"hydra.run.dir={out}"],
     )
     assert result.returncode == 0, result.stderr[-3000:]
     base_path = resolve_model_path(compose(["model=tiny"]).model)
@@ -90,7 +91,7 @@ def test_checkpoint_holds_only_the_adapter(tmp_path: Path) -> None:
 
     out = tmp_path / "run"
     result = run_entry(
-        "train.py", ["+exp=esc_role", *FAST_TRAIN, "trainer.max_steps=2", f"hydra.run.dir={out}"]
+        "train.py", ["+exp=train/esc_role", *FAST_TRAIN, "trainer.max_steps=2", f"hydra.run.dir={out}"]
     )
     assert result.returncode == 0, result.stderr[-3000:]
     state = torch.load(out / "last.ckpt", map_location="cpu", weights_only=False)["state_dict"]
@@ -111,7 +112,7 @@ def test_rerun_after_sigkill_continues_the_data_and_the_metrics(tmp_path: Path) 
     in the final model's history, nothing skipped), and metrics.csv has every step once.
     """
     common = [
-        "+exp=esc_role",
+        "+exp=train/esc_role",
         *FAST_TRAIN,
         "callbacks.checkpoint.every_n_train_steps=2",
         "trainer.max_steps=6",
@@ -159,7 +160,7 @@ def test_rerun_after_sigkill_continues_the_data_and_the_metrics(tmp_path: Path) 
 def finished_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     """A 2-step run with its last.ckpt, and the command line that made it."""
     out = tmp_path_factory.mktemp("finished") / "run"
-    args = ["+exp=esc_role", *FAST_TRAIN, "trainer.max_steps=2", f"hydra.run.dir={out}"]
+    args = ["+exp=train/esc_role", *FAST_TRAIN, "trainer.max_steps=2", f"hydra.run.dir={out}"]
     result = run_entry("train.py", args)
     assert result.returncode == 0, result.stderr[-3000:]
     return out, args
@@ -221,7 +222,7 @@ def test_resuming_another_adapter_shape_stops_and_changes_nothing(
 def test_a_missing_resume_path_is_a_one_line_error(tmp_path: Path) -> None:
     result = run_entry(
         "train.py",
-        ["+exp=esc_role", *FAST_TRAIN, f"resume={tmp_path / 'nope.ckpt'}", f"hydra.run.dir={tmp_path}"],
+        ["+exp=train/esc_role", *FAST_TRAIN, f"resume={tmp_path / 'nope.ckpt'}", f"hydra.run.dir={tmp_path}"],
     )
     assert "config `resume`" in one_error_line(result)
 
@@ -230,7 +231,14 @@ def test_local_sweep_runs_each_lora_rank(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     result = run_entry(
         "train.py",
-        ["-m", "+exp=esc_role", *FAST_TRAIN, "trainer.max_steps=2", "peft.r=4,8", f"hydra.sweep.dir={sweep}"],
+        [
+            "-m",
+            "+exp=train/esc_role",
+            *FAST_TRAIN,
+            "trainer.max_steps=2",
+            "peft.r=4,8",
+            f"hydra.sweep.dir={sweep}",
+        ],
     )
     assert result.returncode == 0, result.stderr[-3000:]
     ranks = sorted(json.loads(p.read_text())["r"] for p in sweep.glob("*/adapter_config.json"))
@@ -250,7 +258,7 @@ def test_user_errors_are_one_line_with_the_key_to_change(
 ) -> None:
     result = run_entry(
         "train.py",
-        ["+exp=esc_role", *FAST_TRAIN, *override.split(), f"hydra.run.dir={tmp_path}"],
+        ["+exp=train/esc_role", *FAST_TRAIN, *override.split(), f"hydra.run.dir={tmp_path}"],
         timeout=300,
     )
     assert result.returncode == 2
@@ -265,7 +273,13 @@ def test_wandb_without_credentials_logs_offline(tmp_path: Path) -> None:
     out = tmp_path / "run"
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
     env.update(HOME=str(tmp_path), NETRC=str(tmp_path / "no-netrc"), PYTHONUNBUFFERED="1")
-    args = ["+exp=esc_role", *FAST_TRAIN, "logger=csv_wandb", "trainer.max_steps=2", f"hydra.run.dir={out}"]
+    args = [
+        "+exp=train/esc_role",
+        *FAST_TRAIN,
+        "logger=csv_wandb",
+        "trainer.max_steps=2",
+        f"hydra.run.dir={out}",
+    ]
     result = subprocess.run(
         [sys.executable, "train.py", *args],
         cwd=REPO_ROOT,

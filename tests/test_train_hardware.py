@@ -13,18 +13,18 @@ pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="checks what h
 
 
 def test_the_gpu_recipe_refuses_a_cpu_naming_what_needs_the_gpu() -> None:
-    cfg = compose(["+exp=esc_role"])
+    cfg = compose(["+exp=train/esc_role"])
     assert cfg.cpu_fallback is False
     with pytest.raises(ConfigError) as err:
         adapt_to_hardware(cfg)
     message = str(err.value)
     assert message.startswith("config `cpu_fallback`") and "\n" not in message
     assert "strategy DeepSpeedStrategy" in message and "trainer.precision bf16-mixed" in message
-    assert "`model=tiny cpu_fallback=true`" in message and "+exp=esc_role_smollm2" in message
+    assert "`model=tiny cpu_fallback=true`" in message and "+exp=train/esc_role_smollm2" in message
 
 
 def test_cpu_fallback_swaps_each_gpu_only_setting() -> None:
-    cfg = compose(["+exp=esc_role", "model=tiny", "cpu_fallback=true", "optimizer=deepspeed_cpu_adam"])
+    cfg = compose(["+exp=train/esc_role", "model=tiny", "cpu_fallback=true", "optimizer=deepspeed_cpu_adam"])
     changes = adapt_to_hardware(cfg)
     assert [c.split(" -> ")[0] for c in changes] == [
         "strategy DeepSpeedStrategy",
@@ -42,7 +42,7 @@ def test_cpu_fallback_swaps_each_gpu_only_setting() -> None:
         (["strategy=ddp", "+strategy.process_group_backend=nccl"], True),
         (["strategy=fsdp"], True),
         (["trainer.accelerator=gpu"], True),
-        (["+exp=esc_role_smollm2"], False),  # the CPU recipe needs nothing swapped
+        (["+exp=train/esc_role_smollm2"], False),  # the CPU recipe needs nothing swapped
     ],
 )
 def test_what_counts_as_gpu_only(overrides: list[str], swapped: bool) -> None:

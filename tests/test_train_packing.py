@@ -158,7 +158,7 @@ def test_packed_training_run(tmp_path: Path) -> None:
     result = run_entry(
         "train.py",
         [
-            "+exp=esc_role",
+            "+exp=train/esc_role",
             *FAST_TRAIN,
             "datamodule.packing=true",
             "trainer.max_steps=2",

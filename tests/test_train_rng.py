@@ -92,7 +92,7 @@ def test_rerun_after_sigkill_trains_bit_for_bit_like_an_uninterrupted_run(tmp_pa
     after the checkpoint is loaded. None of them may shift the dropout masks of the steps after it.
     """
     common = [
-        "+exp=esc_role",
+        "+exp=train/esc_role",
         *FAST_TRAIN,
         "callbacks.checkpoint.every_n_train_steps=2",
         "trainer.val_check_interval=2",

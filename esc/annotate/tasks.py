@@ -373,7 +373,7 @@ def _checked_label(label: Label, path: Path, where: str) -> Label:
 
 def to_esc_rank(labels: Sequence[Label], tasks: dict[str, Task], source: object = "labels") -> list[Any]:
     """Dialogue labels as human annotations for ESC-RANK (`esc.annotate.human_scores.Annotation`):
-    `train.py +exp=esc_rank data.annotations=FILE` trains on them. Each is checked first: its task
+    `train.py +exp=train/esc_rank data.annotations=FILE` trains on them. Each is checked first: its task
     known, one of the seven dimensions, an integer score 0-4 (`source` names the labels in errors)."""
 
     out = []

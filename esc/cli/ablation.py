@@ -1,4 +1,4 @@
-"""`esc ablation SWEEP_DIR`: the held-out loss table of a `train.py -m +exp=esc_role_ablation` sweep,
+"""`esc ablation SWEEP_DIR`: the held-out loss table of a `train.py -m +exp=train/esc_role_ablation` sweep,
 written again from its jobs' folders (SWEEP_DIR/ablation.md, .csv; esc/train/ablation.py). The sweep
 writes it itself when it ends; this rebuilds it, for a sweep cut short or continued."""
 

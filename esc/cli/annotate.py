@@ -129,6 +129,6 @@ def run(args: argparse.Namespace) -> int:
     write_annotations(annotations, args.out)
     print(
         f"{len(annotations)} annotations for ESC-RANK: {args.out} "
-        f"(train.py +exp=esc_rank data.annotations={args.out})"
+        f"(train.py +exp=train/esc_rank data.annotations={args.out})"
     )
     return 0

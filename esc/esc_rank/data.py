@@ -1,5 +1,5 @@
 """ESC-RANK training samples: a judge prompt for one (dialogue, dimension), answered with the
-human score. The `data` group's builder for `train.py +exp=esc_rank` (conf/data/esc_rank.yaml).
+human score. The `data` group's builder for `train.py +exp=train/esc_rank` (conf/data/esc_rank.yaml).
 
 The split is the paper's 7:1:2 by dialogue (`annotations.split_by_dialogue`): train and val feed
 training; test is held out for the agreement report after training.
@@ -9,7 +9,7 @@ judge model's chat() default system turn where the style has none (`data.chat_de
 from `model.chat_default_system`), answered with the score; only the answer digit is learned
 (`Sample.learn_end_of_turn=False`), the token `esc.scoring.answer_tokens` reads. Each sample carries
 a class weight, count(dimension, score)^-`balance_power` over the training split (mean 1 per
-dimension), for balanced sampling or a weighted loss (`rank.balance` in `train.py +exp=esc_rank`).
+dimension), for balanced sampling or a weighted loss (`rank.balance` in `train.py +exp=train/esc_rank`).
 """
 
 from __future__ import annotations

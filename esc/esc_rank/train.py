@@ -1,4 +1,4 @@
-"""`train.py +exp=esc_rank`: fine-tune the ESC-RANK judge from human scores, then measure it.
+"""`train.py +exp=train/esc_rank`: fine-tune the ESC-RANK judge from human scores, then measure it.
 
 As the paper: one LoRA adapter per dimension (``rank.adapters: per_dimension``), each trained by the
 same job as ESC-Role (`esc.train.run.train`) into ``OUT/<dimension>/`` on that dimension's
@@ -155,7 +155,7 @@ def judge_label(cfg: DictConfig) -> str:
 
 
 def train_esc_rank(cfg: DictConfig) -> EscRankResult:
-    """The `+exp=esc_rank` job: train the adapters, then the agreement report on the test split."""
+    """The `+exp=train/esc_rank` job: train the adapters, then the agreement report on the test split."""
     out = Path(cfg.output_dir)
     mode = (cfg.get("rank") or {}).get("adapters", "per_dimension")
     if mode not in MODES:

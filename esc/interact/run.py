@@ -139,7 +139,7 @@ def evaluate(cfg: DictConfig) -> EvaluateResult:
     """Play every selected card against the target; resumable, writing each wave as it completes.
 
     A target without downloadable weights (`unavailable_target`) is a one-line error, or, in a
-    sweep such as `+exp=table2_en`, a skipped job (`EvaluateResult.skipped`) so the grid goes on."""
+    sweep such as `+exp=evaluate/table2_en`, a skipped job (`EvaluateResult.skipped`) so the grid goes on."""
     refuse_unswept_sweep()  # before the skip below, which only a sweep may take
     out = Path(cfg.output_dir)
     resolved = OmegaConf.to_container(cfg, resolve=True)

@@ -1,7 +1,7 @@
-"""`rank.py mode=roleplay` (`+exp=roleplay_eval`): how well role-players play a person with a worry.
+"""`rank.py mode=roleplay` (`+exp=rank/roleplay_eval`): how well role-players play a person with a worry.
 
 Inputs: the dialogues of one or more role-players (evaluate.py output folders: ESC-Role and the
-GPT-4 / Baichuan-NPC baselines, `+exp=roleplay_dialogues`), the role cards they played
+GPT-4 / Baichuan-NPC baselines, `+exp=evaluate/roleplay_dialogues`), the role cards they played
 (`roleplay.cards`; null: the released cards), and optionally the human dialogues those cards were
 made from (`roleplay.human`: the `human_dialogues.jsonl` that `python build_cards.py` writes
 for multi-turn sources). The judge answers the six metric questions for every dialogue and, for

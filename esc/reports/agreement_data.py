@@ -1,10 +1,10 @@
 """Judge vs people on annotated dialogues: the job behind `rank.py mode=agreement` and the report
-at the end of `train.py +exp=esc_rank`.
+at the end of `train.py +exp=train/esc_rank`.
 
 The annotated dialogues of one split (by default the held-out test split of the paper's 7:1:2 split
 by dialogue) are scored by the judge — resumably, into ``OUT/scores/<judge>.jsonl`` — or taken from
 existing rank.py score files whose dialogue ids are the annotations'. A judge trained by
-`train.py +exp=esc_rank` is never measured on the dialogues it learned from: its adapters' folder
+`train.py +exp=train/esc_rank` is never measured on the dialogues it learned from: its adapters' folder
 names them (`trained_on.json`) and they are left out. Each judgment is compared with the human score
 (`esc.reports.agreement`), beside the trivial baselines fitted on the training split (majority
 score, dialogue length), every row on the same items.

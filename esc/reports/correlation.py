@@ -17,7 +17,7 @@ resampling inputs (the dialogues of one input are not independent), and the shar
 resamples: above 5% the figure is n/a (`esc.reports.bootstrap`).
 
 Every row of a column is computed on the same dialogues: those every computed row has a value for,
-with the column's human score. A judge trained by `train.py +exp=esc_rank` is never correlated on the
+with the column's human score. A judge trained by `train.py +exp=train/esc_rank` is never correlated on the
 dialogues it learned from (`trained_on.json` beside its adapters): they leave every row.
 
 Reference-based metrics (BLEU, ROUGE-L, METEOR) need references: a JSONL file with one line per

@@ -1,4 +1,4 @@
-"""One table for a training sweep: the held-out loss of every job (`+exp=esc_role_ablation`).
+"""One table for a training sweep: the held-out loss of every job (`+exp=train/esc_role_ablation`).
 
 A Hydra callback: when the sweep ends it reads each job's `heldout.json` (written by
 `esc.train.heldout.HeldOutEvaluation`) and `.hydra/overrides.yaml`, and writes `ablation.md` and

@@ -32,7 +32,7 @@ GPU_ONLY_STRATEGY = ("DeepSpeed", "FSDP")  # DDP runs on CPUs too (gloo), unless
 @dataclasses.dataclass
 class TrainResult(JobResult):
     """A trained adapter: where it is, the step it reached, the last metrics and the held-out loss
-    (what a sweep of `+exp=esc_role_lr_optuna` minimises)."""
+    (what a sweep of `+exp=train/esc_role_lr_optuna` minimises)."""
 
     adapter_dir: str = ""
     global_step: int = 0
@@ -57,9 +57,9 @@ class TrainResult(JobResult):
 def adapt_to_hardware(cfg: DictConfig) -> list[str]:
     """On a machine without CUDA, swap GPU-only settings for CPU ones when `cpu_fallback` allows it.
 
-    GPU recipes (`+exp=esc_role`) set `cpu_fallback: false`: there, a machine without a working
+    GPU recipes (`+exp=train/esc_role`) set `cpu_fallback: false`: there, a machine without a working
     CUDA GPU is a one-line ConfigError naming what needs the GPU and how to run on a CPU, instead
-    of a 14B model quietly training on CPU. With `cpu_fallback=true` (`+exp=esc_role model=tiny
+    of a 14B model quietly training on CPU. With `cpu_fallback=true` (`+exp=train/esc_role model=tiny
     cpu_fallback=true`), each setting is swapped, logged and listed in the manifest.
     """
     if torch.cuda.is_available():
@@ -104,7 +104,7 @@ def adapt_to_hardware(cfg: DictConfig) -> list[str]:
             "is false and there is no CUDA GPU here for "
             + ", ".join(change.split(" -> ")[0] for change, _ in swaps)
             + "; to run on a CPU add `cpu_fallback=true` with a small model "
-            "(`model=tiny cpu_fallback=true`), or use a CPU recipe (`+exp=esc_role_smollm2`)",
+            "(`model=tiny cpu_fallback=true`), or use a CPU recipe (`+exp=train/esc_role_smollm2`)",
         )
     changes = []
     for change, swap in swaps:

@@ -13,7 +13,7 @@ replays identical requests. Outputs:
 - `cards.json`: the kept cards (grade high or middle) in the released format ({base, res, source,
   base_biaozhu, language, id}) plus `category`, `quality` and `source_record` (`load_cards` reads it);
 - `human_dialogues.jsonl`: the source dialogue of every kept card made from a multi-turn dialogue
-  (the pairwise test of `rank.py +exp=roleplay_eval`);
+  (the pairwise test of `rank.py +exp=rank/roleplay_eval`);
 - `unparseable.jsonl`: every reply a step could not read, with the step and the reason;
 - `report.md` / `report.json`: per source, how many records went in and how many were kept,
   dropped (and why) or unparseable at each step, tokens and cost per step; `manifest.json`.

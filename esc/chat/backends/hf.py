@@ -2,7 +2,7 @@
 
 The model comes from a ``conf/model/*.yaml`` mapping (a hub id, a local directory or the embedded
 tiny model) and is loaded on first use, optionally with a PEFT adapter on top (e.g. the ESC-Role
-adapter written by ``train.py +exp=esc_role``). Prompts are rendered with the model's own chat
+adapter written by ``train.py +exp=train/esc_role``). Prompts are rendered with the model's own chat
 template and a generation prompt; temperature 0 is greedy decoding.
 
 Replies do not depend on how a call's conversations are batched: prompts are left-padded, the

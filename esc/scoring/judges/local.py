@@ -51,7 +51,7 @@ def adapter_paths(adapters: Mapping[str, Any] | None) -> dict[tuple[str, str], P
     """(dimension, language) -> adapter directory, for a `judge.adapters` config node.
 
     layouts: ``none`` (the base model judges); ``single`` (``root`` is one adapter for everything);
-    ``per_dimension`` (``root/<key>/`` for both languages, as ``train.py +exp=esc_rank`` writes);
+    ``per_dimension`` (``root/<key>/`` for both languages, as ``train.py +exp=train/esc_rank`` writes);
     ``official`` (the released ESC-RANK: ``root/<official key>`` for Chinese and
     ``root/<official key>_en`` for English, e.g. ``ESC-RANK/empathic_en``). ``dimensions`` limits
     the adapters to some dimensions (items of the others are invalid: "no adapter").
