@@ -189,6 +189,18 @@ CASES: tuple[Case, ...] = (
         ("malformed.json", "not valid JSON"),
     ),
     Case("evaluate-typo-key", (*EV, "cards.limt=1"), ("config `cards.limt`", "+cards.limt"), subprocess=True),
+    Case(
+        "evaluate-added-key-nothing-reads",
+        (*EV, "+engine.wave_sise=3"),
+        ("config `engine.wave_sise`", "unknown key", "wave_size"),
+        subprocess=True,  # a `+key` override: as evaluate-typo-key, in its own process
+    ),
+    Case(
+        "evaluate-backend-key-its-class-lacks",
+        (*EV, "+target.backend.extra_bodyy=1"),
+        ("config `target.backend.extra_bodyy`", "unknown key", "generation_config"),
+        subprocess=True,  # a `+key` override: as evaluate-typo-key, in its own process
+    ),
     Case("evaluate-typo-group", (*EV, "roleplayer=tinyy"), ("roleplayer/tinyy", "tiny")),
     Case("evaluate-bad-override-syntax", (*EV, "cards.limit=[1"), ("cards.limit=[1",)),
     Case(
@@ -304,6 +316,12 @@ CASES: tuple[Case, ...] = (
     Case("rank-dialogues-not-set", RK, ("config `dialogues`", "mandatory")),
     Case("rank-missing-dialogues", (*RK, "dialogues={tmp}/nope"), ("config `dialogues`", "nope")),
     Case("rank-typo-judge", (*RK, "judge=tinyy", "dialogues={tmp}"), ("judge/tinyy",)),
+    Case(
+        "rank-judge-key-its-class-lacks",
+        (*RK, "+judge.batchsize=2", "dialogues={tmp}"),
+        ("config `judge.batchsize`", "unknown key", "batch_size"),
+        subprocess=True,  # a `+key` override: as evaluate-typo-key, in its own process
+    ),
     Case(
         "rank-experiment-of-train",
         (*RK, "+exp=train/esc_role", "dialogues={tmp}"),

@@ -107,7 +107,7 @@ def test_backend_and_judge_kinds_come_from_their_registries() -> None:
     """The config check names what the registries know when it runs: a plugin's kind passes."""
     import tests.scripted_backend  # noqa: F401  (registers backend kind "scripted")
     from esc.chat.build import backend_kinds
-    from esc.config_schema import registered
+    from esc.config_rules import registered
     from esc.scoring.judges import judge_kinds
 
     check = registered(backend_kinds)
@@ -128,3 +128,29 @@ def test_decoding_comes_from_the_generation_group(group: str) -> None:
         assert set(own) < set(greedy), f"conf/{group}/{option}.yaml restates the whole generation block"
         composed = compose([f"{group}={option}"], config_name="evaluate")[group]["generation"]
         assert set(composed) == set(greedy), f"conf/{group}/{option}.yaml: {sorted(composed)}"
+
+
+#: the entry point whose config composes each group's options
+OPTION_JOBS = {
+    "roleplayer": "evaluate", "target": "evaluate", "judge": "rank", "extractor": "cards", "cache": "rank",
+    **{group: "train" for group in GROUPS},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "job,override",
+    [(exp.split("/")[0], f"+exp={exp}") for exp in EXPERIMENTS]
+    + [(job, f"{group}={option}") for group, job in OPTION_JOBS.items() for option in options(group)],
+)
+def test_every_experiment_and_option_passes_the_schemas(job: str, override: str) -> None:
+    """The schemas beside the code know every key a shipped config sets: nothing shipped is refused
+    as unknown or out of range (mandatory `???` values aside: the command line sets those)."""
+    from esc.config_schema import validate
+    from esc.errors import ConfigError
+
+    extra = [f"dialogues={CONF_DIR}"] if job == "rank" else []
+    cfg = compose([override, *extra], config_name=CONFIG_OF[job])
+    try:
+        validate(cfg, job)
+    except ConfigError as err:
+        assert "is mandatory" in str(err), str(err)

@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypedDict
 
+from esc.config_rules import Rule, Section, integer, number, strings
 from esc.errors import ConfigError
 
 
@@ -178,3 +179,18 @@ def register_backend(kind: str) -> Callable[[BackendFactory], BackendFactory]:
         return factory
 
     return decorate
+
+
+def generation_config(node: str) -> Section:
+    """The schema of a `generation:` node (conf/generation/): the fields of `GenerationSettings`."""
+    return Section(
+        node,
+        (
+            Rule("max_new_tokens", integer(1)),
+            Rule("temperature", number(minimum=0), "0: greedy"),
+            Rule("top_p", number(above=0, maximum=1)),
+            Rule("seed", integer(null=True)),
+            Rule("stop", strings()),
+        ),
+        frozenset(f.name for f in dataclasses.fields(GenerationSettings)),
+    )

@@ -9,7 +9,9 @@ from typing import Any
 
 import esc.chat.backends  # noqa: F401  (registers the built-in backends)
 from esc.chat.base import REGISTRY, ChatBackend
+from esc.config_rules import Rule, Section, device, either, integer, one_of, path, registered, registry_keys
 from esc.errors import ConfigError
+from esc.models.loading import AUTO_CLASSES
 
 
 def build_backend(cfg: Mapping[str, Any], key: str = "backend") -> ChatBackend:
@@ -27,3 +29,19 @@ def build_backend(cfg: Mapping[str, Any], key: str = "backend") -> ChatBackend:
 def backend_kinds() -> list[str]:
     """Every `kind:` a backend config may name (the built-in backends and any registered since)."""
     return sorted(REGISTRY)
+
+
+def backend_config(node: str, *extra: str) -> Section:
+    """The schema of a backend node: its `kind` one the registry knows, its keys the arguments of the
+    class registered under that kind (and `extra`, read beside them)."""
+    return Section(
+        node,
+        (
+            Rule("kind", registered(backend_kinds)),
+            Rule("device", device(), "auto: a CUDA GPU when there is one"),
+            Rule("adapter", path("dir", null=True), "a PEFT adapter directory"),
+            Rule("batch_size", either(one_of("auto"), integer(1)), "or auto"),
+            Rule("model.auto_class", one_of(*AUTO_CLASSES, null=True)),
+        ),
+        registry_keys(lambda: REGISTRY, *extra),
+    )

@@ -36,6 +36,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply
+from esc.config_rules import Rule, Section, boolean, keys, number, one_of
 from esc.errors import ConfigError, DataError, UserError
 from esc.models.revision import adapter_hash
 
@@ -435,3 +436,15 @@ def merge_caches(sources: Sequence[str | os.PathLike[str]], into: str | os.PathL
     finally:
         dest.close()
     return report
+
+
+#: the `cache:` node of evaluate.py, rank.py and card construction (conf/cache/)
+CACHE_CONFIG = Section(
+    "cache",
+    (
+        Rule("enabled", boolean()),
+        Rule("journal_mode", one_of(*JOURNAL_MODES), "auto picks per filesystem"),
+        Rule("timeout_s", number(above=0), "seconds to wait for the cache's lock"),
+    ),
+    keys("enabled", "journal_mode", "path", "timeout_s"),
+)

@@ -32,6 +32,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from esc.config_rules import Rule, Section, boolean, integer, keys, number, one_of
 from esc.errors import ConfigError
 from esc.esc_rank.data import ADAPTER_MODES, BALANCE_MODES, splits
 from esc.lifecycle import Job, JobResult, job_run
@@ -190,3 +191,31 @@ def _train_esc_rank(job: Job, cfg: DictConfig, out: Path, mode: str) -> EscRankR
         adapters_dir=dict(folders),
         agreement=str(out / "agreement.md") if results else None,
     )
+
+
+#: what `train.py +exp=train/esc_rank` reads beside train.py's own config (`esc.config_schema`)
+CONFIG: tuple[Section, ...] = (
+    Section(
+        "data", (Rule("balance_power", number(minimum=0), "0: no class weights; 1: every score equally"),)
+    ),
+    Section(
+        "rank",
+        (
+            Rule("adapters", one_of(*ADAPTER_MODES)),
+            Rule("balance", one_of(*BALANCE_MODES)),
+            Rule("compare_base", boolean()),
+            Rule("min_answer_mass", number(minimum=0, maximum=1)),
+            Rule("bootstrap", integer(0)),
+        ),
+        keys(
+            "adapters",
+            "balance",
+            "bootstrap",
+            "compare_base",
+            "eval_batch_size",
+            "eval_dialogues",
+            "evaluate",
+            "min_answer_mass",
+        ),  # fmt: skip
+    ),
+)

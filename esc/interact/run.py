@@ -13,13 +13,22 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from esc.cards import RoleCard, select_cards
-from esc.chat.base import ChatBackend, GenerationSettings
-from esc.chat.build import build_backend
-from esc.chat.cache import with_cache
+from esc.cards.schema import LANGUAGES
+from esc.chat.base import ChatBackend, GenerationSettings, generation_config
+from esc.chat.build import backend_config, build_backend
+from esc.chat.cache import CACHE_CONFIG, with_cache
+from esc.config_rules import Rule, Section, boolean, integer, keys, list_of, one_of, path
 from esc.dialogues.record import Dialogue
 from esc.dialogues.store import DialogueStore, dialogue_file
 from esc.errors import ConfigError, in_multirun
-from esc.interact.engine import DialogueEngine, Side, streaming_concurrency, usage_report
+from esc.interact.engine import (
+    CONTEXT_POLICIES,
+    ENGINE_MODES,
+    DialogueEngine,
+    Side,
+    streaming_concurrency,
+    usage_report,
+)
 from esc.lifecycle import Job, JobResult, job_run
 from esc.prompts import example_dialogue, prompt_version, render_roleplayer_prompt
 from esc.rundir import model_settings, refuse_unswept_sweep, resolved_revision
@@ -244,3 +253,47 @@ def _play(
     files = {lang: str(store.path) for lang, store in stores.items()}
     result = EvaluateResult(str(out), files=files, counts=counts)
     return job.complete(result, counts=counts, usage=usage_report(engine), files=files)
+
+
+#: what evaluate.py reads of its config (checked before any work: `esc.config_schema.validate`)
+CONFIG: tuple[Section, ...] = (
+    Section("", (Rule("seed", integer()),)),
+    Section(
+        "cards",
+        (
+            Rule("languages", list_of(one_of(*LANGUAGES))),
+            Rule("ids", list_of(integer(0), null=True), "card ids, e.g. [32025, 10000]"),
+            Rule("limit", integer(1, null=True), "the first N cards per language; null: all"),
+            Rule("paths", list_of(path("file"), null=True), "card files; null: the released cards"),
+        ),
+        keys("ids", "languages", "limit", "paths"),
+    ),
+    Section(
+        "dialogue",
+        (Rule("turns", integer(1)), Rule("context_policy", one_of(*CONTEXT_POLICIES))),
+        keys("turns", "context_policy"),
+    ),
+    Section(
+        "engine",
+        (
+            Rule("wave_size", integer(1)),
+            Rule("mode", one_of(*ENGINE_MODES), "auto streams when every side is an API/server"),
+            Rule("concurrency", integer(1, null=True), "streaming: dialogues in flight"),
+            Rule("progress", boolean()),
+        ),
+        keys("wave_size", "mode", "concurrency", "progress"),
+    ),
+    Section("shard", (Rule("count", integer(1)), Rule("index", integer(0))), keys("count", "index")),
+    CACHE_CONFIG,
+    Section("roleplayer", keys=keys("backend", "generation", "icl", "name", "notes", "prompt")),
+    backend_config("roleplayer.backend"),
+    generation_config("roleplayer.generation"),
+    Section(
+        "target",
+        keys=keys(
+            "backend", "display_name", "generation", "name", "notes", "system_prompt", "weights_unavailable"
+        ),
+    ),
+    backend_config("target.backend"),
+    generation_config("target.generation"),
+)

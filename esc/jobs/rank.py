@@ -17,16 +17,20 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from esc.chat.cache import CACHE_CONFIG
+from esc.config_rules import Rule, Section, either, integer, keys, list_of, number, one_of, paths
 from esc.errors import ConfigError
 from esc.hashing import sha256_file
 from esc.jobs.agreement import run_agreement, run_correlation_mode
 from esc.jobs.roleplay import run_roleplay
 from esc.jobs.score import run_scores
 from esc.lifecycle import Job, JobResult, job_run
+from esc.reports.agreement_data import SPLITS as AGREEMENT_SPLITS
 from esc.roleplay.metrics import ROLEPLAY_METRICS_FILE
 from esc.rundir import model_settings
 from esc.scoring.judge import Judge
-from esc.scoring.judges import build_judge
+from esc.scoring.judges import build_judge, judge_config
+from esc.scoring.rubrics import LANGUAGES
 
 Runner = Callable[[Job, Mapping[str, Any], Path, Any], JobResult]
 RUNNERS: dict[str, Runner] = {
@@ -77,3 +81,65 @@ def output_settings(mode: str, resolved: Mapping[str, Any], judge: Judge | None)
         settings["roleplay"] = {k: section.get(k) for k in ("cards", "human", "turns", "metrics", "pairwise")}
         settings["roleplay"]["questions_sha256"] = sha256_file(ROLEPLAY_METRICS_FILE)
     return settings
+
+
+def _mode(cfg: Any) -> Any:
+    return cfg.get("mode", "score")
+
+
+def _judging(cfg: Any) -> bool:
+    return judges_in(_mode(cfg), cfg)
+
+
+#: what rank.py reads of its config (`esc.config_schema.validate`); `judge` only in the modes that judge
+CONFIG: tuple[Section, ...] = (
+    Section(
+        "",
+        (
+            Rule("seed", integer()),
+            Rule("mode", one_of(*MODES)),
+            Rule(
+                "dialogues",
+                paths(),
+                "evaluate.py output dirs or dialogue files",
+                when=lambda cfg: _mode(cfg) in ("score", "roleplay"),
+            ),
+            Rule(
+                "scores",
+                paths(),
+                "rank.py output dirs or score files",
+                when=lambda cfg: _mode(cfg) == "leaderboard",
+            ),
+            Rule("scores", either(one_of(None), paths()), when=lambda cfg: _mode(cfg) == "agreement"),
+        ),
+    ),
+    CACHE_CONFIG,
+    Section("scoring", (Rule("chunk", integer(1)),), keys("chunk", "progress")),
+    Section("leaderboard", (Rule("bootstrap", integer(0)),), keys("bootstrap", "charts")),
+    Section(
+        "agreement",
+        (
+            Rule("split", one_of(*AGREEMENT_SPLITS)),
+            Rule("split_ratios", list_of(number(minimum=0), length=3), "train : val : test"),
+            Rule("languages", list_of(one_of(*LANGUAGES))),
+            Rule("bootstrap", integer(0)),
+        ),
+        keys(
+            "annotations",
+            "baselines",
+            "bootstrap",
+            "label",
+            "languages",
+            "split",
+            "split_ratios",
+            "split_seed",
+        ),
+    ),
+    Section(
+        "correlation",
+        (Rule("bootstrap", integer(0)),),
+        keys("annotations", "bootstrap", "metrics", "references", "scores"),
+    ),
+    Section("roleplay", keys=keys("bootstrap", "cards", "human", "metrics", "pairwise", "turns")),
+    *judge_config(_judging),
+)

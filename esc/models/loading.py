@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from esc.config_rules import Rule, Section, integer
 from esc.errors import ConfigError, DataError
 from esc.models.packaged import ensure_packaged_model, packaged_model
 from esc.models.tiny import TinySpec, ensure_tiny_model
@@ -322,3 +323,7 @@ def load_for_inference(
     model.to(device)
     model.eval()
     return model, tokenizer, torch.device(device)
+
+
+#: the top-level `model:` node of train.py and card construction (conf/model/); open: a model's own keys
+MODEL_CONFIG = Section("model", (Rule("context_window", integer(1, null=True)),))

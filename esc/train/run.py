@@ -14,9 +14,23 @@ from hydra.utils import instantiate
 from lightning_fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from esc.cards.schema import LANGUAGES
+from esc.config_rules import (
+    Rule,
+    Section,
+    boolean,
+    either,
+    integer,
+    list_of,
+    number,
+    one_of,
+    path,
+    precision,
+    validation_interval,
+)
 from esc.errors import ConfigError, UserError
 from esc.lifecycle import Job, JobResult, job_run
-from esc.models.loading import load_tokenizer
+from esc.models.loading import MODEL_CONFIG, load_tokenizer
 from esc.train.adapter import save_adapter
 from esc.train.checkpoint_io import FolderCheckpointIO
 from esc.train.heldout import HeldOutEvaluation
@@ -254,3 +268,77 @@ def checkpoint_step(path: str | Path) -> int:
             f"resume: cannot read checkpoint {path} ({type(err).__name__}: {reason}); nothing was changed: "
             "move it away to start over, or set resume=never"
         ) from None
+
+
+RESUME_MODES = ("auto", "never")  # `resume:`, or a checkpoint path
+
+#: what train.py reads of its config (`esc.config_schema.validate`; ESC-RANK adds
+#: `esc.esc_rank.train.CONFIG`). Nodes that Hydra instantiates (trainer, optimizer, scheduler,
+#: callbacks, strategy) stay open: their classes refuse what they do not take.
+CONFIG: tuple[Section, ...] = (
+    Section(
+        "",
+        (
+            Rule("seed", integer()),
+            Rule(
+                "resume",
+                either(one_of(*RESUME_MODES, False, null=True), path("any")),
+                "auto, never, or an existing checkpoint path",
+            ),
+            Rule("cpu_fallback", boolean()),
+        ),
+    ),
+    Section("model", (Rule("max_length", integer(1)),)),
+    MODEL_CONFIG,
+    Section(
+        "peft",
+        (
+            Rule("r", integer(1), "the LoRA rank"),
+            Rule("lora_alpha", number(above=0)),
+            Rule("lora_dropout", number(minimum=0, below=1)),
+        ),
+    ),
+    Section(
+        "datamodule",
+        (
+            Rule("batch_size", integer(1)),
+            Rule("eval_batch_size", integer(1)),
+            Rule("num_workers", integer(0)),
+            Rule("num_proc", integer(1, null=True)),
+            Rule("weighted_sampling", boolean()),
+        ),
+    ),
+    Section("module", (Rule("warmup_ratio", number(minimum=0, maximum=1)), Rule("weighted_loss", boolean()))),
+    Section("optimizer", (Rule("lr", number(above=0)),)),
+    Section(
+        "trainer",
+        (
+            Rule("max_steps", integer(-1), "-1: train for trainer.max_epochs"),
+            Rule("max_epochs", integer(-1, null=True)),
+            Rule("accumulate_grad_batches", integer(1)),
+            Rule("num_nodes", integer(1)),
+            Rule("log_every_n_steps", integer(1)),
+            Rule("num_sanity_val_steps", integer(-1)),
+            Rule("limit_val_batches", number(minimum=0)),
+            Rule("gradient_clip_val", number(minimum=0, null=True)),
+            Rule("precision", precision(), "bf16-mixed on GPUs, 32-true on CPUs"),
+            Rule(
+                "val_check_interval",
+                validation_interval(),
+                "null: at each epoch's end; N: every N training batches; 0.25: four times an epoch",
+            ),
+        ),
+    ),
+    Section("callbacks", (Rule("checkpoint.every_n_train_steps", integer(0, null=True)),)),
+    Section(
+        "data",
+        (
+            Rule("languages", list_of(one_of(*LANGUAGES))),
+            Rule("roleplay_ratio", number(minimum=0)),
+            Rule("hold_out_card_echo", boolean()),
+            Rule("sources.smile.cards", path("file", null=True), "a JSON-lines card file; null: none"),
+            Rule("sources.roleplay.rolebench_turns", integer(1), "question/answer pairs per session"),
+            Rule("val_fraction", number(minimum=0, below=1)),
+        ),
+    ),
+)

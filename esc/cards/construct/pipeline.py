@@ -34,15 +34,17 @@ from tqdm import tqdm
 
 from esc.cards.construct import steps
 from esc.cards.construct.sources import SEEKER, RawRecord, read_source
-from esc.cards.schema import card_text
+from esc.cards.schema import LANGUAGES, card_text
 from esc.cards.taxonomy import load_taxonomy
-from esc.chat.base import ChatBackend, GenerationSettings, Reply
-from esc.chat.build import build_backend
-from esc.chat.cache import with_cache
+from esc.chat.base import ChatBackend, GenerationSettings, Reply, generation_config
+from esc.chat.build import backend_config, build_backend
+from esc.chat.cache import CACHE_CONFIG, with_cache
 from esc.chat.usage import Usage
+from esc.config_rules import Rule, Section, integer, keys, list_of, number, one_of
 from esc.errors import ConfigError
 from esc.jsonl import append_jsonl, atomic_write_text, drop_partial_last_line, get_field, read_jsonl
 from esc.lifecycle import Job, JobResult, job_run
+from esc.models.loading import MODEL_CONFIG
 from esc.paths import data_dir
 from esc.rundir import model_settings, refuse_unswept_sweep
 
@@ -412,3 +414,23 @@ def report_markdown(report: Mapping[str, Any]) -> str:
         if u["requests"]
     )
     return "\n".join(lines) + f"\n\nkept cards by grade: {quality}\nusage: {tokens or 'none'}\n"
+
+
+#: what `python build_cards.py` reads of its config (conf/cards.yaml; `esc.config_schema.validate`)
+CONFIG: tuple[Section, ...] = (
+    Section("", (Rule("seed", integer()), Rule("chunk", integer(1)))),
+    Section(
+        "cards",
+        (
+            Rule("limit", integer(1, null=True), "the first N records of each source; null: all"),
+            Rule("languages", list_of(one_of(*LANGUAGES))),
+            Rule("dedup_threshold", number(above=0, maximum=1)),
+        ),
+        keys("dedup_threshold", "languages", "limit", "root", "sources"),
+    ),
+    backend_config("extractor", "name"),
+    generation_config("generation"),
+    MODEL_CONFIG,
+    CACHE_CONFIG,
+    Section("steps", keys=keys("classify", "filter", "grade")),
+)

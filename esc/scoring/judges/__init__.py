@@ -9,9 +9,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from esc.chat.build import backend_config
+from esc.config_rules import Rule, Section, device, integer, keys, number, path, registered, registry_keys
 from esc.errors import ConfigError
 from esc.scoring.judge import REGISTRY, Judge
 from esc.scoring.judges import api, local
@@ -34,3 +37,29 @@ def build_judge(cfg: Mapping[str, Any]) -> Judge:
 def judge_kinds() -> list[str]:
     """Every `kind:` a judge config may name (the built-in judges and any registered since)."""
     return sorted(REGISTRY)
+
+
+def judge_config(when: Callable[[Any], bool] | None = None) -> tuple[Section, ...]:
+    """The schema of a `judge:` node (conf/judge/): its `kind` one the registry knows, its keys the
+    arguments of that judge's class (and `notes`, `display_name`, which it drops)."""
+    return (
+        Section(
+            "judge",
+            (
+                Rule("kind", registered(judge_kinds)),
+                Rule("device", device(), "auto: a CUDA GPU when there is one"),
+                Rule("batch_size", integer(1)),
+                Rule("max_new_tokens", integer(1)),
+                Rule("min_answer_mass", number(minimum=0, maximum=1)),
+            ),
+            registry_keys(lambda: REGISTRY, "notes", "display_name"),
+            when,
+        ),
+        Section(
+            "judge.adapters",
+            (Rule("root", path("dir", null=True)),),
+            keys("layout", "root", "dimensions"),
+            when,
+        ),
+        dataclasses.replace(backend_config("judge.backend"), when=when),
+    )

@@ -1,0 +1,301 @@
+"""The vocabulary of config checks, and the schema of one config node (`Section`).
+
+Each module that reads a config node declares its schema beside its code (`CONFIG` in
+`esc.interact.run`, `esc.train.run`, `esc.esc_rank.train`, `esc.jobs.rank`,
+`esc.cards.construct.pipeline`; the pieces they share in `esc.chat.cache`, `esc.chat.build`,
+`esc.models.loading`, `esc.scoring.judges`, `esc.lifecycle`), and `esc.config_schema.validate` runs
+the schemas of the entry point's job before any work. A `Section` names a node, the rules its values
+must pass and, where the code reads a fixed set of keys, the keys it knows: any other key there is a
+typo and stops the run (one `error:` line naming it, exit code 2). A node that the code hands whole
+to a library (Lightning's Trainer, an optimizer) stays open: the library refuses what it does not know.
+Registries supply their own lists: a backend's or judge's `kind` is one the registry knows, and its
+keys are the arguments of the class registered under that kind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+Check = Callable[[Any], "str | None"]
+"""A check takes a plain value (containers converted) and returns the problem, or None if fine."""
+
+# --- checks ---------------------------------------------------------------------------------------
+
+
+def _show(value: Any) -> str:
+    """A value as the command line would write it: "abc", 1, true, null, [1, 2]."""
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def integer(minimum: int | None = None, null: bool = False) -> Check:
+    """An integer (not a bool, not a float) >= `minimum`; `null` allows None."""
+    wanted = "an integer" + (f" >= {minimum}" if minimum is not None else "") + (" or null" if null else "")
+
+    def check(value: Any) -> str | None:
+        if value is None and null:
+            return None
+        if not is_int(value) or (minimum is not None and value < minimum):
+            return f"must be {wanted}, got {_show(value)}"
+        return None
+
+    return check
+
+
+def number(
+    minimum: float | None = None,
+    maximum: float | None = None,
+    above: float | None = None,
+    below: float | None = None,
+    null: bool = False,
+) -> Check:
+    """A number within the bounds: `minimum`/`maximum` inclusive, `above`/`below` exclusive."""
+    bounds = [
+        f"{op} {bound}"
+        for op, bound in ((">=", minimum), (">", above), ("<=", maximum), ("<", below))
+        if bound is not None
+    ]
+    wanted = " and ".join(b for b in bounds if b)
+    wanted = "a number" + (f" {wanted}" if wanted else "") + (" or null" if null else "")
+
+    def check(value: Any) -> str | None:
+        if value is None and null:
+            return None
+        ok = _is_number(value) and not (
+            (minimum is not None and value < minimum)
+            or (above is not None and value <= above)
+            or (maximum is not None and value > maximum)
+            or (below is not None and value >= below)
+        )
+        return None if ok else f"must be {wanted}, got {_show(value)}"
+
+    return check
+
+
+def boolean() -> Check:
+    def check(value: Any) -> str | None:
+        return None if isinstance(value, bool) else f"must be true or false, got {_show(value)}"
+
+    return check
+
+
+def one_of(*choices: Any, null: bool = False) -> Check:
+    """One of `choices` (compared exactly: `1` is not `"1"`)."""
+    shown = ", ".join(c if isinstance(c, str) else _show(c) for c in choices) + (" or null" if null else "")
+
+    def check(value: Any) -> str | None:
+        if value is None and null:
+            return None
+        if not any(type(value) is type(c) and value == c for c in choices):
+            return f"must be one of {shown}, got {_show(value)}"
+        return None
+
+    return check
+
+
+def registered(kinds: Callable[[], Sequence[str]]) -> Check:
+    """One of the kinds a registry knows when the check runs (`backend_kinds`, `judge_kinds`): a
+    backend or judge registered by a plugin is a valid `kind:` too."""
+
+    def check(value: Any) -> str | None:
+        return one_of(*kinds())(value)
+
+    return check
+
+
+def list_of(item: Check, null: bool = False, length: int | None = None) -> Check:
+    """A non-empty list (of exactly `length` items if given) whose every item passes `item`."""
+
+    def check(value: Any) -> str | None:
+        if value is None and null:
+            return None
+        if not isinstance(value, list):
+            return f"must be a list, e.g. [a, b]{' or null' if null else ''}, got {_show(value)}"
+        if not value:
+            return "is an empty list, which selects nothing" + ("; use null for the default" if null else "")
+        if length is not None and len(value) != length:
+            return f"must have {length} items, got {len(value)}"
+        for i, x in enumerate(value):
+            problem = item(x)
+            if problem:
+                return f"item {i}: {problem}"
+        return None
+
+    return check
+
+
+def path(kind: Literal["file", "dir", "any"] = "any", null: bool = False) -> Check:
+    """A path that exists: a file, a directory, or either."""
+
+    def check(value: Any) -> str | None:
+        if value is None and null:
+            return None
+        if not isinstance(value, str) or not value:
+            return f"must be a path, got {_show(value)}"
+        p = Path(value)
+        if not p.exists():
+            return (
+                f"{value}: no such {'directory' if kind == 'dir' else 'file' if kind == 'file' else 'path'}"
+            )
+        if kind == "file" and not p.is_file():
+            return f"{value}: is a directory, not a file"
+        if kind == "dir" and not p.is_dir():
+            return f"{value}: is a file, not a directory"
+        return None
+
+    return check
+
+
+def paths(kind: Literal["file", "dir", "any"] = "any") -> Check:
+    """One existing path, or a non-empty list of them."""
+    single = path(kind)
+    many = list_of(single)
+
+    def check(value: Any) -> str | None:
+        return many(value) if isinstance(value, list) else single(value)
+
+    return check
+
+
+def strings() -> Check:
+    """Null, or a (possibly empty) list of strings."""
+
+    def check(value: Any) -> str | None:
+        if value is None or (isinstance(value, list) and all(isinstance(x, str) for x in value)):
+            return None
+        return f"must be a list of strings, got {_show(value)}"
+
+    return check
+
+
+def device() -> Check:
+    """`auto`, or a device torch knows (`cpu`, `cuda`, `cuda:1`, `mps`, ...)."""
+
+    def check(value: Any) -> str | None:
+        if value == "auto":
+            return None
+        import torch
+
+        try:
+            torch.device(value)
+        except (RuntimeError, TypeError, ValueError):
+            return f"must be auto or a torch device such as cpu, cuda or cuda:1, got {_show(value)}"
+        return None
+
+    return check
+
+
+def precision() -> Check:
+    """A precision Lightning's Trainer accepts (`32-true`, `bf16-mixed`, `16-mixed`, 32, ...)."""
+
+    def check(value: Any) -> str | None:
+        from typing import get_args
+
+        from lightning_fabric.plugins.precision.precision import _PRECISION_INPUT
+
+        allowed = [c for part in get_args(_PRECISION_INPUT) for c in get_args(part)]
+        if any(type(value) is type(c) and value == c for c in allowed):
+            return None
+        shown = ", ".join(str(c) for c in allowed if isinstance(c, str) and "-" in c)
+        return f"must be one of {shown} (or 64, 32, 16, bf16), got {_show(value)}"
+
+    return check
+
+
+def validation_interval() -> Check:
+    """Lightning's `val_check_interval`: null, a number of batches, a fraction of an epoch, or a time
+    "DD:HH:MM:SS" (four integers)."""
+    batches, fraction = integer(1), number(above=0, maximum=1)
+
+    def check(value: Any) -> str | None:
+        parts = value.split(":") if isinstance(value, str) else []
+        is_time = len(parts) == 4 and all(p.strip().isdigit() for p in parts)
+        if value is None or is_time or batches(value) is None or fraction(value) is None:
+            return None
+        return (
+            f"must be null, an integer >= 1, a number > 0 and <= 1 or a time DD:HH:MM:SS, got {_show(value)}"
+        )
+
+    return check
+
+
+def either(*checks: Check) -> Check:
+    """Passes when any check passes; otherwise the problem of the last one."""
+
+    def check(value: Any) -> str | None:
+        problems = [c(value) for c in checks]
+        return None if any(p is None for p in problems) else problems[-1]
+
+    return check
+
+
+# --- schemas --------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """`key` (dotted, below the section's node) must pass `check`, when `when(cfg)` holds; `hint`
+    follows the problem."""
+
+    key: str
+    check: Check
+    hint: str = ""
+    when: Callable[[Any], bool] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Section:
+    """A config node the code reads: `node` (dotted; "" is the top level), the `rules` its values must
+    pass, and `keys`, the keys the code reads there (None: open, e.g. a node handed to a library).
+    `when(cfg)`: the section applies only then (rank.py reads `judge` only in the modes that judge)."""
+
+    node: str
+    rules: tuple[Rule, ...] = ()
+    keys: frozenset[str] | Callable[[Mapping[str, Any]], Sequence[str]] | None = None
+    when: Callable[[Any], bool] | None = None
+
+    def known(self, value: Mapping[str, Any]) -> set[str] | None:
+        """The keys this node may hold, given its value (a registry's class may decide), or None."""
+        if self.keys is None:
+            return None
+        if callable(self.keys):
+            return set(self.keys(value))
+        return set(self.keys)
+
+
+def keys(*names: str) -> frozenset[str]:
+    return frozenset(names)
+
+
+def arguments(factory: Callable[..., Any]) -> list[str] | None:
+    """The keyword arguments `factory` accepts (its config keys); None when it takes any (`**kwargs`)."""
+    params = inspect.signature(factory).parameters.values()
+    if any(p.kind == p.VAR_KEYWORD for p in params):
+        return None
+    return [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
+def registry_keys(
+    registry: Callable[[], Mapping[str, Callable[..., Any]]], *extra: str
+) -> Callable[[Mapping[str, Any]], list[str]]:
+    """Keys of a `kind:` node: `kind`, `extra`, and the arguments of the class registered under its
+    kind (all of `extra` only when the kind is unknown: the `kind` rule names that problem)."""
+
+    def known(value: Mapping[str, Any]) -> list[str]:
+        factory = registry().get(value.get("kind"))
+        accepted = arguments(factory) if factory is not None else None
+        return ["kind", *extra, *(value if accepted is None else accepted)]
+
+    return known
