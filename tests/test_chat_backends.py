@@ -16,6 +16,7 @@ import re
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from esc.chat.backends.baichuan_npc import BaichuanNPCBackend
@@ -181,6 +182,36 @@ def test_hf_out_of_memory_splits_the_batch_before_anything_fails(hf, monkeypatch
         replies = hf.generate(CONVERSATIONS, GREEDY)
         assert [r.text for r in replies] == [r.text for r in plain] and all(r.ok for r in replies)
         assert hf.batch_size == 2 and max(sizes[1:]) <= 4
+    finally:
+        hf.batch_size = 8
+
+
+def test_hf_answer_distributions_split_on_out_of_memory_too(hf, monkeypatch):
+    """The local judge's reads share generation's back-off: a batch that does not fit is halved, the
+    distributions equal an unconstrained run's."""
+    import torch
+
+    from esc.chat.backends import hf as hf_module
+
+    prompts = [hf.prompt_ids(c) for c in CONVERSATIONS]
+
+    def reduce(probs):
+        return probs[:, :4]
+
+    plain = hf.answer_distribution(prompts, reduce)
+    real = hf_module.next_token_answers
+
+    def small_gpu(model, device, pad_id, rows, *args, **kwargs):
+        if len(rows) > 1:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return real(model, device, pad_id, rows, *args, **kwargs)
+
+    monkeypatch.setattr(hf_module, "next_token_answers", small_gpu)
+    hf.batch_size = 8
+    try:
+        split = hf.answer_distribution(prompts, reduce)
+        assert hf.batch_size == 1 and not any(isinstance(d, Exception) for d in split)
+        assert np.allclose(np.asarray(split), np.asarray(plain), rtol=1e-5, atol=0)
     finally:
         hf.batch_size = 8
 

@@ -24,7 +24,7 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -426,13 +426,20 @@ class HFBackend(ChatBackend):
                 prefix = (shared, self._prefill(members[0][1][:shared], kwargs(1)))
         except Exception as err:  # read without the shared prefix then
             log.warning("Could not prefill the shared prompt prefix: %s", err)
+        pad_id = self._tokenizer.pad_token_id
+
+        def run(rows: list[list[int]]) -> list[list[float]]:
+            return next_token_answers(
+                self._model, self._device, pad_id, rows, reduce, kwargs(len(rows)), prefix
+            )
+
         members = sorted(members, key=lambda pair: -len(pair[1]))  # similar lengths share a batch
         start = 0
         while start < len(members):
             chunk = members[start : start + self.batch_size]
             start += len(chunk)
             try:
-                dists = self._answers_fitting([ids for _, ids in chunk], reduce, kwargs, prefix)
+                dists = self._fitting(run, [ids for _, ids in chunk], "prompts")
                 for (index, _), probs in zip(chunk, dists, strict=True):
                     results[index] = probs
             except Exception as err:
@@ -444,30 +451,23 @@ class HFBackend(ChatBackend):
         """The keys and values of a prompt start that several prompts share."""
         return prefill(self._model, self._device, ids, adapter_kwargs)
 
-    def _answers_fitting(
-        self, prompts: list[list[int]], reduce: Reduce, kwargs: Any, prefix: tuple[int, Any] | None
-    ) -> list[list[float]]:
-        """`next_token_answers`, split in halves while the GPU runs out of memory."""
+    def _fitting(self, run: Callable[[list[Any]], list[Any]], rows: list[Any], what: str) -> list[Any]:
+        """`run(rows)`, split in halves while the GPU runs out of memory (greedy replies and answer
+        distributions do not depend on the batch); later batches keep the size that fit. One row that
+        does not fit alone fails."""
         import torch
 
         try:
-            pad_id = self._tokenizer.pad_token_id
-            return next_token_answers(
-                self._model, self._device, pad_id, prompts, reduce, kwargs(len(prompts)), prefix
-            )
+            return run(rows)
         except torch.OutOfMemoryError:
-            if len(prompts) == 1:
+            if len(rows) == 1:
                 raise
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
-            half = (len(prompts) + 1) // 2
+            half = (len(rows) + 1) // 2
             self.batch_size = min(self.batch_size, half)
-            log.warning(
-                "%r: out of GPU memory at %d prompts; retrying %d at a time", self, len(prompts), half
-            )
-            return self._answers_fitting(prompts[:half], reduce, kwargs, prefix) + self._answers_fitting(
-                prompts[half:], reduce, kwargs, prefix
-            )
+            log.warning("%r: out of GPU memory at %d %s; retrying %d at a time", self, len(rows), what, half)
+            return self._fitting(run, rows[:half], what) + self._fitting(run, rows[half:], what)
 
     # --- generation ---------------------------------------------------------------------------
 
@@ -546,26 +546,8 @@ class HFBackend(ChatBackend):
     def _generate_fitting(
         self, prompts: list[list[int]], settings: GenerationSettings, gen: Any
     ) -> list[Reply]:
-        """`_generate_chunk`, split in halves while the GPU runs out of memory (greedy replies do not
-        depend on the batch); later chunks keep the size that fit. One conversation that does not fit
-        alone fails."""
-        import torch
-
-        try:
-            return self._generate_chunk(prompts, settings, gen)
-        except torch.OutOfMemoryError:
-            if len(prompts) == 1:
-                raise
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-            half = (len(prompts) + 1) // 2
-            self.batch_size = min(self.batch_size, half)
-            log.warning(
-                "%r: out of GPU memory at %d conversations; retrying %d at a time", self, len(prompts), half
-            )
-            return self._generate_fitting(prompts[:half], settings, gen) + self._generate_fitting(
-                prompts[half:], settings, gen
-            )
+        """`_generate_chunk`, split in halves while the GPU runs out of memory (`_fitting`)."""
+        return self._fitting(lambda rows: self._generate_chunk(rows, settings, gen), prompts, "conversations")
 
     def _generate_chunk(
         self, prompts: list[list[int]], settings: GenerationSettings, gen: Any
