@@ -20,7 +20,7 @@ Rerunning a command with the same `hydra.run.dir` resumes from its `last.ckpt`.
 """
 
 import hydra
-from hydra.utils import get_method
+from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from esc.config_schema import validate
@@ -32,7 +32,7 @@ from esc.lifecycle import report, run_hydra
 @exit_on_user_error
 def main(cfg: DictConfig) -> float | None:
     validate(cfg, "train")  # one line naming the key, before any work
-    result = get_method(cfg.runner)(cfg)  # esc.train.run.train, or an experiment's own job
+    result = instantiate(cfg.job)(cfg)  # esc.train.run.train, or an experiment's own job
     report(result)
     return result.objective()  # a sweeper that optimises (Optuna) minimises this
 

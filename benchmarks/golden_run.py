@@ -62,7 +62,7 @@ def _steps(out: Path) -> list[tuple[str, list[str]]]:
                          "correlation.bootstrap=50", f"hydra.run.dir={out / 'correlation'}"]),
         ("cards", ["build_cards.py", "+exp=cards/en", "model=tiny", "cards.limit=2",
                    "cards.sources.epitome.enabled=false", "cards.sources.chatcounselor.enabled=false",
-                   "progress=false", f"hydra.run.dir={out / 'cards'}"]),
+                   "cache.enabled=false", "progress=false", f"hydra.run.dir={out / 'cards'}"]),
         ("annotate", ["-m", "esc", "annotate", "export", "dialogue", "--dialogues", str(dialogues),
                       "--out", str(out / "annotate")]),
     ]  # fmt: skip

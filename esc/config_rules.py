@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from hydra.utils import get_object
+
 Check = Callable[[Any], "str | None"]
 """A check takes a plain value (containers converted) and returns the problem, or None if fine."""
 
@@ -165,6 +167,22 @@ def paths(kind: Literal["file", "dir", "any"] = "any") -> Check:
 
     def check(value: Any) -> str | None:
         return many(value) if isinstance(value, list) else single(value)
+
+    return check
+
+
+def callable_target() -> Check:
+    """A `_target_`: the dotted path of a function or class that imports (the one way a config
+    names code; `kind:` is a registry's name for a plugin, not a path)."""
+
+    def check(value: Any) -> str | None:
+        if not isinstance(value, str) or "." not in value:
+            return f"must be a dotted path such as esc.train.run.train, got {_show(value)}"
+        try:
+            found = get_object(value)
+        except Exception as err:  # ImportError, AttributeError, or the module's own failure
+            return f"{value}: cannot be imported ({type(err).__name__})"
+        return None if callable(found) else f"{value}: is not a function or class"
 
     return check
 

@@ -154,3 +154,63 @@ def test_every_experiment_and_option_passes_the_schemas(job: str, override: str)
         validate(cfg, job)
     except ConfigError as err:
         assert "is mandatory" in str(err), str(err)
+
+
+#: a value that names code: a dotted path into esc or a library the configs instantiate from
+CODE_PATH = r"(esc|torch|pytorch_lightning|lightning|hydra|transformers|peft|deepspeed|bitsandbytes)(\.\w+)+"
+
+
+def _leaves(node: object, where: str = "") -> list[tuple[str, object]]:
+    """Every (key path, value) of a YAML tree."""
+    if isinstance(node, dict):
+        return [leaf for key, value in node.items() for leaf in _leaves(value, f"{where}.{key}".lstrip("."))]
+    if isinstance(node, list):
+        return [leaf for i, value in enumerate(node) for leaf in _leaves(value, f"{where}[{i}]")]
+    return [(where, node)]
+
+
+def test_configs_name_code_one_way() -> None:
+    """A config names code by `_target_` only (Hydra instantiates it, or calls it with
+    `_partial_`); `kind:` is a registry's name for a backend or judge, never a dotted path."""
+    import re
+
+    import yaml
+
+    wrong = []
+    for file in sorted(CONF_DIR.rglob("*.yaml")):
+        if file.parent.name.endswith("_logging"):
+            continue  # Python's logging.config schema, which names its factories `()` and `class`
+        for where, value in _leaves(yaml.safe_load(file.read_text()) or {}):
+            key = where.rsplit(".", 1)[-1]
+            if isinstance(value, str) and re.fullmatch(CODE_PATH, value) and key != "_target_":
+                wrong.append(f"{file.relative_to(CONF_DIR)}: {where}: {value}")
+            if key == "kind" and "." in str(value):
+                wrong.append(f"{file.relative_to(CONF_DIR)}: {where}: {value} (a registry name, not a path)")
+    assert not wrong, "code named outside _target_:\n" + "\n".join(wrong)
+
+
+def test_train_job_and_sample_builder_are_targets() -> None:
+    """train.py calls `job` (`_partial_`) with the config; ESC-RANK's experiment swaps only its
+    `_target_`; the datamodule calls `data.builder` with the rest of `data`."""
+    from hydra.utils import instantiate
+
+    from esc.esc_rank.train import train_esc_rank
+    from esc.train.run import output_settings, train
+
+    role = compose(["+exp=train/esc_role_smollm2"])
+    rank = compose(["+exp=train/esc_rank_smollm2"])
+    assert instantiate(role.job).func is train and instantiate(rank.job).func is train_esc_rank
+    assert rank.data.builder._target_ == "esc.esc_rank.data.build_rank_samples"
+    # the fingerprint keeps the dotted paths, as folders trained with `runner:` recorded them
+    settings = output_settings(rank)
+    assert settings["runner"] == "esc.esc_rank.train.train_esc_rank"
+    assert settings["data"]["builder"] == "esc.esc_rank.data.build_rank_samples"
+
+
+def test_a_job_target_that_does_not_import_is_one_config_error() -> None:
+    from esc.config_schema import validate
+    from esc.errors import ConfigError
+
+    cfg = compose(["job._target_=esc.train.run.trian"])
+    with pytest.raises(ConfigError, match=r"job\._target_.*esc\.train\.run\.trian: cannot be imported"):
+        validate(cfg, "train")

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pytorch_lightning as pl
+from hydra.utils import instantiate
 from torch.utils.data import DataLoader, DistributedSampler
 
 from esc.errors import ConfigError, UserError
@@ -127,7 +128,8 @@ class ResumableDataLoader(DataLoader):
 class ChatSFTDataModule(pl.LightningDataModule):
     """Builds the samples, tokenizes them with the model's chat template and serves batches.
 
-    The samples come from ``data.builder`` (a dotted function path returning ``(train, val)``):
+    The samples come from ``data.builder`` (a ``_target_`` function, called with the rest of
+    ``data``, returning ``(train, val)``):
     the ESC-Role mixture by default, ESC-RANK's annotated judge prompts with ``data=esc_rank``.
 
     Only the role-player's (assistant) tokens carry labels; see :mod:`esc.sft.tokenize`. Training
@@ -173,10 +175,10 @@ class ChatSFTDataModule(pl.LightningDataModule):
     def samples(self) -> tuple[list, list]:
         """The (train, val) samples, built once per process (prepare_data and setup both need them)."""
         if self._samples is None:
-            from hydra.utils import get_method
-
-            builder = self.data_cfg.get("builder") or "esc.sft.mixture.build_samples"
-            self._samples = get_method(builder)(self.data_cfg)
+            builder = self.data_cfg["builder"]
+            if not callable(builder):  # a `_target_` node not yet instantiated (a datamodule built by hand)
+                builder = instantiate(builder)
+            self._samples = builder({key: value for key, value in self.data_cfg.items() if key != "builder"})
         return self._samples
 
     def prepare_data(self) -> None:

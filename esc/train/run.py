@@ -19,6 +19,7 @@ from esc.config_rules import (
     Rule,
     Section,
     boolean,
+    callable_target,
     either,
     integer,
     list_of,
@@ -132,10 +133,15 @@ def output_settings(cfg: DictConfig) -> dict[str, Any]:
     """What shapes a training folder's adapter and checkpoints (OUT/settings.json): a rerun must
     match it to resume. Not in it: how long to train (max_steps, max_epochs), logging, devices."""
     plain = OmegaConf.to_container(cfg, resolve=True)
+    data = plain.get("data")
+    if isinstance(data, dict) and isinstance(data.get("builder"), dict):
+        data = {**data, "builder": data["builder"].get("_target_")}
     return {
-        "runner": plain.get("runner"),
+        # the job and the sample builder by their dotted paths: the record of folders trained
+        # before they became `_target_` nodes (`runner:`, `data.builder:`), so those still resume
+        "runner": (plain.get("job") or {}).get("_target_"),
         "model": plain["model"],
-        "data": plain.get("data"),
+        "data": data,
         "peft": plain.get("peft"),
         "quantization": plain.get("quantization"),
         "optimizer": plain.get("optimizer"),
@@ -286,6 +292,7 @@ CONFIG: tuple[Section, ...] = (
                 "auto, never, or an existing checkpoint path",
             ),
             Rule("cpu_fallback", boolean()),
+            Rule("job._target_", callable_target(), "the function train.py runs with the config"),
         ),
     ),
     Section("model", (Rule("max_length", integer(1)),)),
@@ -333,6 +340,7 @@ CONFIG: tuple[Section, ...] = (
     Section(
         "data",
         (
+            Rule("builder._target_", callable_target(), "a function returning (train, val) samples"),
             Rule("languages", list_of(one_of(*LANGUAGES))),
             Rule("roleplay_ratio", number(minimum=0)),
             Rule("hold_out_card_echo", boolean()),
