@@ -20,7 +20,10 @@ from esc.errors import ArgumentParser, exit_on_user_error
 
 #: tool -> (module, one line for `esc --help`)
 TOOLS = {
-    "cards": ("esc.cli.cards", "role cards: counts by language, source and topic; one card's text"),
+    "cards": (
+        "esc.cli.cards",
+        "role cards: counts by language, source and topic; one card's text; crisis cards",
+    ),
     "dialogues": (
         "esc.cli.dialogues",
         "dialogue files: transcripts, official format out and in, merge shards",
