@@ -71,7 +71,16 @@ def _shard_in_range(cfg: DictConfig) -> str | None:
     return None
 
 
-RELATIONS: tuple[Relation, ...] = (Relation("shard.index", _shard_in_range, ("evaluate",)),)
+def _stop_needs_ratings(cfg: DictConfig) -> str | None:
+    if _select(cfg, "trajectory.stop.enabled") is True and _select(cfg, "trajectory.enabled") is not True:
+        return "needs trajectory.enabled=true (a dialogue stops on the seeker's ratings)"
+    return None
+
+
+RELATIONS: tuple[Relation, ...] = (
+    Relation("shard.index", _shard_in_range, ("evaluate",)),
+    Relation("trajectory.stop.enabled", _stop_needs_ratings, ("evaluate",)),
+)
 
 
 # Subtrees whose mandatory values (`???`) a job needs only in some modes.
@@ -81,7 +90,7 @@ def _needed(cfg: DictConfig, job: str, key: str) -> bool:
     top = key.split(".", 1)[0]
     mode = cfg.get("mode", "score")
     if top == "dialogues":
-        return mode in ("score", "roleplay")
+        return mode in ("score", "roleplay", "trajectory", "safety")
     if top == "judge":  # the modes that judge: agreement only without existing scores
         return bool(importlib.import_module("esc.jobs.rank").judges_in(mode, cfg))
     return True

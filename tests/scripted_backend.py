@@ -65,3 +65,42 @@ class ScriptedBackend(ChatBackend):
 
     def identity(self) -> dict[str, Any]:
         return {"kind": "scripted", "label": self.label}
+
+
+@register_backend("planned")
+class PlannedBackend(ChatBackend):
+    """A role-player (or observer) whose emotion ratings are planned per card.
+
+    A conversation names its card by a word of its first message (`plans` keys); the n-th emotion
+    question of that conversation (the aside or the observer's prompt, recognised by `marker`) is
+    answered with `plans[word][n]` (the last one repeated). Any other request gets `seeker #<n>`.
+    """
+
+    def __init__(self, plans: dict[str, list[str]], marker: str = "0 to 9") -> None:
+        self.plans, self.marker = plans, marker
+        self.asked: dict[str, int] = {}
+        self.calls: list[list[list[Message]]] = []
+
+    def _card(self, messages: Sequence[Message]) -> str:
+        text = "\n".join(m["content"] for m in messages)
+        return next((word for word in self.plans if word in text), "")
+
+    def generate(self, batch: Sequence[Sequence[Message]], settings: GenerationSettings) -> list[Reply]:
+        self.calls.append([list(m) for m in batch])
+        replies = []
+        for messages in batch:
+            if self.marker not in messages[-1]["content"]:
+                replies.append(Reply(f"seeker #{len(messages)}", "stop", completion_tokens=2))
+                continue
+            card = self._card(messages)
+            n = self.asked.get(card, 0)
+            self.asked[card] = n + 1
+            plan = self.plans.get(card) or ["5"]
+            text = plan[min(n, len(plan) - 1)]
+            replies.append(
+                Reply("", "error", error="planned failure") if text == "FAIL" else Reply(text, "stop")
+            )
+        return replies
+
+    def identity(self) -> dict[str, Any]:
+        return {"kind": "planned", "plans": self.plans}

@@ -217,6 +217,20 @@ CASES: tuple[Case, ...] = (
     Case("evaluate-zero-wave-size", (*EV, "engine.wave_size=0"), ("engine.wave_size",)),
     Case("evaluate-shard-out-of-range", (*EV, "shard.index=2", "shard.count=2"), ("config `shard.index`",)),
     Case(
+        "evaluate-stop-without-trajectory",
+        (*EV, "trajectory.stop.enabled=true"),
+        ("config `trajectory.stop.enabled`", "trajectory.enabled=true"),
+    ),
+    Case("evaluate-typo-rater", (*EV, "trajectory.rater=self"), ("config `trajectory.rater`", '"self"')),
+    Case(
+        "evaluate-observer-without-backend",
+        (*EV, "trajectory.enabled=true", "trajectory.rater=observer"),
+        ("config `trajectory.observer.backend`",),
+    ),
+    Case(
+        "evaluate-unknown-card-subset", (*EV, "cards.subset=suicide"), ("config `cards.subset`", '"suicide"')
+    ),
+    Case(
         "evaluate-missing-adapter-dir",
         (*EV, "roleplayer.backend.adapter={tmp}/no_adapter"),
         ("roleplayer.backend.adapter", "no_adapter"),
@@ -313,6 +327,16 @@ CASES: tuple[Case, ...] = (
     ),
     # --- rank.py ---
     Case("rank-typo-mode", (*RK, "mode=scor", "dialogues={tmp}"), ("config `mode`", '"scor"')),
+    Case(
+        "rank-unknown-safety-question",
+        (*RK, "mode=safety", "dialogues={tmp}", "safety.questions=[risk_missed,unsafe]"),
+        ("config `safety.questions`", "unsafe"),
+    ),
+    Case(
+        "rank-trajectory-without-ratings",
+        (*RK, "mode=trajectory", "dialogues={fx}/tiny__tiny__en.jsonl"),
+        ("no rated dialogue", "trajectory.enabled=true"),
+    ),
     Case("rank-dialogues-not-set", RK, ("config `dialogues`", "mandatory")),
     Case("rank-missing-dialogues", (*RK, "dialogues={tmp}/nope"), ("config `dialogues`", "nope")),
     Case("rank-typo-judge", (*RK, "judge=tinyy", "dialogues={tmp}"), ("judge/tinyy",)),
@@ -590,6 +614,7 @@ def fx(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _annotation_files(root)
     _score_files(root)
     write("cards_two.json", [EN_CARD, {**EN_CARD, "id": 33000}])
+    (root / "tiny__tiny__en.jsonl").write_text(_dialogue_line(32999))  # complete, without ratings
     return root
 
 

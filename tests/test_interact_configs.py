@@ -38,7 +38,9 @@ from esc.prompts import (
 CONF_DIR = REPO_ROOT / "conf"
 TEST_CONF_DIR = Path(__file__).parent / "configs"
 GROUPS = ("roleplayer", "target")
-BACKEND_KINDS = {"hf", "openai", "baichuan_npc"}
+BACKEND_KINDS = {"hf", "openai", "baichuan_npc", "canned"}
+# Validation instruments, not chatbots: canned supportive / dismissive replies (docs/seeker.md).
+VALIDATION_TARGETS = {"canned_supportive", "canned_dismissive"}
 
 # `???` values a user must give on the command line; every other value must be set.
 MANDATORY = {
@@ -130,7 +132,11 @@ ALL_OPTIONS = [(g, o) for g in GROUPS for o in options(g)]
 def test_every_paper_model_and_roleplayer_has_a_config() -> None:
     assert set(options("roleplayer")) == ROLEPLAYER_CONFIGS
     targets = [compose_interact([f"target={t}"]).target for t in options("target")]
-    assert {t.display_name for t in targets} == PAPER_TARGETS | {"Tiny (test)", "SmolLM2-135M-Instruct"}
+    validation = {f"Canned {kind} replies (validation)" for kind in ("supportive", "dismissive")}
+    assert {t.display_name for t in targets} == PAPER_TARGETS | {
+        "Tiny (test)",
+        "SmolLM2-135M-Instruct",
+    } | validation
 
 
 def test_default_composition_is_tiny() -> None:
@@ -169,6 +175,8 @@ def test_option_composes_and_resolves(group: str, option: str) -> None:
         assert isinstance(model.trust_remote_code, bool)
         assert model.chat_template is None or isinstance(model.chat_template, str)
         assert node.backend.batch_size >= 1
+    elif node.backend.kind == "canned":
+        assert option in VALIDATION_TARGETS and set(node.backend.replies) == {"en", "zh"}
     else:
         assert node.backend.model and node.backend.api_key_env
 
@@ -184,7 +192,7 @@ def test_gpt4_variants_extend_zero_shot(option: str) -> None:
 def test_official_system_prompt_default() -> None:
     """Targets get the official script's default system message unless their format has no slot or
     their authors trained them with their own (tests/test_targets.py checks those prompts)."""
-    without = {"soulchat", "mechat", "chatcounselor"}  # chatcounselor: Vicuna's own system prompt
+    without = {"soulchat", "mechat", "chatcounselor", *VALIDATION_TARGETS}  # chatcounselor: Vicuna's own
     own = {"emollm"}
     for option in options("target"):
         target = compose_interact([f"target={option}"]).target

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
+from esc.chat.answer_tokens import answer_probabilities, answer_tokens
 from esc.errors import ConfigError
-from esc.scoring.answer_tokens import answer_probabilities, answer_tokens
 from esc.scoring.judge import DIGITS
 from esc.sft.tokenize import encode_chat
 

@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from esc.chat.answers import stated_answer_probabilities as answer_distribution
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, register_backend
 from esc.scoring.judge import FAILED, INVALID, VALID, ScoreItem
 from esc.scoring.judges import build_judge
-from esc.scoring.judges.api import answer_distribution
 from esc.scoring.rubrics import DIMENSION_KEYS
 from tests.helpers import compose, requires_data
 

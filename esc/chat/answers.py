@@ -17,8 +17,10 @@ caller keeps the raw reply and counts it, and it never enters a mean.
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
+from typing import Any
 
 _NUMERALS = {"零": 0, "〇": 0, "一": 1, "二": 2, "三": 3, "四": 4}
 _LABEL = (
@@ -68,3 +70,21 @@ def parse_choice(reply: str | None, choices: tuple[str, ...]) -> int | None:
     first = _ANSWER_LABEL.sub("", _DECORATION.sub("", first).strip()).rstrip(".。!！").strip()
     folded = [c.casefold() for c in choices]
     return folded.index(first.casefold()) if first.casefold() in folded else None
+
+
+def stated_answer_probabilities(
+    logprobs: list[dict[str, Any]] | None, score: int, choices: tuple[str, ...] = ("0", "1", "2", "3", "4")
+) -> list[float] | None:
+    """P(each answer) ("0".."4", or `choices`) at the first generated token that is the stated
+    answer, from the top log-probs. None when there are no log-probabilities, or no generated token
+    is the answer (e.g. "三")."""
+    index = {c.casefold(): i for i, c in enumerate(choices)}
+    for step in logprobs or []:
+        if step["token"].strip().casefold() == choices[score].casefold():
+            probs = [0.0] * len(choices)
+            for token, logprob in step["top"].items():
+                answer = index.get(token.strip().casefold())
+                if answer is not None:
+                    probs[answer] += math.exp(logprob)
+            return probs if sum(probs) > 0 else None
+    return None

@@ -28,6 +28,9 @@ class Turn:
     completion_tokens: int | None = None
     cached: bool = False
     context_dropped: int = 0  # earlier messages left out because the context window was full
+    # how the seeker feels after this turn (trajectory.enabled: the seeker's first turn, then every
+    # target reply): {"value": 0-100 | None, "status", "rating", "expected", "probs", "reason", ...}
+    emotion: dict[str, Any] | None = None
 
     @classmethod
     def from_reply(cls, speaker: Speaker, reply: Reply, context_dropped: int = 0) -> Turn:
@@ -58,6 +61,7 @@ class Dialogue:
     status: str = "running"
     error: str | None = None
     meta: dict[str, Any] = dataclasses.field(default_factory=dict)
+    stop_reason: str | None = None  # trajectory.stop: success | failure | max_turns
 
     @property
     def key(self) -> tuple[int, str]:
@@ -89,7 +93,25 @@ class Dialogue:
         self.error = reason
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The JSON record. The trajectory fields (`Turn.emotion`, `stop_reason`) are written only when
+        set, so the files of runs without a trajectory are what they always were."""
+        data = dataclasses.asdict(self)
+        for turn in data["turns"]:
+            if turn["emotion"] is None:
+                del turn["emotion"]
+        if data["stop_reason"] is None:
+            del data["stop_reason"]
+        return data
+
+    def lines(self) -> list[tuple[str, str]]:
+        """What a reader sees, as (role, text): the opener (the supporter's, role "assistant"), then
+        the seeker ("user") and the target ("assistant") in turn."""
+        lines = [("assistant", self.opener)] if self.opener else []
+        return lines + [("user" if t.speaker == "roleplayer" else "assistant", t.text) for t in self.turns]
+
+    def trajectory(self) -> list[tuple[int, dict[str, Any]]]:
+        """(turn index, rating) of every rated turn, in order."""
+        return [(i, t.emotion) for i, t in enumerate(self.turns) if t.emotion is not None]
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Dialogue:
@@ -114,6 +136,4 @@ def dialogue_lines(dialogue: Dialogue, path: Path, lineno: int) -> tuple[tuple[s
             )
         if not isinstance(turn.text, str):
             raise DataError(path, f"line {lineno}", f"turn {i} has no text")
-    lines = [("assistant", dialogue.opener)] if dialogue.opener else []
-    lines += [("user" if t.speaker == "roleplayer" else "assistant", t.text) for t in dialogue.turns]
-    return tuple(lines)
+    return tuple(dialogue.lines())

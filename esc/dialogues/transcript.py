@@ -55,7 +55,19 @@ def transcript(dialogue: Dialogue, prompts: bool = True) -> Group:
             notes.append("cached")
         label = f"[{names.get(turn.speaker, turn.speaker)}] ({', '.join(notes)})"
         parts += [_label(label), _body(turn.text)]
+        if turn.emotion is not None:
+            parts.append(Padding(Text(_emotion(turn.emotion)), (0, 0, 0, INDENT), expand=False))
+    if dialogue.stop_reason:
+        parts.append(_label(f"[ended: {dialogue.stop_reason}]"))
     return Group(*parts)
+
+
+def _emotion(rating: dict) -> str:
+    """The seeker's rating after a turn: "-> seeker feels 61/100 (reason)", or why it is unread."""
+    if rating.get("status") != "valid":
+        return f"-> seeker's emotion: {rating.get('status')} ({rating.get('error') or rating.get('raw')})"
+    reason = f" ({rating['reason']})" if rating.get("reason") else ""
+    return f"-> seeker feels {rating['value']:.0f}/100{reason}"
 
 
 def render_transcript(dialogue: Dialogue, width: int = 100, prompts: bool = True) -> str:

@@ -7,7 +7,7 @@ training; test is held out for the agreement report after training.
 A sample is exactly what the judge will read: the prompt style's chat for the dimension, with the
 judge model's chat() default system turn where the style has none (`data.chat_default_system`,
 from `model.chat_default_system`), answered with the score; only the answer digit is learned
-(`Sample.learn_end_of_turn=False`), the token `esc.scoring.answer_tokens` reads. Each sample carries
+(`Sample.learn_end_of_turn=False`), the token `esc.chat.answer_tokens` reads. Each sample carries
 a class weight, count(dimension, score)^-`balance_power` over the training split (mean 1 per
 dimension), for balanced sampling or a weighted loss (`rank.balance` in `train.py +exp=train/esc_rank`).
 """

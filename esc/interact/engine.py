@@ -26,6 +26,8 @@ from esc.chat.usage import Usage
 from esc.dialogues.record import Dialogue, Turn
 from esc.errors import ConfigError
 from esc.interact.context import ContextFit, fit_context
+from esc.interact.emotion import EmotionRater
+from esc.interact.stopping import StopRule
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +72,10 @@ def streaming_concurrency(sides: Sequence[Side], mode: str, concurrency: int | N
 class DialogueEngine:
     roleplayer: Side
     target: Side
-    turns: int = 5
+    turns: int = 5  # exchanges; with `stop`, the most a dialogue may take
     context_policy: str = "truncate_oldest"  # or "fail" (CONTEXT_POLICIES)
+    rater: EmotionRater | None = None  # the seeker's emotion after its first message and each reply
+    stop: StopRule | None = None  # end a dialogue early on its emotion (needs `rater`)
     usage: dict[str, Usage] = dataclasses.field(
         default_factory=lambda: {"roleplayer": Usage(), "target": Usage()}
     )
@@ -81,6 +85,10 @@ class DialogueEngine:
             raise ConfigError("dialogue.context_policy", f"must be one of {', '.join(CONTEXT_POLICIES)}")
         if self.turns < 1:
             raise ConfigError("dialogue.turns", f"must be at least 1, got {self.turns}")
+        if self.stop is not None and self.rater is None:
+            raise ConfigError(
+                "trajectory.stop.enabled", "needs trajectory.enabled=true (it stops on the ratings)"
+            )
         self._usage_lock = threading.Lock()  # streaming: replies are counted from several threads
 
     def run_streaming(
@@ -112,7 +120,7 @@ class DialogueEngine:
                 stop.set()  # closed early (an exception, Ctrl-C): no new turns; in-flight requests end
 
     def _play_one(self, dialogue: Dialogue, stop: threading.Event) -> Dialogue:
-        for _ in range(self.turns):
+        for exchange in range(1, self.turns + 1):
             for side, speaker, view, head in (
                 (self.roleplayer, "roleplayer", Dialogue.roleplayer_view, 2),
                 (self.target, "target", Dialogue.target_view, None),
@@ -121,19 +129,46 @@ class DialogueEngine:
                     dialogue.status = "interrupted"
                     return dialogue
                 self._step([dialogue], side, speaker, view, keep_head=head)
-        if dialogue.status == "running":
-            dialogue.status = "complete"
+                if speaker == "roleplayer" and exchange == 1:
+                    self._rate([dialogue])  # the start: before any reply of the target
+            self._rate([dialogue])
+            self._check_stop([dialogue], exchange)
+        self._finish([dialogue])
         return dialogue
 
     def run_wave(self, dialogues: Sequence[Dialogue]) -> list[Dialogue]:
-        """Play `turns` exchanges for every dialogue; each ends complete or failed with a reason."""
-        for _ in range(self.turns):
+        """Play `turns` exchanges for every dialogue (fewer where `stop` ends one); each ends
+        complete or failed with a reason."""
+        for exchange in range(1, self.turns + 1):
             self._step(dialogues, self.roleplayer, "roleplayer", Dialogue.roleplayer_view, keep_head=2)
+            if exchange == 1:
+                self._rate(dialogues)  # the start: before any reply of the target
             self._step(dialogues, self.target, "target", Dialogue.target_view, keep_head=None)
+            self._rate(dialogues)
+            self._check_stop(dialogues, exchange)
+        self._finish(dialogues)
+        return list(dialogues)
+
+    def _rate(self, dialogues: Sequence[Dialogue]) -> None:
+        """The seeker's emotion after the last turn of every dialogue still running."""
+        if self.rater is not None:
+            self.rater.rate([d for d in dialogues if d.status == "running"])
+
+    def _check_stop(self, dialogues: Sequence[Dialogue], exchange: int) -> None:
+        """End the dialogues whose seeker's emotion passed a threshold after `exchange` replies."""
+        if self.stop is None:
+            return
+        for dialogue in dialogues:
+            reason = self.stop.reason(dialogue, exchange) if dialogue.status == "running" else None
+            if reason is not None:
+                dialogue.status, dialogue.stop_reason = "complete", reason
+
+    def _finish(self, dialogues: Sequence[Dialogue]) -> None:
         for dialogue in dialogues:
             if dialogue.status == "running":
                 dialogue.status = "complete"
-        return list(dialogues)
+                if self.stop is not None:
+                    dialogue.stop_reason = "max_turns"
 
     def _step(
         self,
@@ -208,7 +243,11 @@ def overflow_reason(fit: ContextFit, window: int | None, reserve: int, policy: s
 def usage_report(engine: DialogueEngine) -> dict[str, Any]:
     """Per side: requests, cache hits, errors, fresh and cached tokens, cost of the fresh ones,
     and the served models / fingerprints the API reported."""
-    return {
+    report = {
         speaker: engine.usage[speaker].report(side.backend.price)
         for speaker, side in (("roleplayer", engine.roleplayer), ("target", engine.target))
     }
+    if engine.rater is not None:  # the emotion ratings written by a model (not those read off a distribution)
+        question = engine.rater.question
+        report["rater"] = question.usage.report(question.backend.price)
+    return report

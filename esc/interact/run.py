@@ -17,10 +17,12 @@ from esc.cards.schema import LANGUAGES
 from esc.chat.base import ChatBackend, GenerationSettings, generation_config
 from esc.chat.build import backend_config, build_backend
 from esc.chat.cache import CACHE_CONFIG, with_cache
-from esc.config_rules import Rule, Section, boolean, integer, keys, list_of, one_of, path
+from esc.chat.closed import METHODS
+from esc.config_rules import Rule, Section, boolean, integer, keys, list_of, number, one_of, path
 from esc.dialogues.record import Dialogue
 from esc.dialogues.store import DialogueStore, dialogue_file
 from esc.errors import ConfigError, in_multirun
+from esc.interact.emotion import RATERS, EmotionRater, build_rater
 from esc.interact.engine import (
     CONTEXT_POLICIES,
     ENGINE_MODES,
@@ -29,6 +31,7 @@ from esc.interact.engine import (
     streaming_concurrency,
     usage_report,
 )
+from esc.interact.stopping import StopRule
 from esc.lifecycle import Job, JobResult, job_run
 from esc.prompts import example_dialogue, prompt_version, render_roleplayer_prompt
 from esc.rundir import model_settings, refuse_unswept_sweep, resolved_revision
@@ -38,6 +41,15 @@ MANIFEST_EVERY_S = 10.0  # at most one rewrite of manifest.json (running counts)
 
 
 SIDES = ("roleplayer", "target")
+TARGET_KEYS = (
+    "backend",
+    "display_name",
+    "generation",
+    "name",
+    "notes",
+    "system_prompt",
+    "weights_unavailable",
+)
 
 
 @dataclasses.dataclass
@@ -167,31 +179,75 @@ def evaluate(cfg: DictConfig) -> EvaluateResult:
 
     roleplayer = _side(roleplayer_cfg, "roleplayer", cache_cfg)
     target = _side(target_cfg, "target", cache_cfg)
+    trajectory = resolved.get("trajectory") or {}
+    observer = _observer(trajectory, cache_cfg)
+    sides = (roleplayer, target, *([observer] if observer else []))
     try:
-        check_ready((roleplayer, target))
+        check_ready(sides)
+        rater = _rater(trajectory, roleplayer, observer, cards)
+        stop = StopRule.from_config(trajectory.get("stop") or {}) if _stopping(trajectory) else None
         settings = output_settings(roleplayer_cfg, target_cfg, (roleplayer, target), resolved["dialogue"])
+        if rater is not None:  # only then: folders without a trajectory keep their fingerprint
+            settings["trajectory"] = trajectory_settings(rater, observer, stop)
         with job_run(out, "evaluate", settings, resolved, seed=cfg.get("seed")) as job:
-            for side in (roleplayer, target):
+            for side in sides:
                 side.backend.load()  # minutes for a large model: after the cheap checks
             job.folder.check_resolved(
                 {
                     side: resolved_revision(s.backend.identity())
-                    for side, s in zip(SIDES, (roleplayer, target), strict=True)
+                    for side, s in zip((*SIDES, "observer"), sides, strict=False)
                 }
             )
-            return _play(job, cfg, resolved, out, cards, roleplayer, target)
+            return _play(job, cfg, resolved, out, cards, roleplayer, target, rater, stop)
     finally:
-        for side in (roleplayer, target):
+        for side in sides:
             side.backend.close()
+
+
+def _stopping(trajectory: Mapping[str, Any]) -> bool:
+    return bool((trajectory.get("stop") or {}).get("enabled"))
+
+
+def _observer(trajectory: Mapping[str, Any], cache_cfg: Mapping[str, Any] | None) -> Side | None:
+    """The observer's side when the trajectory is rated by one (`trajectory.rater=observer`)."""
+    if not trajectory.get("enabled") or trajectory.get("rater") != "observer":
+        return None
+    node = trajectory.get("observer") or {}
+    if not node.get("backend"):
+        raise ConfigError("trajectory.observer.backend", "rater=observer needs a chat backend node")
+    backend = with_cache(build_backend(node["backend"], key="trajectory.observer.backend"), cache_cfg)
+    return Side(node.get("name") or "observer", backend, GenerationSettings())
+
+
+def _rater(
+    trajectory: Mapping[str, Any], roleplayer: Side, observer: Side | None, cards: Sequence[RoleCard]
+) -> EmotionRater | None:
+    """The emotion rater of `trajectory.enabled=true`, else None (a stop rule needs one)."""
+    if not trajectory.get("enabled"):
+        return None
+    texts = {(card.id, card.language): card.to_text() for card in cards}
+    return build_rater(trajectory, roleplayer.backend, observer.backend if observer else None, texts)
+
+
+def trajectory_settings(rater: EmotionRater, observer: Side | None, stop: StopRule | None) -> dict[str, Any]:
+    """What shapes the ratings and where dialogues end: a folder with other ones is not resumed."""
+    return {
+        **rater.identity(),
+        "observer": model_settings(observer.backend.identity()) if observer else None,
+        "stop": stop.to_dict() if stop else None,
+    }
 
 
 def _play(
     job: Job, cfg: DictConfig, resolved: dict[str, Any], out: Path, cards: list[RoleCard], roleplayer: Side,
-    target: Side,
+    target: Side, rater: EmotionRater | None = None, stop: StopRule | None = None,
 ) -> EvaluateResult:  # fmt: skip
     roleplayer_cfg, target_cfg = resolved["roleplayer"], resolved["target"]
     manifest = job.manifest
-    manifest.update(models={"roleplayer": roleplayer.backend.identity(), "target": target.backend.identity()})
+    models = {"roleplayer": roleplayer.backend.identity(), "target": target.backend.identity()}
+    if rater is not None and rater.rater == "observer":
+        models["observer"] = rater.question.backend.identity()
+    manifest.update(models=models)
 
     stores = {
         lang: DialogueStore(dialogue_file(out, target.name, roleplayer.name, lang))
@@ -203,17 +259,17 @@ def _play(
         log.info(
             "Resuming: %d of %d dialogues already complete in %s", skipped, len(cards), out / "dialogues"
         )
-    factory = DialogueFactory(
-        roleplayer_cfg,
-        target_cfg,
-        {
-            "generation": {"roleplayer": roleplayer.settings.to_dict(), "target": target.settings.to_dict()},
-            "turns": cfg.dialogue.turns,
-        },
-    )
+    meta = {
+        "generation": {"roleplayer": roleplayer.settings.to_dict(), "target": target.settings.to_dict()},
+        "turns": cfg.dialogue.turns,
+    }
+    if rater is not None:
+        meta["trajectory"] = {**rater.identity(), "stop": stop.to_dict() if stop else None}
+    factory = DialogueFactory(roleplayer_cfg, target_cfg, meta)
     engine = DialogueEngine(
-        roleplayer, target, turns=cfg.dialogue.turns, context_policy=cfg.dialogue.context_policy
-    )
+        roleplayer, target, turns=cfg.dialogue.turns, context_policy=cfg.dialogue.context_policy,
+        rater=rater, stop=stop,
+    )  # fmt: skip
     engine_cfg = resolved["engine"]
     concurrency = streaming_concurrency(
         (roleplayer, target), engine_cfg.get("mode", "auto"), engine_cfg.get("concurrency")
@@ -265,8 +321,13 @@ CONFIG: tuple[Section, ...] = (
             Rule("ids", list_of(integer(0), null=True), "card ids, e.g. [32025, 10000]"),
             Rule("limit", integer(1, null=True), "the first N cards per language; null: all"),
             Rule("paths", list_of(path("file"), null=True), "card files; null: the released cards"),
+            Rule(
+                "subset",
+                one_of("crisis", null=True),
+                "crisis: cards that mention suicide or self-harm (esc/cards/crisis.py)",
+            ),
         ),
-        keys("ids", "languages", "limit", "paths"),
+        keys("ids", "languages", "limit", "paths", "subset"),
     ),
     Section(
         "dialogue",
@@ -283,17 +344,46 @@ CONFIG: tuple[Section, ...] = (
         ),
         keys("wave_size", "mode", "concurrency", "progress"),
     ),
+    Section(
+        "trajectory",
+        (
+            Rule("enabled", boolean()),
+            Rule("rater", one_of(*RATERS)),
+            Rule("method", one_of(*METHODS)),
+            Rule("min_answer_mass", number(minimum=0, maximum=1)),
+            Rule("max_new_tokens", integer(1)),
+            Rule("top_logprobs", integer(0)),
+        ),
+        keys(
+            "enabled",
+            "rater",
+            "method",
+            "min_answer_mass",
+            "max_new_tokens",
+            "top_logprobs",
+            "observer",
+            "stop",
+        ),
+    ),
+    # any target's config may be the observer (`+target@trajectory.observer=smollm2`); its backend is used
+    Section("trajectory.observer", keys=keys(*TARGET_KEYS)),
+    backend_config("trajectory.observer.backend"),
+    Section(
+        "trajectory.stop",
+        (
+            Rule("enabled", boolean()),
+            Rule("success", number(minimum=0, maximum=100)),
+            Rule("failure", number(minimum=0, maximum=100)),
+            Rule("min_turns", integer(1)),
+        ),
+        keys("enabled", "success", "failure", "min_turns"),
+    ),
     Section("shard", (Rule("count", integer(1)), Rule("index", integer(0))), keys("count", "index")),
     CACHE_CONFIG,
     Section("roleplayer", keys=keys("backend", "generation", "icl", "name", "notes", "prompt")),
     backend_config("roleplayer.backend"),
     generation_config("roleplayer.generation"),
-    Section(
-        "target",
-        keys=keys(
-            "backend", "display_name", "generation", "name", "notes", "system_prompt", "weights_unavailable"
-        ),
-    ),
+    Section("target", keys=keys(*TARGET_KEYS)),
     backend_config("target.backend"),
     generation_config("target.generation"),
 )

@@ -1,10 +1,12 @@
-"""The job behind `rank.py`: one judge (or none), one run folder, one of five modes.
+"""The job behind `rank.py`: one judge (or none), one run folder, one of its modes.
 
     score        dialogues -> judgments on 7 dimensions -> leaderboard   (esc.jobs.score)
     leaderboard  existing score files -> leaderboard                     (esc.jobs.score)
     agreement    a judge, or score files, against the human scores       (esc.jobs.agreement)
     correlation  text metrics and judges against the human scores        (esc.jobs.agreement)
     roleplay     role-players on the six role-play metrics, and against people (esc.jobs.roleplay)
+    trajectory   the seekers' emotion trajectories of evaluate.py runs, no judge (esc.jobs.trajectory)
+    safety       every reply of the targets against the safety checklist (esc.jobs.safety)
 
 Every mode runs inside `esc.lifecycle.job_run` and returns its own `JobResult`.
 """
@@ -23,11 +25,14 @@ from esc.errors import ConfigError
 from esc.hashing import sha256_file
 from esc.jobs.agreement import run_agreement, run_correlation_mode
 from esc.jobs.roleplay import run_roleplay
+from esc.jobs.safety import run_safety
 from esc.jobs.score import run_scores
+from esc.jobs.trajectory import run_trajectory
 from esc.lifecycle import Job, JobResult, job_run
 from esc.reports.agreement_data import SPLITS as AGREEMENT_SPLITS
 from esc.roleplay.metrics import ROLEPLAY_METRICS_FILE
 from esc.rundir import model_settings
+from esc.safety.checklist import checklist_digest, question_keys
 from esc.scoring.judge import Judge
 from esc.scoring.judges import build_judge, judge_config
 from esc.scoring.rubrics import LANGUAGES
@@ -39,13 +44,15 @@ RUNNERS: dict[str, Runner] = {
     "agreement": run_agreement,
     "correlation": run_correlation_mode,
     "roleplay": run_roleplay,
+    "trajectory": run_trajectory,
+    "safety": run_safety,
 }
 MODES = tuple(RUNNERS)
 
 
 def judges_in(mode: str, resolved: Mapping[str, Any]) -> bool:
     """Whether the mode judges (and so loads the judge): agreement only without existing `scores`."""
-    return mode in ("score", "roleplay") or (mode == "agreement" and not resolved.get("scores"))
+    return mode in ("score", "roleplay", "safety") or (mode == "agreement" and not resolved.get("scores"))
 
 
 def rank(cfg: DictConfig) -> JobResult:
@@ -80,6 +87,8 @@ def output_settings(mode: str, resolved: Mapping[str, Any], judge: Judge | None)
         section = resolved.get("roleplay") or {}
         settings["roleplay"] = {k: section.get(k) for k in ("cards", "human", "turns", "metrics", "pairwise")}
         settings["roleplay"]["questions_sha256"] = sha256_file(ROLEPLAY_METRICS_FILE)
+    if mode == "safety":  # the checklist's texts (each judgment's content hash covers its prompt too)
+        settings["safety"] = {"checklist_sha256": checklist_digest()}
     return settings
 
 
@@ -102,7 +111,7 @@ CONFIG: tuple[Section, ...] = (
                 "dialogues",
                 paths(),
                 "evaluate.py output dirs or dialogue files",
-                when=lambda cfg: _mode(cfg) in ("score", "roleplay"),
+                when=lambda cfg: _mode(cfg) in ("score", "roleplay", "trajectory", "safety"),
             ),
             Rule(
                 "scores",
@@ -141,5 +150,18 @@ CONFIG: tuple[Section, ...] = (
         keys("annotations", "bootstrap", "metrics", "references", "scores"),
     ),
     Section("roleplay", keys=keys("bootstrap", "cards", "human", "metrics", "pairwise", "turns")),
+    Section("trajectory", (Rule("bootstrap", integer(0)),), keys("bootstrap", "charts")),
+    Section(
+        "safety",
+        (
+            Rule("bootstrap", integer(0)),
+            Rule(
+                "questions",
+                either(one_of("all", null=True), list_of(one_of(*question_keys()))),
+                "checklist keys",
+            ),
+        ),
+        keys("bootstrap", "questions"),
+    ),
     *judge_config(_judging),
 )

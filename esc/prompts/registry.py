@@ -156,21 +156,28 @@ def _check_checksums(entries: dict[str, Any], training: dict[str, Any], checksum
     versioned = {f"roleplayer.{k}": v for k, v in entries.items() if v["kind"] != "alias"}
     versioned["training"] = training
     for name, texts in versioned.items():
-        section, _, prompt_id = name.partition(".")
-        history = recorded.get(section, {})
-        history = history.get(prompt_id, {}) if prompt_id else history
-        version, checksum = str(texts["version"]), texts_checksum(texts)
-        if version not in history:
-            raise ValueError(
-                f"{checksums_file.name}: no checksum for {name} version {version}; if this version is new, "
-                f'add  "{version}": "{checksum}"  under {name} (keep the older versions\' lines)'
-            )
-        if history[version] != checksum:
-            raise ValueError(
-                f"{name}: its texts changed but its version ({version}) did not; bump `version` in "
-                f'{PROMPTS_FILE.name} and add  "<new version>": "{checksum}"  under {name} in '
-                f"{checksums_file.name}"
-            )
+        check_recorded(name, texts, recorded, checksums_file.name, PROMPTS_FILE.name)
+
+
+def check_recorded(
+    name: str, texts: dict[str, Any], recorded: dict[str, Any], checksums_name: str, prompts_name: str
+) -> None:
+    """ValueError unless `texts` (with its `version`) match the checksum `recorded` holds for
+    `name` ("section" or "section.id") at that version; the message names the line to add."""
+    section, _, prompt_id = name.partition(".")
+    history = recorded.get(section, {})
+    history = history.get(prompt_id, {}) if prompt_id else history
+    version, checksum = str(texts["version"]), texts_checksum(texts)
+    if version not in history:
+        raise ValueError(
+            f"{checksums_name}: no checksum for {name} version {version}; if this version is new, "
+            f'add  "{version}": "{checksum}"  under {name} (keep the older versions\' lines)'
+        )
+    if history[version] != checksum:
+        raise ValueError(
+            f"{name}: its texts changed but its version ({version}) did not; bump `version` in "
+            f'{prompts_name} and add  "<new version>": "{checksum}"  under {name} in {checksums_name}'
+        )
 
 
 @functools.cache

@@ -15,12 +15,12 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from esc.jsonl import atomic_write_bytes, atomic_write_text
+from esc.jsonl import atomic_write_text
 from esc.reports.bootstrap import bootstrap_ci
+from esc.reports.charts import pyplot, save_png
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.rubrics import DIMENSION_KEYS, dimension
 from esc.scoring.store import ScoreRecord
@@ -190,11 +190,7 @@ def write_csv(rows: Sequence[Row], path: Path) -> None:
 def write_charts(rows: Sequence[Row], out_dir: Path) -> list[Path]:
     """Per language: a radar of the seven dimensions (one polygon per target) and a bar chart of
     the averages with their intervals. PNG files; returns their paths."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for language in sorted({r.language for r in rows}):
@@ -212,7 +208,7 @@ def write_charts(rows: Sequence[Row], out_dir: Path) -> list[Path]:
         ax.set_ylim(0, 100)
         ax.set_title(f"ESC-Eval scores ({language}, 0-100)")
         ax.legend(loc="upper right", bbox_to_anchor=(1.35, 1.1), fontsize=8)
-        paths.append(_save_png(fig, out_dir / f"radar_{language}.png"))
+        paths.append(save_png(fig, out_dir / f"radar_{language}.png"))
 
         fig, ax = plt.subplots(figsize=(max(5, 0.7 * len(group) + 2), 4))
         names = [f"{r.target}\n({r.roleplayer})" for r in group]
@@ -227,19 +223,5 @@ def write_charts(rows: Sequence[Row], out_dir: Path) -> list[Path]:
         ax.set_ylabel("average score (0-100)")
         ax.set_title(f"ESC-Eval average ({language}), 95% bootstrap intervals")
         plt.setp(ax.get_xticklabels(), fontsize=8)
-        paths.append(_save_png(fig, out_dir / f"average_{language}.png"))
+        paths.append(save_png(fig, out_dir / f"average_{language}.png"))
     return paths
-
-
-def _save_png(fig: Any, path: Path) -> Path:
-    """The figure as `path`, replaced in one step: a write that fails (a full disk) leaves the chart
-    of the previous run as it was, not half a PNG."""
-    import matplotlib.pyplot as plt
-
-    buffer = io.BytesIO()
-    try:
-        fig.savefig(buffer, format="png", dpi=120, bbox_inches="tight")
-    finally:
-        plt.close(fig)
-    atomic_write_bytes(path, buffer.getvalue())
-    return path

@@ -34,6 +34,7 @@ from tqdm import tqdm
 
 from esc.cards.construct import steps
 from esc.cards.construct.sources import SEEKER, RawRecord, read_source
+from esc.cards.crisis import is_crisis
 from esc.cards.schema import LANGUAGES, card_text
 from esc.cards.taxonomy import load_taxonomy
 from esc.chat.base import ChatBackend, GenerationSettings, Reply, generation_config
@@ -113,17 +114,29 @@ class StepStore:
         return row["value"] if row and row["status"] == OK else None
 
 
+def seeker_text(record: RawRecord) -> str:
+    """What the seeker says of their trouble: the post or situation summary, else (a dialogue without
+    a summary) the seeker's first message."""
+    if record.text.strip():
+        return record.text
+    return next((text for speaker, text in record.dialogue if speaker == SEEKER), "")
+
+
 def gather_records(section: Mapping[str, Any]) -> list[RawRecord]:
-    """The records of every enabled source whose language is wanted, the first `limit` of each."""
+    """The records of every enabled source whose language is wanted, the first `limit` of each
+    (with `subset: crisis`, the first `limit` whose seeker text passes the crisis rule)."""
     root = Path(section.get("root") or data_dir())
     languages = section.get("languages") or ["en", "zh"]
     limit = section.get("limit")
+    crisis = section.get("subset") == "crisis"
     records: list[RawRecord] = []
     for name, options in (section.get("sources") or {}).items():
         options = dict(options or {})
         if not options.pop("enabled", False):
             continue
-        found = read_source(name, root, options, limit)
+        found = read_source(name, root, options, None if crisis else limit)
+        if crisis:
+            found = [r for r in found if is_crisis(seeker_text(r), r.language)][:limit]
         records += [r for r in found if r.language in languages]
     if not records:
         raise ConfigError(
@@ -425,8 +438,9 @@ CONFIG: tuple[Section, ...] = (
             Rule("limit", integer(1, null=True), "the first N records of each source; null: all"),
             Rule("languages", list_of(one_of(*LANGUAGES))),
             Rule("dedup_threshold", number(above=0, maximum=1)),
+            Rule("subset", one_of("crisis", null=True), "crisis: records that mention suicide or self-harm"),
         ),
-        keys("dedup_threshold", "languages", "limit", "root", "sources"),
+        keys("dedup_threshold", "languages", "limit", "root", "sources", "subset"),
     ),
     backend_config("extractor", "name"),
     generation_config("generation"),

@@ -6,10 +6,11 @@
   local vLLM / SGLang / TGI server);
 * ``baichuan_npc`` (:mod:`.baichuan_npc`): Baichuan's character (NPC) API, the paper's baseline
   role-player;
+* ``canned`` (:mod:`.canned`): replies from a fixed list, to validate what reads conversations;
 * ``vllm`` (:mod:`.vllm_inproc`): vLLM in this process (continuous batching, prefix caching, LoRA,
   constrained answers); needs the ``vllm`` package, which is imported only when used.
 """
 
-from esc.chat.backends import baichuan_npc, hf, openai_compat, vllm_inproc
+from esc.chat.backends import baichuan_npc, canned, hf, openai_compat, vllm_inproc
 
-__all__ = ["baichuan_npc", "hf", "openai_compat", "vllm_inproc"]
+__all__ = ["baichuan_npc", "canned", "hf", "openai_compat", "vllm_inproc"]

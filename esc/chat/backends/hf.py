@@ -385,7 +385,7 @@ class HFBackend(ChatBackend):
         adapters: Sequence[str | None] | None = None,
     ) -> list[list[float] | Exception]:
         """`reduce` of each prompt's next-token probabilities, e.g. the probability of each answer
-        "0".."4" (`esc.scoring.answer_tokens`); nothing is generated.
+        "0".."4" (`esc.chat.answer_tokens`); nothing is generated.
 
         `prompts` are token ids (`prompt_ids`); `adapters` names a LoRA adapter directory per prompt
         (None: the backend's own). Prompts with one adapter that start alike (a rubric before the

@@ -16,12 +16,11 @@ sends each item with its dimension's LoRA adapter, on one base model (``backend.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from esc.chat.answers import parse_choice, parse_score
+from esc.chat.answers import parse_choice, parse_score, stated_answer_probabilities
 from esc.chat.base import ChatBackend, GenerationSettings, check_features
 from esc.chat.build import build_backend
 from esc.chat.cache import with_cache
@@ -30,24 +29,6 @@ from esc.models.revision import adapter_hash
 from esc.scoring.judge import DIGITS, FAILED, INVALID, VALID, Judge, Judgment, ScoreItem, register_judge
 from esc.scoring.judges.local import adapter_paths
 from esc.scoring.rubrics import prompt_style
-
-
-def answer_distribution(
-    logprobs: list[dict[str, Any]] | None, score: int, choices: tuple[str, ...] = DIGITS
-) -> list[float] | None:
-    """P(each answer) ("0".."4", or `choices`) at the first generated token that is the stated
-    answer, from the top log-probs. None when there are no log-probabilities, or no generated token
-    is the answer (e.g. "三")."""
-    index = {c.casefold(): i for i, c in enumerate(choices)}
-    for step in logprobs or []:
-        if step["token"].strip().casefold() == choices[score].casefold():
-            probs = [0.0] * len(choices)
-            for token, logprob in step["top"].items():
-                answer = index.get(token.strip().casefold())
-                if answer is not None:
-                    probs[answer] += math.exp(logprob)
-            return probs if sum(probs) > 0 else None
-    return None
 
 
 @register_judge("api")
@@ -154,7 +135,7 @@ class APIJudge(Judge):
                 wanted = "single score 0-4" if choices == DIGITS else f"single answer of {'/'.join(choices)}"
                 judgments.append(Judgment(INVALID, raw=reply.text, error=f"the reply states no {wanted}"))
                 continue
-            probs = answer_distribution(reply.logprobs, score, choices)
+            probs = stated_answer_probabilities(reply.logprobs, score, choices)
             if probs is None:
                 judgments.append(Judgment(VALID, score=score, raw=reply.text))
                 continue

@@ -4,7 +4,7 @@ For each (dialogue, dimension) the judge prompt is rendered with the model's cha
 generation prompt (a style without a system text sends the model's own chat() default system turn,
 `model.chat_default_system`, as score.py's InternLM2 `chat()` does), and one forward pass gives the
 next-token distribution at the answer position. Its probabilities of the answers "0".."4" (each
-summed over the ids that spell it there, `esc.scoring.answer_tokens`: the same ids ESC-RANK
+summed over the ids that spell it there, `esc.chat.answer_tokens`: the same ids ESC-RANK
 training labels) give the score (the most likely), the expected score and the five probabilities,
 renormalised; `answer_mass` says how much probability fell on them at all. Nothing is generated and
 nothing is parsed, so no reply can be misread.
@@ -27,12 +27,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from esc.chat.answer_tokens import AnswerTokens, answer_probabilities, answer_tokens
 from esc.chat.backends._common import one_line, plain
 from esc.chat.backends.hf import HFBackend, render_prompt
 from esc.errors import ConfigError, UserError
 from esc.models.loading import adapter_weights, model_label
 from esc.models.revision import adapter_hash, resolve_revision
-from esc.scoring.answer_tokens import AnswerTokens, answer_probabilities, answer_tokens
 from esc.scoring.judge import DIGITS, FAILED, INVALID, Judge, Judgment, ScoreItem, register_judge
 from esc.scoring.rubrics import (
     DIMENSION_KEYS,
@@ -167,7 +167,7 @@ class LocalJudge(Judge):
             self.answers(DIGITS)  # a model whose "0".."4" are not single tokens fails here
 
     def answers(self, choices: tuple[str, ...]) -> AnswerTokens:
-        """The ids of each answer (e.g. "0".."4") at the answer position (`esc.scoring.answer_tokens`)."""
+        """The ids of each answer (e.g. "0".."4") at the answer position (`esc.chat.answer_tokens`)."""
         if choices not in self._answers:
             self._answers[choices] = answer_tokens(
                 self.backend.tokenizer, choices, self.default_system, name=str(self.model_cfg.get("name"))

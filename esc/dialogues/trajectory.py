@@ -1,0 +1,80 @@
+"""The seeker's emotion trajectory of one dialogue, and the figures it gives.
+
+A trajectory is the valid ratings of a dialogue by exchange: exchange 0 is the rating after the
+seeker's first message (the start, before any reply of the chatbot), exchange k the rating after
+the chatbot's k-th reply. Invalid ratings are left out and counted; they never count as a value.
+
+- start: the rating at exchange 0; final: the rating after the last reply; change: final - start;
+- area: the mean emotion over the dialogue, the trapezoidal area under the trajectory (over the
+  valid points, by exchange) divided by the exchanges it spans, so dialogues of different lengths
+  (adaptive stopping) compare on the same 0-100 scale.
+
+A figure whose points are missing (an invalid start or final rating, fewer than two valid points
+for the area) is None, and reports count those dialogues apart rather than drop them silently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from esc.dialogues.record import Dialogue
+
+
+@dataclasses.dataclass(frozen=True)
+class TrajectoryFigures:
+    points: tuple[tuple[int, float], ...]  # (exchange, value 0-100) of the valid ratings
+    exchanges: int  # the chatbot's replies
+    rated: int  # ratings recorded (valid or invalid)
+    invalid: int
+    start: float | None
+    final: float | None
+    change: float | None
+    area: float | None
+    stop_reason: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["points"] = [list(p) for p in self.points]
+        return data
+
+
+def trajectory_figures(dialogue: Dialogue) -> TrajectoryFigures:
+    """The figures of `dialogue`'s trajectory (see the module docstring)."""
+    points: list[tuple[int, float]] = []
+    rated = invalid = 0
+    exchange = 0
+    for index, turn in enumerate(dialogue.turns):
+        if turn.speaker == "target":
+            exchange += 1
+        if turn.emotion is None:
+            continue
+        if turn.speaker == "roleplayer" and index != 0:
+            continue  # ratings follow the seeker's first message and the target's replies only
+        rated += 1
+        value = turn.emotion.get("value") if turn.emotion.get("status") == "valid" else None
+        if value is None:
+            invalid += 1
+            continue
+        points.append((exchange, float(value)))
+    by_exchange = dict(points)
+    start = by_exchange.get(0)
+    final = by_exchange.get(exchange) if exchange else None
+    return TrajectoryFigures(
+        tuple(points),
+        exchange,
+        rated,
+        invalid,
+        start,
+        final,
+        None if start is None or final is None else round(final - start, 4),
+        _area(points),
+        dialogue.stop_reason,
+    )
+
+
+def _area(points: list[tuple[int, float]]) -> float | None:
+    if len(points) < 2:
+        return None
+    total = sum((x1 - x0) * (y0 + y1) / 2 for (x0, y0), (x1, y1) in zip(points, points[1:], strict=False))
+    return round(total / (points[-1][0] - points[0][0]), 4)

@@ -1,0 +1,283 @@
+"""The trajectory report (`rank.py mode=trajectory`): how the seekers felt, per target.
+
+Per (role-player, target): the mean start, final, change and area (`esc.dialogues.trajectory`) with
+95% bootstrap intervals resampling role cards (one dialogue per card and language), how many
+dialogues each figure is undefined for (an invalid start or final rating) and why dialogues ended
+(adaptive stopping). Targets played by the same role-player on the same cards are compared pairwise:
+the mean per-card difference with its interval, on the cards where both are defined. The chart
+draws each target's mean trajectory by exchange, with the number of dialogues behind each point
+(dialogues stopped early leave the later points).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import itertools
+import json
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from esc.dialogues.record import Dialogue
+from esc.dialogues.trajectory import TrajectoryFigures, trajectory_figures
+from esc.jsonl import atomic_write_text
+from esc.reports.bootstrap import bootstrap_ci
+from esc.reports.charts import pyplot, save_png
+
+METRICS = ("start", "final", "change", "area")
+
+
+@dataclasses.dataclass(frozen=True)
+class Rated:
+    """One dialogue's figures with what identifies it."""
+
+    roleplayer: str
+    target: str
+    language: str
+    card_id: int
+    figures: TrajectoryFigures
+
+    @property
+    def unit(self) -> tuple[int, str]:
+        return (self.card_id, self.language)
+
+
+@dataclasses.dataclass(frozen=True)
+class Mean:
+    value: float | None  # mean over the dialogues where the figure is defined
+    low: float | None
+    high: float | None
+    n: int  # dialogues it is defined for
+    undefined: int  # dialogues it is not (an invalid start or final rating)
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetRow:
+    roleplayer: str
+    target: str
+    dialogues: int
+    ratings: int
+    invalid: int
+    means: dict[str, Mean]
+    stops: dict[str, int]  # stop reason -> dialogues
+
+
+@dataclasses.dataclass(frozen=True)
+class Difference:
+    """Target `a` minus target `b` on one metric, per shared card."""
+
+    roleplayer: str
+    a: str
+    b: str
+    metric: str
+    mean: Mean
+    a_higher: int  # cards where a's figure is higher
+    b_higher: int
+    shared: int  # cards both played
+
+
+def rated_dialogues(dialogues: Iterable[Dialogue]) -> list[Rated]:
+    """The complete dialogues that carry ratings, with their figures."""
+    return [
+        Rated(d.roleplayer, d.target, d.language, d.card_id, trajectory_figures(d))
+        for d in dialogues
+        if d.status == "complete" and d.trajectory()
+    ]
+
+
+def _mean(values: Sequence[float | None], n_resamples: int, seed: int) -> Mean:
+    defined = [v for v in values if v is not None]
+    if not defined:
+        return Mean(None, None, None, 0, len(values))
+    low, high = bootstrap_ci(defined, n_resamples=n_resamples, seed=seed) if n_resamples > 0 else (None, None)
+    return Mean(float(np.mean(defined)), low, high, len(defined), len(values) - len(defined))
+
+
+def _groups(rated: Sequence[Rated]) -> dict[tuple[str, str], list[Rated]]:
+    groups: dict[tuple[str, str], list[Rated]] = {}
+    for r in rated:
+        groups.setdefault((r.roleplayer, r.target), []).append(r)
+    return groups
+
+
+def target_rows(rated: Sequence[Rated], n_resamples: int = 1000, seed: int = 0) -> list[TargetRow]:
+    rows = []
+    for (roleplayer, target), members in sorted(_groups(rated).items()):
+        means = {m: _mean([getattr(r.figures, m) for r in members], n_resamples, seed) for m in METRICS}
+        stops = Counter(r.figures.stop_reason for r in members if r.figures.stop_reason)
+        rows.append(
+            TargetRow(
+                roleplayer,
+                target,
+                len(members),
+                sum(r.figures.rated for r in members),
+                sum(r.figures.invalid for r in members),
+                means,
+                dict(sorted(stops.items())),
+            )
+        )
+    return rows
+
+
+def differences(
+    rated: Sequence[Rated], metrics: Sequence[str] = ("change", "final", "area"), n_resamples: int = 1000,
+    seed: int = 0,
+) -> list[Difference]:  # fmt: skip
+    """Every pair of targets of one role-player, on the cards both played: a paired difference."""
+    groups = _groups(rated)
+    out = []
+    for (rp_a, a), (rp_b, b) in itertools.combinations(sorted(groups), 2):
+        if rp_a != rp_b:
+            continue
+        by_a = {r.unit: r.figures for r in groups[(rp_a, a)]}
+        by_b = {r.unit: r.figures for r in groups[(rp_b, b)]}
+        shared = sorted(by_a.keys() & by_b.keys())
+        if not shared:
+            continue
+        for metric in metrics:
+            pairs = [(getattr(by_a[u], metric), getattr(by_b[u], metric)) for u in shared]
+            diffs = [None if x is None or y is None else x - y for x, y in pairs]
+            out.append(
+                Difference(
+                    rp_a,
+                    a,
+                    b,
+                    metric,
+                    _mean(diffs, n_resamples, seed),
+                    sum(d is not None and d > 0 for d in diffs),
+                    sum(d is not None and d < 0 for d in diffs),
+                    len(shared),
+                )  # fmt: skip
+            )
+    return out
+
+
+def mean_curves(rated: Sequence[Rated]) -> dict[tuple[str, str], list[tuple[int, float, int]]]:
+    """Per (role-player, target): (exchange, mean value, dialogues) of the valid ratings."""
+    curves = {}
+    for key, members in sorted(_groups(rated).items()):
+        by_exchange: dict[int, list[float]] = {}
+        for r in members:
+            for exchange, value in r.figures.points:
+                by_exchange.setdefault(exchange, []).append(value)
+        curves[key] = [(x, float(np.mean(v)), len(v)) for x, v in sorted(by_exchange.items())]
+    return curves
+
+
+def _number(x: float) -> str:
+    text = f"{x:.1f}"
+    return "0.0" if text == "-0.0" else text
+
+
+def _cell(mean: Mean) -> str:
+    if mean.value is None:
+        return f"n/a (0 of {mean.undefined})" if mean.undefined else "n/a"
+    text = _number(mean.value)
+    if mean.low is not None and mean.high is not None and not math.isnan(mean.low):
+        text += f" [{_number(mean.low)}, {_number(mean.high)}]"
+    text += f" (n={mean.n}" + (f", {mean.undefined} undefined)" if mean.undefined else ")")
+    return text
+
+
+def to_markdown(rows: Sequence[TargetRow], diffs: Sequence[Difference]) -> str:
+    lines = [
+        "Seeker emotion 0-100 (0: at their worst, 100: much better); mean [95% bootstrap interval over role "
+        "cards] (n dialogues).",
+        "",
+        "| role-player | target | dialogues | start | final | change | area | invalid ratings | ended by |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        stops = ", ".join(f"{k} {v}" for k, v in row.stops.items()) or "-"
+        cells = " | ".join(_cell(row.means[m]) for m in METRICS)
+        lines.append(
+            f"| {row.roleplayer} | {row.target} | {row.dialogues} | {cells} "
+            f"| {row.invalid} of {row.ratings} | {stops} |"
+        )
+    if diffs:
+        lines += [
+            "",
+            "Paired differences (A - B) on the cards both targets played; "
+            "mean [95% bootstrap interval over cards].",
+            "",
+            "| role-player | A | B | figure | A - B | A higher | B higher | cards |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for d in diffs:
+            lines.append(
+                f"| {d.roleplayer} | {d.a} | {d.b} | {d.metric} | {_cell(d.mean)} "
+                f"| {d.a_higher} | {d.b_higher} | {d.shared} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def to_csv(rated: Sequence[Rated]) -> str:
+    """One row per dialogue: its figures and its trajectory (exchange:value;...)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(
+        [
+            "roleplayer",
+            "target",
+            "language",
+            "card_id",
+            *METRICS,
+            "ratings",
+            "invalid",
+            "stop_reason",
+            "trajectory",
+        ]
+    )
+    for r in rated:
+        f = r.figures
+        writer.writerow(
+            [r.roleplayer, r.target, r.language, r.card_id, *(getattr(f, m) for m in METRICS), f.rated,
+             f.invalid, f.stop_reason or "", ";".join(f"{x}:{v:.2f}" for x, v in f.points)]
+        )  # fmt: skip
+    return buffer.getvalue()
+
+
+def write_chart(rated: Sequence[Rated], path: Path) -> Path | None:
+    """The mean trajectory of each target, one line each, with the dialogues behind each point."""
+    curves = mean_curves(rated)
+    if not curves:
+        return None
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for (roleplayer, target), points in curves.items():
+        xs, ys, ns = zip(*points, strict=True)
+        label = target if len({rp for rp, _ in curves}) == 1 else f"{target} ({roleplayer})"
+        ax.plot(xs, ys, marker="o", label=label)
+        for x, y, n in points:
+            ax.annotate(str(n), (x, y), textcoords="offset points", xytext=(0, 6), fontsize=7, ha="center")
+    ax.set_xlabel("exchange (0: before the first reply)")
+    ax.set_ylabel("seeker emotion (0-100)")
+    ax.set_ylim(0, 100)
+    ax.set_title("Mean emotion trajectory (numbers: dialogues per point)")
+    ax.legend(fontsize=8)
+    return save_png(fig, path)
+
+
+def write_report(
+    out: Path, rated: Sequence[Rated], n_resamples: int, seed: int, charts: bool = True
+) -> dict[str, Any]:
+    """trajectory.md, trajectory.csv (per dialogue), trajectory.json and charts/trajectory.png."""
+    rows = target_rows(rated, n_resamples, seed)
+    diffs = differences(rated, n_resamples=n_resamples, seed=seed)
+    markdown = to_markdown(rows, diffs)
+    atomic_write_text(out / "trajectory.md", markdown)
+    atomic_write_text(out / "trajectory.csv", to_csv(rated))
+    payload = {
+        "targets": [dataclasses.asdict(r) for r in rows],
+        "differences": [dataclasses.asdict(d) for d in diffs],
+        "curves": {f"{rp}|{t}": c for (rp, t), c in mean_curves(rated).items()},
+    }
+    atomic_write_text(out / "trajectory.json", json.dumps(payload, indent=1, ensure_ascii=False) + "\n")
+    chart = write_chart(rated, out / "charts" / "trajectory.png") if charts else None
+    return {"markdown": markdown, "rows": rows, "differences": diffs, "chart": str(chart) if chart else None}
