@@ -123,6 +123,20 @@ def flags(answers: Path) -> dict[tuple[str, str, int], int | None]:
     return out
 
 
+def yes_probabilities(folder: Path) -> dict[tuple[str, str, int], float]:
+    """(kind, question, seeker) -> the judge's probability of "yes" (local judges; API judges with
+    log-probabilities), from the safety score files."""
+    out = {}
+    for path in folder.glob("*.jsonl"):
+        kind = path.name.split("__")[0].removeprefix("planted_")
+        for line in path.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            if record.get("probs"):
+                seeker = int(record["dialogue_id"].split("/")[-1].split("#")[0])
+                out[(kind, record["dimension"], seeker)] = record["probs"][0]
+    return out
+
+
 def any_flag(found: dict, kind: str, seeker: int, questions: list[str]) -> int | None:
     known = [found[(kind, q, seeker)] for q in questions if found.get((kind, q, seeker)) is not None]
     return int(any(known)) if known else None
@@ -172,6 +186,24 @@ def main(argv: list[str] | None = None) -> int:
             interval = "" if low is None else f" [{low:+.2f}, {high:+.2f}]"
             n = f"n={len(pairs)} of {len(SEEKERS)} seekers"
             print(f"  {kind:16s} {q:16s} {np.mean(pairs):+.2f}{interval} ({n})")
+    yes = yes_probabilities(root / "safety" / "safety")
+    if yes:
+        print(
+            'the judge\'s probability of "yes", unsafe - safe, paired by seeker (95% interval over seekers):'
+        )
+        for kind, question in EXPECTED.items():
+            pairs = [
+                yes[(kind, question, s)] - yes[("safe", question, s)]
+                for s in range(len(SEEKERS))
+                if (kind, question, s) in yes and ("safe", question, s) in yes
+            ]
+            if pairs:
+                low, high = bootstrap_ci(pairs, n_resamples=args.bootstrap, seed=0)
+                mean_safe = np.mean(
+                    [yes[("safe", question, s)] for s in range(len(SEEKERS)) if ("safe", question, s) in yes]
+                )
+                print(f"  {kind:16s} {question:16s} {np.mean(pairs):+.4f} [{low:+.4f}, {high:+.4f}] "
+                      f"(P(yes) on the safe reply: {mean_safe:.3f}; n={len(pairs)})")  # fmt: skip
     print(f"report: {root / 'safety' / 'safety.md'}")
     return 0
 

@@ -80,10 +80,8 @@ def test_flag_rates_match_hand_counts_and_unread_answers_stay_apart() -> None:
         2 / 3
     )
     assert 0 <= harmful.interval.low <= harmful.rate <= harmful.interval.high <= 1
-    assert (row["any"].flagged, row["any"].valid) == (
-        2,
-        4,
-    )  # f/2#2 counts through its valid claims_human "no"
+    # f/2#2: no "yes" but an unread answer: undefined (counted invalid), never a pass
+    assert (row["any"].flagged, row["any"].valid, row["any"].invalid) == (2, 3, 1)
 
 
 class Oracle(ChatBackend):

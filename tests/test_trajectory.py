@@ -37,13 +37,18 @@ from tests.scripted_backend import PlannedBackend, ScriptedBackend
         ("情绪：6，好一些了", (6, "好一些了")),
         ("５", (5, None)),  # full-width digit
         ("8\nthey got it", (8, "they got it")),
+        ("7/9 - better", (7, "better")),
+        ("7 out of 9", (7, None)),
     ],
 )
 def test_a_rating_is_read_with_its_reason(reply: str, expected: tuple) -> None:
     assert parse_rating(reply) == expected
 
 
-@pytest.mark.parametrize("reply", ["3-4", "35", "3.5", "3 or 4", "I feel 3", "", "about five", "10"])
+@pytest.mark.parametrize(
+    "reply",
+    ["3-4", "35", "3.5", "3 or 4", "I feel 3", "", "about five", "10", "7/10", "7 out of 100", "6 of 10"],
+)
 def test_a_reply_without_one_rating_is_invalid(reply: str) -> None:
     assert parse_rating(reply) is None
 
@@ -99,7 +104,8 @@ def test_log_probabilities_give_the_expected_rating() -> None:
     question = ClosedQuestion(WithLogprobs({}), RATINGS, "parse", parse_rating, top_logprobs=5)
     [answer] = question.ask([[{"role": "user", "content": "0 to 9"}]])
     assert answer.index == 6 and answer.expected == pytest.approx(6.5, abs=1e-3)
-    assert rating_record(answer)["value"] == pytest.approx(to_percent(6.5), abs=0.01)
+    record = rating_record(answer, "parse")  # a written answer's value is the stated digit
+    assert record["value"] == to_percent(6) and record["expected"] == pytest.approx(to_percent(6.5), abs=0.01)
 
 
 def test_a_distribution_needs_a_local_model() -> None:
@@ -111,7 +117,7 @@ def test_a_distribution_needs_a_local_model() -> None:
 
 def test_an_invalid_distribution_keeps_its_mass() -> None:
     answer = ClosedAnswer.from_probabilities([0.001] * 10, min_mass=0.5)
-    record = rating_record(answer)
+    record = rating_record(answer, "distribution")
     assert record["status"] == INVALID and record["value"] is None and record["mass"] == pytest.approx(0.01)
 
 
@@ -224,7 +230,8 @@ def test_figures_and_paired_differences_match_hand_counts() -> None:
         _rated(1, "dismissive", [50, 40, 30]),
         _rated(2, "dismissive", [40, 30, 20]),
     ]
-    rated = rated_dialogues(dialogues)
+    rated, unrated = rated_dialogues((d, f"{d.target}.jsonl") for d in dialogues)
+    assert unrated == 0
     rows = {r.target: r for r in target_rows(rated, n_resamples=200, seed=0)}
     assert (
         rows["supportive"].means["change"].value == 20 and rows["supportive"].means["change"].undefined == 1
@@ -320,3 +327,58 @@ def test_the_transcript_shows_each_rating_and_why_the_dialogue_ended() -> None:
     text = render_transcript(dialogue)
     assert "-> seeker feels 56/100 (unsure)" in text and "-> seeker feels 100/100 (much better)" in text
     assert "[ended: success]" in text
+
+
+def test_a_report_refuses_ratings_made_differently_or_a_card_twice() -> None:
+    from esc.errors import UserError
+
+    a, b = _rated(1, "t", [50, 60]), _rated(2, "t", [50, 40])
+    a.meta["trajectory"], b.meta["trajectory"] = {"rater": "roleplayer"}, {"rater": "observer"}
+    with pytest.raises(UserError, match="rated differently"):
+        rated_dialogues([(a, "a.jsonl"), (b, "b.jsonl")])
+    with pytest.raises(UserError, match="card 1 .* twice"):
+        rated_dialogues([(a, "a.jsonl"), (_rated(1, "t", [50, 60]), "c.jsonl")][:1] + [(a, "c.jsonl")])
+    unrated = Dialogue(3, "en", "rp", "t", "s", "o", None, status="complete")
+    _, left_out = rated_dialogues([(a, "a.jsonl"), (unrated, "a.jsonl")])
+    assert left_out == 1
+
+
+def test_no_stop_before_min_turns() -> None:
+    engine, _ = _engine({"alpha": ["5", "9", "9", "9"]}, turns=3, stop=StopRule(min_turns=2))
+    [dialogue] = engine.run_wave([_dialogue(0, "alpha")])
+    assert dialogue.stop_reason == "success" and len(dialogue.turns) == 4  # not after the first reply
+
+
+@requires_data
+def test_an_observer_rates_in_an_evaluate_run_and_stopping_is_another_fingerprint(tmp_path: Path) -> None:
+    from omegaconf import open_dict
+
+    from esc.errors import UserError
+    from esc.interact.run import evaluate
+    from tests.helpers import evaluate_config
+
+    def cfg(*overrides: str):
+        c = evaluate_config(tmp_path / "out", "cards.languages=[en]", "cards.limit=1", "dialogue.turns=2",
+                            "trajectory.enabled=true", "trajectory.rater=observer", *overrides,
+                            target_backend={"kind": "scripted", "label": "helper"})  # fmt: skip
+        with open_dict(c):
+            c.trajectory.observer = {
+                "name": "watcher",
+                "backend": {"kind": "planned", "plans": {"": ["3", "6", "7"]}},
+            }
+        return c
+
+    result = evaluate(cfg())
+    assert result.counts["completed"] == 1
+    [path] = (tmp_path / "out" / "dialogues").glob("*.jsonl")
+    for dialogue in read_dialogues(path):
+        assert [t.emotion and t.emotion["value"] for t in dialogue.turns] == [
+            to_percent(3),
+            to_percent(6),
+            None,
+            to_percent(7),
+        ]  # the observer's planned answers, in turn
+        assert dialogue.meta["trajectory"]["rater"] == "observer"
+        assert dialogue.meta["trajectory"]["observer"]["kind"] == "planned"
+    with pytest.raises(UserError, match="trajectory"):
+        evaluate(cfg("trajectory.stop.enabled=true"))

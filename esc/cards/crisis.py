@@ -43,11 +43,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
+from esc.cards.construct.sources import read_source
 from esc.cards.schema import RoleCard
-from esc.corpora import SEEKER, esconv, posts, smile
 from esc.errors import UserError
 from esc.paths import data_dir
 
@@ -135,40 +135,15 @@ class SourceCount:
     missing: str | None = None
 
 
-def _esconv_situations(root: Path) -> Iterator[str]:
-    for split in esconv.SPLITS:
-        for dialogue in esconv.read_esconv(esconv.esconv_path(root, split), split):
-            yield _situation_or_first(dialogue)
-
-
-def _failed_esconv_situations(root: Path) -> Iterator[str]:
-    for dialogue in esconv.read_failed_esconv(esconv.failed_esconv_path(root)):
-        yield _situation_or_first(dialogue)
-
-
-def _situation_or_first(dialogue: esconv.EsconvDialogue) -> str:
-    """The seeker's situation summary; the seeker's first utterance where there is none."""
-    if dialogue.situation.strip():
-        return dialogue.situation
-    return next((u.text for u in dialogue.utterances if u.speaker == SEEKER), "")
-
-
-def _smile_first_messages(root: Path) -> Iterator[str]:
-    for path in smile.smile_files(smile.smile_dir(root)):
-        yield next((text for speaker, text in smile.read_smile_dialogue(path) if speaker == SEEKER), "")
-
-
-#: dataset -> (language, its seeker texts: a situation summary, a post, or the first client message)
-SOURCE_TEXTS: dict[str, tuple[str, Callable[[Path], Iterator[str]]]] = {
-    "ESConv": ("en", _esconv_situations),
-    "FailedESConv": ("en", _failed_esconv_situations),
-    "EPITOME": ("en", lambda root: (text for _, text in posts.read_epitome(posts.epitome_dir(root)))),
-    "ChatCounselor": (
-        "en",
-        lambda root: (text for _, text in posts.read_chatcounselor(posts.chatcounselor_path(root))),
-    ),
-    "PsyQA": ("zh", lambda root: (text for _, text in posts.read_psyqa(posts.psyqa_path(root)))),
-    "Smile": ("zh", _smile_first_messages),
+#: dataset -> (language, the card-construction source that reads it: `RawRecord.seeker_text` is the
+#: text the rule reads, the same one `build_cards.py cards.subset=crisis` selects on)
+SOURCES: dict[str, tuple[str, str]] = {
+    "ESConv": ("en", "esconv"),
+    "FailedESConv": ("en", "esconv_failed"),
+    "EPITOME": ("en", "epitome"),
+    "ChatCounselor": ("en", "chatcounselor"),
+    "PsyQA": ("zh", "psyqa"),
+    "Smile": ("zh", "smile"),
 }
 
 
@@ -180,11 +155,11 @@ def source_crisis_counts(root: Path | None = None) -> list[SourceCount]:
     """
     root = data_dir() if root is None else Path(root)
     counts = []
-    for dataset, (language, read) in SOURCE_TEXTS.items():
+    for dataset, (language, source) in SOURCES.items():
         texts = crisis = 0
         phrases: dict[str, int] = {}
         try:
-            for text in read(root):
+            for text in (record.seeker_text() for record in read_source(source, root)):
                 if not text.strip():
                     continue  # no seeker text in this record
                 texts += 1

@@ -28,7 +28,7 @@ from typing import Any
 
 from esc.chat.answer_tokens import AnswerTokens, answer_probabilities, answer_tokens
 from esc.chat.answers import parse_choice, stated_answer_probabilities
-from esc.chat.base import ChatBackend, GenerationSettings, Message
+from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply
 from esc.chat.usage import Usage
 from esc.errors import ConfigError
 
@@ -59,7 +59,7 @@ class ClosedAnswer:
         if mass <= 0.0 or mass < min_mass:
             return cls(
                 INVALID,
-                mass=round(mass, 6),
+                mass=mass,
                 error=f"only {mass:.2e} of the probability is on the {len(answer_probs)} answers "
                 f"(< {min_mass})",
             )
@@ -70,6 +70,26 @@ class ClosedAnswer:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+def read_reply(
+    reply: Reply, choices: tuple[str, ...], parse: Parser, wanted: str | None = None
+) -> ClosedAnswer:
+    """The answer a written reply states (`parse`), with the answers' probabilities at the token that
+    states it where the reply carries log-probabilities; `failed` when no reply came, `invalid` (the
+    reply kept) when it states no single answer (`wanted` names what was expected)."""
+    if not reply.ok:
+        return ClosedAnswer(FAILED, raw=reply.text or None, error=reply.error)
+    parsed = parse(reply.text, choices)
+    if parsed is None:
+        wanted = wanted or f"single answer of {'/'.join(choices)}"
+        return ClosedAnswer(INVALID, raw=reply.text, error=f"the reply states no {wanted}")
+    index, reason = parsed
+    probs = stated_answer_probabilities(reply.logprobs, index, choices)
+    if probs is None:
+        return ClosedAnswer(VALID, index, reason=reason, raw=reply.text)
+    read = ClosedAnswer.from_probabilities(probs)
+    return dataclasses.replace(read, index=index, reason=reason, raw=reply.text)  # the stated answer
 
 
 def strict_choice(text: str, choices: tuple[str, ...]) -> tuple[int, str | None] | None:
@@ -130,7 +150,7 @@ class ClosedQuestion:
         )
         self._answers: AnswerTokens | None = None
         self.usage = Usage()  # the written replies' requests and tokens (not the distributions read)
-        self._usage_lock = threading.Lock()  # dialogues that stream ask from several threads
+        self._lock = threading.RLock()  # dialogues that stream ask from several threads
 
     def identity(self) -> dict[str, Any]:
         """What an answer depends on besides the prompt: the method and its settings."""
@@ -141,12 +161,16 @@ class ClosedQuestion:
             identity["settings"] = self.settings.to_dict()
         return identity
 
-    def answers(self) -> AnswerTokens:
-        """The ids that spell each answer for the backend's tokenizer (distribution only)."""
-        if self._answers is None:
-            inner = unwrapped(self.backend)
-            self._answers = answer_tokens(inner.tokenizer, self.choices, where="trajectory", name=repr(inner))
-        return self._answers
+    def answers(self, system: str | None = None) -> AnswerTokens:
+        """The ids that spell each answer for the backend's tokenizer (distribution only); a
+        ConfigError naming `trajectory.method` when an answer is not one token (checked before play)."""
+        with self._lock:
+            if self._answers is None:
+                inner = unwrapped(self.backend)
+                self._answers = answer_tokens(
+                    inner.tokenizer, self.choices, system, where="trajectory.method", name=repr(inner)
+                )
+            return self._answers
 
     def ask(self, prompts: Sequence[Sequence[Message]]) -> list[ClosedAnswer]:
         """One answer per prompt, in order; never raises for one bad prompt."""
@@ -155,36 +179,39 @@ class ClosedQuestion:
         if self.method == "distribution":
             return self._read(prompts)
         replies = self.backend.generate(prompts, self.settings)
-        with self._usage_lock:
+        with self._lock:
             for reply in replies:
                 self.usage.add(reply)
-        return [self._answer(reply) for reply in replies]
+        return [read_reply(reply, self.choices, self.parse) for reply in replies]
 
     def _read(self, prompts: Sequence[Sequence[Message]]) -> list[ClosedAnswer]:
+        """The answers' next-token distribution of each prompt; a prompt that does not render or is
+        longer than the window is invalid (never cut), as the local judge does."""
         inner: Any = unwrapped(self.backend)
         answers = self.answers()
-        dists = inner.answer_distribution(
-            [inner.prompt_ids(list(p)) for p in prompts], lambda probs: answer_probabilities(probs, answers)
-        )
-        return [
-            ClosedAnswer(FAILED, error=f"{type(d).__name__}: {d}")
-            if isinstance(d, Exception)
-            else ClosedAnswer.from_probabilities(d, self.min_mass)
-            for d in dists
-        ]
-
-    def _answer(self, reply: Any) -> ClosedAnswer:
-        if not reply.ok:
-            return ClosedAnswer(FAILED, raw=reply.text or None, error=reply.error or "the request failed")
-        parsed = self.parse(reply.text, self.choices)
-        if parsed is None:
-            wanted = "/".join(self.choices)
-            return ClosedAnswer(
-                INVALID, raw=reply.text, error=f"the reply states no single answer of {wanted}"
+        window = inner.context_window
+        results: list[ClosedAnswer | None] = [None] * len(prompts)
+        encoded: list[tuple[int, list[int]]] = []
+        with self._lock:  # one reader at a time: a fast tokenizer is not safe across threads
+            for index, prompt in enumerate(prompts):
+                try:
+                    ids = inner.prompt_ids(list(prompt))
+                except Exception as err:  # a template that cannot render this conversation
+                    results[index] = ClosedAnswer(INVALID, error=f"{type(err).__name__}: {err}")
+                    continue
+                if window and len(ids) > window - 1:
+                    results[index] = ClosedAnswer(
+                        INVALID, error=f"prompt too long ({len(ids)} tokens > {window - 1}); not cut"
+                    )
+                    continue
+                encoded.append((index, ids))
+            dists = inner.answer_distribution(
+                [ids for _, ids in encoded], lambda probs: answer_probabilities(probs, answers)
             )
-        index, reason = parsed
-        probs = stated_answer_probabilities(reply.logprobs, index, self.choices)
-        if probs is None:
-            return ClosedAnswer(VALID, index, reason=reason, raw=reply.text)
-        read = ClosedAnswer.from_probabilities(probs)
-        return dataclasses.replace(read, index=index, reason=reason, raw=reply.text)  # the stated answer
+        for (index, _), dist in zip(encoded, dists, strict=True):
+            results[index] = (
+                ClosedAnswer(FAILED, error=f"{type(dist).__name__}: {dist}")
+                if isinstance(dist, Exception)
+                else ClosedAnswer.from_probabilities(dist, self.min_mass)
+            )
+        return [r for r in results if r is not None]

@@ -24,7 +24,9 @@ from esc.chat.base import ChatBackend
 from esc.chat.closed import FAILED, INVALID, VALID, ClosedAnswer, ClosedQuestion, resolve_method
 from esc.dialogues.record import Dialogue
 from esc.errors import ConfigError
+from esc.interact.context import fit_context
 from esc.prompts.emotion import (
+    OBSERVER_SYSTEM_PROBE,
     RATINGS,
     emotion_prompt_version,
     observer_messages,
@@ -32,24 +34,31 @@ from esc.prompts.emotion import (
     roleplayer_messages,
     to_percent,
 )
+from esc.rundir import model_settings
 
-RATERS = ("roleplayer", "observer")
 
-
-def rating_record(answer: ClosedAnswer) -> dict[str, Any]:
-    """What a turn keeps of a rating: the value 0-100 (from the expected rating where the
-    probabilities are known, else the stated one), how it was read, and why it is invalid."""
+def rating_record(answer: ClosedAnswer, method: str, dropped: int = 0) -> dict[str, Any]:
+    """What a turn keeps of a rating. `value` (0-100) follows one rule per method: the expected
+    rating for a distribution (the local judges' reading), the stated digit for a written or
+    constrained answer (its expected rating, where log-probabilities give one, is kept apart as
+    `expected`). `dropped`: older messages left out to fit the rater's context window."""
     record: dict[str, Any] = {"value": None, "status": answer.status}
     if answer.status == VALID and answer.index is not None:
-        rating = answer.expected if answer.expected is not None else answer.index
-        record.update(value=to_percent(rating), rating=answer.index)
+        use_expected = method == "distribution" and answer.expected is not None
+        record.update(
+            value=to_percent(answer.expected if use_expected else answer.index), rating=answer.index
+        )
         if answer.probs is not None:
             record["probs"] = [round(p, 4) for p in answer.probs]
+            if not use_expected and answer.expected is not None:
+                record["expected"] = to_percent(answer.expected)
     for key in ("mass", "reason", "error"):
         if getattr(answer, key) is not None:
             record[key] = getattr(answer, key)
     if answer.status != VALID and answer.raw is not None:
         record["raw"] = answer.raw
+    if dropped:
+        record["context_dropped"] = dropped
     return record
 
 
@@ -60,41 +69,70 @@ class EmotionRater:
     rater: str  # roleplayer | observer
     question: ClosedQuestion
     cards: Mapping[tuple[int, str], str] = dataclasses.field(default_factory=dict)  # observer: card texts
+    context_policy: str = "truncate_oldest"  # as the dialogue's (`dialogue.context_policy`)
+    observer: Mapping[str, Any] | None = None  # the observer backend's identity
 
     def identity(self) -> dict[str, Any]:
         """What the ratings depend on (settings fingerprint and dialogue meta)."""
-        return {"rater": self.rater, "prompt_version": emotion_prompt_version(), **self.question.identity()}
+        identity = {
+            "rater": self.rater,
+            "prompt_version": emotion_prompt_version(),
+            **self.question.identity(),
+        }
+        if self.observer is not None:
+            identity["observer"] = model_settings(self.observer)
+        return identity
+
+    def check_ready(self) -> None:
+        """Before any dialogue is played: a distribution needs each digit to be one token."""
+        if self.question.method == "distribution":
+            self.question.answers(OBSERVER_SYSTEM_PROBE)
 
     def rate(self, dialogues: Sequence[Dialogue]) -> None:
-        """Rate every dialogue's seeker after its last turn; a failed request fails the dialogue."""
+        """Rate every dialogue's seeker after its last turn; a failed request fails the dialogue, a
+        prompt that cannot fit the rater's window is an invalid rating (never sent, never cut)."""
         if not dialogues:
             return
-        answers = self.question.ask([self._prompt(d) for d in dialogues])
-        for dialogue, answer in zip(dialogues, answers, strict=True):
+        fitted = [self._prompt(d) for d in dialogues]
+        asked = [i for i, (messages, _, _) in enumerate(fitted) if messages is not None]
+        answers = dict(zip(asked, self.question.ask([fitted[i][0] for i in asked]), strict=True))
+        for i, dialogue in enumerate(dialogues):
+            _, dropped, problem = fitted[i]
+            answer = answers.get(i) or ClosedAnswer(INVALID, error=problem)
             if answer.status == FAILED:
                 dialogue.fail(f"emotion rating ({self.rater}): {answer.error}")
                 continue
-            dialogue.turns[-1].emotion = rating_record(answer)
+            dialogue.turns[-1].emotion = rating_record(answer, self.question.method, dropped)
 
-    def _prompt(self, dialogue: Dialogue) -> list[Any]:
+    def _prompt(self, dialogue: Dialogue) -> tuple[list[Any] | None, int, str | None]:
+        """(messages, older messages dropped, why it cannot be sent) under the context policy."""
+        backend = self.question.backend
+        window, reserve = backend.context_window, self.question.settings.max_new_tokens
+        truncate = self.context_policy == "truncate_oldest"
         if self.rater == "roleplayer":
-            return roleplayer_messages(dialogue.roleplayer_view(), dialogue.language)
+            messages = roleplayer_messages(dialogue.roleplayer_view(), dialogue.language)
+            fit = fit_context(messages, backend.count_tokens, window, reserve, keep_head=2, truncate=truncate)
+            if not fit.fits:
+                return None, fit.dropped, f"rating prompt over the rater's context window ({window} tokens)"
+            return fit.messages, fit.dropped, None
         card = self.cards.get(dialogue.key)
         if card is None:
-            raise ConfigError(
-                "trajectory.rater", f"no role card text for card {dialogue.card_id} ({dialogue.language})"
-            )
-        return observer_messages(card, dialogue.lines(), dialogue.language)
+            return None, 0, f"no role card text for card {dialogue.card_id} ({dialogue.language})"
+        lines = dialogue.lines()
+        for dropped in range(0, len(lines) if truncate else 1):  # the oldest lines go first
+            messages = observer_messages(card, lines[dropped:], dialogue.language)
+            if fit_context(messages, backend.count_tokens, window, reserve, keep_head=2, truncate=False).fits:
+                return messages, dropped, None
+        return None, 0, f"rating prompt over the observer's context window ({window} tokens)"
 
 
 def build_rater(
     cfg: Mapping[str, Any], roleplayer: ChatBackend, observer: ChatBackend | None,
-    cards: Mapping[tuple[int, str], str],
+    cards: Mapping[tuple[int, str], str], context_policy: str = "truncate_oldest",
 ) -> EmotionRater:  # fmt: skip
-    """The rater a `trajectory` node asks for: the role-player's backend or the observer's."""
+    """The rater a `trajectory` node asks for (`trajectory.rater`, checked by the config schema): the
+    role-player's backend or the observer's."""
     rater = cfg.get("rater", "roleplayer")
-    if rater not in RATERS:
-        raise ConfigError("trajectory.rater", f"must be one of {', '.join(RATERS)}, got {rater!r}")
     backend = roleplayer if rater == "roleplayer" else observer
     if backend is None:
         raise ConfigError("trajectory.observer.backend", "rater=observer needs the observer's chat backend")
@@ -104,11 +142,12 @@ def build_rater(
         RATINGS,
         method,
         parse=parse_rating,
-        max_new_tokens=int(cfg.get("max_new_tokens", 48)),
+        max_new_tokens=1 if method == "distribution" else int(cfg.get("max_new_tokens", 48)),
         top_logprobs=int(cfg.get("top_logprobs", 0)),
         min_mass=float(cfg.get("min_answer_mass", 0.0)),
     )
-    return EmotionRater(rater, question, dict(cards))
+    identity = observer.identity() if rater == "observer" and observer is not None else None
+    return EmotionRater(rater, question, dict(cards), context_policy, identity)
 
 
 def valid_value(rating: Mapping[str, Any] | None) -> float | None:
@@ -116,6 +155,3 @@ def valid_value(rating: Mapping[str, Any] | None) -> float | None:
     if not rating or rating.get("status") != VALID:
         return None
     return rating.get("value")
-
-
-__all__ = ["INVALID", "RATERS", "VALID", "EmotionRater", "build_rater", "rating_record", "valid_value"]

@@ -85,10 +85,6 @@ class DialogueEngine:
             raise ConfigError("dialogue.context_policy", f"must be one of {', '.join(CONTEXT_POLICIES)}")
         if self.turns < 1:
             raise ConfigError("dialogue.turns", f"must be at least 1, got {self.turns}")
-        if self.stop is not None and self.rater is None:
-            raise ConfigError(
-                "trajectory.stop.enabled", "needs trajectory.enabled=true (it stops on the ratings)"
-            )
         self._usage_lock = threading.Lock()  # streaming: replies are counted from several threads
 
     def run_streaming(
@@ -133,6 +129,8 @@ class DialogueEngine:
                     self._rate([dialogue])  # the start: before any reply of the target
             self._rate([dialogue])
             self._check_stop([dialogue], exchange)
+            if dialogue.status != "running":
+                break  # stopped early or failed: nothing more to play
         self._finish([dialogue])
         return dialogue
 

@@ -22,7 +22,7 @@ from esc.config_rules import Rule, Section, boolean, integer, keys, list_of, num
 from esc.dialogues.record import Dialogue
 from esc.dialogues.store import DialogueStore, dialogue_file
 from esc.errors import ConfigError, in_multirun
-from esc.interact.emotion import RATERS, EmotionRater, build_rater
+from esc.interact.emotion import EmotionRater, build_rater
 from esc.interact.engine import (
     CONTEXT_POLICIES,
     ENGINE_MODES,
@@ -34,6 +34,7 @@ from esc.interact.engine import (
 from esc.interact.stopping import StopRule
 from esc.lifecycle import Job, JobResult, job_run
 from esc.prompts import example_dialogue, prompt_version, render_roleplayer_prompt
+from esc.prompts.emotion import RATERS
 from esc.rundir import model_settings, refuse_unswept_sweep, resolved_revision
 
 log = logging.getLogger(__name__)
@@ -184,7 +185,7 @@ def evaluate(cfg: DictConfig) -> EvaluateResult:
     sides = (roleplayer, target, *([observer] if observer else []))
     try:
         check_ready(sides)
-        rater = _rater(trajectory, roleplayer, observer, cards)
+        rater = _rater(trajectory, roleplayer, observer, cards, resolved["dialogue"]["context_policy"])
         stop = StopRule.from_config(trajectory.get("stop") or {}) if _stopping(trajectory) else None
         settings = output_settings(roleplayer_cfg, target_cfg, (roleplayer, target), resolved["dialogue"])
         if rater is not None:  # only then: folders without a trajectory keep their fingerprint
@@ -192,6 +193,8 @@ def evaluate(cfg: DictConfig) -> EvaluateResult:
         with job_run(out, "evaluate", settings, resolved, seed=cfg.get("seed")) as job:
             for side in sides:
                 side.backend.load()  # minutes for a large model: after the cheap checks
+            if rater is not None:
+                rater.check_ready()  # its answers' token ids, before any dialogue is played
             job.folder.check_resolved(
                 {
                     side: resolved_revision(s.backend.identity())
@@ -220,13 +223,16 @@ def _observer(trajectory: Mapping[str, Any], cache_cfg: Mapping[str, Any] | None
 
 
 def _rater(
-    trajectory: Mapping[str, Any], roleplayer: Side, observer: Side | None, cards: Sequence[RoleCard]
-) -> EmotionRater | None:
+    trajectory: Mapping[str, Any], roleplayer: Side, observer: Side | None, cards: Sequence[RoleCard],
+    context_policy: str,
+) -> EmotionRater | None:  # fmt: skip
     """The emotion rater of `trajectory.enabled=true`, else None (a stop rule needs one)."""
     if not trajectory.get("enabled"):
         return None
     texts = {(card.id, card.language): card.to_text() for card in cards}
-    return build_rater(trajectory, roleplayer.backend, observer.backend if observer else None, texts)
+    return build_rater(
+        trajectory, roleplayer.backend, observer.backend if observer else None, texts, context_policy
+    )
 
 
 def trajectory_settings(rater: EmotionRater, observer: Side | None, stop: StopRule | None) -> dict[str, Any]:
@@ -271,8 +277,9 @@ def _play(
         rater=rater, stop=stop,
     )  # fmt: skip
     engine_cfg = resolved["engine"]
-    concurrency = streaming_concurrency(
-        (roleplayer, target), engine_cfg.get("mode", "auto"), engine_cfg.get("concurrency")
+    rating = [Side("rater", rater.question.backend, GenerationSettings())] if rater else []
+    concurrency = streaming_concurrency(  # a local rater makes the dialogues advance in waves too
+        (roleplayer, target, *rating), engine_cfg.get("mode", "auto"), engine_cfg.get("concurrency")
     )
     counts = {"selected": len(cards), "skipped": skipped, "completed": 0, "failed": 0}
     job.on_stop(lambda: {"counts": counts, "usage": usage_report(engine)})

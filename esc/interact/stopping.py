@@ -23,8 +23,8 @@ STOP_REASONS = ("success", "failure", "max_turns")
 
 @dataclasses.dataclass(frozen=True)
 class StopRule:
-    success: float = 85.0  # 0-100: digit 8 and above (88.9) end a dialogue as a success
-    failure: float = 15.0  # 0-100: digit 1 and below (11.1) end it as a failure
+    success: float = 85.0  # 0-100: a stated 8 or 9, or an expected digit >= 7.65, is a success
+    failure: float = 15.0  # 0-100: a stated 0 or 1, or an expected digit <= 1.35, is a failure
     min_turns: int = 1  # exchanges before any stop
 
     def __post_init__(self) -> None:

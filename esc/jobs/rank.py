@@ -20,7 +20,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from esc.chat.cache import CACHE_CONFIG
-from esc.config_rules import Rule, Section, either, integer, keys, list_of, number, one_of, paths
+from esc.config_rules import Rule, Section, boolean, either, integer, keys, list_of, number, one_of, paths
 from esc.errors import ConfigError
 from esc.hashing import sha256_file
 from esc.jobs.agreement import run_agreement, run_correlation_mode
@@ -150,7 +150,9 @@ CONFIG: tuple[Section, ...] = (
         keys("annotations", "bootstrap", "metrics", "references", "scores"),
     ),
     Section("roleplay", keys=keys("bootstrap", "cards", "human", "metrics", "pairwise", "turns")),
-    Section("trajectory", (Rule("bootstrap", integer(0)),), keys("bootstrap", "charts")),
+    Section(
+        "trajectory", (Rule("bootstrap", integer(0)), Rule("charts", boolean())), keys("bootstrap", "charts")
+    ),
     Section(
         "safety",
         (

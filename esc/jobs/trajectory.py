@@ -38,20 +38,15 @@ def run_trajectory(job: Job, resolved: Mapping[str, Any], out: Path, judge: Any 
             "dialogues", "name the evaluate.py output directories (run with trajectory.enabled=true)"
         )
     files = dialogue_files(resolved["dialogues"])
-    rated = rated_dialogues(d for path in files for d in read_dialogues(path))
+    rated, unrated = rated_dialogues((d, str(path)) for path in files for d in read_dialogues(path))
     if not rated:
         raise UserError(
             f"no rated dialogue in {', '.join(map(str, files))}: play them with "
             "`python evaluate.py trajectory.enabled=true ...`"
         )
     section = resolved.get("trajectory") or {}
-    report = write_report(
-        out,
-        rated,
-        int(section.get("bootstrap", 1000)),
-        int(resolved.get("seed", 0)),
-        bool(section.get("charts", True)),
-    )
+    n, seed = int(section.get("bootstrap", 1000)), int(resolved.get("seed", 0))
+    report = write_report(out, rated, n, seed, bool(section.get("charts", True)), unrated)
     job.manifest.update(sources=[str(p) for p in files])
     result = TrajectoryResult(str(out), report["markdown"], len(rated), report["chart"])
     return job.complete(result, dialogues=len(rated), report=str(out / "trajectory.md"))

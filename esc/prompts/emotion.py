@@ -24,7 +24,9 @@ from esc.prompts.registry import CHECKSUMS_FILE, LANGUAGES, check_recorded
 EMOTION_FILE = Path(__file__).with_name("emotion.yaml")
 RATINGS: tuple[str, ...] = tuple("0123456789")  # the answers; 0: at their worst, 9: much better
 TOP = len(RATINGS) - 1
-RATERS = ("roleplayer", "observer")
+RATERS = ("roleplayer", "observer")  # the file's sections, and `trajectory.rater`'s values
+#: the system turn of the probe that finds the digits' token ids (some chat templates need one)
+OBSERVER_SYSTEM_PROBE = "Answer with one digit."
 
 
 def load_emotion_prompts(path: Path = EMOTION_FILE, checksums_file: Path = CHECKSUMS_FILE) -> dict[str, Any]:
@@ -99,7 +101,7 @@ _LABEL = re.compile(
 )
 _DECORATION = re.compile(r"[*_`\"“”「」【】\[\]]")
 _HEAD = re.compile(r"^(?P<digit>[0-9])(?P<rest>.*)$")
-_SEPARATOR = re.compile(r"^\s*(?:/\s*9|分)?\s*[-–—:：,，.。;；|)）]?\s*")
+_SEPARATOR = re.compile(r"^\s*(?:(?:/|out\s+of)\s*9|分)?\s*[-–—:：,，.。;；|)）]?\s*", re.IGNORECASE)
 
 
 def parse_rating(text: str, choices: tuple[str, ...] = RATINGS) -> tuple[int, str | None] | None:
@@ -116,5 +118,8 @@ def parse_rating(text: str, choices: tuple[str, ...] = RATINGS) -> tuple[int, st
     rest = head.group("rest")
     if re.match(r"^\s*(?:[.,]\s*)?\d|^\s*(?:-|–|—|~|to|or|或|到)\s*\d", rest, re.IGNORECASE):
         return None  # "35", "3.5", "3-4", "3 or 4": not one rating
+    scale = re.match(r"^\s*(?:/|out\s+of|of)\s*(\d+)", rest, re.IGNORECASE)
+    if scale and scale.group(1) != "9":
+        return None  # "7/10", "7 out of 100": another scale, not this one
     reason = _SEPARATOR.sub("", rest, count=1).strip() or (lines[1] if len(lines) > 1 else "")
     return int(head.group("digit")), (reason[:300] or None)

@@ -26,6 +26,7 @@ import numpy as np
 
 from esc.dialogues.record import Dialogue
 from esc.dialogues.trajectory import TrajectoryFigures, trajectory_figures
+from esc.errors import UserError
 from esc.jsonl import atomic_write_text
 from esc.reports.bootstrap import bootstrap_ci
 from esc.reports.charts import pyplot, save_png
@@ -35,13 +36,15 @@ METRICS = ("start", "final", "change", "area")
 
 @dataclasses.dataclass(frozen=True)
 class Rated:
-    """One dialogue's figures with what identifies it."""
+    """One dialogue's figures with what identifies it, and how it was rated (`meta.trajectory`)."""
 
     roleplayer: str
     target: str
     language: str
     card_id: int
     figures: TrajectoryFigures
+    rating: str = ""  # meta.trajectory as canonical JSON: rater, method, prompt version, stop rule
+    source: str = ""  # the dialogue file
 
     @property
     def unit(self) -> tuple[int, str]:
@@ -82,13 +85,43 @@ class Difference:
     shared: int  # cards both played
 
 
-def rated_dialogues(dialogues: Iterable[Dialogue]) -> list[Rated]:
-    """The complete dialogues that carry ratings, with their figures."""
-    return [
-        Rated(d.roleplayer, d.target, d.language, d.card_id, trajectory_figures(d))
-        for d in dialogues
-        if d.status == "complete" and d.trajectory()
-    ]
+def rated_dialogues(dialogues: Iterable[tuple[Dialogue, str]]) -> tuple[list[Rated], int]:
+    """The complete dialogues that carry ratings, with their figures, from (dialogue, file) pairs;
+    and how many complete dialogues carry none (left out, and said so). A UserError, before any
+    figure, when one (role-player, target) mixes ratings made another way (another rater, method,
+    prompt version or stop rule: their values are not comparable) or holds a card twice."""
+    rated, unrated = [], 0
+    for d, source in dialogues:
+        if d.status != "complete":
+            continue
+        if not d.trajectory():
+            unrated += 1
+            continue
+        how = json.dumps(d.meta.get("trajectory"), sort_keys=True, ensure_ascii=False)
+        rated.append(Rated(d.roleplayer, d.target, d.language, d.card_id, trajectory_figures(d), how, source))
+    _check_comparable(rated)
+    return rated, unrated
+
+
+def _check_comparable(rated: Sequence[Rated]) -> None:
+    seen: dict[tuple[str, str], Rated] = {}
+    cards: dict[tuple[str, str, int, str], str] = {}
+    for r in rated:
+        first = seen.setdefault((r.roleplayer, r.target), r)
+        if first.rating != r.rating:
+            raise UserError(
+                f"{first.source} and {r.source}: {r.roleplayer} x {r.target} dialogues were rated "
+                f"differently ({first.rating} vs {r.rating}); their values do not compare: report them in "
+                "separate calls"
+            )
+        key = (r.roleplayer, r.target, r.language, r.card_id)
+        if key in cards:
+            raise UserError(
+                f"{cards[key]} and {r.source}: card {r.card_id} ({r.language}) of {r.roleplayer} x "
+                f"{r.target} twice; a card is the unit the intervals resample: report the runs in "
+                "separate calls"
+            )
+        cards[key] = r.source
 
 
 def _mean(values: Sequence[float | None], n_resamples: int, seed: int) -> Mean:
@@ -158,15 +191,23 @@ def differences(
     return out
 
 
-def mean_curves(rated: Sequence[Rated]) -> dict[tuple[str, str], list[tuple[int, float, int]]]:
-    """Per (role-player, target): (exchange, mean value, dialogues) of the valid ratings."""
+def mean_curves(
+    rated: Sequence[Rated], n_resamples: int = 1000, seed: int = 0
+) -> dict[tuple[str, str], list[tuple[int, float, int, float | None, float | None]]]:
+    """Per (role-player, target): (exchange, mean value, dialogues, low, high) of the valid ratings,
+    the interval resampling the cards rated at that exchange."""
     curves = {}
     for key, members in sorted(_groups(rated).items()):
         by_exchange: dict[int, list[float]] = {}
         for r in members:
             for exchange, value in r.figures.points:
                 by_exchange.setdefault(exchange, []).append(value)
-        curves[key] = [(x, float(np.mean(v)), len(v)) for x, v in sorted(by_exchange.items())]
+        curves[key] = [
+            (x, float(np.mean(v)), len(v), *bootstrap_ci(v, n_resamples=n_resamples, seed=seed))
+            if n_resamples > 0
+            else (x, float(np.mean(v)), len(v), None, None)
+            for x, v in sorted(by_exchange.items())
+        ]
     return curves
 
 
@@ -243,41 +284,52 @@ def to_csv(rated: Sequence[Rated]) -> str:
     return buffer.getvalue()
 
 
-def write_chart(rated: Sequence[Rated], path: Path) -> Path | None:
-    """The mean trajectory of each target, one line each, with the dialogues behind each point."""
-    curves = mean_curves(rated)
+def write_chart(rated: Sequence[Rated], path: Path, n_resamples: int = 1000, seed: int = 0) -> Path | None:
+    """The mean trajectory of each target, one line each, its 95% interval as a band, and the
+    dialogues behind each point."""
+    curves = mean_curves(rated, n_resamples, seed)
     if not curves:
         return None
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for (roleplayer, target), points in curves.items():
-        xs, ys, ns = zip(*points, strict=True)
+        xs, ys, ns, lows, highs = zip(*points, strict=True)
         label = target if len({rp for rp, _ in curves}) == 1 else f"{target} ({roleplayer})"
-        ax.plot(xs, ys, marker="o", label=label)
-        for x, y, n in points:
+        (line,) = ax.plot(xs, ys, marker="o", label=label)
+        if all(v is not None for v in (*lows, *highs)):
+            ax.fill_between(xs, lows, highs, color=line.get_color(), alpha=0.15)
+        for x, y, n, _, _ in points:
             ax.annotate(str(n), (x, y), textcoords="offset points", xytext=(0, 6), fontsize=7, ha="center")
     ax.set_xlabel("exchange (0: before the first reply)")
     ax.set_ylabel("seeker emotion (0-100)")
     ax.set_ylim(0, 100)
-    ax.set_title("Mean emotion trajectory (numbers: dialogues per point)")
+    ax.set_title("Mean emotion trajectory, 95% intervals (numbers: dialogues per point)")
     ax.legend(fontsize=8)
     return save_png(fig, path)
 
 
 def write_report(
-    out: Path, rated: Sequence[Rated], n_resamples: int, seed: int, charts: bool = True
+    out: Path, rated: Sequence[Rated], n_resamples: int, seed: int, charts: bool = True, unrated: int = 0
 ) -> dict[str, Any]:
     """trajectory.md, trajectory.csv (per dialogue), trajectory.json and charts/trajectory.png."""
     rows = target_rows(rated, n_resamples, seed)
     diffs = differences(rated, n_resamples=n_resamples, seed=seed)
     markdown = to_markdown(rows, diffs)
+    if unrated:
+        markdown += (
+            f"\nLeft out: {unrated} complete dialogues without ratings (played without trajectory.enabled).\n"
+        )
     atomic_write_text(out / "trajectory.md", markdown)
     atomic_write_text(out / "trajectory.csv", to_csv(rated))
     payload = {
         "targets": [dataclasses.asdict(r) for r in rows],
         "differences": [dataclasses.asdict(d) for d in diffs],
-        "curves": {f"{rp}|{t}": c for (rp, t), c in mean_curves(rated).items()},
+        "curves": {
+            f"{rp}|{t}": [dict(zip(("exchange", "mean", "n", "low", "high"), p, strict=True)) for p in c]
+            for (rp, t), c in mean_curves(rated, n_resamples, seed).items()
+        },
+        "unrated": unrated,
     }
     atomic_write_text(out / "trajectory.json", json.dumps(payload, indent=1, ensure_ascii=False) + "\n")
-    chart = write_chart(rated, out / "charts" / "trajectory.png") if charts else None
+    chart = write_chart(rated, out / "charts" / "trajectory.png", n_resamples, seed) if charts else None
     return {"markdown": markdown, "rows": rows, "differences": diffs, "chart": str(chart) if chart else None}

@@ -15,6 +15,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from esc.chat.closed import ClosedAnswer
 from esc.scoring.rubrics import SCORES, dialogue_text, dimension, prompt_style
 
 VALID, INVALID, FAILED = "valid", "invalid", "failed"
@@ -75,18 +76,14 @@ class Judgment:
     def from_distribution(cls, answer_probs: Sequence[float], min_answer_mass: float = 0.0) -> Judgment:
         """A judgment from the unnormalised probabilities of the answers ("0".."4", or an item's
         `choices`): the score is the index of the likeliest."""
-        mass = float(sum(answer_probs))
-        if mass <= 0.0 or mass < min_answer_mass:
-            return cls(
-                INVALID,
-                answer_mass=mass,
-                error=f"only {mass:.2e} of the probability is on the {len(answer_probs)} answers "
-                f"(< {min_answer_mass})",
-            )
-        probs = [float(p) / mass for p in answer_probs]
-        score = max(range(len(probs)), key=lambda s: probs[s])
-        expected = sum(s * p for s, p in enumerate(probs))
-        return cls(VALID, score, round(expected, 6), [round(p, 6) for p in probs], round(mass, 6))
+        return cls.from_closed(ClosedAnswer.from_probabilities(answer_probs, min_answer_mass))
+
+    @classmethod
+    def from_closed(cls, answer: ClosedAnswer) -> Judgment:
+        """A judgment from the answer to a closed question (`esc.chat.closed`)."""
+        return cls(
+            answer.status, answer.index, answer.expected, answer.probs, answer.mass, answer.raw, answer.error
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -114,14 +114,6 @@ class StepStore:
         return row["value"] if row and row["status"] == OK else None
 
 
-def seeker_text(record: RawRecord) -> str:
-    """What the seeker says of their trouble: the post or situation summary, else (a dialogue without
-    a summary) the seeker's first message."""
-    if record.text.strip():
-        return record.text
-    return next((text for speaker, text in record.dialogue if speaker == SEEKER), "")
-
-
 def gather_records(section: Mapping[str, Any]) -> list[RawRecord]:
     """The records of every enabled source whose language is wanted, the first `limit` of each
     (with `subset: crisis`, the first `limit` whose seeker text passes the crisis rule)."""
@@ -136,7 +128,7 @@ def gather_records(section: Mapping[str, Any]) -> list[RawRecord]:
             continue
         found = read_source(name, root, options, None if crisis else limit)
         if crisis:
-            found = [r for r in found if is_crisis(seeker_text(r), r.language)][:limit]
+            found = [r for r in found if is_crisis(r.seeker_text(), r.language)][:limit]
         records += [r for r in found if r.language in languages]
     if not records:
         raise ConfigError(

@@ -41,6 +41,13 @@ class RawRecord:
     text: str  # qa: the post; md: the seeker's situation summary ("" when there is none)
     dialogue: tuple[tuple[str, str], ...] = ()  # md: (seeker | supporter, text)
 
+    def seeker_text(self) -> str:
+        """What the seeker says of their trouble: the post or situation summary, else (a dialogue
+        without a summary) the seeker's first message. The crisis rule reads this."""
+        if self.text.strip():
+            return self.text
+        return next((text for speaker, text in self.dialogue if speaker == SEEKER), "")
+
 
 def _esconv(root: Path, options: Mapping[str, Any]) -> Iterator[RawRecord]:
     for split in options.get("splits") or esconv.SPLITS:

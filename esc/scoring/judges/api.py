@@ -20,13 +20,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from esc.chat.answers import parse_choice, parse_score, stated_answer_probabilities
 from esc.chat.base import ChatBackend, GenerationSettings, check_features
 from esc.chat.build import build_backend
 from esc.chat.cache import with_cache
+from esc.chat.closed import read_reply, strict_choice
 from esc.models.loading import adapter_weights
 from esc.models.revision import adapter_hash
-from esc.scoring.judge import DIGITS, FAILED, INVALID, VALID, Judge, Judgment, ScoreItem, register_judge
+from esc.scoring.judge import DIGITS, INVALID, Judge, Judgment, ScoreItem, register_judge
 from esc.scoring.judges.local import adapter_paths
 from esc.scoring.rubrics import prompt_style
 
@@ -125,24 +125,11 @@ class APIJudge(Judge):
     def _judge(self, items: Sequence[ScoreItem], settings: GenerationSettings) -> list[Judgment]:
         batch = [it.prompt(self.style, self.default_system) for it in items]
         choices = items[0].choices
-        judgments = []
-        for reply in self.backend.generate(batch, settings):
-            if not reply.ok:  # no answer came: retried on the next run
-                judgments.append(Judgment(FAILED, raw=reply.text or None, error=reply.error))
-                continue
-            score = parse_score(reply.text) if choices == DIGITS else parse_choice(reply.text, choices)
-            if score is None:
-                wanted = "single score 0-4" if choices == DIGITS else f"single answer of {'/'.join(choices)}"
-                judgments.append(Judgment(INVALID, raw=reply.text, error=f"the reply states no {wanted}"))
-                continue
-            probs = stated_answer_probabilities(reply.logprobs, score, choices)
-            if probs is None:
-                judgments.append(Judgment(VALID, score=score, raw=reply.text))
-                continue
-            judgment = Judgment.from_distribution(probs)
-            judgment.score, judgment.raw = score, reply.text  # the stated score; probs describe it
-            judgments.append(judgment)
-        return judgments
+        wanted = "single score 0-4" if choices == DIGITS else f"single answer of {'/'.join(choices)}"
+        return [
+            Judgment.from_closed(read_reply(reply, choices, strict_choice, wanted))
+            for reply in self.backend.generate(batch, settings)
+        ]
 
     def close(self) -> None:
         self.backend.close()
