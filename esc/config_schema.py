@@ -90,7 +90,7 @@ def _needed(cfg: DictConfig, job: str, key: str) -> bool:
     top = key.split(".", 1)[0]
     mode = cfg.get("mode", "score")
     if top == "dialogues":
-        return mode in ("score", "roleplay", "trajectory", "safety")
+        return mode in ("score", "roleplay", "trajectory", "safety", "pairwise")
     if top == "judge":  # the modes that judge: agreement only without existing scores
         return bool(importlib.import_module("esc.jobs.rank").judges_in(mode, cfg))
     return True

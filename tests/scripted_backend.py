@@ -19,6 +19,7 @@ class ScriptedBackend(ChatBackend):
     """
 
     instances: list[ScriptedBackend] = []
+    counts_tokens_offline = True  # words: the cost estimate may count with it
 
     def __init__(
         self,

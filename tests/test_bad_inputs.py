@@ -230,6 +230,20 @@ CASES: tuple[Case, ...] = (
     Case(
         "evaluate-unknown-card-subset", (*EV, "cards.subset=suicide"), ("config `cards.subset`", '"suicide"')
     ),
+    Case("evaluate-negative-max-cost", (*EV, "max_cost=-1"), ("config `max_cost`", "got -1")),
+    Case(
+        "evaluate-over-max-cost",
+        (
+            *EV[:2],
+            "cards.paths=[{fx}/cards_two.json]",
+            *EV[3:],
+            "target.backend.price={{prompt:1,completion:1}}",  # USD per 1K tokens: a dollar a card
+            "max_cost=0.01",
+        ),
+        ("config `max_cost`", "over the budget of $0.0100", "raise max_cost"),
+        setup="run",  # card 32999 done: the estimate counts 33000 alone
+        keep=(RUN_FILE,),
+    ),
     Case(
         "evaluate-missing-adapter-dir",
         (*EV, "roleplayer.backend.adapter={tmp}/no_adapter"),
@@ -333,6 +347,17 @@ CASES: tuple[Case, ...] = (
         ("config `safety.questions`", "unsafe"),
     ),
     Case(
+        "rank-jury-outside-score",
+        (*RK, "mode=safety", "jury=tiny_pair", "dialogues={fx}/tiny__tiny__en.jsonl"),
+        ("config `jury`", "mode=score"),
+    ),
+    Case(
+        "rank-pairwise-one-target",
+        (*RK, "mode=pairwise", "dialogues={fx}/tiny__tiny__en.jsonl"),
+        ("no card played by two targets",),
+        needs_data=True,
+    ),
+    Case(
         "rank-trajectory-without-ratings",
         (*RK, "mode=trajectory", "dialogues={fx}/tiny__tiny__en.jsonl"),
         ("no rated dialogue", "trajectory.enabled=true"),
@@ -353,6 +378,7 @@ CASES: tuple[Case, ...] = (
     ),
     Case("rank-experiment-without-folder", (*RK, "+exp=roleplay_eval"), ("+exp=rank/roleplay_eval",)),
     Case("rank-typo-split", (*RK, "mode=agreement", "agreement.split=tst"), ("config `agreement.split`",)),
+    Case("rank-negative-max-cost", (*RK, "dialogues={tmp}", "max_cost=-1"), ("config `max_cost`", "got -1")),
     Case(
         "rank-corrupt-dialogue-line",
         (*RK[:1], "hydra.run.dir={tmp}/rank", "judge=tiny", "dialogues={out}"),

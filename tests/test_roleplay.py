@@ -18,7 +18,7 @@ from esc.scoring.judges import build_judge
 from esc.scoring.store import ScoreRecord
 from esc.sft.esconv import read_esconv_splits
 from tests.helpers import evaluate_config, requires_data, run_entry
-from tests.test_scoring_judges import CannedBackend  # noqa: F401  (registers backend kind "canned")
+from tests.test_scoring_judges import QueuedBackend  # noqa: F401  (registers backend kind "queued_replies")
 
 pytestmark = requires_data
 SEEKER = (("user", "I failed my exam."), ("assistant", "I'm sorry."), ("user", "My parents will be angry."))
@@ -26,7 +26,7 @@ HUMAN = (("user", "i failed again"), ("assistant", "That sounds hard."), ("user"
 
 
 def canned(replies: list[str]):
-    backend = {"kind": "canned", "replies": [{"text": r} for r in replies]}
+    backend = {"kind": "queued_replies", "replies": [{"text": r} for r in replies]}
     return build_judge({"kind": "api", "name": "canned", "prompt": "paper", "backend": backend})
 
 

@@ -136,8 +136,12 @@ def test_planted_replies_are_flagged_through_an_api_judge_and_a_rerun_judges_not
     with FakeOpenAIServer(Oracle(), model_name="tiny") as server:
         result = rank(_rank_cfg(tmp_path / "out", tmp_path / "run", server.url))
         asked = len(server.received)
+        spent = json.loads((tmp_path / "out" / "manifest.json").read_text())["usage"]["gpt4"]
+        assert spent["requests"] == asked == 6 * len(question_keys())  # the judge's actual requests
         again = rank(_rank_cfg(tmp_path / "out", tmp_path / "run", server.url))
         assert len(server.received) == asked  # everything was done: no request the second time
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["usage"]["gpt4"]["requests"] == 0  # the rerun's: it sent nothing
     n_questions = len(question_keys())
     assert result.replies == 6 and result.counts["valid"] == 5 * n_questions
     assert result.counts["invalid"] == n_questions and again.counts.get("skipped") == 6 * n_questions

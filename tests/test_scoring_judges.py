@@ -21,8 +21,8 @@ from tests.helpers import compose, requires_data
 LINES = (("assistant", "Hello."), ("user", "I can't sleep before exams."), ("assistant", "That sounds hard."))
 
 
-@register_backend("canned")
-class CannedBackend(ChatBackend):
+@register_backend("queued_replies")
+class QueuedBackend(ChatBackend):
     """Replies with the given texts in turn (and log-probabilities when given), for API-judge tests."""
 
     def __init__(self, replies: list[dict[str, Any]]) -> None:
@@ -40,7 +40,7 @@ class CannedBackend(ChatBackend):
         return out
 
     def identity(self) -> dict[str, Any]:
-        return {"kind": "canned"}
+        return {"kind": "queued_replies"}
 
 
 def logprobs(token: str, top: dict[str, float]) -> list[dict[str, Any]]:
@@ -49,7 +49,7 @@ def logprobs(token: str, top: dict[str, float]) -> list[dict[str, Any]]:
 
 def api_judge(replies: list[dict[str, Any]], prompt: str = "paper"):
     return build_judge({"kind": "api", "name": "canned", "prompt": prompt,
-                        "backend": {"kind": "canned", "replies": replies}})  # fmt: skip
+                        "backend": {"kind": "queued_replies", "replies": replies}})  # fmt: skip
 
 
 def test_api_judge_parses_strictly_and_keeps_log_probabilities() -> None:

@@ -106,6 +106,9 @@ class ChatBackend(abc.ABC):
     context_window: int | None = None
     #: USD per 1,000 tokens, e.g. {"prompt": 0.03, "completion": 0.06}; None when not configured
     price: dict[str, float] | None = None
+    #: `count_tokens` loads no model and sends no request, so the cost estimate (`esc.chat.cost`)
+    #: may call it before a run starts; otherwise the estimate counts prompts by a rule
+    counts_tokens_offline: bool = False
     #: optional `GenerationSettings` features it honours ("choices", "adapter"); others are refused
     features: frozenset[str] = frozenset()
     #: requests it serves well at once, one conversation each (an API or a server does its own

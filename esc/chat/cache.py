@@ -319,6 +319,10 @@ class CachedBackend(ChatBackend):
         return self.inner.price
 
     @property
+    def counts_tokens_offline(self) -> bool:  # type: ignore[override]
+        return self.inner.counts_tokens_offline
+
+    @property
     def max_concurrency(self) -> int | None:  # type: ignore[override]
         return self.inner.max_concurrency
 

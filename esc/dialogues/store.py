@@ -87,6 +87,26 @@ def check_against_settings(path: Path, dialogues: Iterable[Dialogue], settings: 
             )
 
 
+def completed_keys(path: Path) -> set[tuple[int, str]]:
+    """The (card id, language) of the dialogues complete in `path` (none when it does not exist),
+    read without changing the file: a last line cut short by a killed writer is left out, as
+    `DialogueStore` drops it. What a rerun into the folder would skip (the cost estimate)."""
+    path = Path(path)
+    if not path.is_file():
+        return set()
+    data = path.read_bytes()
+    keys = set()
+    for lineno, raw in enumerate(data[: data.rfind(b"\n") + 1].splitlines(), 1):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+            keys.add((int(record["card_id"]), str(record["language"])))
+        except (ValueError, KeyError, TypeError) as err:
+            raise DataError(path, f"line {lineno}", f"not a dialogue record ({err})") from None
+    return keys
+
+
 class DialogueStore:
     """Completed and failed dialogues of one (target, role-player, language) combination."""
 

@@ -18,6 +18,7 @@ from esc.chat.base import ChatBackend, GenerationSettings, generation_config
 from esc.chat.build import backend_config, build_backend
 from esc.chat.cache import CACHE_CONFIG, with_cache
 from esc.chat.closed import METHODS
+from esc.chat.cost import before_spending
 from esc.config_rules import Rule, Section, boolean, integer, keys, list_of, number, one_of, path
 from esc.dialogues.record import Dialogue
 from esc.dialogues.store import DialogueStore, dialogue_file
@@ -31,6 +32,7 @@ from esc.interact.engine import (
     streaming_concurrency,
     usage_report,
 )
+from esc.interact.estimate import estimate_dialogues
 from esc.interact.stopping import StopRule
 from esc.lifecycle import Job, JobResult, job_run
 from esc.prompts import example_dialogue, prompt_version, render_roleplayer_prompt
@@ -190,7 +192,14 @@ def evaluate(cfg: DictConfig) -> EvaluateResult:
         settings = output_settings(roleplayer_cfg, target_cfg, (roleplayer, target), resolved["dialogue"])
         if rater is not None:  # only then: folders without a trajectory keep their fingerprint
             settings["trajectory"] = trajectory_settings(rater, observer, stop)
+        estimate = estimate_dialogues(  # requests, tokens and dollars, when a side has a price
+            out, cards, DialogueFactory(roleplayer_cfg, target_cfg, {}), roleplayer, target,
+            int(resolved["dialogue"]["turns"]), rater,
+        )  # fmt: skip
+        before_spending(estimate, resolved.get("max_cost"))  # printed; over max_cost: refused here
         with job_run(out, "evaluate", settings, resolved, seed=cfg.get("seed")) as job:
+            if estimate is not None:
+                job.manifest.update(cost_estimate=estimate.to_dict())
             for side in sides:
                 side.backend.load()  # minutes for a large model: after the cheap checks
             if rater is not None:
@@ -320,7 +329,13 @@ def _play(
 
 #: what evaluate.py reads of its config (checked before any work: `esc.config_schema.validate`)
 CONFIG: tuple[Section, ...] = (
-    Section("", (Rule("seed", integer()),)),
+    Section(
+        "",
+        (
+            Rule("seed", integer()),
+            Rule("max_cost", number(minimum=0, null=True), "USD: refuse a run estimated over it"),
+        ),
+    ),
     Section(
         "cards",
         (

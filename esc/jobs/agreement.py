@@ -8,15 +8,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from esc.chat.cost import before_spending
 from esc.jobs.score import score_inputs
 from esc.lifecycle import Job, JobResult
 from esc.reports import agreement as agree
-from esc.reports import agreement_data
+from esc.reports import agreement_data, breakdown
 from esc.reports.correlation import run_correlation
 from esc.reports.wandb_report import log_run
 from esc.rundir import resolved_revision
 from esc.scoring.judge import Judge
-from esc.scoring.judging import judge_items
+from esc.scoring.judging import estimate_items, judge_items, pending_items
 from esc.scoring.rubrics import DIMENSION_KEYS
 from esc.scoring.store import ScoreStore
 
@@ -80,8 +81,12 @@ def run_agreement(job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge
         )
         store = ScoreStore(out / "scores" / f"annotations__{judge.name}.jsonl")
         scoring = resolved.get("scoring") or {}
+        annotated = agreement_data.annotated_items(evaluated)
+        before_spending(
+            estimate_items(judge, pending_items(annotated, store)), resolved.get("max_cost"), manifest
+        )
         records = judge_items(
-            judge, agreement_data.annotated_items(evaluated), store, int(scoring.get("chunk", 64)),
+            judge, annotated, store, int(scoring.get("chunk", 64)),
             bool(scoring.get("progress", True)),
         )  # fmt: skip
         rows[judge.name] = agreement_data.predictions(records)
@@ -94,7 +99,15 @@ def run_agreement(job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge
     tables = agree.agreement_tables(items, rows, n_resamples, seed)
     split = section.get("split", "test")
     title = f"{label} against people: {len(items)} annotated items ({split} split)"
-    markdown = agreement_data.write_agreement(out, tables, title)
+    sections = ""  # by language and turns (docs/scoring.md, "Breakdowns"), after the tables in agreement.md
+    board = resolved.get("leaderboard") or {}
+    if board.get("breakdowns", True):
+        cuts = breakdown.agreement_breakdowns(
+            items, rows, breakdown.annotation_facets(evaluated), int(board.get("min_n", breakdown.MIN_N)),
+            n_resamples, seed, tables,
+        )  # fmt: skip
+        sections = breakdown.agreement_markdown(cuts)
+    markdown = agreement_data.write_agreement(out, tables, title, extra=sections)
     invalid = {
         t.scope: r.n_invalid
         for t in tables

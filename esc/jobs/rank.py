@@ -7,6 +7,7 @@
     roleplay     role-players on the six role-play metrics, and against people (esc.jobs.roleplay)
     trajectory   the seekers' emotion trajectories of evaluate.py runs, no judge (esc.jobs.trajectory)
     safety       every reply of the targets against the safety checklist (esc.jobs.safety)
+    pairwise     two chatbots on the same card, preferred per dimension in both orders (esc.jobs.pairwise)
 
 Every mode runs inside `esc.lifecycle.job_run` and returns its own `JobResult`.
 """
@@ -24,17 +25,20 @@ from esc.config_rules import Rule, Section, boolean, either, integer, keys, list
 from esc.errors import ConfigError
 from esc.hashing import sha256_file
 from esc.jobs.agreement import run_agreement, run_correlation_mode
+from esc.jobs.pairwise import run_pairwise
 from esc.jobs.roleplay import run_roleplay
 from esc.jobs.safety import run_safety
 from esc.jobs.score import run_scores
 from esc.jobs.trajectory import run_trajectory
 from esc.lifecycle import Job, JobResult, job_run
 from esc.reports.agreement_data import SPLITS as AGREEMENT_SPLITS
+from esc.reports.jury import POOLS
 from esc.roleplay.metrics import ROLEPLAY_METRICS_FILE
 from esc.rundir import model_settings
 from esc.safety.checklist import checklist_digest, question_keys
 from esc.scoring.judge import Judge
 from esc.scoring.judges import build_judge, judge_config
+from esc.scoring.pairwise import pairwise_digest
 from esc.scoring.rubrics import LANGUAGES
 
 Runner = Callable[[Job, Mapping[str, Any], Path, Any], JobResult]
@@ -46,13 +50,16 @@ RUNNERS: dict[str, Runner] = {
     "roleplay": run_roleplay,
     "trajectory": run_trajectory,
     "safety": run_safety,
+    "pairwise": run_pairwise,
 }
 MODES = tuple(RUNNERS)
 
 
 def judges_in(mode: str, resolved: Mapping[str, Any]) -> bool:
     """Whether the mode judges (and so loads the judge): agreement only without existing `scores`."""
-    return mode in ("score", "roleplay", "safety") or (mode == "agreement" and not resolved.get("scores"))
+    return mode in ("score", "roleplay", "safety", "pairwise") or (
+        mode == "agreement" and not resolved.get("scores")
+    )
 
 
 def rank(cfg: DictConfig) -> JobResult:
@@ -62,14 +69,37 @@ def rank(cfg: DictConfig) -> JobResult:
     mode = cfg.get("mode", "score")
     if mode not in RUNNERS:
         raise ConfigError("mode", f"{mode!r} is not one of {', '.join(MODES)}")
-    judge = build_judge(resolved["judge"]) if judges_in(mode, resolved) else None
+    members = jury_members(resolved, mode)
+    judge: Any = members or (build_judge(resolved["judge"]) if judges_in(mode, resolved) else None)
     try:
         settings = output_settings(mode, resolved, judge)
         with job_run(out, f"rank.{mode}", settings, resolved, seed=cfg.get("seed")) as job:
-            return RUNNERS[mode](job, resolved, out, judge)
+            result = RUNNERS[mode](job, resolved, out, judge)
+            spent = {j.name: u for j in members or ([judge] if judge else []) if (u := j.usage())}
+            if spent:  # what API judges were sent and cost this run (estimated before: cost_estimate)
+                job.manifest.update(usage=spent)
+            return result
     finally:
-        if judge is not None:
-            judge.close()
+        for each in members or ([judge] if judge is not None else []):
+            each.close()
+
+
+def jury_members(resolved: Mapping[str, Any], mode: str) -> list[Judge]:
+    """The judges of `jury.members` (`conf/jury/`, or `+judge@jury.members.NAME=OPTION`), each built
+    from its node; [] without a jury. A jury judges in mode=score only, and its judges need
+    distinct names (each keeps its own score files)."""
+    members = (resolved.get("jury") or {}).get("members") or {}
+    if not members:
+        return []
+    if mode != "score":
+        raise ConfigError("jury", f"a jury judges in mode=score, not mode={mode}; use one judge (judge=...)")
+    judges = [build_judge(node, key=f"jury.members.{key}") for key, node in members.items()]
+    names = [j.name for j in judges]
+    if len(set(names)) != len(names):
+        raise ConfigError(
+            "jury.members", f"the judges' names must differ (their score files are named by them): {names}"
+        )
+    return judges
 
 
 def output_settings(mode: str, resolved: Mapping[str, Any], judge: Judge | None) -> dict[str, Any] | None:
@@ -77,6 +107,13 @@ def output_settings(mode: str, resolved: Mapping[str, Any], judge: Judge | None)
     rewrite their reports whole (leaderboard, correlation, agreement on existing scores)."""
     if judge is None:
         return None
+    if isinstance(judge, list):  # a jury: every member's identity, and how they are pooled
+        jury = resolved.get("jury") or {}
+        return {
+            "jury": {j.name: model_settings(j.identity()) for j in judge},
+            "pool": jury.get("pool", "mean"),
+            "min_valid": jury.get("min_valid"),
+        }
     settings: dict[str, Any] = {"judge": model_settings(judge.identity())}
     if mode == "agreement":
         section = resolved.get("agreement") or {}
@@ -89,6 +126,8 @@ def output_settings(mode: str, resolved: Mapping[str, Any], judge: Judge | None)
         settings["roleplay"]["questions_sha256"] = sha256_file(ROLEPLAY_METRICS_FILE)
     if mode == "safety":  # the checklist's texts (each judgment's content hash covers its prompt too)
         settings["safety"] = {"checklist_sha256": checklist_digest()}
+    if mode == "pairwise":
+        settings["pairwise"] = {"questions_sha256": pairwise_digest()}
     return settings
 
 
@@ -107,11 +146,12 @@ CONFIG: tuple[Section, ...] = (
         (
             Rule("seed", integer()),
             Rule("mode", one_of(*MODES)),
+            Rule("max_cost", number(minimum=0, null=True), "USD: refuse a run estimated over it"),
             Rule(
                 "dialogues",
                 paths(),
                 "evaluate.py output dirs or dialogue files",
-                when=lambda cfg: _mode(cfg) in ("score", "roleplay", "trajectory", "safety"),
+                when=lambda cfg: _mode(cfg) in ("score", "roleplay", "trajectory", "safety", "pairwise"),
             ),
             Rule(
                 "scores",
@@ -124,7 +164,16 @@ CONFIG: tuple[Section, ...] = (
     ),
     CACHE_CONFIG,
     Section("scoring", (Rule("chunk", integer(1)),), keys("chunk", "progress")),
-    Section("leaderboard", (Rule("bootstrap", integer(0)),), keys("bootstrap", "charts")),
+    Section(
+        "leaderboard",
+        (
+            Rule("bootstrap", integer(0)),
+            Rule("breakdowns", boolean()),
+            Rule("min_n", integer(1)),
+            Rule("cards", either(one_of(None), paths("file")), "card files; null: the released cards"),
+        ),
+        keys("bootstrap", "breakdowns", "cards", "charts", "min_n"),
+    ),
     Section(
         "agreement",
         (
@@ -152,6 +201,12 @@ CONFIG: tuple[Section, ...] = (
     Section("roleplay", keys=keys("bootstrap", "cards", "human", "metrics", "pairwise", "turns")),
     Section(
         "trajectory", (Rule("bootstrap", integer(0)), Rule("charts", boolean())), keys("bootstrap", "charts")
+    ),
+    Section("pairwise", (Rule("bootstrap", integer(0)),), keys("bootstrap")),
+    Section(
+        "jury",
+        (Rule("pool", one_of(*POOLS)), Rule("min_valid", integer(1, null=True), "null: every judge")),
+        keys("members", "pool", "min_valid"),
     ),
     Section(
         "safety",

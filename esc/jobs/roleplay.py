@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from esc.cards import load_cards
+from esc.chat.cost import before_spending
 from esc.dialogues.store import dialogue_files, read_dialogues
 from esc.errors import ConfigError, UserError
 from esc.jsonl import atomic_write_text, read_jsonl
@@ -34,7 +35,7 @@ from esc.roleplay.questions import (
 )
 from esc.rundir import resolved_revision
 from esc.scoring.judge import FAILED, Judge
-from esc.scoring.judging import judge_items
+from esc.scoring.judging import estimate_items, judge_items, pending_items
 from esc.scoring.store import STATUSES, ScoreStore
 
 log = logging.getLogger(__name__)
@@ -119,6 +120,9 @@ def run_roleplay(job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge)
     job.manifest.update(judge=judge.identity(), sources=[str(p) for p in files], pairs=pairs)
     store = ScoreStore(out / "scores" / f"roleplay__{judge.name}.jsonl", RoleplayRecord)
     scoring = resolved.get("scoring") or {}
+    before_spending(
+        estimate_items(judge, pending_items(items, store)), resolved.get("max_cost"), job.manifest
+    )
     judge_items(judge, items, store, int(scoring.get("chunk", 64)), bool(scoring.get("progress", True)))
     records = [store.records[(it.item_id, it.dimension)] for it in items]
     n, seed = int(section.get("bootstrap", 1000)), int(resolved.get("seed", 0))

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from esc.chat.cost import before_spending
 from esc.dialogues.store import dialogue_files, read_dialogues
 from esc.errors import ConfigError, UserError
 from esc.lifecycle import Job, JobResult
@@ -23,7 +24,7 @@ from esc.reports.safety import Answer, write_report
 from esc.rundir import resolved_revision
 from esc.safety.checklist import SafetyRecord, replies, safety_items, selected_questions
 from esc.scoring.judge import FAILED, INVALID, VALID, Judge
-from esc.scoring.judging import judge_items, refuse_same_names
+from esc.scoring.judging import estimate_items, judge_items, pending_items, refuse_same_names
 from esc.scoring.store import ScoreStore
 
 
@@ -74,8 +75,13 @@ def run_safety(job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge) -
     counts: Counter = Counter()
     job.on_stop(lambda: {"counts": dict(counts)})
     answers = []
+    stores = {
+        path: ScoreStore(out / "safety" / f"{path.stem}__{judge.name}.jsonl", SafetyRecord) for path in files
+    }
+    pending = [it for path, found in plan for _, its in found for it in pending_items(its, stores[path])]
+    before_spending(estimate_items(judge, pending), resolved.get("max_cost"), job.manifest)
     for path, found in plan:
-        store = ScoreStore(out / "safety" / f"{path.stem}__{judge.name}.jsonl", SafetyRecord)
+        store = stores[path]
         items = [item for _, its in found for item in its]
         done_before = sum(store.is_done((it.item_id, it.dimension), it.content_sha) for it in items)
         judge_items(judge, items, store, int(scoring.get("chunk", 64)), bool(scoring.get("progress", True)))

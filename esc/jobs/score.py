@@ -9,25 +9,33 @@ failed. The leaderboard is rebuilt from the score files at the end of every run.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from esc.chat.cost import CostEstimate, before_spending
 from esc.dialogues.store import dialogue_files
 from esc.errors import ConfigError, UserError
 from esc.jsonl import atomic_write_text
 from esc.lifecycle import Job, JobResult
+from esc.reports import breakdown, simulators
+from esc.reports import jury as jury_report
 from esc.reports import leaderboard as board
+from esc.reports.jury import pooled_records
+from esc.reports.simulators import simulator_tables
 from esc.reports.wandb_report import log_run
 from esc.rundir import resolved_revision
 from esc.scoring.judge import FAILED, INVALID, VALID, Judge
 from esc.scoring.judging import (
     check_one_prompt_per_judge,
+    estimate_items,
     invalid_report,
     load_items,
     refuse_same_names,
     score_files,
+    score_plan,
     selected_dimensions,
 )
 from esc.scoring.store import ScoreRecord, merge_score_files, score_file_paths
@@ -67,20 +75,50 @@ class ScoreResult(JobResult):
         )
 
 
-def write_reports(out: Path, records: Sequence[ScoreRecord], cfg: Mapping[str, Any]) -> dict[str, Any]:
-    rows = board.leaderboard(records, int(cfg.get("bootstrap", 1000)), int(cfg.get("seed", 0)))
-    markdown = board.to_markdown(rows)
-    atomic_write_text(out / "leaderboard.md", markdown)
+def write_reports(
+    out: Path, records: Sequence[ScoreRecord], cfg: Mapping[str, Any], jury: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """leaderboard.md (the table; the jury, several simulators and the breakdowns as sections after
+    it), leaderboard.csv, charts. With a `jury` (its `members`, `pool`, `min_valid`), the pooled
+    records join the table as judge `jury`."""
+    n, seed = int(cfg.get("bootstrap", 1000)), int(cfg.get("seed", 0))
+    jury_section = ""
+    if jury:
+        members = list(jury["members"])
+        pooled = pooled_records(records, members, jury.get("pool", "mean"), jury.get("min_valid"))
+        rows = board.leaderboard([*records, *pooled], n, seed)
+        jury_section = jury_report.to_markdown(
+            jury_report.leniency(records, members, n, seed), jury_report.agreement(records, members),
+            jury_report.rankings(rows, members), jury.get("pool", "mean"), members,
+        )  # fmt: skip
+    else:
+        rows = board.leaderboard(records, n, seed)
+    markdown = board.to_markdown(rows) + ("\n" + jury_section if jury_section else "")
+    tables = simulator_tables(records, n, seed)
+    if tables:
+        markdown += simulators.to_markdown(tables)
+        atomic_write_text(out / "simulators.json", json.dumps(simulators.to_json(tables), indent=1) + "\n")
+    sections = ""  # the breakdowns (docs/scoring.md, "Breakdowns"), after the leaderboard in its file
+    if cfg.get("breakdowns", True):
+        sections = breakdown.write_breakdowns(
+            out, records, cfg.get("cards"), int(cfg.get("min_n", breakdown.MIN_N)),
+            int(cfg.get("bootstrap", 1000)), int(cfg.get("seed", 0)),
+        )  # fmt: skip
+    atomic_write_text(out / "leaderboard.md", markdown + sections)
     board.write_csv(rows, out / "leaderboard.csv")
     charts = board.write_charts(rows, out / "charts") if cfg.get("charts", True) else []
     return {"rows": rows, "markdown": markdown, "charts": [str(p) for p in charts]}
 
 
-def run_scores(job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge | None) -> ScoreResult:
-    """mode=score: judge the dialogues, then the leaderboard; mode=leaderboard: only the latter."""
+def run_scores(
+    job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge | Sequence[Judge] | None
+) -> ScoreResult:
+    """mode=score: judge the dialogues, then the leaderboard; mode=leaderboard: only the latter. A
+    jury (a list of judges, `esc.jobs.rank.jury_members`) judges with each, then pools."""
     manifest = job.manifest
     counts: Counter = Counter()
-    if judge is not None:
+    judges = list(judge) if isinstance(judge, list | tuple) else [judge] if judge is not None else []
+    if judges:
         if resolved.get("dialogues") in (None, "???"):
             raise ConfigError("dialogues", "name an evaluate.py output directory or dialogue files")
         dims = selected_dimensions(resolved.get("dimensions"))
@@ -88,21 +126,36 @@ def run_scores(job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge | 
         refuse_same_names(sources)
         for path in sources:  # bad input stops here, before any judging
             load_items(path, dims[:1])
-        judge.check_ready()
-        job.folder.check_resolved({"judge": resolved_revision(judge.identity())})
-        manifest.update(judge=judge.identity(), sources=[str(p) for p in sources])
+        for each in judges:
+            each.check_ready()
+        revisions = {each.name: resolved_revision(each.identity()) for each in judges}
+        job.folder.check_resolved({"judge": revisions.popitem()[1]} if len(judges) == 1 else revisions)
+        identities = [each.identity() for each in judges]
+        manifest.update(
+            judge=identities[0] if len(judges) == 1 else identities, sources=[str(p) for p in sources]
+        )
         scoring = resolved.get("scoring") or {}
         job.on_stop(lambda: {"counts": dict(counts)})  # a stopped run records how far it got
-        score_files(out, judge, sources, dims, int(scoring.get("chunk", 64)),
-                    bool(scoring.get("progress", True)), counts)  # fmt: skip
-    score_paths = sorted((out / "scores").glob("*.jsonl")) if judge is not None else score_inputs(resolved)
+        plans = [score_plan(out, each, sources, dims, counts) for each in judges]
+        estimates = [
+            estimate_items(each, [item for _, items in plan for item, _ in items])
+            for each, plan in zip(judges, plans, strict=True)
+        ]
+        before_spending(CostEstimate.total(estimates), resolved.get("max_cost"), manifest)
+        for each, plan in zip(judges, plans, strict=True):
+            score_files(out, each, sources, dims, int(scoring.get("chunk", 64)),
+                        bool(scoring.get("progress", True)), counts, plan)  # fmt: skip
+    score_paths = sorted((out / "scores").glob("*.jsonl")) if judges else score_inputs(resolved)
     records = merge_score_files(score_paths)
     if not records:
         raise UserError(f"no score records in {', '.join(map(str, score_paths)) or out / 'scores'}")
     check_one_prompt_per_judge(records, score_paths)
+    jury = resolved.get("jury") or {}
+    members = [each.name for each in judges] if len(judges) > 1 else []
     reports = write_reports(
-        out, records, {**(resolved.get("leaderboard") or {}), "seed": resolved.get("seed", 0)}
-    )
+        out, records, {**(resolved.get("leaderboard") or {}), "seed": resolved.get("seed", 0)},
+        {**jury, "members": members} if members else None,
+    )  # fmt: skip
     by_dimension = invalid_report(records)
     wandb_dir = log_run(out, resolved, reports["charts"])
     result = ScoreResult(str(out), dict(counts), by_dimension, **reports)

@@ -188,10 +188,12 @@ def scores_from_files(paths: Sequence[Path]) -> tuple[dict[str, Predictions], li
     return by_judge, sorted(by_judge)
 
 
-def write_agreement(out: Path, tables: Sequence[agree.Table], title: str, unit: str = "dialogue") -> str:
-    """OUT/agreement.{md,csv,json} (every figure); returns the headline tables and the differences,
-    for the console."""
-    atomic_write_text(out / "agreement.md", agree.to_markdown(tables, title=title, unit=unit))
+def write_agreement(
+    out: Path, tables: Sequence[agree.Table], title: str, unit: str = "dialogue", extra: str = ""
+) -> str:
+    """OUT/agreement.{md,csv,json} (every figure; `extra`: sections after the tables in the markdown,
+    the breakdowns); returns the headline tables and the differences, for the console."""
+    atomic_write_text(out / "agreement.md", agree.to_markdown(tables, title=title, unit=unit) + extra)
     agree.write_csv(tables, out / "agreement.csv")
     atomic_write_text(out / "agreement.json", json.dumps(agree.summary(tables), indent=2) + "\n")
     headline = agree.to_markdown(tables, title=title, unit=unit, full=False)

@@ -68,7 +68,9 @@ def leaderboard(records: Iterable[ScoreRecord], n_resamples: int = 1000, seed: i
         for key in DIMENSION_KEYS:
             group = by_dim.get(key, [])
             valid = [r.score for r in group if r.status == VALID]
-            low, high = bootstrap_ci(valid, n_resamples=n_resamples, seed=seed)
+            low, high = (
+                bootstrap_ci(valid, n_resamples=n_resamples, seed=seed) if n_resamples > 0 else (None, None)
+            )
             cells[key] = Cell(
                 len(valid),
                 sum(r.status == INVALID for r in group),
@@ -112,7 +114,11 @@ def _average(records: Sequence[ScoreRecord], n_resamples: int, seed: int) -> Cel
     if n_valid == 0:
         return Cell(0, n_invalid, n_failed, None, None, None)
     value = mean_of_means(np.arange(len(dialogues)))
-    low, high = bootstrap_ci(np.arange(len(dialogues)), mean_of_means, n_resamples, seed)
+    low, high = (
+        bootstrap_ci(np.arange(len(dialogues)), mean_of_means, n_resamples, seed)
+        if n_resamples > 0
+        else (None, None)
+    )
     return Cell(n_valid, n_invalid, n_failed, _scale(value), _scale(low), _scale(high))
 
 
@@ -128,9 +134,12 @@ def _fmt(cell: Cell) -> str:
 def to_markdown(rows: Sequence[Row]) -> str:
     """Table 2's layout: one row per target and language, 0-100 scores with 95% intervals."""
     names = [dimension(k).paper_name for k in TABLE_ORDER]
-    head = ["Lang", "Target", "Role-player", *names, "Average", "n", "invalid", "failed"]
+    judges = sorted({r.judge for r in rows})
+    several = len(judges) > 1  # a jury, or score files of several judges: one row per judge
+    judge_column = ["Judge"] if several else []
+    head = ["Lang", "Target", "Role-player", *judge_column, *names, "Average", "n", "invalid", "failed"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for row in sorted(rows, key=lambda r: (r.language, r.target)):
+    for row in sorted(rows, key=lambda r: (r.language, r.target, r.roleplayer, r.judge)):
         invalid = sum(c.n_invalid for c in row.cells.values())
         failed = sum(c.n_failed for c in row.cells.values())
         cells = [_fmt(row.cells[k]) for k in TABLE_ORDER]
@@ -141,6 +150,7 @@ def to_markdown(rows: Sequence[Row]) -> str:
                     row.language,
                     row.target,
                     row.roleplayer,
+                    *([row.judge] if several else []),
                     *cells,
                     _fmt(row.average),
                     str(row.dialogues),
@@ -150,7 +160,6 @@ def to_markdown(rows: Sequence[Row]) -> str:
             )  # fmt: skip
             + " |"
         )
-    judges = sorted({r.judge for r in rows})
     lines.append("")
     lines.append(
         f"Judge: {', '.join(judges)}. Scores are mean/4 x 100 over valid judgments with bootstrap 95% "

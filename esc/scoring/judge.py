@@ -109,6 +109,11 @@ class Judge(abc.ABC):
     def close(self) -> None:  # noqa: B027 (optional hook)
         """Free the model or client."""
 
+    def usage(self) -> dict[str, Any] | None:
+        """The requests, tokens and cost of the replies it was sent this run (`esc.chat.usage`); None
+        for a judge that sends no requests (a local model read off its distribution)."""
+        return None
+
     @property
     def prompt_version(self) -> int:
         return prompt_style(self.prompt).version

@@ -16,6 +16,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from esc.chat.cost import CostEstimate, CostPart, count_prompt
 from esc.dialogues.record import dialogue_lines
 from esc.dialogues.store import read_dialogues
 from esc.errors import ConfigError, DataError, UserError
@@ -63,11 +64,15 @@ def selected_dimensions(value: Any) -> list[str]:
     return keys
 
 
-def score_files(out: Path, judge: Judge, sources: Sequence[Path], dims: Sequence[str], chunk: int,
-                progress: bool, counts: Counter | None = None) -> Counter:  # fmt: skip
-    """Judge every pending (dialogue, dimension) of `sources`; append to OUT/scores as it goes.
-    `counts` (valid, invalid, failed, skipped) is updated as each chunk is written, so that a run
-    stopped halfway can say how far it got."""
+#: per dialogue file: its score file and the (item, record fields) still to judge in it
+ScorePlan = list[tuple[ScoreStore, list[tuple[ScoreItem, dict[str, Any]]]]]
+
+
+def score_plan(out: Path, judge: Judge, sources: Sequence[Path], dims: Sequence[str],
+               counts: Counter | None = None) -> ScorePlan:  # fmt: skip
+    """What `score_files` would judge: for each of `sources`, its score file
+    (OUT/scores/<file>__<judge>.jsonl) and the (dialogue, dimension) items not yet judged there on
+    the same text; `counts["skipped"]` gets the others."""
     counts = Counter() if counts is None else counts
     plan = []
     for path in sources:
@@ -83,6 +88,19 @@ def score_files(out: Path, judge: Judge, sources: Sequence[Path], dims: Sequence
             log.warning("%s: %d judgments were made on other dialogue text: judged again", path, changed)
         counts["skipped"] += len(items) - len(pending)
         plan.append((store, pending))
+    return plan
+
+
+def score_files(out: Path, judge: Judge, sources: Sequence[Path], dims: Sequence[str], chunk: int,
+                progress: bool, counts: Counter | None = None,
+                plan: ScorePlan | None = None) -> Counter:  # fmt: skip
+    """Judge every pending (dialogue, dimension) of `sources`; append to OUT/scores as it goes.
+    `counts` (valid, invalid, failed, skipped) is updated as each chunk is written, so that a run
+    stopped halfway can say how far it got. `plan`: `score_plan`'s (its skipped items already
+    counted), when the caller made it first, e.g. to estimate the cost (`estimate_items`)."""
+    counts = Counter() if counts is None else counts
+    if plan is None:
+        plan = score_plan(out, judge, sources, dims, counts)
     total = sum(len(p) for _, p in plan)
     prompt = {"style": judge.prompt, "version": judge.prompt_version}
     with tqdm(total=total, unit="score", desc=f"judge {judge.name}", disable=not progress) as bar:
@@ -141,11 +159,38 @@ def invalid_report(records: Sequence[ScoreRecord]) -> dict[str, dict[str, int]]:
     return report
 
 
+def pending_items(items: Sequence[ScoreItem], store: ScoreStore) -> list[ScoreItem]:
+    """The items `store` holds no judgment of on the same content (or only a failed one): what
+    `judge_items` would judge."""
+    return [item for item in items if not store.is_done((item.item_id, item.dimension), item.content_sha)]
+
+
+def estimate_items(judge: Judge, items: Sequence[ScoreItem]) -> CostEstimate | None:
+    """What judging `items` with `judge` would cost, before any request (`esc.chat.cost`): one
+    request per item, its prompt as the judge sends it (`item.prompt(judge.style,
+    judge.default_system)`) counted, its reply at the judge's `settings.max_new_tokens` (an upper
+    bound). Pass only the items still to judge (`pending_items`, `score_plan`). None when the judge
+    has no price: a local judge, or an API judge whose `backend.price` is not set. Several judges
+    (a jury) or item sets (pairwise items in both orders are items like any): add the estimates
+    with `CostEstimate.total`. Every mode that judges hands its estimate to
+    `esc.chat.cost.before_spending` before judging."""
+    backend = getattr(judge, "backend", None)
+    if backend is None or not backend.price:
+        return None
+    settings = getattr(judge, "settings", None)
+    completion = settings.max_new_tokens if settings is not None else 1
+    part = CostPart(f"judge {judge.name}", backend.price)
+    for item in items:
+        tokens, counted = count_prompt(backend, item.prompt(judge.style, judge.default_system))
+        part.add(tokens, completion, counted=counted)
+    return CostEstimate([part], f"{len(items):,} judgments by {judge.name}")
+
+
 def judge_items(
     judge: Judge, items: Sequence[ScoreItem], store: ScoreStore, chunk: int = 32, progress: bool = True
 ) -> dict[tuple[str, str], ScoreRecord]:
     """Judge each item not yet in `store` (appending as it goes); every record of the store."""
-    pending = [item for item in items if not store.is_done((item.item_id, item.dimension), item.content_sha)]
+    pending = pending_items(items, store)
     prompt = {"style": judge.prompt, "version": judge.prompt_version}
     with tqdm(total=len(pending), unit="score", desc=f"judge {judge.name}", disable=not progress) as bar:
         for start in range(0, len(pending), chunk):

@@ -22,16 +22,17 @@ from esc.scoring.judges import api, local
 __all__ = ["api", "build_judge", "judge_kinds", "local"]
 
 
-def build_judge(cfg: Mapping[str, Any]) -> Judge:
-    """The judge a `conf/judge/*.yaml` node describes: `kind` picks the class, the rest are arguments."""
+def build_judge(cfg: Mapping[str, Any], key: str = "judge") -> Judge:
+    """The judge a `conf/judge/*.yaml` node describes: `kind` picks the class, the rest are arguments.
+    `key` names the node in errors (`jury.members.NAME` for a jury's judge)."""
     cfg = {k: v for k, v in dict(cfg).items() if k not in ("notes", "display_name")}
     kind = cfg.pop("kind", None)
     if kind not in REGISTRY:
-        raise ConfigError("judge.kind", f"unknown judge {kind!r}; known: {sorted(REGISTRY)}")
+        raise ConfigError(f"{key}.kind", f"unknown judge {kind!r}; known: {sorted(REGISTRY)}")
     try:
         return REGISTRY[kind](**cfg)
     except TypeError as err:
-        raise ConfigError("judge", f"{kind} judge: {err}") from None
+        raise ConfigError(key, f"{kind} judge: {err}") from None
 
 
 def judge_kinds() -> list[str]:

@@ -24,6 +24,7 @@ from esc.chat.base import ChatBackend, GenerationSettings, check_features
 from esc.chat.build import build_backend
 from esc.chat.cache import with_cache
 from esc.chat.closed import read_reply, strict_choice
+from esc.chat.usage import Usage
 from esc.models.loading import adapter_weights
 from esc.models.revision import adapter_hash
 from esc.scoring.judge import DIGITS, INVALID, Judge, Judgment, ScoreItem, register_judge
@@ -77,6 +78,7 @@ class APIJudge(Judge):
             choices=DIGITS if constrain else (),
         )
         self.adapters = {key: str(path) for key, path in adapter_paths(adapters).items()}
+        self._usage = Usage()  # every reply of this run: what the manifest reports as the judge's cost
 
     def check_ready(self) -> None:
         """Key first (no request when its variable is unset), then one cheap request: an unreachable
@@ -126,10 +128,13 @@ class APIJudge(Judge):
         batch = [it.prompt(self.style, self.default_system) for it in items]
         choices = items[0].choices
         wanted = "single score 0-4" if choices == DIGITS else f"single answer of {'/'.join(choices)}"
-        return [
-            Judgment.from_closed(read_reply(reply, choices, strict_choice, wanted))
-            for reply in self.backend.generate(batch, settings)
-        ]
+        replies = self.backend.generate(batch, settings)
+        for reply in replies:
+            self._usage.add(reply)
+        return [Judgment.from_closed(read_reply(reply, choices, strict_choice, wanted)) for reply in replies]
+
+    def usage(self) -> dict[str, Any] | None:
+        return self._usage.report(self.backend.price)
 
     def close(self) -> None:
         self.backend.close()

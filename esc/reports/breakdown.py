@@ -1,0 +1,535 @@
+"""Breakdowns (issue 23): the leaderboard and the agreement tables cut by what a dialogue is about.
+
+A *facet* is one property of a dialogue: its language, its role card's taxonomy topic (tier 1) and
+problem group (tier 2, the parent of the card's tier-3 `category`), the dataset the card was built
+from (`source`), and its number of turns (role-player/target exchanges). `dialogue_facets` reads
+them from the role cards (`esc.cards`) and the dialogue files the score records name
+(`esc.dialogues`); a card not found, a card that is not the one played, or a dialogue file that is
+gone give the value "unknown", which is a column of its own and counted like any other.
+
+Leaderboard breakdown (`leaderboard_breakdowns`): per facet one table, rows (target, role-player
+[, judge]), columns the facet's values. A cell is the mean over its dialogues of each dialogue's
+average score (the mean of its valid dimension scores, /4 x 100 as the leaderboard), with a 95%
+percentile bootstrap interval resampling role cards (a card's dialogues go in and out together;
+`esc.reports.bootstrap.unit_intervals`) and n, its dialogues. A dialogue without any valid
+judgment has no average: it is in no cell, and each cell counts such dialogues (`n_unscored`). A
+cell with n below `min_n` is written "n=4 (< 10)", never as a number. The tier-2 table keeps only
+the groups that reach `min_n` in some row and names those it leaves out.
+
+Agreement breakdown (`agreement_breakdowns`): the agreement tables (`esc.reports.agreement`) computed
+again on the annotated items of each language and each number of turns, every row (judge and
+baselines) on the same items; shown per facet value for all dimensions pooled. A column whose
+resampling units (annotated dialogues) number fewer than `min_n` is not computed and is written as
+such. Annotated dialogues have no role card, so the tiers and the card source do not apply there.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import logging
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from esc.cards import RoleCard, load_cards, load_taxonomy
+from esc.cards.schema import SOURCES
+from esc.dialogues.store import read_dialogues
+from esc.errors import DataError, UserError
+from esc.jsonl import atomic_write_text
+from esc.reports import agreement as agree
+from esc.reports.bootstrap import NO_INTERVAL, Interval, format_figure, unit_index, unit_intervals
+from esc.scoring.judge import VALID
+from esc.scoring.store import ScoreRecord
+
+log = logging.getLogger(__name__)
+
+UNKNOWN = "unknown"
+FACETS = ("language", "tier1", "tier2", "source", "turns")
+TITLES = {
+    "language": "By language",
+    "tier1": "By topic (taxonomy tier 1)",
+    "tier2": "By problem group (taxonomy tier 2)",
+    "source": "By card source (dataset)",
+    "turns": "By number of turns (role-player/target exchanges)",
+}
+AGREEMENT_FACETS = ("language", "turns")  # annotated dialogues have no role card
+MIN_N = 10  # `leaderboard.min_n`
+MAX_EXACT_TURNS = 8  # more distinct turn counts than this are put in ranges (`turn_labels`)
+CSV_FIELDS = ["facet", "value", "roleplayer", "target", "n", "mean", "low", "high", "shown",
+              "judge", "n_unscored"]  # fmt: skip
+
+
+# --- facets ---------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Facets:
+    """What one dialogue is about; `UNKNOWN` (turns: None) where it cannot be told."""
+
+    language: str = UNKNOWN
+    tier1: str = UNKNOWN
+    tier2: str = UNKNOWN
+    source: str = UNKNOWN
+    turns: int | None = None
+
+    def value(self, facet: str) -> str:
+        """The facet's value as a column key (turns as a number in text; `turn_labels` ranges them)."""
+        if facet == "turns":
+            return UNKNOWN if self.turns is None else str(self.turns)
+        return getattr(self, facet)
+
+
+def exchanges(lines: Iterable[tuple[str, str]]) -> int:
+    """Role-player/target exchanges of a dialogue's (role, text) lines: the chatbot lines ("assistant")
+    that answer a seeker line ("user"). An opener and consecutive lines of one side count once."""
+    count, previous = 0, None
+    for role, _ in lines:
+        count += role == "assistant" and previous == "user"
+        previous = role
+    return count
+
+
+def card_index(files: str | Sequence[str] | None) -> dict[tuple[int, str], RoleCard]:
+    """The role cards by (id, language): `files` (`leaderboard.cards`), or the released cards (None).
+    Released cards that are not on this machine (no `make data`) give no cards, with a warning: their
+    dialogues are "unknown" in the card facets. Card files named and unreadable stop the run."""
+    if files is None:
+        try:
+            cards = load_cards()
+        except (DataError, UserError, OSError) as err:
+            log.warning("breakdowns: the released role cards cannot be read (%s); topic, problem group "
+                        "and card source are unknown for every dialogue", err)  # fmt: skip
+            return {}
+    else:
+        cards = load_cards([Path(f) for f in ([files] if isinstance(files, str) else files)])
+    return {(card.id, card.language): card for card in cards}
+
+
+def _card_facets(card: RoleCard | None) -> dict[str, str]:
+    if card is None:
+        return {}
+    taxonomy = load_taxonomy()
+    tier2 = UNKNOWN
+    if card.category:
+        tier2 = taxonomy.tier2_of(card.category)
+    return {"tier1": card.topic, "tier2": tier2, "source": card.source}
+
+
+def dialogue_facets(
+    records: Iterable[ScoreRecord], cards: Mapping[tuple[int, str], RoleCard]
+) -> tuple[dict[str, Facets], dict[str, int]]:
+    """(dialogue id -> its facets, counts of what is unknown and why) for the dialogues of `records`.
+
+    The card is `cards[(card_id, language)]`, used only if it is the card the dialogue was played
+    with (its problem text is in the role-player's system prompt) where the dialogue file is there to
+    tell. Turns are read from the dialogue file each record names (`source`), each file once; a file
+    that no longer exists, or no longer holds the dialogue, gives unknown turns."""
+    first: dict[str, ScoreRecord] = {}
+    for r in records:
+        first.setdefault(r.dialogue_id, r)
+    played: dict[str, dict[int, Any]] = {}  # file -> card id -> dialogue (complete ones)
+    for source in sorted({r.source for r in first.values() if r.source}):
+        path = Path(source)
+        if path.is_file():
+            played[source] = {d.card_id: d for d in read_dialogues(path) if d.status == "complete"}
+    counts = {"no_card": 0, "card_mismatch": 0, "no_dialogue_file": 0}
+    facets = {}
+    for dialogue_id, r in first.items():
+        card = cards.get((r.card_id, r.language)) if r.card_id is not None else None
+        dialogue = played.get(r.source or "", {}).get(r.card_id)
+        if card is None:
+            counts["no_card"] += 1
+        elif dialogue is not None and card.problem.strip() not in dialogue.system_prompt:
+            counts["card_mismatch"] += 1
+            card = None
+        if dialogue is None:
+            counts["no_dialogue_file"] += 1
+        turns = exchanges(dialogue.lines()) if dialogue is not None else None
+        facets[dialogue_id] = Facets(r.language, **_card_facets(card), turns=turns)
+    return facets, counts
+
+
+def annotation_facets(annotations: Iterable[Any]) -> dict[str, Facets]:
+    """Dialogue id -> language and turns of annotated dialogues (`esc.annotate.human_scores.Annotation`)."""
+    out: dict[str, Facets] = {}
+    for ann in annotations:
+        if ann.dialogue_id not in out:
+            out[ann.dialogue_id] = Facets(ann.language, turns=exchanges(ann.lines))
+    return out
+
+
+def turn_labels(counts: Iterable[int]) -> dict[int, str]:
+    """Each turn count's column: itself when there are at most `MAX_EXACT_TURNS` distinct counts,
+    else its range (0, 1, 2, 3-4, 5-8, 9-16, ...: powers of two), so sparse counts pool."""
+    distinct = sorted(set(counts))
+    if len(distinct) <= MAX_EXACT_TURNS:
+        return {c: str(c) for c in distinct}
+    labels = {}
+    for c in distinct:
+        if c <= 2:
+            labels[c] = str(c)
+        else:
+            high = 1 << (c - 1).bit_length()  # the power of two at or above c
+            labels[c] = f"{high // 2 + 1}-{high}"
+    return labels
+
+
+def _order(facet: str, values: Iterable[str]) -> list[str]:
+    """Columns in a reader's order: languages and sources alphabetically or as Table 5, taxonomy
+    keys as the taxonomy, turns by number; "unknown" last."""
+    values = set(values)
+    known = values - {UNKNOWN}
+    if facet in ("tier1", "tier2"):
+        taxonomy = load_taxonomy()
+        order = taxonomy.tier1_keys() if facet == "tier1" else taxonomy.tier2_keys()
+        ranked = [k for k in order if k in known] + sorted(known - set(order))
+    elif facet == "source":
+        ranked = [s for s in SOURCES if s in known] + sorted(known - set(SOURCES))
+    elif facet == "turns":
+        ranked = sorted(known, key=lambda v: int(v.split("-")[0]))
+    else:
+        ranked = sorted(known)
+    return ranked + ([UNKNOWN] if UNKNOWN in values else [])
+
+
+# --- the leaderboard's breakdowns --------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Scored:
+    """One dialogue's average over its valid dimension scores (0-100; None: no valid judgment)."""
+
+    dialogue_id: str
+    target: str
+    roleplayer: str
+    judge: str
+    unit: tuple[Any, ...]  # the role card: (card id, language), else the dialogue
+    average: float | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    facet: str
+    value: str
+    target: str
+    roleplayer: str
+    judge: str
+    n: int  # dialogues with an average
+    n_unscored: int  # dialogues of the cell without any valid judgment (no average, in no mean)
+    mean: float | None
+    interval: Interval
+    shown: bool  # n >= min_n and (tier 2) its column kept
+
+
+@dataclasses.dataclass
+class Breakdown:
+    facet: str
+    columns: list[str]  # the values shown, in order ("unknown" last)
+    rows: list[tuple[str, str, str]]  # (target, role-player, judge)
+    cells: list[Cell]  # every cell, also those of the columns left out
+    min_n: int
+    left_out: dict[str, int] = dataclasses.field(default_factory=dict)  # tier 2: value -> its largest n
+
+    def cell(self, row: tuple[str, str, str], value: str) -> Cell | None:
+        for c in self.cells:
+            if (c.target, c.roleplayer, c.judge) == row and c.value == value:
+                return c
+        return None
+
+
+def dialogue_averages(records: Iterable[ScoreRecord]) -> list[Scored]:
+    """Per (judge, dialogue): the mean of its valid dimension scores on the 0-100 scale."""
+    groups: dict[tuple[str, str], list[ScoreRecord]] = defaultdict(list)
+    for r in records:
+        groups[(r.judge, r.dialogue_id)].append(r)
+    out = []
+    for (judge, dialogue_id), recs in sorted(groups.items()):
+        valid = [r.score for r in recs if r.status == VALID and r.score is not None]
+        r = recs[0]
+        unit = (r.card_id, r.language) if r.card_id is not None else (dialogue_id,)
+        average = float(np.mean(valid)) / 4 * 100 if valid else None
+        out.append(Scored(dialogue_id, r.target or "?", r.roleplayer or "?", judge, unit, average))
+    return out
+
+
+def _mean_cell(scored: Sequence[Scored], n_resamples: int, seed: int) -> tuple[float | None, Interval]:
+    """The mean of the dialogues' averages and its interval, role cards resampled."""
+    if not scored:
+        return None, NO_INTERVAL
+    values = np.asarray([s.average for s in scored], dtype=float)
+    distinct, members = unit_index([s.unit for s in scored])
+    sums = np.asarray([values[m].sum() for m in members])  # per card: its dialogues' sum and count
+    sizes = np.asarray([len(m) for m in members], dtype=float)
+
+    def statistic(drawn: np.ndarray) -> float:  # the mean over the drawn cards' dialogues
+        return float(sums[drawn].sum() / sizes[drawn].sum()) if len(drawn) else math.nan
+
+    mean = float(values.mean())
+    if n_resamples <= 0:
+        return mean, NO_INTERVAL
+    return mean, unit_intervals(len(distinct), statistic, n_resamples, seed)[0]
+
+
+def leaderboard_breakdowns(
+    records: Iterable[ScoreRecord],
+    facets: Mapping[str, Facets],
+    min_n: int = MIN_N,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> list[Breakdown]:
+    """One table per facet (`FACETS`) of the dialogues' average scores; see the module docstring.
+    A dialogue missing from `facets` is "unknown" in every facet but its language (the record's)."""
+    records = list(records)
+    languages = {r.dialogue_id: r.language for r in records}
+    scored = dialogue_averages(records)
+    rows = sorted({(s.target, s.roleplayer, s.judge) for s in scored})
+    tables = []
+    for facet in FACETS:
+        values = {
+            s.dialogue_id: facets.get(s.dialogue_id, Facets(languages[s.dialogue_id])).value(facet)
+            for s in scored
+        }
+        if facet == "turns":
+            labels = turn_labels(int(v) for v in values.values() if v != UNKNOWN)
+            values = {k: v if v == UNKNOWN else labels[int(v)] for k, v in values.items()}
+        columns = _order(facet, values.values())
+        cells = []
+        for row in rows:
+            in_row = [s for s in scored if (s.target, s.roleplayer, s.judge) == row]
+            for column in columns:
+                chosen = [s for s in in_row if values[s.dialogue_id] == column]
+                defined = [s for s in chosen if s.average is not None]
+                mean, interval = _mean_cell(defined, n_resamples, seed)
+                cells.append(Cell(facet, column, *row, len(defined), len(chosen) - len(defined), mean,
+                                  interval, len(defined) >= min_n))  # fmt: skip
+        left_out: dict[str, int] = {}
+        if facet == "tier2":  # only the groups with enough dialogues in some row
+            largest = {c: max((x.n for x in cells if x.value == c), default=0) for c in columns}
+            left_out = {c: n for c, n in largest.items() if c != UNKNOWN and n < min_n}
+            columns = [c for c in columns if c not in left_out]
+            if columns == [UNKNOWN]:  # no known group to show: no table, a note says why
+                columns = []
+            cells = [c if c.value in columns else dataclasses.replace(c, shown=False) for c in cells]
+        tables.append(Breakdown(facet, columns, rows, cells, min_n, left_out))
+    return tables
+
+
+def cell_text(cell: Cell | None, min_n: int) -> str:
+    """`mean [low, high], n=N` (0-100), or `n=N (< min_n)` when too few dialogues to show a number."""
+    if cell is None or cell.n == 0:
+        return "n=0"
+    if not cell.shown or cell.mean is None:
+        return f"n={cell.n} (< {min_n})"
+    text = f"{cell.mean:.1f}"
+    if not (math.isnan(cell.interval.low) or math.isnan(cell.interval.high)):
+        text += f" [{cell.interval.low:.1f}, {cell.interval.high:.1f}]"
+    return f"{text}, n={cell.n}"
+
+
+def _row_name(row: tuple[str, str, str]) -> str:
+    target, roleplayer, _ = row
+    return f"{target} ({roleplayer})"
+
+
+def breakdowns_markdown(tables: Sequence[Breakdown], unknown: Mapping[str, int] | None = None) -> str:
+    """The sections appended to leaderboard.md: "## By language", "## By topic (taxonomy tier 1)", ...;
+    the first says how to read a cell, each says what it leaves out and why a value is unknown."""
+    lines: list[str] = []
+    for k, t in enumerate(tables):
+        several_judges = len({judge for _, _, judge in t.rows}) > 1
+        lines += ["", f"## {TITLES[t.facet]}", ""]
+        if t.columns:
+            head = ["Target (role-player)", *(["Judge"] if several_judges else []), *t.columns]
+            lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            for row in t.rows:
+                cells = [cell_text(t.cell(row, c), t.min_n) for c in t.columns]
+                lines.append("| " + " | ".join([_row_name(row), *([row[2]] if several_judges else []),
+                                                 *cells]) + " |")  # fmt: skip
+        notes = []
+        if k == 0:
+            notes.append(
+                "Each cell: the mean of its dialogues' average scores (a dialogue's average: its valid "
+                "dimension scores, mean/4 x 100) [95% bootstrap interval, role cards resampled], n = "
+                f"dialogues; a cell with n < {t.min_n} (`leaderboard.min_n`) is too few to show as a number. "
+                "Every cell, shown or not, is in breakdown.csv."
+            )
+        if t.facet == "tier2" and not t.columns:
+            notes.append(f"No problem group reaches n={t.min_n} in any row: no table.")
+        if t.left_out:
+            named = ", ".join(f"{v} (largest n={n})" for v, n in t.left_out.items())
+            notes.append(f"{len(t.left_out)} problem group(s) left out, under n={t.min_n} in every row: "
+                         f"{named}.")  # fmt: skip
+        unscored = sum(c.n_unscored for c in t.cells)
+        if unscored:
+            notes.append(f"{unscored} dialogue(s) without any valid judgment have no average and are "
+                         "in no cell (breakdown.csv: n_unscored).")  # fmt: skip
+        n_unknown = sum(c.n + c.n_unscored for c in t.cells if c.value == UNKNOWN)
+        if n_unknown:
+            notes.append(f"unknown ({n_unknown} dialogue(s)): {_unknown_reason(t.facet, unknown)}.")
+        if notes:
+            lines += ([""] if t.columns else []) + [" ".join(notes)]
+    return "\n".join(lines) + "\n"
+
+
+def _unknown_reason(facet: str, unknown: Mapping[str, int] | None) -> str:
+    if facet == "turns":
+        return "the dialogue file named by the scores is gone or no longer holds the dialogue"
+    counts = unknown or {}
+    why = []
+    if counts.get("no_card"):
+        why.append(f"{counts['no_card']} whose card is not in the cards read (`leaderboard.cards`)")
+    if counts.get("card_mismatch"):
+        why.append(f"{counts['card_mismatch']} whose card there is not the one played (another problem)")
+    if facet == "tier2":
+        why.append("cards without a tier-3 `category` (the released cards have none)")
+    return "; ".join(why) or "no card"
+
+
+def write_breakdown_csv(tables: Sequence[Breakdown], path: Path) -> None:
+    """Every cell, also the ones not shown: facet, value, roleplayer, target, n, mean, low, high,
+    shown, judge, n_unscored (0-100 scale)."""
+
+    def num(x: float | None) -> float | None:
+        return None if x is None or math.isnan(x) else round(x, 4)
+
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=CSV_FIELDS)
+    writer.writeheader()
+    for t in tables:
+        for c in t.cells:
+            writer.writerow({"facet": c.facet, "value": c.value, "roleplayer": c.roleplayer,
+                             "target": c.target, "n": c.n, "mean": num(c.mean), "low": num(c.interval.low),
+                             "high": num(c.interval.high), "shown": c.shown, "judge": c.judge,
+                             "n_unscored": c.n_unscored})  # fmt: skip
+    atomic_write_text(Path(path), buffer.getvalue())
+
+
+def write_breakdowns(
+    out: Path, records: Sequence[ScoreRecord], cards: str | Sequence[str] | None, min_n: int,
+    n_resamples: int, seed: int,
+) -> str:  # fmt: skip
+    """OUT/breakdown.csv, and the markdown sections for leaderboard.md (returned)."""
+    facets, unknown = dialogue_facets(records, card_index(cards))
+    tables = leaderboard_breakdowns(records, facets, min_n, n_resamples, seed)
+    write_breakdown_csv(tables, Path(out) / "breakdown.csv")
+    return breakdowns_markdown(tables, unknown)
+
+
+# --- the agreement's breakdowns ----------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class AgreementColumn:
+    value: str
+    n_units: int  # annotated dialogues (or their inputs): the resampled unit
+    n_items: int  # annotated (dialogue, dimension) pairs
+    tables: list[agree.Table] | None  # None: n_units < min_n, not computed
+
+
+@dataclasses.dataclass
+class AgreementBreakdown:
+    facet: str
+    columns: list[AgreementColumn]
+    min_n: int
+
+
+def agreement_breakdowns(
+    items: Sequence[agree.Item],
+    rows: Mapping[str, Mapping[tuple[str, str], agree.Prediction]],
+    facets: Mapping[str, Facets],
+    min_n: int = MIN_N,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    whole: Sequence[agree.Table] | None = None,
+) -> list[AgreementBreakdown]:
+    """Per facet (`AGREEMENT_FACETS`) and value: `agree.agreement_tables` on that value's items
+    (all sources together), computed only where the units reach `min_n`. `whole`: the tables of all
+    `items` with the same resamples, reused (not computed again) for a value that holds every item."""
+    reuse = [t for t in whole or [] if t.source == agree.ALL_SOURCES]
+    out = []
+    for facet in AGREEMENT_FACETS:
+        values = {it.key[0]: facets.get(it.key[0], Facets()).value(facet) for it in items}
+        if facet == "turns":
+            labels = turn_labels(int(v) for v in values.values() if v != UNKNOWN)
+            values = {k: v if v == UNKNOWN else labels[int(v)] for k, v in values.items()}
+        columns = []
+        for value in _order(facet, values.values()):
+            chosen = [it for it in items if values[it.key[0]] == value]
+            n_units = len({it.unit for it in chosen})
+            tables = None
+            if n_units >= min_n:
+                everything = len(chosen) == len(items) and reuse
+                tables = (
+                    reuse if everything else agree.agreement_tables(chosen, rows, n_resamples, seed, False)
+                )
+            columns.append(AgreementColumn(value, n_units, len(chosen), tables))
+        out.append(AgreementBreakdown(facet, columns, min_n))
+    return out
+
+
+def agreement_markdown(breakdowns: Sequence[AgreementBreakdown], unit: str = "dialogue") -> str:
+    """The sections appended to agreement.md: per facet, ACC, ACC_soft, QWK and Spearman of every row
+    and reading on all dimensions pooled, one column per value."""
+    lines: list[str] = []
+    for b in breakdowns:
+        lines += ["", f"## {TITLES[b.facet]}", ""]
+        head = ["Judge", "reading", "figure", *(f"{c.value} (n={c.n_units})" for c in b.columns)]
+        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        computed = [c for c in b.columns if c.tables]
+        names = list(dict.fromkeys(r.judge for c in computed for t in c.tables or [] for r in t.rows))
+        for name in names:
+            for reading in agree.READINGS:
+                for metric in agree.HEADLINE:
+                    cells = []
+                    for c in b.columns:
+                        if c.tables is None:
+                            cells.append(f"n={c.n_units} (< {b.min_n})")
+                            continue
+                        r = agree.find_row(c.tables, agree.POOLED, name, reading)
+                        scale, digits = (100, 1) if metric in agree.PERCENT else (1, 3)
+                        cells.append(format_figure(r.values[metric], r.intervals[metric], scale, digits))
+                    lines.append("| " + " | ".join([name, reading, agree.LABELS[metric], *cells]) + " |")
+        if not names:
+            lines.append("| " + " | ".join(["(none)", "", "", *(f"n={c.n_units} (< {b.min_n})"
+                                                               for c in b.columns)]) + " |")  # fmt: skip
+        per_column = ", ".join(f"{c.value}: {c.n_items}" for c in b.columns)
+        lines += [
+            "",
+            f"All dimensions pooled, every row on the annotated items of the column; n = {unit}s (the "
+            f"resampled unit) [95% percentile bootstrap interval]; a column with n < {b.min_n} "
+            f"(`leaderboard.min_n`) is not computed. Items per column: {per_column}.",
+        ]
+    lines += [
+        "",
+        "The annotated dialogues have no role card: the taxonomy tiers and the card source do not apply.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = [
+    "FACETS",
+    "MIN_N",
+    "UNKNOWN",
+    "AgreementBreakdown",
+    "Breakdown",
+    "Cell",
+    "Facets",
+    "agreement_breakdowns",
+    "agreement_markdown",
+    "annotation_facets",
+    "breakdowns_markdown",
+    "card_index",
+    "dialogue_averages",
+    "dialogue_facets",
+    "exchanges",
+    "leaderboard_breakdowns",
+    "turn_labels",
+    "write_breakdown_csv",
+    "write_breakdowns",
+]

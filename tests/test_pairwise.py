@@ -1,0 +1,176 @@
+"""Pairwise judging: verdicts from both orders, position bias detected when planted, Bradley-Terry
+recovering a planted order, resume, and the tiny judge through rank.py."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from esc.dialogues.record import Dialogue, Turn
+from esc.reports.pairwise import Judged, bradley_terry, comparisons, consistency, strengths, win_rates
+from esc.scoring.judge import VALID, Judge, Judgment, ScoreItem, register_judge
+from esc.scoring.pairwise import TIE, pair_items, pairs, verdict
+from esc.scoring.store import ScoreRecord
+from tests.helpers import compose, requires_data, run_entry
+
+
+def _dialogue(card: int, target: str, quality: int, language: str = "en") -> Dialogue:
+    d = Dialogue(card, language, "seeker", target, "sys", "Hello.", None, status="complete")
+    d.turns = [
+        Turn("roleplayer", f"I feel low ({card})", "stop"),
+        Turn("target", f"Q{quality} reply", "stop"),
+    ]
+    return d
+
+
+def _record(score: int | None) -> ScoreRecord | None:
+    if score is None:
+        return None
+    return ScoreRecord("i", "empathy", "en", "j", {}, VALID, score)
+
+
+def test_pairs_cover_every_two_targets_of_a_card_and_both_orders() -> None:
+    found = pairs([_dialogue(1, "a", 1), _dialogue(1, "b", 2), _dialogue(1, "c", 3), _dialogue(2, "a", 1)])
+    assert [(p.card_id, p.x, p.y) for p in found] == [(1, "a", "b"), (1, "a", "c"), (1, "b", "c")]
+    items = pair_items(found[0], ["empathy", "overall"])
+    assert [i.item_id.rsplit("/", 1)[1] for i in items] == ["xy", "yx", "xy", "yx"]
+    xy, yx = items[0].messages[1][1], items[1].messages[1][1]
+    assert xy.index("Q1 reply") < xy.index("Q2 reply") and yx.index("Q2 reply") < yx.index("Q1 reply")
+    assert items[0].choices == ("A", "B", "C")
+
+
+@pytest.mark.parametrize(
+    "xy,yx,result,consistent",
+    [
+        (0, 1, "a", True),  # a shown first and chosen, then shown second and chosen
+        (1, 0, "b", True),
+        (2, 2, TIE, True),
+        (0, 0, TIE, False),  # always the first conversation: position, not preference
+        (0, None, None, None),  # an unread answer: no result
+    ],
+)
+def test_a_verdict_needs_both_orders(
+    xy: int, yx: int | None, result: str | None, consistent: bool | None
+) -> None:
+    [pair] = pairs([_dialogue(1, "a", 1), _dialogue(1, "b", 2)])
+    v = verdict(pair, {"xy": _record(xy), "yx": _record(yx)})
+    assert (v.result, v.consistent) == (result, consistent)
+
+
+def test_bradley_terry_recovers_a_planted_order() -> None:
+    rng = np.random.default_rng(0)
+    truth = {"weak": -1.0, "mid": 0.0, "strong": 1.0}
+    judged = []
+    for card in range(40):
+        found = pairs([_dialogue(card, t, 0) for t in truth])
+        for pair in found:
+            p_x = 1 / (1 + np.exp(truth[pair.y] - truth[pair.x]))
+            win = pair.x if rng.random() < p_x else pair.y
+            answers = {"xy": _record(0 if win == pair.x else 1), "yx": _record(1 if win == pair.x else 0)}
+            judged.append(Judged(pair, "overall", verdict(pair, answers)))
+    rows = strengths(judged, n_resamples=200, seed=0)
+    assert [r.target for r in rows] == ["strong", "mid", "weak"]
+    strong = rows[0]
+    assert strong.interval.low > 0 and strong.theta == pytest.approx(1.0, abs=0.45)
+    assert sum(r.theta for r in rows) == pytest.approx(0.0, abs=1e-9)  # centred
+    rates = win_rates(judged)
+    assert rates[("strong", "weak")][0] > 0.7 and rates[("strong", "weak")][1] == 40
+
+
+def test_a_tie_is_half_a_win_each_way() -> None:
+    [pair] = pairs([_dialogue(1, "a", 1), _dialogue(1, "b", 2)])
+    judged = [Judged(pair, "overall", verdict(pair, {"xy": _record(2), "yx": _record(2)}))]
+    assert comparisons(judged, {"a": 0, "b": 1}) == [(0, 1), (1, 0)]
+    theta = bradley_terry(2, comparisons(judged, {"a": 0, "b": 1}))
+    assert theta == pytest.approx([0.0, 0.0], abs=1e-6)
+
+
+@register_judge("planted_pairwise")
+class PlantedJudge(Judge):
+    """Prefers the conversation whose reply says the higher "Q<n>"; `bias: first` always answers A."""
+
+    def __init__(self, name: str, bias: str = "none", prompt: str = "official") -> None:
+        self.name, self.bias, self.prompt = name, bias, prompt
+        self.asked = 0
+
+    def judge(self, items: Sequence[ScoreItem]) -> list[Judgment]:
+        out = []
+        for item in items:
+            self.asked += 1
+            if self.bias == "first":
+                out.append(Judgment(VALID, 0))
+                continue
+            text = item.messages[1][1]
+            a = int(re.search(r"Q(\d)", text.split("Conversation B:")[0]).group(1))
+            b = int(re.search(r"Q(\d)", text.split("Conversation B:")[1]).group(1))
+            out.append(Judgment(VALID, 0 if a > b else 1 if b > a else 2))
+        return out
+
+    def identity(self) -> dict[str, Any]:
+        return {"kind": "planted_pairwise", "name": self.name, "bias": self.bias}
+
+
+def _runs(root: Path, qualities: dict[str, int], cards: int = 6) -> list[Path]:
+    folders = []
+    for target, quality in qualities.items():
+        folder = root / target / "dialogues"
+        folder.mkdir(parents=True)
+        lines = [json.dumps(_dialogue(c, target, quality).to_dict()) + "\n" for c in range(cards)]
+        (folder / f"{target}__seeker__en.jsonl").write_text("".join(lines))
+        folders.append(folder.parent)
+    return folders
+
+
+def _rank(out: Path, runs: list[Path], bias: str):
+    from omegaconf import open_dict
+
+    from esc.jobs.rank import rank
+
+    cfg = compose(["mode=pairwise", f"dialogues=[{','.join(map(str, runs))}]", "dimensions=[empathy,overall]",
+                   "pairwise.bootstrap=100", "scoring.progress=false", "cache=off"],
+                  output_dir=out, config_name="rank")  # fmt: skip
+    with open_dict(cfg):
+        cfg.judge = {"kind": "planted_pairwise", "name": f"planted_{bias}", "bias": bias}
+    return rank(cfg)
+
+
+def test_the_report_ranks_a_planted_order_and_a_rerun_judges_nothing(tmp_path: Path) -> None:
+    runs = _runs(tmp_path, {"low": 1, "mid": 2, "high": 3})
+    result = _rank(tmp_path / "out", runs, "none")
+    assert result.counts[VALID] == 6 * 3 * 2 * 2  # cards x pairs x dimensions x orders
+    table = (tmp_path / "out" / "pairwise.md").read_text()
+    order = [line.split("|")[2].strip() for line in table.splitlines() if re.match(r"\| [123] \|", line)]
+    assert order == ["high", "mid", "low"]
+    assert "100.0% of 36 pairs judged the same both ways" in table
+    again = _rank(tmp_path / "out", runs, "none")
+    assert again.counts["skipped"] == 6 * 3 * 2 * 2
+
+
+def test_a_planted_position_bias_is_reported(tmp_path: Path) -> None:
+    runs = _runs(tmp_path, {"low": 1, "high": 3})
+    _rank(tmp_path / "out", runs, "first")
+    data = json.loads((tmp_path / "out" / "pairwise.json").read_text())["seeker"]
+    assert data["consistency"]["rate"] == 0.0 and data["consistency"]["first_position_share"] == 1.0
+    assert data["win_rates"]["all"]["high|low"]["rate"] == 0.5  # every verdict a tie
+    judged = [Judged(p, "empathy", verdict(p, {"xy": _record(0), "yx": _record(0)})) for p in
+              pairs([_dialogue(1, "a", 1), _dialogue(1, "b", 2)])]  # fmt: skip
+    assert consistency(judged).first_share == 1.0
+
+
+@requires_data
+def test_rank_py_pairwise_with_the_tiny_judge(tmp_path: Path) -> None:
+    """The issue's command: the local judge reads A/B/C off the answer distribution."""
+    runs = _runs(tmp_path, {"a": 1, "b": 2}, cards=2)
+    out = tmp_path / "out"
+    result = run_entry("rank.py", ["mode=pairwise", "judge=tiny", f"dialogues=[{runs[0]},{runs[1]}]",
+                                   "pairwise.bootstrap=20", f"hydra.run.dir={out}"], timeout=600)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = [json.loads(line) for line in (out / "pairwise" / "tiny.jsonl").read_text().splitlines()]
+    assert len(records) == 2 * 7 * 2 and all(len(r["probs"]) == 3 for r in records)
+    assert (out / "strengths.csv").is_file() and "Bradley-Terry" in (out / "pairwise.md").read_text()
