@@ -4,6 +4,7 @@ and turns; every cell's n and mean counted by hand."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -224,7 +225,7 @@ def test_score_job_appends_the_sections_and_writes_every_cell(tmp_path: Path) ->
     with (out / "breakdown.csv").open(encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     assert list(rows[0]) == ["facet", "value", "roleplayer", "target", "n", "mean", "low", "high", "shown",
-                             "judge", "n_unscored"]  # fmt: skip
+                             "judge", "n_unscored", "language"]  # fmt: skip
     turns = {r["value"]: (r["n"], r["mean"], r["shown"]) for r in rows if r["facet"] == "turns"}
     assert turns == {"1": ("1", "50.0", "True"), "2": ("1", "50.0", "True"), "3": ("1", "50.0", "True"),
                      UNKNOWN: ("1", "100.0", "True")}  # fmt: skip
@@ -306,3 +307,18 @@ def test_config_keys_are_checked(tmp_path: Path) -> None:
         validate(compose([*base, "leaderboard.min_n=0"], config_name="rank"), "rank")
     with pytest.raises(ConfigError, match="leaderboard.cards"):
         validate(compose([*base, f"leaderboard.cards=[{tmp_path / 'no.json'}]"], config_name="rank"), "rank")
+
+
+def test_with_two_languages_the_other_facets_come_per_language(tmp_path: Path) -> None:
+    """A topic's cell never mixes English and Chinese dialogues (Table 2 is per language)."""
+    from esc.reports.breakdown import write_breakdowns
+
+    _, cards, scores = played(tmp_path)
+    zh = [
+        dataclasses.replace(r, language="zh", dialogue_id=r.dialogue_id.replace("__en", "__zh"))
+        for r in scores
+    ]
+    text = write_breakdowns(tmp_path, [*scores, *zh], [str(cards)], 1, 20, 0)
+    titles = [line for line in text.splitlines() if line.startswith("## ")]
+    assert titles[0] == "## By language" and "## By topic (taxonomy tier 1), en" in titles
+    assert "## By topic (taxonomy tier 1), zh" in titles and "## By topic (taxonomy tier 1)" not in titles

@@ -54,17 +54,22 @@ def test_pooled_scores_average_the_valid_judges_and_min_valid_decides() -> None:
 def test_a_lenient_judge_shows_its_offset() -> None:
     records = _jury_records(lenient_offset=1)
     rows = {le.judge: le for le in leniency(records, ["a", "b", "c"], n=200, seed=0)}
-    # c is +1 above a and b wherever a's score is below 4 (always here): c's offset is +1, a's and b's -0.5
-    assert rows["c"].offset == pytest.approx(1.0) and rows["a"].offset == pytest.approx(-0.5)
+    # c is +1 above a and b everywhere (their scores are 0-3): the jury's mean is a's + 1/3, so c's offset
+    # from the jury is +2/3 and a's and b's -1/3
+    assert rows["c"].offset == pytest.approx(2 / 3) and rows["a"].offset == pytest.approx(-1 / 3)
     assert rows["c"].interval.low > 0.5 and rows["a"].interval.high < 0
     assert rows["a"].items == 2 * 8 * 7
 
 
 def test_agreement_is_perfect_between_identical_judges() -> None:
     records = [r for r in _jury_records() if r.judge in ("a", "b")]
-    alphas = agreement(records, ["a", "b"])
-    assert set(alphas) == set(DIMENSION_KEYS) and all(a == pytest.approx(1.0) for a, _ in alphas.values())
-    assert alphas["empathy"][1] == 16
+    alphas = agreement(records, ["a", "b"], n=50)
+    assert set(alphas) == set(DIMENSION_KEYS) and all(a == pytest.approx(1.0) for a, _, _ in alphas.values())
+    assert alphas["empathy"][2] == 16 and alphas["empathy"][1].low == pytest.approx(1.0)
+    lenient = [r for r in _jury_records() if r.judge in ("a", "c")]
+    assert (
+        agreement(lenient, ["a", "c"], n=0)["empathy"][0] < 1.0
+    )  # an offset is a disagreement on an interval scale
 
 
 def test_rankings_show_where_judges_disagree() -> None:
@@ -91,7 +96,11 @@ def test_kendalls_w_and_variance_shares_on_hand_tables() -> None:
     shift = np.array([[1.0, 3.0], [2.0, 4.0]])  # the simulator adds 2 to every target
     shares = variance_shares(shift)
     assert shares["simulators"] == pytest.approx(0.8) and shares["targets"] == pytest.approx(0.2)
-    assert shares["interaction"] == pytest.approx(0.0, abs=1e-12)
+    assert shares["rest"] == pytest.approx(0.0, abs=1e-12)
+    ties = np.array([[1.0, 2.0], [1.0, 2.0]])  # every ranking one tie: no order to agree on
+    assert math.isnan(kendalls_w(ties))
+    partial = np.array([[3.0, 2.0], [3.0, 1.0], [1.0, 0.0]])  # rater 1 ties the top two
+    assert 0 < kendalls_w(partial) < 1
 
 
 def test_several_simulators_table_from_score_records() -> None:
@@ -105,8 +114,8 @@ def test_several_simulators_table_from_score_records() -> None:
                 ]
     [table] = simulator_tables(records, n_resamples=100, seed=0)
     assert table.simulators == ["s1", "s2"] and table.targets == ["good", "poor"]
-    assert table.means[0].tolist() == [75.0, 50.0] and table.counts.tolist() == [[10, 10], [10, 10]]
-    assert table.w == pytest.approx(1.0) and table.shares["simulators"] == pytest.approx(0.2)
+    assert table.means[0].tolist() == [75.0, 50.0] and table.cards == 10
+    assert table.w == pytest.approx(1.0) and table.shares["simulators"][0] == pytest.approx(0.2)
     assert "Kendall's W: 1.00" in to_markdown([table])
 
 
@@ -141,3 +150,33 @@ def test_a_jury_run_writes_each_judges_files_their_agreement_and_the_pooled_lead
         assert needed in board_md
     settings = json.loads((out / "settings.json").read_text())
     assert set(settings["rank.score"]["jury"]) == {"tiny", "tiny_paper"}
+    args = [
+        "mode=leaderboard",
+        "jury=tiny_pair",
+        "jury.pool=median",
+        f"scores={out}",
+        "leaderboard.bootstrap=20",
+    ]
+    again = run_entry("rank.py", [*args, f"hydra.run.dir={tmp_path / 'report'}"], timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]  # the jury's files reported again, pooled another way
+    report = (tmp_path / "report" / "leaderboard.md").read_text()
+    assert "| en | bot | rp | jury |" in report and "the median of the judges' expected scores" in report
+
+
+def test_a_jury_is_checked_before_any_work() -> None:
+    from omegaconf import open_dict
+
+    from esc.errors import ConfigError
+    from esc.jobs.rank import jury_members
+    from tests.helpers import compose
+
+    cfg = compose(["jury=tiny_pair", "jury.min_valid=3"], config_name="rank")
+    with pytest.raises(ConfigError, match="jury.min_valid"):
+        jury_members(cfg, "score")
+    cfg = compose(["jury=tiny_pair"], config_name="rank")
+    with open_dict(cfg):
+        cfg.jury.members.tiny_paper.name = "jury"
+    with pytest.raises(ConfigError, match="must differ and not be 'jury'"):
+        jury_members(cfg, "score")
+    with pytest.raises(ConfigError, match="mode=safety"):
+        jury_members(compose(["jury=tiny_pair"], config_name="rank"), "safety")

@@ -79,8 +79,13 @@ def test_bradley_terry_recovers_a_planted_order() -> None:
     strong = rows[0]
     assert strong.interval.low > 0 and strong.theta == pytest.approx(1.0, abs=0.45)
     assert sum(r.theta for r in rows) == pytest.approx(0.0, abs=1e-9)  # centred
-    rates = win_rates(judged)
-    assert rates[("strong", "weak")][0] > 0.7 and rates[("strong", "weak")][1] == 40
+    rates = win_rates(judged, n_resamples=100)
+    assert rates[("strong", "weak")].value > 0.7 and rates[("strong", "weak")].of == 40
+    assert (
+        rates[("strong", "weak")].interval.low
+        < rates[("strong", "weak")].value
+        < rates[("strong", "weak")].interval.high
+    )
 
 
 def test_a_tie_is_half_a_win_each_way() -> None:
@@ -147,7 +152,7 @@ def test_the_report_ranks_a_planted_order_and_a_rerun_judges_nothing(tmp_path: P
     table = (tmp_path / "out" / "pairwise.md").read_text()
     order = [line.split("|")[2].strip() for line in table.splitlines() if re.match(r"\| [123] \|", line)]
     assert order == ["high", "mid", "low"]
-    assert "100.0% of 36 pairs judged the same both ways" in table
+    assert "100.0 [100.0, 100.0]% of 36 pairs judged the same both ways" in table
     again = _rank(tmp_path / "out", runs, "none")
     assert again.counts["skipped"] == 6 * 3 * 2 * 2
 
@@ -155,12 +160,15 @@ def test_the_report_ranks_a_planted_order_and_a_rerun_judges_nothing(tmp_path: P
 def test_a_planted_position_bias_is_reported(tmp_path: Path) -> None:
     runs = _runs(tmp_path, {"low": 1, "high": 3})
     _rank(tmp_path / "out", runs, "first")
-    data = json.loads((tmp_path / "out" / "pairwise.json").read_text())["seeker"]
-    assert data["consistency"]["rate"] == 0.0 and data["consistency"]["first_position_share"] == 1.0
-    assert data["win_rates"]["all"]["high|low"]["rate"] == 0.5  # every verdict a tie
+    data = json.loads((tmp_path / "out" / "pairwise.json").read_text())["roleplayers"]["seeker"]
+    assert (
+        data["consistency"]["rate"]["value"] == 0.0
+        and data["consistency"]["first_position_share"]["value"] == 1.0
+    )
+    assert data["win_rates"]["all"]["high|low"]["value"] == 0.5  # every verdict a tie
     judged = [Judged(p, "empathy", verdict(p, {"xy": _record(0), "yx": _record(0)})) for p in
               pairs([_dialogue(1, "a", 1), _dialogue(1, "b", 2)])]  # fmt: skip
-    assert consistency(judged).first_share == 1.0
+    assert consistency(judged).first.value == 1.0
 
 
 @requires_data
@@ -174,3 +182,53 @@ def test_rank_py_pairwise_with_the_tiny_judge(tmp_path: Path) -> None:
     records = [json.loads(line) for line in (out / "pairwise" / "tiny.jsonl").read_text().splitlines()]
     assert len(records) == 2 * 7 * 2 and all(len(r["probs"]) == 3 for r in records)
     assert (out / "strengths.csv").is_file() and "Bradley-Terry" in (out / "pairwise.md").read_text()
+
+
+def _won(pair, winner: str) -> Judged:
+    first = 0 if winner == pair.x else 1
+    return Judged(pair, "overall", verdict(pair, {"xy": _record(first), "yx": _record(1 - first)}))
+
+
+def test_strengths_are_undefined_where_the_data_cannot_place_a_target() -> None:
+    # a-b met on some cards, c-d on others: nothing puts the two groups on one scale
+    judged = [_won(p, p.x) for c in range(5) for p in pairs([_dialogue(c, "a", 1), _dialogue(c, "b", 1)])]
+    judged += [
+        _won(p, p.y) for c in range(5, 10) for p in pairs([_dialogue(c, "c", 1), _dialogue(c, "d", 1)])
+    ]
+    rows = {r.target: r for r in strengths(judged, n_resamples=50)}
+    assert all(np.isnan(r.theta) for r in rows.values()) and "never met" in rows["a"].undefined
+    assert (
+        bradley_terry(3, [(0, 1), (1, 0)])[2] != bradley_terry(3, [(0, 1), (1, 0)])[2]
+    )  # c: no verdict, NaN
+
+
+def test_a_target_that_won_every_verdict_stays_finite_under_the_prior() -> None:
+    judged = [
+        _won(p, "high") for c in range(20) for p in pairs([_dialogue(c, "high", 1), _dialogue(c, "low", 1)])
+    ]
+    rows = {r.target: r for r in strengths(judged, n_resamples=50)}
+    assert 0 < rows["high"].theta < 3 and rows["high"].theta == pytest.approx(-rows["low"].theta)
+    weaker = {r.target: r for r in strengths(judged, n_resamples=0, prior=10.0)}
+    assert weaker["high"].theta < rows["high"].theta  # a stronger prior pulls towards 0
+
+
+def test_cards_played_by_one_target_are_listed_and_an_adapter_judge_is_refused(tmp_path: Path) -> None:
+    from omegaconf import open_dict
+
+    from esc.errors import ConfigError
+    from esc.jobs.rank import rank
+
+    runs = _runs(tmp_path, {"low": 1, "high": 3}, cards=3)
+    extra = runs[1] / "dialogues" / "high__seeker__en.jsonl"
+    extra.write_text(extra.read_text() + json.dumps(_dialogue(99, "high", 3).to_dict()) + "\n")
+    _rank(tmp_path / "out", runs, "none")
+    assert (
+        "Left out: 1 cards played by one target only (seeker/en/99)"
+        in (tmp_path / "out" / "pairwise.md").read_text()
+    )
+    cfg = compose(["mode=pairwise", f"dialogues=[{runs[0]},{runs[1]}]", "judge=tiny", "cache=off"],
+                  output_dir=tmp_path / "esc_rank", config_name="rank")  # fmt: skip
+    with open_dict(cfg):
+        cfg.judge.adapters = {"layout": "single", "root": str(tmp_path), "dimensions": None}
+    with pytest.raises(ConfigError, match="judge.adapters"):
+        rank(cfg)

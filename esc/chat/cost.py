@@ -21,12 +21,15 @@ reported.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from esc.chat.base import ChatBackend, Message
 from esc.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 #: template tokens counted per message by the rule (ChatML spends 4 to 5 on a message's frame)
 MESSAGE_TOKENS = 4
@@ -214,8 +217,15 @@ def before_spending(
 ) -> None:
     """What a job does with its estimate before its first request: print the summary, record it in
     `manifest` (`manifest.update(cost_estimate=...)`, when given) and refuse a run over `max_cost`.
-    Nothing for None (no model of the run has a price)."""
+    Nothing for None (no model of the run has a price), but a warning when a budget was set: it
+    cannot be checked without a price (`price:` of the API's backend node)."""
     if estimate is None:
+        if max_cost is not None:
+            log.warning(
+                "%s=%s is not checked: no model of this run has a price (set the API backend's `price`)",
+                key,
+                max_cost,
+            )
         return
     print(estimate.summary(), flush=True)
     if manifest is not None:

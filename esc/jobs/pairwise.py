@@ -19,7 +19,7 @@ from esc.chat.cost import before_spending
 from esc.dialogues.store import dialogue_files, read_dialogues
 from esc.errors import ConfigError, UserError
 from esc.lifecycle import Job, JobResult
-from esc.reports.pairwise import Judged, write_report
+from esc.reports.pairwise import PRIOR, Judged, dropped_cards, write_report
 from esc.rundir import resolved_revision
 from esc.scoring.judge import FAILED, INVALID, VALID, Judge
 from esc.scoring.judging import (
@@ -29,7 +29,7 @@ from esc.scoring.judging import (
     refuse_same_names,
     selected_dimensions,
 )
-from esc.scoring.pairwise import ORDERS, PairwiseRecord, pair_items, pairs, verdict
+from esc.scoring.pairwise import ORDERS, PairwiseRecord, pair_items, pairs, pairwise_prompts, verdict
 from esc.scoring.store import ScoreStore
 
 
@@ -43,7 +43,8 @@ class PairwiseResult(JobResult):
         c = self.counts
         return (
             f"{self.markdown}\n{self.pairs} pairs x dimensions; answers: {c.get(VALID, 0)} valid, "
-            f"{c.get(INVALID, 0)} invalid, {c.get(FAILED, 0)} failed ({c.get('skipped', 0)} already done); "
+            f"{c.get(INVALID, 0)} invalid, {c.get(FAILED, 0)} failed (of them {c.get('skipped', 0)} "
+            "judged by an earlier run); "
             f"{self.output_dir}/pairwise.md, strengths.csv, verdicts.csv"
         )
 
@@ -59,7 +60,17 @@ def run_pairwise(job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge)
     files = dialogue_files(resolved["dialogues"])
     refuse_same_names(files)
     dims = selected_dimensions(resolved.get("dimensions"))
-    found = pairs([d for path in files for d in read_dialogues(path)])
+    if getattr(judge, "paths", None) or getattr(judge, "adapters", None):
+        raise ConfigError(
+            "judge.adapters",
+            "a judge with per-dimension score adapters (ESC-RANK) was trained to score one dialogue "
+            "0-4, not to compare two: use its base model (judge.adapters.layout=none) or another judge",
+        )
+    dialogues = [d for path in files for d in read_dialogues(path)]
+    found = pairs(dialogues)
+    played: Counter = Counter(
+        (d.roleplayer, d.language, d.card_id) for d in dialogues if d.status == "complete"
+    )
     if not found:
         raise UserError(
             f"no card played by two targets with the same role-player in {', '.join(map(str, files))}: "
@@ -75,8 +86,9 @@ def run_pairwise(job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge)
     counts: Counter = Counter(skipped=len(items) - len(pending))
     job.on_stop(lambda: {"counts": dict(counts)})
     scoring = resolved.get("scoring") or {}
+    question = {"style": "pairwise", "version": pairwise_prompts()["version"]}  # recorded with each answer
     records = judge_items(
-        judge, items, store, int(scoring.get("chunk", 64)), bool(scoring.get("progress", True))
+        judge, items, store, int(scoring.get("chunk", 64)), bool(scoring.get("progress", True)), question
     )
     judged = []
     for pair in found:
@@ -87,6 +99,7 @@ def run_pairwise(job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge)
             judged.append(Judged(pair, key, verdict(pair, answers)))
     section = resolved.get("pairwise") or {}
     n, seed = int(section.get("bootstrap", 200)), int(resolved.get("seed", 0))
-    report = write_report(out, judged, dims, judge.name, n, seed)
+    dropped = dropped_cards(played)
+    report = write_report(out, judged, dims, judge.name, n, seed, dropped, float(section.get("prior", PRIOR)))
     result = PairwiseResult(str(out), report["markdown"], dict(counts), len(judged))
     return job.complete(result, counts=dict(counts), report=str(out / "pairwise.md"))

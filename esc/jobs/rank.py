@@ -32,7 +32,7 @@ from esc.jobs.score import run_scores
 from esc.jobs.trajectory import run_trajectory
 from esc.lifecycle import Job, JobResult, job_run
 from esc.reports.agreement_data import SPLITS as AGREEMENT_SPLITS
-from esc.reports.jury import POOLS
+from esc.reports.jury import JURY, POOLS, READINGS, jury_names
 from esc.roleplay.metrics import ROLEPLAY_METRICS_FILE
 from esc.rundir import model_settings
 from esc.safety.checklist import checklist_digest, question_keys
@@ -74,10 +74,15 @@ def rank(cfg: DictConfig) -> JobResult:
     try:
         settings = output_settings(mode, resolved, judge)
         with job_run(out, f"rank.{mode}", settings, resolved, seed=cfg.get("seed")) as job:
+            judges = members or ([judge] if judge is not None else [])
+
+            def spent() -> dict[str, Any]:  # what API judges were sent and cost (estimated: cost_estimate)
+                usage = {j.name: u for j in judges if (u := j.usage())}
+                return {"usage": usage} if usage else {}
+
+            job.on_stop(spent)  # also when the run fails or is interrupted
             result = RUNNERS[mode](job, resolved, out, judge)
-            spent = {j.name: u for j in members or ([judge] if judge else []) if (u := j.usage())}
-            if spent:  # what API judges were sent and cost this run (estimated before: cost_estimate)
-                job.manifest.update(usage=spent)
+            job.manifest.update(**spent())
             return result
     finally:
         for each in members or ([judge] if judge is not None else []):
@@ -85,21 +90,29 @@ def rank(cfg: DictConfig) -> JobResult:
 
 
 def jury_members(resolved: Mapping[str, Any], mode: str) -> list[Judge]:
-    """The judges of `jury.members` (`conf/jury/`, or `+judge@jury.members.NAME=OPTION`), each built
-    from its node; [] without a jury. A jury judges in mode=score only, and its judges need
-    distinct names (each keeps its own score files)."""
-    members = (resolved.get("jury") or {}).get("members") or {}
-    if not members:
+    """The judges of `jury.members` (`conf/jury/`, or `+judge@jury.members.NAME=OPTION`) to judge
+    with, each built from its node: in mode=score; [] without a jury, and in mode=leaderboard, which
+    pools the members' existing score files by name. Other modes take one judge."""
+    jury = resolved.get("jury") or {}
+    names = jury_names(jury)
+    if not names:
         return []
-    if mode != "score":
-        raise ConfigError("jury", f"a jury judges in mode=score, not mode={mode}; use one judge (judge=...)")
-    judges = [build_judge(node, key=f"jury.members.{key}") for key, node in members.items()]
-    names = [j.name for j in judges]
-    if len(set(names)) != len(names):
+    if mode not in ("score", "leaderboard"):
         raise ConfigError(
-            "jury.members", f"the judges' names must differ (their score files are named by them): {names}"
+            "jury",
+            f"a jury judges in mode=score (and reports in mode=leaderboard), not mode={mode}; use one "
+            "judge (judge=...)",
         )
-    return judges
+    if len(set(names)) != len(names) or JURY in names:
+        raise ConfigError(
+            "jury.members",
+            f"the judges' names must differ and not be {JURY!r} (files and rows are named by them): {names}",
+        )
+    if jury.get("min_valid") is not None and int(jury["min_valid"]) > len(names):
+        raise ConfigError("jury.min_valid", f"is {jury['min_valid']}, but the jury has {len(names)} judges")
+    if mode == "leaderboard":
+        return []
+    return [build_judge(node, key=f"jury.members.{key}") for key, node in jury["members"].items()]
 
 
 def output_settings(mode: str, resolved: Mapping[str, Any], judge: Judge | None) -> dict[str, Any] | None:
@@ -107,13 +120,8 @@ def output_settings(mode: str, resolved: Mapping[str, Any], judge: Judge | None)
     rewrite their reports whole (leaderboard, correlation, agreement on existing scores)."""
     if judge is None:
         return None
-    if isinstance(judge, list):  # a jury: every member's identity, and how they are pooled
-        jury = resolved.get("jury") or {}
-        return {
-            "jury": {j.name: model_settings(j.identity()) for j in judge},
-            "pool": jury.get("pool", "mean"),
-            "min_valid": jury.get("min_valid"),
-        }
+    if isinstance(judge, list):  # a jury: what shapes its judgments (pooling is rebuilt with the report)
+        return {"jury": {j.name: model_settings(j.identity()) for j in judge}}
     settings: dict[str, Any] = {"judge": model_settings(judge.identity())}
     if mode == "agreement":
         section = resolved.get("agreement") or {}
@@ -202,11 +210,19 @@ CONFIG: tuple[Section, ...] = (
     Section(
         "trajectory", (Rule("bootstrap", integer(0)), Rule("charts", boolean())), keys("bootstrap", "charts")
     ),
-    Section("pairwise", (Rule("bootstrap", integer(0)),), keys("bootstrap")),
+    Section(
+        "pairwise",
+        (Rule("bootstrap", integer(0)), Rule("prior", number(above=0), "pseudo-wins each way per pair")),
+        keys("bootstrap", "prior"),
+    ),
     Section(
         "jury",
-        (Rule("pool", one_of(*POOLS)), Rule("min_valid", integer(1, null=True), "null: every judge")),
-        keys("members", "pool", "min_valid"),
+        (
+            Rule("pool", one_of(*POOLS)),
+            Rule("min_valid", integer(1, null=True), "null: every judge"),
+            Rule("reading", one_of(*READINGS)),
+        ),
+        keys("members", "pool", "min_valid", "reading"),
     ),
     Section(
         "safety",

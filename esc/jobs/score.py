@@ -23,7 +23,7 @@ from esc.lifecycle import Job, JobResult
 from esc.reports import breakdown, simulators
 from esc.reports import jury as jury_report
 from esc.reports import leaderboard as board
-from esc.reports.jury import pooled_records
+from esc.reports.jury import jury_names, pooled_records
 from esc.reports.simulators import simulator_tables
 from esc.reports.wandb_report import log_run
 from esc.rundir import resolved_revision
@@ -79,17 +79,22 @@ def write_reports(
     out: Path, records: Sequence[ScoreRecord], cfg: Mapping[str, Any], jury: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     """leaderboard.md (the table; the jury, several simulators and the breakdowns as sections after
-    it), leaderboard.csv, charts. With a `jury` (its `members`, `pool`, `min_valid`), the pooled
-    records join the table as judge `jury`."""
+    it), leaderboard.csv, charts. With a `jury` (its `members`' names, `pool`, `min_valid`, `reading`),
+    the pooled records join the table (and the breakdowns) as judge `jury`."""
     n, seed = int(cfg.get("bootstrap", 1000)), int(cfg.get("seed", 0))
     jury_section = ""
     if jury:
         members = list(jury["members"])
-        pooled = pooled_records(records, members, jury.get("pool", "mean"), jury.get("min_valid"))
-        rows = board.leaderboard([*records, *pooled], n, seed)
+        pool, reading = jury.get("pool", "mean"), jury.get("reading", "expected")
+        judged = list(records)
+        pooled = pooled_records(judged, members, pool, jury.get("min_valid"), reading)
+        records = [*judged, *pooled]  # the jury's row in Table 2 and in the breakdowns
+        rows = board.leaderboard(records, n, seed)
+        on_reading = board.leaderboard([*jury_report.reading_records(judged, reading), *pooled], n, seed)
         jury_section = jury_report.to_markdown(
-            jury_report.leniency(records, members, n, seed), jury_report.agreement(records, members),
-            jury_report.rankings(rows, members), jury.get("pool", "mean"), members,
+            jury_report.leniency(judged, members, pool, reading, n, seed),
+            jury_report.agreement(judged, members, reading, n, seed),
+            jury_report.rankings(on_reading, members), pool, members, reading,
         )  # fmt: skip
     else:
         rows = board.leaderboard(records, n, seed)
@@ -151,7 +156,12 @@ def run_scores(
         raise UserError(f"no score records in {', '.join(map(str, score_paths)) or out / 'scores'}")
     check_one_prompt_per_judge(records, score_paths)
     jury = resolved.get("jury") or {}
-    members = [each.name for each in judges] if len(judges) > 1 else []
+    members = jury_names(jury)  # a jury's judges, by name: judged now, or in the score files read
+    missing = sorted(set(members) - {r.judge for r in records})
+    if missing:
+        raise ConfigError(
+            "jury.members", f"no score of judge(s) {missing} in {', '.join(map(str, score_paths))}"
+        )
     reports = write_reports(
         out, records, {**(resolved.get("leaderboard") or {}), "seed": resolved.get("seed", 0)},
         {**jury, "members": members} if members else None,

@@ -62,7 +62,7 @@ AGREEMENT_FACETS = ("language", "turns")  # annotated dialogues have no role car
 MIN_N = 10  # `leaderboard.min_n`
 MAX_EXACT_TURNS = 8  # more distinct turn counts than this are put in ranges (`turn_labels`)
 CSV_FIELDS = ["facet", "value", "roleplayer", "target", "n", "mean", "low", "high", "shown",
-              "judge", "n_unscored"]  # fmt: skip
+              "judge", "n_unscored", "language"]  # fmt: skip
 
 
 # --- facets ---------------------------------------------------------------------------------------
@@ -235,6 +235,7 @@ class Breakdown:
     cells: list[Cell]  # every cell, also those of the columns left out
     min_n: int
     left_out: dict[str, int] = dataclasses.field(default_factory=dict)  # tier 2: value -> its largest n
+    language: str | None = None  # the dialogues' language, when the table holds one language only
 
     def cell(self, row: tuple[str, str, str], value: str) -> Cell | None:
         for c in self.cells:
@@ -343,7 +344,7 @@ def breakdowns_markdown(tables: Sequence[Breakdown], unknown: Mapping[str, int] 
     lines: list[str] = []
     for k, t in enumerate(tables):
         several_judges = len({judge for _, _, judge in t.rows}) > 1
-        lines += ["", f"## {TITLES[t.facet]}", ""]
+        lines += ["", f"## {TITLES[t.facet]}" + (f", {t.language}" if t.language else ""), ""]
         if t.columns:
             head = ["Target (role-player)", *(["Judge"] if several_judges else []), *t.columns]
             lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -406,7 +407,7 @@ def write_breakdown_csv(tables: Sequence[Breakdown], path: Path) -> None:
             writer.writerow({"facet": c.facet, "value": c.value, "roleplayer": c.roleplayer,
                              "target": c.target, "n": c.n, "mean": num(c.mean), "low": num(c.interval.low),
                              "high": num(c.interval.high), "shown": c.shown, "judge": c.judge,
-                             "n_unscored": c.n_unscored})  # fmt: skip
+                             "n_unscored": c.n_unscored, "language": t.language or "all"})  # fmt: skip
     atomic_write_text(Path(path), buffer.getvalue())
 
 
@@ -417,6 +418,17 @@ def write_breakdowns(
     """OUT/breakdown.csv, and the markdown sections for leaderboard.md (returned)."""
     facets, unknown = dialogue_facets(records, card_index(cards))
     tables = leaderboard_breakdowns(records, facets, min_n, n_resamples, seed)
+    languages = sorted({r.language for r in records})
+    if (
+        len(languages) > 1
+    ):  # the other facets per language, as Table 2 is: a topic's cell never mixes en and zh
+        tables = tables[:1] + [
+            dataclasses.replace(t, language=language)
+            for language in languages
+            for t in leaderboard_breakdowns(
+                [r for r in records if r.language == language], facets, min_n, n_resamples, seed
+            )[1:]
+        ]
     write_breakdown_csv(tables, Path(out) / "breakdown.csv")
     return breakdowns_markdown(tables, unknown)
 

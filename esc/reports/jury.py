@@ -1,21 +1,23 @@
 """A jury of judges (`rank.py jury=...`): the pooled score, and how the judges differ.
 
 Each member judges every (dialogue, dimension) into its own score files; nothing is averaged there.
-From their records:
+From their records, on one reading of a judgment (`jury.reading`: `expected`, the expected score
+where a judge gives probabilities and the stated one where it does not; or `stated`, the score each
+judge stated, as Table 2 reads it):
 
 - **pooled score**: per (dialogue, dimension), the mean (or median, `jury.pool`) of the members'
-  expected scores (the stated score where a judge gives no probabilities), over the members whose
-  judgment is valid; fewer than `jury.min_valid` valid members (default: all) make the pooled
-  judgment invalid, counted like any invalid judgment. The pooled rows join the leaderboard as
-  judge ``jury``.
-- **leniency**: per member, the mean of its score minus the mean of the other members' scores on the
-  same (dialogue, dimension), where all are valid, on the 0-4 scale, with a 95% bootstrap interval
-  resampling role cards; above 0: more lenient than the rest of the jury.
-- **agreement**: Krippendorff's alpha (ordinal, over the stated 0-4 scores) between the members, per
-  dimension; undefined (n/a) where the scores do not vary.
-- **rankings**: per (role-player, language), each member's order of the targets by their average,
-  Kendall's tau between each member's order and the pooled one, and every pair of targets that two
-  members put in opposite orders.
+  readings, over the members whose judgment is valid; fewer than `jury.min_valid` valid members
+  (default: all) make the pooled judgment invalid, counted like any invalid judgment. The pooled
+  rows join the leaderboard as judge ``jury``; each member's own row there keeps Table 2's reading
+  (stated scores), and the jury section compares everything on the jury's reading.
+- **leniency**: per member, the mean of its reading minus the pooled score on the same (dialogue,
+  dimension), where every member is valid (0-4 scale; above 0: more lenient than the jury), with a
+  95% bootstrap interval resampling role cards.
+- **agreement**: Krippendorff's alpha (interval level, on the readings) between the members, per
+  dimension, with an interval resampling cards; undefined (n/a) where the scores do not vary.
+- **rankings**: per (role-player, language), each member's order of the targets by their average on
+  the jury's reading, Kendall's tau between each member's order and the pooled one, and every pair
+  of targets two members put in opposite orders.
 """
 
 from __future__ import annotations
@@ -30,19 +32,33 @@ from typing import Any
 
 import numpy as np
 
-from esc.annotate.agreement import krippendorff_alpha
 from esc.reports.bootstrap import NO_INTERVAL, Interval, expand, format_figure, unit_index, unit_intervals
 from esc.reports.leaderboard import Row
-from esc.scoring.judge import DIGITS, INVALID, VALID
+from esc.scoring.judge import INVALID, VALID
 from esc.scoring.rubrics import DIMENSION_KEYS
 from esc.scoring.store import ScoreRecord
 
 JURY = "jury"
 POOLS = ("mean", "median")
+READINGS = ("expected", "stated")
 
 
-def _value(record: ScoreRecord) -> float:
-    return float(record.expected if record.expected is not None else record.score)
+def jury_names(jury: Mapping[str, Any] | None) -> list[str]:
+    """The judges' names of a `jury` node (`jury.members.<key>`: a judge node, named by its `name`)."""
+    members = (jury or {}).get("members") or {}
+    return [str((node or {}).get("name") or key) for key, node in members.items()]
+
+
+def _value(record: ScoreRecord, reading: str = "expected") -> float:
+    """A valid judgment's score on the jury's reading (see the module docstring)."""
+    if reading == "expected" and record.expected is not None:
+        return float(record.expected)
+    return float(record.score)
+
+
+def reading_records(records: Sequence[ScoreRecord], reading: str) -> list[ScoreRecord]:
+    """The records with each valid score replaced by its reading: the members' rows on the jury's scale."""
+    return [dataclasses.replace(r, score=_value(r, reading)) if r.status == VALID else r for r in records]
 
 
 def _by_item(records: Sequence[ScoreRecord]) -> dict[tuple[str, str], dict[str, ScoreRecord]]:
@@ -53,18 +69,19 @@ def _by_item(records: Sequence[ScoreRecord]) -> dict[tuple[str, str], dict[str, 
 
 
 def pooled_records(
-    records: Sequence[ScoreRecord], members: Sequence[str], pool: str = "mean", min_valid: int | None = None
-) -> list[ScoreRecord]:
+    records: Sequence[ScoreRecord], members: Sequence[str], pool: str = "mean", min_valid: int | None = None,
+    reading: str = "expected",
+) -> list[ScoreRecord]:  # fmt: skip
     """One record per (dialogue, dimension) with judge ``jury`` (see the module docstring)."""
     combine = statistics.fmean if pool == "mean" else statistics.median
     need = len(members) if min_valid is None else int(min_valid)
     out = []
     for _, by_judge in sorted(_by_item(records).items()):
         first = next(iter(by_judge.values()))
-        valid = [_value(r) for j, r in by_judge.items() if j in members and r.status == VALID]
+        valid = [_value(r, reading) for j, r in by_judge.items() if j in members and r.status == VALID]
         base = {f: getattr(first, f) for f in ("dialogue_id", "dimension", "language", "target", "roleplayer",
                                                 "card_id", "content_sha", "source")}  # fmt: skip
-        prompt = {"pool": pool, "members": list(members)}
+        prompt = {"pool": pool, "reading": reading, "members": list(members)}
         if len(valid) >= need and valid:
             value = float(combine(valid))
             out.append(
@@ -79,23 +96,27 @@ def pooled_records(
 @dataclasses.dataclass(frozen=True)
 class Leniency:
     judge: str
-    offset: float | None  # mean (own - others' mean), 0-4 scale
+    offset: float | None  # mean (own reading - pooled score), 0-4 scale
     interval: Interval
     items: int  # (dialogue, dimension) where every member is valid
 
 
 def leniency(
-    records: Sequence[ScoreRecord], members: Sequence[str], n: int = 1000, seed: int = 0
-) -> list[Leniency]:
+    records: Sequence[ScoreRecord], members: Sequence[str], pool: str = "mean", reading: str = "expected",
+    n: int = 1000, seed: int = 0,
+) -> list[Leniency]:  # fmt: skip
+    """Each member's mean offset from the jury's pooled score (see the module docstring)."""
+    combine = statistics.fmean if pool == "mean" else statistics.median
     complete = [
         by_judge for by_judge in _by_item(records).values()
         if all(m in by_judge and by_judge[m].status == VALID for m in members)
     ]  # fmt: skip
     units, groups = unit_index([(b[members[0]].card_id, b[members[0]].language) for b in complete])
+    pooled = [combine([_value(b[m], reading) for m in members]) for b in complete]
     out = []
     for m in members:
         offsets = np.asarray(
-            [_value(b[m]) - np.mean([_value(b[o]) for o in members if o != m]) for b in complete], dtype=float
+            [_value(b[m], reading) - p for b, p in zip(complete, pooled, strict=True)], dtype=float
         )
         if not len(offsets) or len(members) < 2:
             out.append(Leniency(m, None, NO_INTERVAL, len(offsets)))
@@ -110,18 +131,46 @@ def leniency(
     return out
 
 
-def agreement(records: Sequence[ScoreRecord], members: Sequence[str]) -> dict[str, tuple[float | None, int]]:
-    """{dimension: (Krippendorff's alpha between the members, items)} over their stated scores."""
+def _alpha(table: np.ndarray) -> float:
+    """Krippendorff's alpha (interval) of a judges x items table (NaN: no judgment); NaN when undefined."""
+    import krippendorff
+
+    if table.shape[1] < 2 or np.sum(~np.isnan(table)) < 4:
+        return math.nan
+    try:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return float(krippendorff.alpha(reliability_data=table, level_of_measurement="interval"))
+    except (ValueError, ZeroDivisionError):  # a single value: no variation to agree on
+        return math.nan
+
+
+def _cell(by_judge: Mapping[str, ScoreRecord], member: str, reading: str) -> float:
+    record = by_judge.get(member)
+    return _value(record, reading) if record is not None and record.status == VALID else math.nan
+
+
+def agreement(
+    records: Sequence[ScoreRecord],
+    members: Sequence[str],
+    reading: str = "expected",
+    n: int = 1000,
+    seed: int = 0,
+) -> dict[str, tuple[float, Interval, int]]:
+    """{dimension: (Krippendorff's alpha between the members, its interval by card, items)}."""
     out = {}
     items = _by_item(records)
     for dim in DIMENSION_KEYS:
         keys = sorted(k for k in items if k[1] == dim)
-        table = [
-            [str(items[k][m].score) if m in items[k] and items[k][m].status == VALID else None for k in keys]
-            for m in members
-        ]
-        if keys:
-            out[dim] = (krippendorff_alpha(table, DIGITS, ordinal=True), len(keys))
+        if not keys:
+            continue
+        table = np.asarray([[_cell(items[k], m, reading) for k in keys] for m in members], dtype=float)
+        first = [next(iter(items[k].values())) for k in keys]
+        units, groups = unit_index([(r.card_id, r.language) for r in first])
+
+        def statistic(drawn: np.ndarray, table: np.ndarray = table, groups: list = groups) -> float:
+            return _alpha(table[:, expand(groups, drawn)])
+
+        out[dim] = (_alpha(table), unit_intervals(len(units), statistic, n, seed)[0], len(keys))
     return out
 
 
@@ -169,17 +218,20 @@ def rankings(rows: Sequence[Row], members: Sequence[str]) -> dict[tuple[str, str
 
 
 def to_markdown(
-    leniencies: Sequence[Leniency], alphas: Mapping[str, tuple[float | None, int]],
+    leniencies: Sequence[Leniency], alphas: Mapping[str, tuple[float, Interval, int]],
     ranks: Mapping[tuple[str, str], Mapping[str, Any]], pool: str, members: Sequence[str],
+    reading: str = "expected",
 ) -> str:  # fmt: skip
     lines = [
         f"## The jury: {', '.join(members)}",
         "",
-        f"The pooled score (judge `{JURY}` in the table above) is the {pool} of the judges' expected scores "
-        "(each judge's own row, like Table 2, averages its stated scores: the two need not match).",
+        f"The pooled score (judge `{JURY}` in the table above) is the {pool} of the judges' {reading} "
+        "scores; each judge's own row there, like Table 2, averages its stated scores. Everything below "
+        f"is on the jury's reading ({reading}).",
         "",
-        "Leniency: mean score minus the other judges' mean on the same judgment (0-4 scale; above 0 = more "
-        "lenient), 95% bootstrap interval over cards, on the judgments every judge read.",
+        "Leniency: mean of the judge's score minus the pooled score on the same judgment (0-4 scale; "
+        "above 0 = more lenient than the jury), 95% bootstrap interval over cards, on the judgments every "
+        "judge read.",
         "",
         "| judge | leniency | judgments |",
         "|---|---|---|",
@@ -187,10 +239,12 @@ def to_markdown(
     for le in leniencies:
         value = "n/a" if le.offset is None else format_figure(le.offset, le.interval, digits=2)
         lines.append(f"| {le.judge} | {value} | {le.items} |")
-    lines += ["", "Agreement between the judges, Krippendorff's alpha (ordinal) per dimension:", "",
+    lines += ["", "Agreement between the judges, Krippendorff's alpha (interval) per dimension, 95% interval "
+              "over cards:", "",
               "| dimension | alpha | judgments |", "|---|---|---|"]  # fmt: skip
-    for dim, (alpha, n) in alphas.items():
-        lines.append(f"| {dim} | {'n/a (no variation)' if alpha is None else f'{alpha:.3f}'} | {n} |")
+    for dim, (alpha, interval, n) in alphas.items():
+        shown = "n/a (no variation)" if math.isnan(alpha) else format_figure(alpha, interval, digits=3)
+        lines.append(f"| {dim} | {shown} | {n} |")
     for (roleplayer, language), r in ranks.items():
         lines += ["", f"Rankings ({language}, role-player {roleplayer}), best first:", ""]
         for judge, order in r["orders"].items():

@@ -201,6 +201,7 @@ def write_charts(rows: Sequence[Row], out_dir: Path) -> list[Path]:
     the averages with their intervals. PNG files; returns their paths."""
     plt = pyplot()
     out_dir.mkdir(parents=True, exist_ok=True)
+    several = len({r.judge for r in rows}) > 1  # a jury: each judge's polygon and bar is named
     paths = []
     for language in sorted({r.language for r in rows}):
         group = [r for r in rows if r.language == language]
@@ -210,7 +211,8 @@ def write_charts(rows: Sequence[Row], out_dir: Path) -> list[Path]:
         ax = fig.add_subplot(polar=True)
         for row in group:
             values = [row.cells[k].mean if row.cells[k].mean is not None else 0.0 for k in TABLE_ORDER]
-            ax.plot(angles + angles[:1], values + values[:1], label=f"{row.target} ({row.roleplayer})")
+            label = f"{row.target} ({row.roleplayer})" + (f" [{row.judge}]" if several else "")
+            ax.plot(angles + angles[:1], values + values[:1], label=label)
             ax.fill(angles + angles[:1], values + values[:1], alpha=0.08)
         ax.set_xticks(angles)
         ax.set_xticklabels(labels)
@@ -220,7 +222,7 @@ def write_charts(rows: Sequence[Row], out_dir: Path) -> list[Path]:
         paths.append(save_png(fig, out_dir / f"radar_{language}.png"))
 
         fig, ax = plt.subplots(figsize=(max(5, 0.7 * len(group) + 2), 4))
-        names = [f"{r.target}\n({r.roleplayer})" for r in group]
+        names = [f"{r.target}\n({r.roleplayer})" + (f"\n[{r.judge}]" if several else "") for r in group]
         means = [r.average.mean or 0.0 for r in group]
         lows = [r.average.low if r.average.low is not None else m for m, r in zip(means, group, strict=True)]
         highs = [

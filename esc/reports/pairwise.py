@@ -5,13 +5,15 @@ different results are a tie, an unread answer leaves the pair out and is counted
 
 - **position consistency**: the share of pairs (with both answers read) judged the same both ways,
   and the share of decisive answers that chose the conversation shown first (0.5 when the judge has
-  no position preference);
+  no position preference), each with a 95% interval resampling cards;
 - **win rates**: per pair of targets, the share of their shared cards' verdicts each won (a tie
-  counts half), over all dimensions and per dimension;
+  counts half), with an interval by card, over all dimensions and per dimension;
 - **strengths**: Bradley-Terry log-strengths (`choix.ilsr_pairwise`, centred on 0; a win of i over j
-  has probability 1 / (1 + exp(theta_j - theta_i))), a tie counted as half a win each way, with 95%
-  bootstrap intervals resampling cards (every verdict of a card together), over all dimensions and
-  per dimension.
+  has probability 1 / (1 + exp(theta_j - theta_i))), a tie counted as half a win each way, with a
+  stated prior (`PRIOR` pseudo-wins each way between every two targets: a target that won every
+  verdict gets a finite strength) and 95% bootstrap intervals resampling cards (every verdict of a
+  card together); undefined (NaN, counted) for a target without a verdict and when the targets fall
+  into groups that never met; over all dimensions and per dimension.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import dataclasses
 import io
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,31 +46,55 @@ class Judged:
 
 
 @dataclasses.dataclass(frozen=True)
+class Share:
+    """A share with its 95% interval resampling cards, and what it is a share of."""
+
+    value: float | None
+    interval: Interval
+    of: int
+
+    def cell(self) -> str:
+        return (
+            "n/a"
+            if self.value is None
+            else f"{format_figure(self.value, self.interval, scale=100, digits=1)}%"
+        )
+
+
+def _card_share(
+    units: Sequence[object], hits: Sequence[float], totals: Sequence[float], n: int, seed: int
+) -> Share:
+    """sum(hits) / sum(totals), its interval resampling the units (cards) with all their rows."""
+    hits_a, totals_a = np.asarray(hits, dtype=float), np.asarray(totals, dtype=float)
+    if not totals_a.sum():
+        return Share(None, NO_INTERVAL, 0)
+    distinct, members = unit_index(list(units))
+
+    def statistic(drawn: np.ndarray) -> float:
+        picked = expand(members, drawn)
+        total = totals_a[picked].sum() if len(picked) else 0.0
+        return float(hits_a[picked].sum() / total) if total else math.nan
+
+    interval = unit_intervals(len(distinct), statistic, n, seed)[0]
+    return Share(float(hits_a.sum() / totals_a.sum()), interval, int(totals_a.sum()))
+
+
+@dataclasses.dataclass(frozen=True)
 class Consistency:
-    pairs: int  # pairs with both answers read
-    consistent: int
+    rate: Share  # of the pairs with both answers read, those judged the same both ways
+    first: Share  # of the decisive answers, those that chose the conversation shown first
     unread: int  # pairs left out: an answer invalid or failed
-    decisive_answers: int
-    first_position: int  # decisive answers that chose A
-
-    @property
-    def rate(self) -> float | None:
-        return self.consistent / self.pairs if self.pairs else None
-
-    @property
-    def first_share(self) -> float | None:
-        return self.first_position / self.decisive_answers if self.decisive_answers else None
 
 
-def consistency(judged: Sequence[Judged]) -> Consistency:
+def consistency(judged: Sequence[Judged], n_resamples: int = 200, seed: int = 0) -> Consistency:
     read = [j for j in judged if j.verdict.consistent is not None]
     return Consistency(
-        len(read),
-        sum(bool(j.verdict.consistent) for j in read),
+        _card_share([j.pair.unit for j in read], [float(bool(j.verdict.consistent)) for j in read],
+                    [1.0] * len(read), n_resamples, seed),
+        _card_share([j.pair.unit for j in judged], [j.verdict.first_position for j in judged],
+                    [j.verdict.decisive for j in judged], n_resamples, seed),
         len(judged) - len(read),
-        sum(j.verdict.decisive for j in judged),
-        sum(j.verdict.first_position for j in judged),
-    )
+    )  # fmt: skip
 
 
 def comparisons(judged: Sequence[Judged], index: dict[str, int]) -> list[tuple[int, int]]:
@@ -87,15 +113,44 @@ def comparisons(judged: Sequence[Judged], index: dict[str, int]) -> list[tuple[i
     return data
 
 
-def bradley_terry(n_items: int, data: Sequence[tuple[int, int]], alpha: float = 0.01) -> np.ndarray:
-    """Centred log-strengths; NaN for every item when there is no comparison. `alpha` (a small
-    ridge) keeps the estimate finite when an item won or lost every comparison."""
+def components(n_items: int, data: Sequence[tuple[int, int]]) -> list[set[int]]:
+    """The groups of items linked by comparisons (items never compared are left out)."""
+    parent = list(range(n_items))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for a, b in data:
+        parent[root(a)] = root(b)
+    present = {i for pair in data for i in pair}
+    groups: dict[int, set[int]] = {}
+    for i in present:
+        groups.setdefault(root(i), set()).add(i)
+    return list(groups.values())
+
+
+#: the prior of the strengths: `PRIOR` pseudo-wins each way between every two targets (choix's
+#: `alpha`). It keeps a target that won (or lost) every verdict at a finite strength; with few
+#: verdicts it pulls every strength towards 0. docs/scoring.md says how to read it.
+PRIOR = 1.0
+
+
+def bradley_terry(n_items: int, data: Sequence[tuple[int, int]], prior: float = PRIOR) -> np.ndarray:
+    """Log-strengths centred on the compared items; NaN for an item with no comparison, and for every
+    item when the comparisons fall into groups that never meet (nothing puts them on one scale)."""
     import choix
 
-    if not data:
-        return np.full(n_items, np.nan)
-    params = np.asarray(choix.ilsr_pairwise(n_items, list(data), alpha=alpha), dtype=float)
-    return params - params.mean()
+    theta = np.full(n_items, np.nan)
+    groups = components(n_items, data)
+    if len(groups) != 1:
+        return theta
+    present = sorted(groups[0])
+    params = np.asarray(choix.ilsr_pairwise(n_items, list(data), alpha=prior), dtype=float)
+    theta[present] = params[present] - params[present].mean()
+    return theta
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,10 +159,15 @@ class Strength:
     theta: float
     interval: Interval
     verdicts: int  # verdicts it took part in
+    undefined: str | None = None  # why theta is NaN
 
 
-def strengths(judged: Sequence[Judged], n_resamples: int = 200, seed: int = 0) -> list[Strength]:
-    """Bradley-Terry strengths of the targets in `judged` (one role-player), best first."""
+def strengths(
+    judged: Sequence[Judged], n_resamples: int = 200, seed: int = 0, prior: float = PRIOR
+) -> list[Strength]:
+    """Bradley-Terry strengths of the targets in `judged` (one role-player), best first. A resample
+    in which a target met no other, or the targets fall into groups that never meet, gives NaN:
+    counted as undefined (`Interval.undefined`), never filled in."""
     targets = sorted({t for j in judged for t in (j.pair.x, j.pair.y)})
     index = {t: i for i, t in enumerate(targets)}
     usable = [j for j in judged if j.verdict.result is not None]
@@ -115,29 +175,52 @@ def strengths(judged: Sequence[Judged], n_resamples: int = 200, seed: int = 0) -
 
     def statistic(drawn: np.ndarray) -> np.ndarray:
         chosen = [usable[i] for i in expand(members, drawn)] if len(drawn) else []
-        return bradley_terry(len(targets), comparisons(chosen, index))
+        return bradley_terry(len(targets), comparisons(chosen, index), prior)
 
     theta = statistic(np.arange(len(units)))
     intervals = (
         unit_intervals(len(units), statistic, n_resamples, seed) if usable else [NO_INTERVAL] * len(targets)
     )
     counts = {t: sum(t in (j.pair.x, j.pair.y) for j in usable) for t in targets}
-    rows = [Strength(t, float(theta[i]), intervals[i], counts[t]) for t, i in index.items()]
+    groups = components(len(targets), comparisons(usable, index))
+    why = None
+    if len(groups) > 1:
+        why = "the targets fall into groups that never met: " + " | ".join(
+            ", ".join(targets[i] for i in sorted(g)) for g in groups
+        )
+    rows = [
+        Strength(
+            t, float(theta[i]), intervals[i], counts[t], why if why else None if counts[t] else "no verdict"
+        )
+        for t, i in index.items()
+    ]
     return sorted(rows, key=lambda r: (-(r.theta if not math.isnan(r.theta) else -math.inf), r.target))
 
 
-def win_rates(judged: Sequence[Judged]) -> dict[tuple[str, str], tuple[float, int]]:
-    """{(a, b): (a's share of their verdicts, verdicts)} for every ordered pair that met."""
-    tally: dict[tuple[str, str], list[float]] = {}
+def win_rates(
+    judged: Sequence[Judged], n_resamples: int = 200, seed: int = 0
+) -> dict[tuple[str, str], Share]:
+    """{(a, b): a's share of their verdicts (a tie counts half), with its interval by card}."""
+    by_pair: dict[tuple[str, str], tuple[list[object], list[float]]] = {}
     for j in judged:
         result = j.verdict.result
         if result is None:
             continue
         x, y = j.pair.x, j.pair.y
         score_x = 0.5 if result == TIE else float(result == x)
-        tally.setdefault((x, y), []).append(score_x)
-        tally.setdefault((y, x), []).append(1.0 - score_x)
-    return {key: (float(np.mean(v)), len(v)) for key, v in tally.items()}
+        for key, value in (((x, y), score_x), ((y, x), 1.0 - score_x)):
+            units, values = by_pair.setdefault(key, ([], []))
+            units.append(j.pair.unit)
+            values.append(value)
+    return {
+        key: _card_share(units, values, [1.0] * len(values), n_resamples, seed)
+        for key, (units, values) in by_pair.items()
+    }
+
+
+def dropped_cards(dialogues_by_card: Mapping[tuple[str, str, int], int]) -> list[tuple[str, str, int]]:
+    """The (role-player, language, card) that only one target played: no pair, left out."""
+    return sorted(key for key, targets in dialogues_by_card.items() if targets < 2)
 
 
 def _groups(judged: Sequence[Judged]) -> dict[str, list[Judged]]:
@@ -148,64 +231,70 @@ def _groups(judged: Sequence[Judged]) -> dict[str, list[Judged]]:
 
 
 def report(
-    judged: Sequence[Judged], dimensions: Sequence[str], n_resamples: int, seed: int
+    judged: Sequence[Judged], dimensions: Sequence[str], n_resamples: int, seed: int, prior: float = PRIOR
 ) -> dict[str, Any]:
     """Per role-player: consistency, win rates and strengths, over all dimensions and per dimension."""
     out = {}
     for roleplayer, members in sorted(_groups(judged).items()):
         per_dimension = {d: [j for j in members if j.dimension == d] for d in dimensions}
         out[roleplayer] = {
-            "consistency": consistency(members),
-            "strengths": {ALL: strengths(members, n_resamples, seed)}
-            | {d: strengths(js, n_resamples, seed) for d, js in per_dimension.items() if js},
-            "win_rates": {ALL: win_rates(members)}
-            | {d: win_rates(js) for d, js in per_dimension.items() if js},
+            "consistency": consistency(members, n_resamples, seed),
+            "strengths": {ALL: strengths(members, n_resamples, seed, prior)}
+            | {d: strengths(js, n_resamples, seed, prior) for d, js in per_dimension.items() if js},
+            "win_rates": {ALL: win_rates(members, n_resamples, seed)}
+            | {d: win_rates(js, n_resamples, seed) for d, js in per_dimension.items() if js},
         }
     return out
 
 
+def _rate(rates: Mapping[tuple[str, str], Share], a: str, b: str) -> str:
+    if a == b:
+        return "-"
+    return f"{rates[(a, b)].cell()} ({rates[(a, b)].of})" if (a, b) in rates else "n/a"
+
+
 def _strength(s: Strength | None) -> str:
-    return "n/a" if s is None else format_figure(s.theta, s.interval, digits=2)
+    if s is None:
+        return "n/a"
+    if math.isnan(s.theta):
+        return f"n/a ({s.undefined})" if s.undefined else "n/a"
+    return format_figure(s.theta, s.interval, digits=2)
 
 
-def _share(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.1%}"
-
-
-def to_markdown(results: dict[str, Any], judge: str) -> str:
+def to_markdown(results: dict[str, Any], judge: str, dropped: Sequence[tuple[str, str, int]] = (),
+                prior: float = PRIOR) -> str:  # fmt: skip
     lines = [f"Pairwise preferences of judge `{judge}`: every pair of targets on every card both played, "
-             "each dimension asked in both orders; two different answers are a tie."]  # fmt: skip
+             "each dimension asked in both orders; two different answers are a tie. Every figure has a "
+             "95% bootstrap interval resampling cards."]  # fmt: skip
+    if dropped:
+        shown = ", ".join(f"{rp}/{lang}/{card}" for rp, lang, card in dropped[:20])
+        more = " ..." if len(dropped) > 20 else ""
+        lines.append(f"Left out: {len(dropped)} cards played by one target only ({shown}{more}).")
     for roleplayer, res in results.items():
         c: Consistency = res["consistency"]
         lines += [
             "",
             f"## Role-player {roleplayer}",
             "",
-            f"Position consistency: {_share(c.rate)} of {c.pairs} pairs judged the same both ways "
-            f"({c.pairs - c.consistent} counted as ties; {c.unread} left out: an answer unread). "
-            f"Answers that chose the conversation shown first: {_share(c.first_share)} of "
-            f"{c.decisive_answers} decisive answers (50%: no preference for a position).",
+            f"Position consistency: {c.rate.cell()} of {c.rate.of} pairs judged the same both ways "
+            f"(the others count as ties; {c.unread} pairs left out: an answer unread). Decisive answers "
+            f"that chose the conversation shown first: {c.first.cell()} of {c.first.of} (50%: no "
+            "preference for a position).",
             "",
-            "Bradley-Terry strength (log scale, centred; 95% bootstrap interval over cards), all dimensions:",
+            f"Bradley-Terry strength (log scale, centred; a prior of {prior:g} pseudo-win each way between "
+            "every two targets), all dimensions:",
             "",
             "| rank | target | strength | verdicts |",
             "|---|---|---|---|",
         ]
         for rank, s in enumerate(res["strengths"][ALL], 1):
-            lines.append(
-                f"| {rank} | {s.target} | {format_figure(s.theta, s.interval, digits=2)} | {s.verdicts} |"
-            )
+            lines.append(f"| {rank} | {s.target} | {_strength(s)} | {s.verdicts} |")
         rates = res["win_rates"][ALL]
         targets = [s.target for s in res["strengths"][ALL]]
         lines += ["", "Win rate of the row's target against the column's (a tie counts half; verdicts):", ""]
         lines += ["| | " + " | ".join(targets) + " |", "|---|" + "---|" * len(targets)]
         for a in targets:
-            cells = [
-                "-"
-                if a == b
-                else (f"{rates[(a, b)][0]:.2f} ({rates[(a, b)][1]})" if (a, b) in rates else "n/a")
-                for b in targets
-            ]
+            cells = [_rate(rates, a, b) for b in targets]
             lines.append(f"| {a} | " + " | ".join(cells) + " |")
         dims = [d for d in res["strengths"] if d != ALL]
         if dims:
@@ -218,31 +307,38 @@ def to_markdown(results: dict[str, Any], judge: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_report(out: Path, judged: Sequence[Judged], dimensions: Sequence[str], judge: str, n_resamples: int,
-                 seed: int) -> dict[str, Any]:  # fmt: skip
+def write_report(
+    out: Path, judged: Sequence[Judged], dimensions: Sequence[str], judge: str, n_resamples: int, seed: int,
+    dropped: Sequence[tuple[str, str, int]] = (), prior: float = PRIOR,
+) -> dict[str, Any]:  # fmt: skip
     """pairwise.md, pairwise.json, strengths.csv and verdicts.csv."""
-    results = report(judged, dimensions, n_resamples, seed)
-    markdown = to_markdown(results, judge)
+    results = report(judged, dimensions, n_resamples, seed, prior)
+    markdown = to_markdown(results, judge, dropped, prior)
     atomic_write_text(out / "pairwise.md", markdown)
+
+    def share(x: Share) -> dict[str, Any]:
+        return {"value": x.value, "of": x.of, "interval": dataclasses.asdict(x.interval)}
+
     payload = {
         rp: {
             "consistency": {
-                **dataclasses.asdict(r["consistency"]),
-                "rate": r["consistency"].rate,
-                "first_position_share": r["consistency"].first_share,
+                "rate": share(r["consistency"].rate),
+                "first_position_share": share(r["consistency"].first),
+                "unread": r["consistency"].unread,
             },  # fmt: skip
             "strengths": {
                 d: [{**dataclasses.asdict(s), "interval": dataclasses.asdict(s.interval)} for s in rows]
                 for d, rows in r["strengths"].items()
             },  # fmt: skip
             "win_rates": {
-                d: {f"{a}|{b}": {"rate": v, "verdicts": n} for (a, b), (v, n) in rates.items()}
+                d: {f"{a}|{b}": share(v) for (a, b), v in rates.items()}
                 for d, rates in r["win_rates"].items()
             },  # fmt: skip
         }
         for rp, r in results.items()
     }
-    atomic_write_text(out / "pairwise.json", json.dumps(payload, indent=1, default=float) + "\n")
+    payload_all = {"prior": prior, "dropped_cards": [list(d) for d in dropped], "roleplayers": payload}
+    atomic_write_text(out / "pairwise.json", json.dumps(payload_all, indent=1, default=float) + "\n")
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(
@@ -251,17 +347,9 @@ def write_report(out: Path, judged: Sequence[Judged], dimensions: Sequence[str],
     for rp, r in results.items():
         for d, rows in r["strengths"].items():
             for s in rows:
+                interval = s.interval
                 writer.writerow(
-                    [
-                        rp,
-                        d,
-                        s.target,
-                        s.theta,
-                        s.interval.low,
-                        s.interval.high,
-                        s.interval.undefined,
-                        s.verdicts,
-                    ]
+                    [rp, d, s.target, s.theta, interval.low, interval.high, interval.undefined, s.verdicts]
                 )
     atomic_write_text(out / "strengths.csv", buffer.getvalue())
     buffer = io.StringIO()

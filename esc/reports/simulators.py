@@ -2,15 +2,19 @@
 the seeker? A section of the leaderboard when its records hold two or more role-players for the
 same targets (one judge, one language at a time; e.g. `python evaluate.py -m +exp=evaluate/simulators_en`).
 
-- each target's average score (0-100, the mean over dialogues of their mean valid dimension score)
-  under each simulator, with n;
-- the variance of that table split into targets, simulators and what is left (interaction), as
-  shares of the total sum of squares of the cell means: a large simulator share means the simulator
-  moves every target's score; a large interaction share means it reorders them;
-- Kendall's W, the agreement of the simulators' rankings of the targets (1: the same order under
-  every simulator, 0: none), with a 95% bootstrap interval resampling role cards (a card's
-  dialogues with every simulator and target go together); a resample where a cell is empty gives
-  no W and is counted (`bootstrap.MAX_UNDEFINED`).
+Only the cards every (simulator, target) played are used, so every cell rests on the same cards (a
+paired design); targets a simulator did not play, and cards missing from some cell, are left out
+and named. Every figure has a 95% bootstrap interval resampling those cards (a card's dialogues with
+every simulator and target go together):
+
+- each target's average score (0-100, the mean over its dialogues of their mean valid dimension
+  score) under each simulator;
+- the variance of that table split into targets, simulators and what is left (interaction plus the
+  cells' sampling noise), as shares of the total sum of squares of the cell means: a large simulator
+  share means the simulator moves every target's score; the rest also holds noise, so a large one
+  does not by itself show that the simulator reorders the targets (Kendall's W says that);
+- Kendall's W of the simulators' rankings of the targets (1: the same order under every simulator,
+  0: no agreement), with the correction for tied ranks; undefined (n/a) when every ranking is one tie.
 """
 
 from __future__ import annotations
@@ -24,34 +28,40 @@ from typing import Any
 import numpy as np
 from scipy.stats import rankdata
 
-from esc.reports.bootstrap import Interval, expand, format_figure, unit_index, unit_intervals
+from esc.reports.bootstrap import Interval, format_figure, unit_intervals
 from esc.scoring.judge import VALID
 from esc.scoring.store import ScoreRecord
 
 
 def kendalls_w(table: np.ndarray) -> float:
-    """Kendall's W of a targets x raters table of scores (each rater ranks the targets; ties get
-    their mean rank, without the tie correction). NaN with fewer than 2 targets or raters, or an
-    empty cell."""
+    """Kendall's W of a targets x raters table of scores: each rater ranks the targets (ties get their
+    mean rank), W = 12 S / (m^2 (n^3 - n) - m sum T), T = sum(t^3 - t) over each rater's ties. NaN
+    with fewer than 2 targets or raters, an empty cell, or when every ranking is one tie."""
     n, m = table.shape
     if n < 2 or m < 2 or np.isnan(table).any():
         return math.nan
     ranks = np.column_stack([rankdata(-table[:, j]) for j in range(m)])
     totals = ranks.sum(axis=1)
     s = float(((totals - totals.mean()) ** 2).sum())
-    return 12.0 * s / (m**2 * (n**3 - n))
+    ties = sum(float(((c := np.unique(table[:, j], return_counts=True)[1]) ** 3 - c).sum()) for j in range(m))
+    denominator = m**2 * (n**3 - n) - m * ties
+    return 12.0 * s / denominator if denominator > 0 else math.nan
 
 
 def variance_shares(table: np.ndarray) -> dict[str, float]:
-    """Shares of the total sum of squares of a complete targets x simulators table of means."""
+    """Shares of the total sum of squares of a complete targets x simulators table of means: targets,
+    simulators, and the rest (interaction and noise)."""
     grand = table.mean()
     total = float(((table - grand) ** 2).sum())
     if total == 0:
-        return {"targets": math.nan, "simulators": math.nan, "interaction": math.nan}
+        return {"targets": math.nan, "simulators": math.nan, "rest": math.nan}
     targets = float(table.shape[1] * ((table.mean(axis=1) - grand) ** 2).sum())
     simulators = float(table.shape[0] * ((table.mean(axis=0) - grand) ** 2).sum())
-    return {"targets": targets / total, "simulators": simulators / total,
-            "interaction": (total - targets - simulators) / total}  # fmt: skip
+    return {
+        "targets": targets / total,
+        "simulators": simulators / total,
+        "rest": (total - targets - simulators) / total,
+    }
 
 
 @dataclasses.dataclass
@@ -61,10 +71,12 @@ class SimulatorTable:
     targets: list[str]
     simulators: list[str]
     means: np.ndarray  # targets x simulators, 0-100
-    counts: np.ndarray  # dialogues per cell
-    shares: dict[str, float]
+    intervals: list[list[Interval]]  # targets x simulators
+    cards: int  # the cards every cell played
+    shares: dict[str, tuple[float, Interval]]
     w: float
     w_interval: Interval
+    left_out: dict[str, list[str]]  # "targets": not played under every simulator; "cards": missing somewhere
 
 
 def _dialogue_averages(records: Sequence[ScoreRecord]) -> dict[tuple[str, str, str, str, int], float]:
@@ -78,6 +90,9 @@ def _dialogue_averages(records: Sequence[ScoreRecord]) -> dict[tuple[str, str, s
     return {k: float(np.mean(v)) / 4 * 100 for k, v in scores.items()}
 
 
+SHARES = ("targets", "simulators", "rest")
+
+
 def simulator_tables(
     records: Sequence[ScoreRecord], n_resamples: int = 1000, seed: int = 0
 ) -> list[SimulatorTable]:
@@ -89,38 +104,40 @@ def simulator_tables(
     tables = []
     for (judge, language), values in sorted(by_group.items()):
         simulators = sorted({s for s, _, _ in values})
-        targets = sorted(
-            t
-            for t in {t for _, t, _ in values}
-            if all(any(k[:2] == (s, t) for k in values) for s in simulators)
-        )
+        played = {(s, t) for s, t, _ in values}
+        every = sorted({t for _, t, _ in values})
+        targets = [t for t in every if all((s, t) in played for s in simulators)]
         if len(simulators) < 2 or len(targets) < 2:
             continue
-        cards, members = unit_index(sorted({c for _, _, c in values}))
-        by_card = {c: {(s, t): v for (s, t, cc), v in values.items() if cc == c} for c in cards}
+        cells = [(s, t) for t in targets for s in simulators]
+        all_cards = sorted({c for _, _, c in values})
+        cards = [c for c in all_cards if all((s, t, c) in values for s, t in cells)]
+        if len(cards) < 2:
+            continue
+        # cards x targets x simulators: every value present (the paired design)
+        cube = np.asarray([[[values[(s, t, c)] for s in simulators] for t in targets] for c in cards])
+        means = cube.mean(axis=0)
 
-        def cell_means(
-            drawn: np.ndarray, cards: list = cards, members: list = members, by_card: dict = by_card,
-            targets: list = targets, simulators: list = simulators,
-        ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-            picked = [cards[i] for i in expand(members, drawn)] if len(drawn) else []
-            sums = np.zeros((len(targets), len(simulators)))
-            counts = np.zeros_like(sums)
-            for c in picked:
-                for (s, t), v in by_card[c].items():
-                    if t in targets:
-                        sums[targets.index(t), simulators.index(s)] += v
-                        counts[targets.index(t), simulators.index(s)] += 1
-            with np.errstate(invalid="ignore", divide="ignore"):
-                return sums / counts, counts
+        def w_of(drawn: np.ndarray, cube: np.ndarray = cube) -> float:
+            return kendalls_w(cube[drawn].mean(axis=0)) if len(drawn) else math.nan
 
-        means, counts = cell_means(np.arange(len(cards)))
-        w_interval = unit_intervals(
-            len(cards), lambda d, cell_means=cell_means: kendalls_w(cell_means(d)[0]), n_resamples, seed
-        )[0]
-        shares = variance_shares(means) if not np.isnan(means).any() else {}
-        tables.append(SimulatorTable(judge, language, targets, simulators, means, counts, shares,
-                                     kendalls_w(means), w_interval))  # fmt: skip
+        def shares_of(drawn: np.ndarray, cube: np.ndarray = cube) -> np.ndarray:
+            split = variance_shares(cube[drawn].mean(axis=0)) if len(drawn) else {}
+            return np.asarray([split.get(k, math.nan) for k in SHARES])
+
+        def cells_of(drawn: np.ndarray, cube: np.ndarray = cube) -> np.ndarray:
+            return cube[drawn].mean(axis=0).ravel() if len(drawn) else np.full(cube[0].size, math.nan)
+
+        flat = unit_intervals(len(cards), cells_of, n_resamples, seed)
+        intervals = [flat[i * len(simulators) : (i + 1) * len(simulators)] for i in range(len(targets))]
+        share_intervals = unit_intervals(len(cards), shares_of, n_resamples, seed)
+        point = variance_shares(means)
+        shares = {k: (point[k], share_intervals[i]) for i, k in enumerate(SHARES)}
+        left_out = {"targets": [t for t in every if t not in targets],
+                    "cards": [str(c) for c in all_cards if c not in cards]}  # fmt: skip
+        w_interval = unit_intervals(len(cards), w_of, n_resamples, seed)[0]
+        tables.append(SimulatorTable(judge, language, targets, simulators, means, intervals, len(cards),
+                                     shares, kendalls_w(means), w_interval, left_out))  # fmt: skip
     return tables
 
 
@@ -133,33 +150,43 @@ def to_markdown(tables: Sequence[SimulatorTable]) -> str:
             "",
             f"## Several simulators ({t.language}, judge {t.judge})",
             "",
-            "Each target's average (0-100) under each simulator (role-player); n dialogues.",
+            f"Each target's average (0-100) under each simulator (role-player), on the {t.cards} cards every "
+            "cell played; 95% bootstrap intervals over those cards.",
             "",
             "| target | " + " | ".join(t.simulators) + " |",
             "|---|" + "---|" * len(t.simulators),
         ]
         for i, target in enumerate(t.targets):
             cells = [
-                "n/a" if math.isnan(t.means[i, j]) else f"{t.means[i, j]:.1f} (n={int(t.counts[i, j])})"
-                for j in range(len(t.simulators))
+                format_figure(t.means[i, j], t.intervals[i][j], digits=1) for j in range(len(t.simulators))
             ]
             lines.append(f"| {target} | " + " | ".join(cells) + " |")
-        shares = ", ".join(f"{k} {v:.0%}" for k, v in t.shares.items() if not math.isnan(v)) or "n/a"
+        shares = ", ".join(
+            f"{k} {format_figure(v, iv, scale=100, digits=0)}%" for k, (v, iv) in t.shares.items()
+        )
         lines += [
             "",
-            f"Variance of the cell means: {shares}.",
+            f"Variance of the cell means (sum of squares): {shares} (the rest: interaction and noise).",
             "Ranking stability across simulators, Kendall's W: "
             f"{format_figure(t.w, t.w_interval, digits=2)} ({len(t.simulators)} simulators x "
-            f"{len(t.targets)} targets; 95% bootstrap interval over cards).",
+            f"{len(t.targets)} targets).",
         ]
+        if t.left_out["targets"] or t.left_out["cards"]:
+            missing = ", ".join(t.left_out["targets"]) or "none"
+            lines.append(
+                f"Left out: targets not played under every simulator: {missing}; "
+                f"{len(t.left_out['cards'])} cards missing from some cell."
+            )
     return "\n".join(lines) + "\n"
 
 
 def to_json(tables: Sequence[SimulatorTable]) -> list[dict[str, Any]]:
     return [
         {"judge": t.judge, "language": t.language, "targets": t.targets, "simulators": t.simulators,
-         "means": np.where(np.isnan(t.means), None, t.means).tolist(), "counts": t.counts.tolist(),
-         "variance_shares": t.shares, "kendalls_w": t.w,
-         "kendalls_w_interval": dataclasses.asdict(t.w_interval)}
+         "cards": t.cards, "means": t.means.tolist(),
+         "intervals": [[dataclasses.asdict(iv) for iv in row] for row in t.intervals],
+         "variance_shares": {k: {"value": v, "interval": dataclasses.asdict(iv)}
+                             for k, (v, iv) in t.shares.items()},
+         "kendalls_w": t.w, "kendalls_w_interval": dataclasses.asdict(t.w_interval), "left_out": t.left_out}
         for t in tables
     ]  # fmt: skip

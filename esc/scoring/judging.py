@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -187,11 +187,14 @@ def estimate_items(judge: Judge, items: Sequence[ScoreItem]) -> CostEstimate | N
 
 
 def judge_items(
-    judge: Judge, items: Sequence[ScoreItem], store: ScoreStore, chunk: int = 32, progress: bool = True
-) -> dict[tuple[str, str], ScoreRecord]:
-    """Judge each item not yet in `store` (appending as it goes); every record of the store."""
+    judge: Judge, items: Sequence[ScoreItem], store: ScoreStore, chunk: int = 32, progress: bool = True,
+    prompt: Mapping[str, Any] | None = None,
+) -> dict[tuple[str, str], ScoreRecord]:  # fmt: skip
+    """Judge each item not yet in `store` (appending as it goes); every record of the store. Each
+    record names the prompt it was asked with: the judge's rubric style and version, or `prompt`
+    for items that carry their own question (pairwise, safety: the question file and its version)."""
     pending = pending_items(items, store)
-    prompt = {"style": judge.prompt, "version": judge.prompt_version}
+    prompt = dict(prompt) if prompt else {"style": judge.prompt, "version": judge.prompt_version}
     with tqdm(total=len(pending), unit="score", desc=f"judge {judge.name}", disable=not progress) as bar:
         for start in range(0, len(pending), chunk):
             part = pending[start : start + chunk]
