@@ -17,7 +17,7 @@ DEMO_DIR ?= outputs/demo/$(shell date +%Y-%m-%d_%H-%M-%S)
 DEMO_STEPS ?= 16
 DEMO_CARDS ?= 2
 
-.PHONY: install data models demo test test-slow test-gpu test-vllm lint format clean help
+.PHONY: install data models demo test browser test-slow test-gpu test-vllm lint format clean help
 
 help:
 	@echo "make demo       install, fetch data and SmolLM2, train ESC-Role on SmolLM2, play $(DEMO_CARDS) cards, print a dialogue (CPU, ~7 min)"
@@ -72,8 +72,21 @@ demo: install data models
 # together; tests/conftest.py starts the slowest files first), one torch thread each so the two
 # workers do not fight over the 2 cores. --durations names the slowest tests in CI's log.
 TEST_WORKERS ?= 2
-test: install data
+test: install data browser
 	OMP_NUM_THREADS=1 $(PY) -m pytest -m "not slow and not gpu" -q -n $(TEST_WORKERS) --dist loadfile --durations=25
+
+# The report's browser test drives the system Chromium headless (Playwright downloads none here):
+# Debian's `chromium` is installed where this runs as root; elsewhere the test is skipped and says why.
+browser:
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then \
+	  echo "browser: $$(command -v chromium || command -v chromium-browser)"; \
+	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "browser: installing Debian's chromium (apt-get)"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 \
+	    || echo "browser: apt-get could not install chromium; the browser test will be skipped"; \
+	else \
+	  echo "browser: no chromium and not root: the browser test will be skipped (apt-get install chromium)"; \
+	fi
 
 test-slow: install data
 	$(PY) -m pytest -m "slow and not gpu" -q

@@ -167,7 +167,7 @@ def run_scores(
         {**jury, "members": members} if members else None,
     )  # fmt: skip
     by_dimension = invalid_report(records)
-    wandb_dir = log_run(out, resolved, reports["charts"])
+    wandb_dir = log_run(out, resolved, reports["charts"], records)
     result = ScoreResult(str(out), dict(counts), by_dimension, **reports)
     return job.complete(
         result,

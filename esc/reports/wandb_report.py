@@ -1,5 +1,6 @@
 """rank.py's reports on Weights & Biases (`wandb.enabled=true`): the leaderboard and agreement CSVs
-as W&B tables and the charts as images, in one run per rank.py call.
+as W&B tables, the charts as images, and (mode=score) a dialogue table, one row per judged dialogue
+with its transcript and its scores, as the report site shows them; one run per rank.py call.
 
 Without credentials (WANDB_API_KEY or ~/.netrc) the run is written offline under OUT/wandb and
 `wandb sync` uploads it later, as training does. The config sent is redacted (no API keys).
@@ -14,6 +15,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from esc.dialogues.store import read_dialogues
+from esc.scoring.judge import VALID
+from esc.scoring.rubrics import DIMENSION_KEYS
+from esc.scoring.store import ScoreRecord
 from esc.secrets import argv_redacted, redact, wandb_has_credentials
 
 log = logging.getLogger(__name__)
@@ -28,10 +33,42 @@ def _table(path: Path) -> Any:
     return wandb.Table(columns=rows[0], data=rows[1:])
 
 
+DIALOGUE_COLUMNS = ("dialogue_id", "target", "roleplayer", "judge", "language", "card_id", "transcript")
+
+
+def dialogue_rows(records: Sequence[ScoreRecord]) -> tuple[list[str], list[list[Any]]]:
+    """(columns, rows) of the dialogue table: per (dialogue, judge), its transcript ("Seeker: ..." /
+    "Supporter: ..." lines, read from the dialogue file the scores name; empty when it is gone) and
+    each dimension's score (null when not valid), then their average on 0-100."""
+    transcripts: dict[tuple[str, int, str], str] = {}
+    for source in sorted({r.source for r in records if r.source}):
+        path = Path(source)
+        if not path.is_file():
+            continue
+        for d in read_dialogues(path):
+            text = "\n".join(f"{'Seeker' if role == 'user' else 'Supporter'}: {t}" for role, t in d.lines())
+            transcripts[(source, d.card_id, d.language)] = text
+    by_dialogue: dict[tuple[str, str], dict[str, ScoreRecord]] = {}
+    for r in records:
+        by_dialogue.setdefault((r.dialogue_id, r.judge), {})[r.dimension] = r
+    rows = []
+    for (dialogue_id, judge), dims in sorted(by_dialogue.items()):
+        first = next(iter(dims.values()))
+        scores = [dims[k].score if k in dims and dims[k].status == VALID else None for k in DIMENSION_KEYS]
+        valid = [x for x in scores if x is not None]
+        transcript = transcripts.get((first.source or "", first.card_id, first.language), "")
+        average = round(sum(valid) / len(valid) / 4 * 100, 2) if valid else None
+        head = [dialogue_id, first.target, first.roleplayer, judge, first.language, first.card_id, transcript]
+        rows.append([*head, *scores, average])
+    return [*DIALOGUE_COLUMNS, *DIMENSION_KEYS, "average_100"], rows
+
+
 def log_reports(
-    out: Path, settings: Mapping[str, Any], config: Mapping[str, Any], charts: Sequence[str] = ()
-) -> str | None:
-    """Log every report table of `out` (and the charts) to W&B; returns the run's folder."""
+    out: Path, settings: Mapping[str, Any], config: Mapping[str, Any], charts: Sequence[str] = (),
+    records: Sequence[ScoreRecord] = (),
+) -> str | None:  # fmt: skip
+    """Log every report table of `out` (and the charts, and the dialogue table of `records`) to W&B;
+    returns the run's folder."""
     import wandb
 
     mode = os.environ.get("WANDB_MODE") or ("online" if wandb_has_credentials() else "offline")
@@ -55,15 +92,20 @@ def log_reports(
             path.stem: _table(path) for name in TABLES if (path := out / name).is_file()
         }
         payload.update({f"charts/{Path(c).stem}": wandb.Image(str(c)) for c in charts})
+        if records:
+            columns, rows = dialogue_rows(records)
+            payload["dialogues"] = wandb.Table(columns=columns, data=rows)
         run.log(payload)
         return str(run.dir) if mode != "disabled" else None
     finally:
         run.finish()
 
 
-def log_run(out: Path, resolved: Mapping[str, Any], charts: Sequence[str] = ()) -> str | None:
+def log_run(
+    out: Path, resolved: Mapping[str, Any], charts: Sequence[str] = (), records: Sequence[ScoreRecord] = ()
+) -> str | None:
     """`log_reports` when the run's config enables W&B (`wandb.enabled`); the W&B folder or None."""
     settings = resolved.get("wandb") or {}
     if not settings.get("enabled"):
         return None
-    return log_reports(out, settings, resolved, charts)
+    return log_reports(out, settings, resolved, charts, records)
