@@ -20,7 +20,7 @@ DEMO_CARDS ?= 2
 .PHONY: install data models demo test browser test-slow test-gpu test-vllm lint format clean help
 
 help:
-	@echo "make demo       install, fetch data and SmolLM2, train ESC-Role on SmolLM2, play $(DEMO_CARDS) cards, print a dialogue (CPU, ~7 min)"
+	@echo "make demo       install, fetch data and SmolLM2, train ESC-Role on SmolLM2, play $(DEMO_CARDS) cards, score them, build the report (CPU, ~6 min)"
 	@echo "make test       install, fetch data, run the test suite (offline, CPU, embedded tiny model)"
 	@echo "make test-slow  the tests marked slow (minutes each; none needs a GPU)"
 	@echo "make test-gpu   the tests marked gpu (Lightning DeepSpeed/bf16/QLoRA on CUDA)"
@@ -54,7 +54,8 @@ models: $(STAMP)
 
 # The main job on a real (small) chat model: ESC-Role LoRA on SmolLM2 for a few steps (one row of
 # <= 512 tokens each: a step takes 5-15 s on 2 cores, depending on the machine's load), then the
-# trained role-player talks with SmolLM2 about $(DEMO_CARDS) English role cards, and one dialogue is printed.
+# trained role-player talks with SmolLM2 about $(DEMO_CARDS) English role cards, one dialogue is printed,
+# SmolLM2 judges them on the 7 dimensions (the leaderboard is printed) and the report site is built.
 # `:=` fixes the folder once, so all three steps share it.
 demo: DEMO_OUT := $(DEMO_DIR)
 demo: install data models
@@ -63,10 +64,12 @@ demo: install data models
 	$(PY) evaluate.py roleplayer=esc_role_smollm2 roleplayer.backend.adapter=$(DEMO_OUT)/train \
 	  target=smollm2 cards.languages=[en] cards.limit=$(DEMO_CARDS) hydra.run.dir=$(DEMO_OUT)/evaluate
 	$(VENV)/bin/esc dialogues show $(DEMO_OUT)/evaluate/dialogues/*.jsonl --limit 1
+	$(PY) rank.py judge=smollm2 dialogues=$(DEMO_OUT)/evaluate scoring.progress=false hydra.run.dir=$(DEMO_OUT)/rank
 	@echo
 	@echo "ESC-Role adapter (SmolLM2 + LoRA, $(DEMO_STEPS) steps): $(DEMO_OUT)/train"
 	@echo "Dialogues ($(DEMO_CARDS) cards):                       $(DEMO_OUT)/evaluate/dialogues"
-	@echo "Read them all: $(VENV)/bin/esc dialogues show $(DEMO_OUT)/evaluate/dialogues/*.jsonl"
+	@echo "Scores (SmolLM2 judge, 7 dimensions):          $(DEMO_OUT)/rank/leaderboard.md"
+	@echo "Report (open it in a browser):                 $(DEMO_OUT)/rank/report/index.html"
 
 # Two workers, one test file each at a time (--dist loadfile: a file's fixtures and its order stay
 # together; tests/conftest.py starts the slowest files first), one torch thread each so the two

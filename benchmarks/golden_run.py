@@ -41,6 +41,7 @@ VOLATILE = (
     "*/.hydra/*",  # the resolved config holds the run folder's absolute path
     "*/wandb/*",
     "*/charts/*.png",  # matplotlib's metadata names its version; the figures' data are in the CSV/JSON
+    "*/report/*",  # the report site: a view of the compared files, with the run's dates and paths
 )
 #: keys left out of every JSON and JSON-lines record before its digest: wall-clock measurements
 VOLATILE_KEYS = frozenset({"latency_s"})

