@@ -268,7 +268,7 @@ def test_a_real_run_of_the_tiny_model(tmp_path: Path) -> None:
                                      "cache.enabled=false"])  # fmt: skip
         assert done.returncode == 0, done.stderr[-2000:]
     result = build_site([tmp_path / "rank"], tmp_path / "site", n_resamples=20)
-    assert result.pages["dialogues"] == 4 and result.pages["reports"] == 1
+    assert result.pages["dialogues"] == 4 and result.pages["reports"] == 2  # leaderboard.md, safety.md
     records = score_records(tmp_path / "rank")
     for page in (tmp_path / "site" / "dialogues").rglob("*.html"):
         text = page.read_text(encoding="utf-8")
@@ -278,3 +278,48 @@ def test_a_real_run_of_the_tiny_model(tmp_path: Path) -> None:
         ):
             assert cell == str(records[(dialogue_id, key)].score)
         assert '<svg class="trajectory"' in text and "Safety checklist" in text
+
+
+def test_two_runs_whose_dialogue_files_share_a_name_are_refused(tmp_path: Path) -> None:
+    """Two runs of one target and role-player: the same dialogue ids from two files would put one
+    run's scores beside the other's transcripts; the site refuses with one line instead."""
+    from esc.errors import UserError
+
+    first = synthetic_run(tmp_path / "a", cards=3, targets=["bot"], dims=2, seed=1, judge="ja")
+    second = synthetic_run(tmp_path / "b", cards=3, targets=["bot"], dims=2, seed=2, judge="jb")
+    with pytest.raises(UserError, match="both hold dialogue"):
+        build_site([first, second], tmp_path / "site", n_resamples=10)
+
+
+def test_rank_py_writes_its_site_after_the_run_and_a_failed_site_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import esc.jobs.rank as rank_job
+
+    rank = synthetic_run(tmp_path / "run", cards=2, targets=["bot"], dims=2, seed=0)
+    fields = rank_job.write_site(rank, {"report": {"enabled": True}}, "score")
+    assert (
+        fields == {"site": str(rank / "report" / "index.html")} and (rank / "report" / "index.html").is_file()
+    )
+    page = (rank / "report" / "index.html").read_text()
+    assert "leaderboard" in page  # rank.py's leaderboard.md, with its sections, is a page of the site
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("planted")
+
+    monkeypatch.setattr(rank_job, "build_site", broken)
+    assert rank_job.write_site(rank, {"report": {"enabled": True}}, "score") == {
+        "site": None, "site_error": "RuntimeError: planted"
+    }  # fmt: skip
+    assert rank_job.write_site(rank, {"report": {"enabled": False}}, "score") == {}
+
+
+def test_a_leaderboard_run_shows_the_folders_it_read(tmp_path: Path) -> None:
+    import esc.jobs.rank as rank_job
+
+    rank = synthetic_run(tmp_path / "run", cards=2, targets=["bot"], dims=2, seed=0)
+    out = tmp_path / "board"
+    out.mkdir()
+    (out / "leaderboard.md").write_text("| a |\n|---|\n| 1 |\n")
+    assert rank_job.site_sources(out, {"scores": [str(rank)]}, "leaderboard") == [out, rank]
+    assert rank_job.write_site(out, {"scores": [str(rank)]}, "leaderboard")["site"]

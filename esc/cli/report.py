@@ -16,6 +16,13 @@ from esc.reports.site import build_site
 HELP = "A static report site of rank.py runs: leaderboard, targets, dialogues with their scores."
 
 
+def _resamples(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def parser(prog: str) -> ArgumentParser:
     parser = ArgumentParser(prog=prog, description=HELP)
     parser.add_argument("runs", type=Path, nargs="+", metavar="OUT", help="rank.py output folders")
@@ -29,9 +36,9 @@ def parser(prog: str) -> ArgumentParser:
     parser.add_argument("--title", default=None, help="the site's title (default: from the folders' names)")
     parser.add_argument(
         "--bootstrap",
-        type=int,
+        type=_resamples,
         default=None,
-        help="leaderboard bootstrap resamples (default: the run's setting)",
+        help="leaderboard bootstrap resamples, at least 1 (default: the run's setting)",
     )
     parser.add_argument(
         "--cards", type=Path, nargs="*", help="role card files for topics and sources (default: released)"

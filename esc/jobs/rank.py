@@ -42,6 +42,7 @@ from esc.scoring.judge import Judge
 from esc.scoring.judges import build_judge, judge_config
 from esc.scoring.pairwise import pairwise_digest
 from esc.scoring.rubrics import LANGUAGES
+from esc.scoring.store import score_file_paths
 
 log = logging.getLogger(__name__)
 
@@ -86,32 +87,45 @@ def rank(cfg: DictConfig) -> JobResult:
 
             job.on_stop(spent)  # also when the run fails or is interrupted
             result = RUNNERS[mode](job, resolved, out, judge)
-            job.manifest.update(**spent(), **write_site(out, resolved))
-            return result
+            job.manifest.update(**spent())
     finally:
         for each in members or ([judge] if judge is not None else []):
             each.close()
+    # after the run's end (its status stays what its results made it; the judge is freed)
+    job.manifest.update(**write_site(out, resolved, mode))
+    return result
 
 
-def write_site(out: Path, resolved: Mapping[str, Any]) -> dict[str, Any]:
-    """The report site of this run folder, `OUT/report/index.html` (`report.enabled`; docs/report.md),
-    rebuilt whole after every run. Its failure is logged and recorded, and loses nothing: the judgments
-    and tables are written before it."""
+def site_sources(out: Path, resolved: Mapping[str, Any], mode: str) -> list[Path]:
+    """The folders the run's site shows: OUT, and for mode=leaderboard the rank.py folders whose
+    score files it read (`scores`: folders, or files under a folder's `scores/`)."""
+    if mode != "leaderboard":
+        return [out]
+    folders = []
+    for path in score_file_paths(resolved.get("scores"), "scores"):
+        folder = path.parent.parent if path.parent.name == "scores" else path.parent
+        if folder not in folders:
+            folders.append(folder)
+    return [out, *folders]  # OUT: the leaderboard.md this run wrote
+
+
+def write_site(out: Path, resolved: Mapping[str, Any], mode: str = "score") -> dict[str, Any]:
+    """The report site of this run, `OUT/report/index.html` (`report.enabled`; docs/report.md),
+    rebuilt whole after every run. Its failure is logged and recorded (`site_error`) and loses
+    nothing: the judgments and tables are written before it."""
     section = resolved.get("report") or {}
     if not section.get("enabled", True):
         return {}
+    cards = (resolved.get("leaderboard") or {}).get("cards")
     try:
         site = build_site(
-            [out],
-            out / "report",
-            section.get("title"),
-            cards=(resolved.get("leaderboard") or {}).get("cards"),
+            site_sources(out, resolved, mode), out / "report", section.get("title"), cards=cards
         )
     except Exception as err:  # the report is a view of files already written
         log.warning("The report site was not built: %s: %s", type(err).__name__, err)
-        return {"report": None, "report_error": f"{type(err).__name__}: {err}"}
+        return {"site": None, "site_error": f"{type(err).__name__}: {err}"}
     print(f"report: {site.index}", flush=True)
-    return {"report": str(site.index)}
+    return {"site": str(site.index)}
 
 
 def jury_members(resolved: Mapping[str, Any], mode: str) -> list[Judge]:

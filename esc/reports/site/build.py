@@ -757,6 +757,7 @@ class _Site:
             "dialogue",
             "dialogues",
             page_title=f"{entry.target}: {entry.language}-{entry.card_id}",
+            page_lang="zh" if entry.language == "zh" else "en",
             entry=entry,
             dialogue=dialogue,
             topic=topic_label,

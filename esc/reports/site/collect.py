@@ -32,7 +32,19 @@ from esc.scoring.rubrics import DIMENSION_KEYS
 from esc.scoring.store import ScoreRecord, latest, merge_score_files, read_scores, score_file_paths
 
 ANNOTATIONS = "annotations__"  # mode=agreement's score files: annotated dialogues, not a leaderboard's
-REPORTS = ("agreement", "correlation", "safety", "pairwise", "trajectory")  # OUT/<kind>.md
+ROLEPLAY = "roleplay__"  # mode=roleplay's score files: questions about role-players, shown as its tables
+#: OUT/<kind>.md shown as pages: the leaderboard as rank.py wrote it (with its jury, simulators and
+#: breakdown sections), and the other modes' reports
+REPORTS = (
+    "leaderboard",
+    "agreement",
+    "correlation",
+    "safety",
+    "pairwise",
+    "trajectory",
+    "table1",
+    "winrates",
+)
 PAIR_ID = re.compile(
     r"^(?P<rp>[^/]+)/(?P<lang>[^/]+)/(?P<card>-?\d+)/(?P<x>.+?)\|(?P<y>.+)/(?P<order>xy|yx)$"
 )
@@ -126,7 +138,7 @@ def read_run(path: Path) -> Run:
     run = Run(
         path,
         manifest,
-        [p for p in scores if not p.name.startswith(ANNOTATIONS)],
+        [p for p in scores if not p.name.startswith((ANNOTATIONS, ROLEPLAY))],
         [p for p in scores if p.name.startswith(ANNOTATIONS)],
         _jsonl(path / "safety"),
         _jsonl(path / "pairwise"),
@@ -224,6 +236,12 @@ def collect(sources: Sequence[Path], cards: Sequence[Path] | None = None) -> Sit
         entry = entries.get(record.dialogue_id)
         if entry is None:
             entry = entries[record.dialogue_id] = _entry(record, played)
+        elif not _same_file(entry.source, record.source):
+            raise UserError(
+                f"{entry.source} and {record.source} both hold dialogue {record.dialogue_id!r} (two runs of "
+                "one target and role-player, whose files share a name): their scores would be shown beside "
+                "the wrong transcript; build a site per run (esc report RUN --out SITE)"
+            )
         entry.scores.setdefault(record.judge, {})[record.dimension] = record
         if entry.dialogue is not None and record.content_sha not in (None, entry.content_sha):
             entry.changed = True
@@ -257,6 +275,13 @@ def collect(sources: Sequence[Path], cards: Sequence[Path] | None = None) -> Sit
         unmatched,
         _evaluate_manifests(_resolve(s) for s in files),
     )
+
+
+def _same_file(a: str | None, b: str | None) -> bool:
+    """Whether two `source` fields name one dialogue file (paths compared resolved)."""
+    if not a or not b:
+        return a == b
+    return a == b or _resolve(a).resolve() == _resolve(b).resolve()
 
 
 def _entry(record: ScoreRecord, played: Mapping[str, Mapping[int, Dialogue]]) -> Entry:
