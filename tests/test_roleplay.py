@@ -125,7 +125,7 @@ def test_a_role_play_record_checks_its_scale() -> None:
     good = {"dialogue_id": "a:en:1", "dimension": "humanoid", "language": "en", "judge": "j", "prompt": {},
             "status": "valid", "score": 2}  # fmt: skip
     assert RoleplayRecord.from_dict(good).score == 2
-    with pytest.raises(ValueError, match="0-1"):
+    with pytest.raises(ValueError, match=r"one of \(0, 1\), got 2"):
         RoleplayRecord.from_dict({**good, "dimension": PAIRWISE})
     with pytest.raises(ValueError, match="unknown role-play question"):
         RoleplayRecord.from_dict({**good, "dimension": "empathy"})

@@ -13,8 +13,9 @@ import dataclasses
 import io
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -196,43 +197,59 @@ def write_csv(rows: Sequence[Row], path: Path) -> None:
     atomic_write_text(Path(path), buffer.getvalue())
 
 
-def write_charts(rows: Sequence[Row], out_dir: Path) -> list[Path]:
-    """Per language: a radar of the seven dimensions (one polygon per target) and a bar chart of
-    the averages with their intervals. PNG files; returns their paths."""
+def chart_figures(rows: Sequence[Row], label: Callable[[str], str] = str) -> list[tuple[str, str, Any]]:
+    """Per language, (language, "radar" | "average", figure): a radar of the seven dimensions (one
+    polygon per target, and per judge when several) and a bar chart of the averages with their 95%
+    intervals. An undefined mean is a gap in its polygon and no bar (marked n/a), never a 0.
+    `label` makes a name safe for the backend that draws it (matplotlib's mathtext for SVG)."""
     plt = pyplot()
-    out_dir.mkdir(parents=True, exist_ok=True)
     several = len({r.judge for r in rows}) > 1  # a jury: each judge's polygon and bar is named
-    paths = []
+    labels = [dimension(k).paper_name for k in TABLE_ORDER]
+    angles = np.linspace(0, 2 * np.pi, len(labels), endpoint=False).tolist()
+    figures = []
     for language in sorted({r.language for r in rows}):
         group = [r for r in rows if r.language == language]
-        labels = [dimension(k).paper_name for k in TABLE_ORDER]
-        angles = np.linspace(0, 2 * np.pi, len(labels), endpoint=False).tolist()
         fig = plt.figure(figsize=(7, 7))
         ax = fig.add_subplot(polar=True)
         for row in group:
-            values = [row.cells[k].mean if row.cells[k].mean is not None else 0.0 for k in TABLE_ORDER]
-            label = f"{row.target} ({row.roleplayer})" + (f" [{row.judge}]" if several else "")
-            ax.plot(angles + angles[:1], values + values[:1], label=label)
-            ax.fill(angles + angles[:1], values + values[:1], alpha=0.08)
+            values = [row.cells[k].mean if row.cells[k].mean is not None else np.nan for k in TABLE_ORDER]
+            name = f"{row.target} ({row.roleplayer})" + (f" [{row.judge}]" if several else "")
+            ax.plot(angles + angles[:1], values + values[:1], label=label(name))
+            ax.fill(angles + angles[:1], np.nan_to_num(values + values[:1]), alpha=0.08)
         ax.set_xticks(angles)
         ax.set_xticklabels(labels)
         ax.set_ylim(0, 100)
         ax.set_title(f"ESC-Eval scores ({language}, 0-100)")
         ax.legend(loc="upper right", bbox_to_anchor=(1.35, 1.1), fontsize=8)
-        paths.append(save_png(fig, out_dir / f"radar_{language}.png"))
+        figures.append((language, "radar", fig))
 
         fig, ax = plt.subplots(figsize=(max(5, 0.7 * len(group) + 2), 4))
-        names = [f"{r.target}\n({r.roleplayer})" + (f"\n[{r.judge}]" if several else "") for r in group]
-        means = [r.average.mean or 0.0 for r in group]
+        names = [
+            label(f"{r.target}\n({r.roleplayer})" + (f"\n[{r.judge}]" if several else "")) for r in group
+        ]
+        means = [r.average.mean if r.average.mean is not None else np.nan for r in group]
         lows = [r.average.low if r.average.low is not None else m for m, r in zip(means, group, strict=True)]
         highs = [
             r.average.high if r.average.high is not None else m for m, r in zip(means, group, strict=True)
         ]
-        errors = np.array([np.subtract(means, lows), np.subtract(highs, means)])
-        ax.bar(names, means, yerr=errors, capsize=4, color="#4C72B0")
+        errors = np.nan_to_num(np.array([np.subtract(means, lows), np.subtract(highs, means)]))
+        ax.bar(range(len(group)), np.nan_to_num(means), yerr=errors, capsize=4, color="#4C72B0")
+        for i, mean in enumerate(means):
+            if np.isnan(mean):
+                ax.text(i, 2, "n/a", ha="center", fontsize=8)
+        ax.set_xticks(range(len(group)))
+        ax.set_xticklabels(
+            names, rotation=45 if len(group) > 6 else 0, ha="right" if len(group) > 6 else "center"
+        )
         ax.set_ylim(0, 100)
         ax.set_ylabel("average score (0-100)")
         ax.set_title(f"ESC-Eval average ({language}), 95% bootstrap intervals")
         plt.setp(ax.get_xticklabels(), fontsize=8)
-        paths.append(save_png(fig, out_dir / f"average_{language}.png"))
-    return paths
+        figures.append((language, "average", fig))
+    return figures
+
+
+def write_charts(rows: Sequence[Row], out_dir: Path) -> list[Path]:
+    """`chart_figures` as PNG files `radar_<lang>.png` and `average_<lang>.png`; returns their paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return [save_png(fig, out_dir / f"{kind}_{language}.png") for language, kind, fig in chart_figures(rows)]

@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from esc.roleplay.metrics import roleplay_metrics
-from esc.scoring.judge import VALID, ScoreItem
-from esc.scoring.store import STATUSES, ScoreRecord
+from esc.scoring.judge import ScoreItem
+from esc.scoring.store import ScoreRecord
 
 METRIC_CHOICES = ("0", "1", "2")
 PAIR_CHOICES = ("A", "B")
@@ -105,15 +105,9 @@ def human_lines(record: Mapping[str, Any]) -> list[tuple[str, str]]:
 class RoleplayRecord(ScoreRecord):
     """A judgment of a role-play question: `dimension` is a metric key (0-2) or "pairwise" (0: A)."""
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ScoreRecord:
-        names = {f for f in cls.__dataclass_fields__}
-        record = cls(**{k: v for k, v in data.items() if k in names})
-        if record.dimension not in (*metric_keys(), PAIRWISE):
-            raise ValueError(f"unknown role-play question {record.dimension!r}")
-        if record.status not in STATUSES:
-            raise ValueError(f"status {record.status!r} is not one of {STATUSES}")
-        top = 1 if record.dimension == PAIRWISE else 2
-        if record.status == VALID and record.score not in range(top + 1):
-            raise ValueError(f"a valid answer must be 0-{top}, got {record.score!r}")
-        return record
+    def check(self) -> None:
+        if self.dimension not in (*metric_keys(), PAIRWISE):
+            raise ValueError(f"unknown role-play question {self.dimension!r}")
+
+    def valid_scores(self) -> tuple[int, ...]:
+        return (0, 1) if self.dimension == PAIRWISE else (0, 1, 2)

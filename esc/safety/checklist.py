@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,8 @@ import yaml
 from esc.dialogues.record import Dialogue, dialogue_lines
 from esc.errors import ConfigError
 from esc.hashing import sha256_file
-from esc.scoring.judge import VALID, ScoreItem
-from esc.scoring.store import STATUSES, ScoreRecord
+from esc.scoring.judge import ScoreItem
+from esc.scoring.store import ScoreRecord
 
 CHECKLIST_FILE = Path(__file__).with_name("checklist.yaml")
 LANGUAGES = ("en", "zh")
@@ -132,14 +132,9 @@ class SafetyRecord(ScoreRecord):
     """A judgment of one checklist question about one reply: `dimension` is the question's key,
     a valid `score` is 0 ("yes": the reply is flagged) or 1 ("no")."""
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ScoreRecord:
-        names = set(cls.__dataclass_fields__)
-        record = cls(**{k: v for k, v in data.items() if k in names})
-        if record.dimension not in question_keys():
-            raise ValueError(f"unknown safety question {record.dimension!r}")
-        if record.status not in STATUSES:
-            raise ValueError(f"status {record.status!r} is not one of {STATUSES}")
-        if record.status == VALID and record.score not in (0, 1):
-            raise ValueError(f"a valid answer must be 0 (yes) or 1 (no), got {record.score!r}")
-        return record
+    def check(self) -> None:
+        if self.dimension not in question_keys():
+            raise ValueError(f"unknown safety question {self.dimension!r}")
+
+    def valid_scores(self) -> tuple[int, ...]:
+        return (0, 1)

@@ -20,11 +20,10 @@ from typing import Any
 import yaml
 
 from esc.dialogues.record import Dialogue
-from esc.errors import UserError
 from esc.hashing import sha256_file
 from esc.scoring.judge import VALID, ScoreItem
-from esc.scoring.rubrics import DIMENSION_KEYS, dimension
-from esc.scoring.store import STATUSES, ScoreRecord
+from esc.scoring.rubrics import DIMENSION_KEYS
+from esc.scoring.store import ScoreRecord
 
 PAIRWISE_FILE = Path(__file__).with_name("pairwise.yaml")
 ORDERS = ("xy", "yx")
@@ -147,16 +146,5 @@ class PairwiseRecord(ScoreRecord):
     """A judgment of a pairwise item: `dimension` a dimension key, a valid `score` 0 (A), 1 (B) or 2
     (neither)."""
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ScoreRecord:
-        names = set(cls.__dataclass_fields__)
-        record = cls(**{k: v for k, v in data.items() if k in names})
-        try:
-            record.dimension = dimension(record.dimension).key
-        except UserError as err:
-            raise ValueError(str(err)) from None
-        if record.status not in STATUSES:
-            raise ValueError(f"status {record.status!r} is not one of {STATUSES}")
-        if record.status == VALID and record.score not in (0, 1, 2):
-            raise ValueError(f"a valid answer must be 0 (A), 1 (B) or 2 (neither), got {record.score!r}")
-        return record
+    def valid_scores(self) -> tuple[int, ...]:
+        return (0, 1, 2)

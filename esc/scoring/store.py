@@ -60,18 +60,27 @@ class ScoreRecord:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ScoreRecord:
-        """A record from its JSON form; ValueError or TypeError when it is not a valid one."""
+        """A record from its JSON form; ValueError or TypeError when it is not a valid one (`check`)."""
         names = {f.name for f in dataclasses.fields(cls)}
         record = cls(**{k: v for k, v in data.items() if k in names})
-        try:
-            record.dimension = dimension(record.dimension).key
-        except UserError as err:
-            raise ValueError(str(err)) from None
+        record.check()
         if record.status not in STATUSES:
             raise ValueError(f"status {record.status!r} is not one of {STATUSES}")
-        if record.status == VALID and record.score not in SCORES:
-            raise ValueError(f"a valid score must be one of {SCORES}, got {record.score!r}")
+        if record.status == VALID and record.score not in record.valid_scores():
+            raise ValueError(f"a valid answer must be one of {record.valid_scores()}, got {record.score!r}")
         return record
+
+    def check(self) -> None:
+        """What a record of this kind must hold besides its status: a dimension of the rubrics
+        (canonicalised). Records of other questions (safety, pairwise, role-play) override it."""
+        try:
+            self.dimension = dimension(self.dimension).key
+        except UserError as err:
+            raise ValueError(str(err)) from None
+
+    def valid_scores(self) -> tuple[int, ...]:
+        """The scores a valid record may hold: 0-4 here; an answer's index for other questions."""
+        return tuple(SCORES)
 
 
 def read_scores(path: Path, record_type: type[ScoreRecord] = ScoreRecord) -> Iterator[ScoreRecord]:

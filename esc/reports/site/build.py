@@ -40,7 +40,7 @@ from esc.cards import load_taxonomy
 from esc.dialogues.trajectory import trajectory_figures
 from esc.errors import UserError
 from esc.reports.charts import pyplot
-from esc.reports.leaderboard import TABLE_ORDER, Cell, Row, leaderboard
+from esc.reports.leaderboard import TABLE_ORDER, Cell, Row, chart_figures, leaderboard
 from esc.reports.site.collect import Entry, HumanPairs, Run, SiteData, collect, human_pairs
 from esc.safety.checklist import checklist
 from esc.scoring.judge import FAILED, INVALID, VALID
@@ -123,50 +123,13 @@ def _svg(fig: Any, salt: str) -> Markup:
 
 
 def _charts(rows: Sequence[Row]) -> list[dict[str, Any]]:
-    """Per language: a radar of the seven dimensions and a bar chart of the averages (as
-    esc.reports.leaderboard.write_charts draws them, in SVG)."""
-    plt = pyplot()
-    several = len({r.judge for r in rows}) > 1
-    labels = [dimension(k).paper_name for k in TABLE_ORDER]
-    angles = np.linspace(0, 2 * np.pi, len(labels), endpoint=False).tolist()
-    out = []
-    for language in sorted({r.language for r in rows}):
-        group = [r for r in rows if r.language == language]
-        fig = plt.figure(figsize=(6.5, 6))
-        ax = fig.add_subplot(polar=True)
-        for row in group:
-            values = [row.cells[k].mean if row.cells[k].mean is not None else 0.0 for k in TABLE_ORDER]
-            label = f"{row.target} ({row.roleplayer})" + (f" [{row.judge}]" if several else "")
-            ax.plot(angles + angles[:1], values + values[:1], label=_tex_safe(label))
-            ax.fill(angles + angles[:1], values + values[:1], alpha=0.06)
-        ax.set_xticks(angles)
-        ax.set_xticklabels(labels)
-        ax.set_ylim(0, 100)
-        ax.set_title(f"Scores ({language}, 0-100)")
-        ax.legend(loc="upper right", bbox_to_anchor=(1.45, 1.1), fontsize=7)
-        radar = _svg(fig, f"radar-{language}")
-
-        fig, ax = plt.subplots(figsize=(max(5, 0.6 * len(group) + 2), 3.8))
-        names = [
-            _tex_safe(f"{r.target}\n({r.roleplayer})" + (f"\n[{r.judge}]" if several else "")) for r in group
-        ]
-        means = [r.average.mean or 0.0 for r in group]
-        lows = [r.average.low if r.average.low is not None else m for m, r in zip(means, group, strict=True)]
-        highs = [
-            r.average.high if r.average.high is not None else m for m, r in zip(means, group, strict=True)
-        ]
-        errors = np.array([np.subtract(means, lows), np.subtract(highs, means)])
-        ax.bar(range(len(group)), means, yerr=errors, capsize=3, color="#4C72B0")
-        ax.set_xticks(range(len(group)))
-        ax.set_xticklabels(
-            names, rotation=45 if len(group) > 6 else 0, ha="right" if len(group) > 6 else "center"
-        )
-        ax.set_ylim(0, 100)
-        ax.set_ylabel("average score (0-100)")
-        ax.set_title(f"Average ({language}), 95% bootstrap intervals")
-        plt.setp(ax.get_xticklabels(), fontsize=7)
-        out.append({"language": language, "radar": radar, "bar": _svg(fig, f"bar-{language}")})
-    return out
+    """Per language: the leaderboard's radar and bar chart (`esc.reports.leaderboard.chart_figures`),
+    in SVG."""
+    charts: dict[str, dict[str, Any]] = {}
+    for language, kind, fig in chart_figures(rows, _tex_safe):
+        key = "radar" if kind == "radar" else "bar"
+        charts.setdefault(language, {"language": language})[key] = _svg(fig, f"{key}-{language}")
+    return list(charts.values())
 
 
 def _scatter(pairs: HumanPairs, salt: str) -> Markup | None:
