@@ -18,6 +18,9 @@ def cache_dir() -> Path:
     return Path(os.environ.get("ESC_CACHE_DIR", REPO_ROOT / ".cache"))
 
 
+SHARED_DATA_ENV = "ESC_SHARED_DATA"
+
+
 def shared_data_dir() -> Path:
     """The project's read-only copy of the public datasets, when this machine has one."""
-    return Path(os.environ.get("ESC_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
+    return Path(os.environ.get(SHARED_DATA_ENV, REPO_ROOT.parent / "shared" / "data"))

@@ -222,6 +222,7 @@ def test_offline_without_local_copy_is_an_error(world, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "alpha/sub/b.json" in err and "--offline" in err
+    assert f"no shared copy at {world['shared'] / 'alpha/sub/b.json'}" in err
 
 
 def test_check_lists_problems(world, capsys):
@@ -291,6 +292,9 @@ def test_download_gives_up_after_retries(no_shared, monkeypatch, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "beta/data/1.json: download failed after 3 attempt(s)" in err
+    # where it looked for a copy, and how to point at one (a machine without the network needs it)
+    assert f"no shared copy at {world['shared'].parent / 'no-such-dir' / 'beta/data/1.json'}" in err
+    assert "ESC_SHARED_DATA names the folder of one" in err and len(err.splitlines()) == 1
     assert web.calls.count(web.calls[0]) == fetch_mod.RETRIES
     assert part_files(world["dest"]) == []
 

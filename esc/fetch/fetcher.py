@@ -36,6 +36,7 @@ except ImportError:  # the progress bar is optional: `make data` may run before 
 from esc.errors import UserError
 from esc.fetch.manifest import DataFile, Dataset
 from esc.hashing import sha256_file
+from esc.paths import SHARED_DATA_ENV
 
 TIMEOUT_S = 30.0
 RETRIES = 3
@@ -123,12 +124,15 @@ def fetch_one(f: DataFile, dest: Path, shared: Path | None, offline: bool) -> tu
         with open(source, "rb") as fh:
             _write_verified(target, _chunks(fh), f, f"the shared copy {source}")
         return "copied", replaced
+    # Where it looked, so that a machine without the network learns how to point at a copy.
+    no_copy = f"no shared copy at {source}" if source is not None else "no shared copy"
+    no_copy += f" ({SHARED_DATA_ENV} names the folder of one)"
     if offline:
-        where = (
-            f"the shared copy {shared}" if shared is not None else "any shared copy (none on this machine)"
-        )
-        raise UserError(f"{f.path}: not in {where}, and --offline forbids downloading it from {f.url}")
-    _download(f, target)
+        raise UserError(f"{f.path}: {no_copy}, and --offline forbids downloading it from {f.url}")
+    try:
+        _download(f, target)
+    except UserError as err:
+        raise UserError(f"{err}; {no_copy}") from None
     return "downloaded", replaced
 
 
@@ -143,8 +147,6 @@ def fetch(
 ) -> Counter[str]:
     """Fetch files into dest (see module doc). Counts by outcome; the first failure raises UserError
     after the files in flight have finished, so every file that was fetched stays."""
-    if shared is not None and not shared.is_dir():
-        shared = None
     if progress is None:
         progress = sys.stderr.isatty()
     counts: Counter[str] = Counter()
