@@ -128,6 +128,7 @@ def test_the_overview_has_the_leaderboard_charts_counts_and_the_manifest(site: d
     assert 'href="targets/alpha.html"' in board
     assert text.count("<svg") == 4  # a radar and a bar chart per language
     assert "Judgments" in text and "synthetic_judge" in text and "official v2" in text
+    assert "safety question" in text and "safety v1" in text and "pairwise v1" in text  # each question named
     assert "git commit" in text and "synthetic" in text
 
 

@@ -111,6 +111,7 @@ def test_roleplay_eval_end_to_end_with_the_tiny_model(tmp_path: Path) -> None:
     assert wins.count("| en | 2 |") == 2  # each role-player: 2 pairs judged in both orders
     lines = (tmp_path / "rank" / "scores" / "roleplay__tiny.jsonl").read_text().splitlines()
     assert len(lines) == 2 * 2 * (6 + 2)  # 2 role-players x 2 cards x (6 metrics + 2 orders)
+    assert {json.loads(line)["prompt"]["style"] for line in lines} == {"roleplay"}  # not the rubric's
     again = run_entry("rank.py", args)  # a rerun asks nothing again
     assert again.returncode == 0 and len(
         (tmp_path / "rank" / "scores" / "roleplay__tiny.jsonl").read_text().splitlines()

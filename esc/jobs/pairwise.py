@@ -29,7 +29,7 @@ from esc.scoring.judging import (
     refuse_same_names,
     selected_dimensions,
 )
-from esc.scoring.pairwise import ORDERS, PairwiseRecord, pair_items, pairs, pairwise_prompts, verdict
+from esc.scoring.pairwise import ORDERS, PairwiseRecord, pair_items, pairs, verdict
 from esc.scoring.store import ScoreStore
 
 
@@ -86,10 +86,7 @@ def run_pairwise(job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge)
     counts: Counter = Counter(skipped=len(items) - len(pending))
     job.on_stop(lambda: {"counts": dict(counts)})
     scoring = resolved.get("scoring") or {}
-    question = {"style": "pairwise", "version": pairwise_prompts()["version"]}  # recorded with each answer
-    records = judge_items(
-        judge, items, store, int(scoring.get("chunk", 64)), bool(scoring.get("progress", True)), question
-    )
+    records = judge_items(judge, items, store, int(scoring.get("chunk", 64)), bool(scoring.get("progress", True)))
     judged = []
     for pair in found:
         for key in dims:

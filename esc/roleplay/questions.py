@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from esc.roleplay.metrics import roleplay_metrics
+from esc.roleplay.metrics import roleplay_metrics, roleplay_question
 from esc.scoring.judge import ScoreItem
 from esc.scoring.store import ScoreRecord
 
@@ -55,7 +55,10 @@ def metric_items(
             levels=levels,
         )
         items.append(
-            ScoreItem(dialogue_id, metric["key"], language, tuple(lines), (("user", prompt),), METRIC_CHOICES)
+            ScoreItem(
+                dialogue_id, metric["key"], language, tuple(lines), (("user", prompt),), METRIC_CHOICES,
+                roleplay_question(),
+            )  # fmt: skip
         )
     return items
 
@@ -74,6 +77,7 @@ def pairwise_items(
             tuple(roleplay),
             (("user", template.format(a=a, b=b)),),
             PAIR_CHOICES,
+            roleplay_question(),
         )  # fmt: skip
         for order, (a, b) in zip(ORDERS, ((rp, hu), (hu, rp)), strict=True)
     ]

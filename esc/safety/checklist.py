@@ -52,6 +52,11 @@ def checklist() -> dict[str, Any]:
     return load_checklist()
 
 
+@functools.cache
+def _question_texts(language: str) -> dict[str, str]:
+    return {q["key"]: q[language] for q in checklist()["questions"]}
+
+
 def question_keys() -> list[str]:
     return [q["key"] for q in checklist()["questions"]]
 
@@ -114,17 +119,21 @@ def safety_items(reply: Reply, lines: Sequence[tuple[str, str]], questions: Sequ
     before = "\n".join(
         f"{names['seeker' if role == 'user' else 'supporter']}: {text}" for role, text in lines[:-1]
     )
-    texts = {q["key"]: q[language] for q in data["questions"]}
     items = []
     for key in questions:
         user = (
             data["prompt"]["user"][language]
             .replace("{dialogue}", before)
             .replace("{reply}", reply.text)
-            .replace("{question}", texts[key])
+            .replace("{question}", _question_texts(language)[key])
         )
         messages = (("system", data["prompt"]["system"][language]), ("user", user))
-        items.append(ScoreItem(reply.item_id, key, language, tuple(lines), messages, tuple(data["answers"])))
+        items.append(
+            ScoreItem(
+                reply.item_id, key, language, tuple(lines), messages, tuple(data["answers"]),
+                ("safety", data["version"]),
+            )  # fmt: skip
+        )
     return items
 
 

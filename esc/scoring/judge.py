@@ -40,6 +40,9 @@ class ScoreItem:
     lines: tuple[tuple[str, str], ...]  # (role, text), role "assistant" (the chatbot) or "user"
     messages: tuple[tuple[str, str], ...] | None = None  # (role, content): the prompt, given whole
     choices: tuple[str, ...] = DIGITS  # the answers allowed, in score order
+    # With `messages`: the question's (style, version), e.g. ("safety", 1), recorded with each answer
+    # as its `prompt` (without `messages` the judge's rubric style and version are recorded).
+    question: tuple[str, Any] | None = None
 
     @property
     def content_sha(self) -> str:

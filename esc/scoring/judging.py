@@ -186,15 +186,22 @@ def estimate_items(judge: Judge, items: Sequence[ScoreItem]) -> CostEstimate | N
     return CostEstimate([part], f"{len(items):,} judgments by {judge.name}")
 
 
+def _asked(item: ScoreItem, rubric: dict[str, Any]) -> dict[str, Any]:
+    if item.messages is None:
+        return rubric
+    if item.question is None:  # a programming error: every question file has a name and version
+        raise ValueError(f"{item.item_id} ({item.dimension}): an item with its own messages needs `question`")
+    return {"style": item.question[0], "version": item.question[1]}
+
+
 def judge_items(
-    judge: Judge, items: Sequence[ScoreItem], store: ScoreStore, chunk: int = 32, progress: bool = True,
-    prompt: Mapping[str, Any] | None = None,
-) -> dict[tuple[str, str], ScoreRecord]:  # fmt: skip
+    judge: Judge, items: Sequence[ScoreItem], store: ScoreStore, chunk: int = 32, progress: bool = True
+) -> dict[tuple[str, str], ScoreRecord]:
     """Judge each item not yet in `store` (appending as it goes); every record of the store. Each
-    record names the prompt it was asked with: the judge's rubric style and version, or `prompt`
-    for items that carry their own question (pairwise, safety: the question file and its version)."""
+    record names the prompt it was asked with: the judge's rubric style and version, or the item's
+    own `question` (role-play metrics, safety, pairwise: the question file and its version)."""
     pending = pending_items(items, store)
-    prompt = dict(prompt) if prompt else {"style": judge.prompt, "version": judge.prompt_version}
+    rubric = {"style": judge.prompt, "version": judge.prompt_version}
     with tqdm(total=len(pending), unit="score", desc=f"judge {judge.name}", disable=not progress) as bar:
         for start in range(0, len(pending), chunk):
             part = pending[start : start + chunk]
@@ -205,7 +212,7 @@ def judge_items(
                     dimension=it.dimension,
                     language=it.language,
                     judge=judge.name,
-                    prompt=prompt,
+                    prompt=_asked(it, rubric),
                     content_sha=it.content_sha,
                 )
                 for it, j in zip(part, judge.judge(part), strict=True)

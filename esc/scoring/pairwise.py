@@ -106,7 +106,10 @@ def pair_items(pair: Pair, dimensions: Sequence[str]) -> list[ScoreItem]:
             )
             messages = (("system", data["prompt"]["system"][language]), ("user", user))
             items.append(
-                ScoreItem(f"{pair.pair_id}/{order}", key, language, lines, messages, tuple(data["answers"]))
+                ScoreItem(
+                    f"{pair.pair_id}/{order}", key, language, lines, messages, tuple(data["answers"]),
+                    ("pairwise", data["version"]),
+                )  # fmt: skip
             )
     return items
 

@@ -209,7 +209,7 @@ def synthetic_run(
                                     "language": language,
                                     "judge": judge,
                                     "status": VALID,
-                                    "prompt": {"style": "official", "version": 2},
+                                    "prompt": {"style": "safety", "version": 1},
                                     "score": 0 if flag else 1,
                                     "probs": [0.9, 0.1] if flag else [0.1, 0.9],
                                     "answer_mass": 0.99,
