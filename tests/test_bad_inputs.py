@@ -351,6 +351,15 @@ CASES: tuple[Case, ...] = (
         (*RK, "mode=safety", "jury=tiny_pair", "dialogues={fx}/tiny__tiny__en.jsonl"),
         ("config `jury`", "mode=score"),
     ),
+    *(
+        Case(
+            f"rank-{mode}-with-score-adapters",
+            (*RK, f"mode={mode}", "dialogues={fx}/tiny__tiny__en.jsonl", "judge.adapters.layout=single",
+             "judge.adapters.root={tmp}"),
+            ("config `judge.adapters`", f"mode={mode}'s questions", "judge.adapters.layout=none"),
+        )  # fmt: skip
+        for mode in ("roleplay", "safety", "pairwise")
+    ),
     Case(
         "rank-pairwise-one-target",
         (*RK, "mode=pairwise", "dialogues={fx}/tiny__tiny__en.jsonl"),

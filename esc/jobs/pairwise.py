@@ -60,12 +60,6 @@ def run_pairwise(job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge)
     files = dialogue_files(resolved["dialogues"])
     refuse_same_names(files)
     dims = selected_dimensions(resolved.get("dimensions"))
-    if getattr(judge, "paths", None) or getattr(judge, "adapters", None):
-        raise ConfigError(
-            "judge.adapters",
-            "a judge with per-dimension score adapters (ESC-RANK) was trained to score one dialogue "
-            "0-4, not to compare two: use its base model (judge.adapters.layout=none) or another judge",
-        )
     dialogues = [d for path in files for d in read_dialogues(path)]
     found = pairs(dialogues)
     played: Counter = Counter(

@@ -60,6 +60,10 @@ RUNNERS: dict[str, Runner] = {
 MODES = tuple(RUNNERS)
 
 
+#: the modes whose items ask their own questions (`ScoreItem.messages`), not a dimension's rubric
+OWN_QUESTIONS = ("roleplay", "safety", "pairwise")
+
+
 def judges_in(mode: str, resolved: Mapping[str, Any]) -> bool:
     """Whether the mode judges (and so loads the judge): agreement only without existing `scores`."""
     return mode in ("score", "roleplay", "safety", "pairwise") or (
@@ -76,6 +80,13 @@ def rank(cfg: DictConfig) -> JobResult:
         raise ConfigError("mode", f"{mode!r} is not one of {', '.join(MODES)}")
     members = jury_members(resolved, mode)
     judge: Any = members or (build_judge(resolved["judge"]) if judges_in(mode, resolved) else None)
+    if mode in OWN_QUESTIONS and judge is not None and judge.scores_by_adapter:
+        raise ConfigError(
+            "judge.adapters",
+            f"per-dimension score adapters (ESC-RANK) learned to score a dialogue 0-4 on a dimension, not "
+            f"to answer mode={mode}'s questions: use the base model (judge.adapters.layout=none) or "
+            "another judge",
+        )
     try:
         settings = output_settings(mode, resolved, judge)
         with job_run(out, f"rank.{mode}", settings, resolved, seed=cfg.get("seed")) as job:

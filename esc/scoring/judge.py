@@ -121,6 +121,12 @@ class Judge(abc.ABC):
     def prompt_version(self) -> int:
         return prompt_style(self.prompt).version
 
+    @property
+    def scores_by_adapter(self) -> bool:
+        """Whether it scores through adapters trained per dimension (ESC-RANK): they answer a rubric's
+        0-4, never a question given whole (`ScoreItem.messages`: role-play, safety, pairwise)."""
+        return False
+
 
 JudgeFactory = Callable[..., Judge]
 REGISTRY: dict[str, JudgeFactory] = {}

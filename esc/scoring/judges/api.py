@@ -80,6 +80,10 @@ class APIJudge(Judge):
         self.adapters = {key: str(path) for key, path in adapter_paths(adapters).items()}
         self._usage = Usage()  # every reply of this run: what the manifest reports as the judge's cost
 
+    @property
+    def scores_by_adapter(self) -> bool:
+        return bool(self.adapters)
+
     def check_ready(self) -> None:
         """Key first (no request when its variable is unset), then one cheap request: an unreachable
         endpoint, a rejected key or a model the server does not serve fails with one line, before

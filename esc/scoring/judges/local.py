@@ -137,6 +137,10 @@ class LocalJudge(Judge):
     def __repr__(self) -> str:
         return f"LocalJudge(name={self.name!r}, model={self.model_cfg.get('name')!r})"
 
+    @property
+    def scores_by_adapter(self) -> bool:
+        return bool(self.paths)
+
     # --- loading ------------------------------------------------------------------------------
 
     @property
