@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from esc.dialogues.record import Dialogue, Turn
+from esc.errors import DataError
 from esc.reports.pairwise import Judged, bradley_terry, comparisons, consistency, strengths, win_rates
 from esc.scoring.judge import VALID, Judge, Judgment, ScoreItem, register_judge
 from esc.scoring.pairwise import TIE, pair_items, pairs, verdict
@@ -233,3 +234,15 @@ def test_cards_played_by_one_target_are_listed_and_an_adapter_judge_is_refused(t
         cfg.judge.adapters = {"layout": "single", "root": str(tmp_path), "dimensions": None}
     with pytest.raises(ConfigError, match="judge.adapters"):
         rank(cfg)
+
+
+def test_a_dialogue_whose_turns_do_not_alternate_is_refused_naming_its_line(tmp_path: Path) -> None:
+    """The checks every judging mode makes (`dialogue_lines`): a dropped turn is not judged as a pair."""
+    runs = _runs(tmp_path, {"low": 1, "high": 3}, cards=3)
+    path = runs[1] / "dialogues" / "high__seeker__en.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows[1]["turns"].insert(1, dict(rows[1]["turns"][0]))  # the seeker twice: the target's reply lost
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(DataError, match=r"high__seeker__en\.jsonl.*line 2.*turn 1 is by 'roleplayer'"):
+        _rank(tmp_path / "out", runs, "none")
+    assert not (tmp_path / "out" / "pairwise").exists()  # nothing judged

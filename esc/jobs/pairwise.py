@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from esc.chat.cost import before_spending
+from esc.dialogues.record import dialogue_lines
 from esc.dialogues.store import dialogue_files, read_dialogues
 from esc.errors import ConfigError, UserError
 from esc.lifecycle import Job, JobResult
@@ -60,7 +61,12 @@ def run_pairwise(job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge)
     files = dialogue_files(resolved["dialogues"])
     refuse_same_names(files)
     dims = selected_dimensions(resolved.get("dimensions"))
-    dialogues = [d for path in files for d in read_dialogues(path)]
+    dialogues = []
+    for path in files:
+        for lineno, dialogue in enumerate(read_dialogues(path), 1):
+            if dialogue.status == "complete":
+                dialogue_lines(dialogue, path, lineno)  # the checks score and safety make: turns alternate
+            dialogues.append(dialogue)
     found = pairs(dialogues)
     played: Counter = Counter(
         (d.roleplayer, d.language, d.card_id) for d in dialogues if d.status == "complete"
@@ -80,7 +86,9 @@ def run_pairwise(job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge)
     counts: Counter = Counter(skipped=len(items) - len(pending))
     job.on_stop(lambda: {"counts": dict(counts)})
     scoring = resolved.get("scoring") or {}
-    records = judge_items(judge, items, store, int(scoring.get("chunk", 64)), bool(scoring.get("progress", True)))
+    records = judge_items(
+        judge, items, store, int(scoring.get("chunk", 64)), bool(scoring.get("progress", True))
+    )
     judged = []
     for pair in found:
         for key in dims:

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from esc.prompts.registry import CHECKSUMS_FILE, LANGUAGES, check_recorded
+from esc.prompts.speakers import speaker_lines
 
 EMOTION_FILE = Path(__file__).with_name("emotion.yaml")
 RATINGS: tuple[str, ...] = tuple("0123456789")  # the answers; 0: at their worst, 9: much better
@@ -77,9 +78,7 @@ def observer_messages(card: str, lines: Sequence[tuple[str, str]], language: str
     supporter (`esc.dialogues.record.dialogue_lines`)."""
     prompts = _prompts()["observer"]
     names = prompts["speakers"][language]
-    dialogue = "\n".join(
-        f"{names['seeker' if role == 'user' else 'supporter']}: {text}" for role, text in lines
-    )
+    dialogue = speaker_lines(lines, names["seeker"], names["supporter"])
     return [
         {"role": "system", "content": prompts["system"][language]},
         {

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from esc.dialogues.store import read_dialogues
+from esc.prompts.speakers import speaker_lines
 from esc.scoring.judge import VALID
 from esc.scoring.rubrics import DIMENSION_KEYS
 from esc.scoring.store import ScoreRecord
@@ -46,7 +47,7 @@ def dialogue_rows(records: Sequence[ScoreRecord]) -> tuple[list[str], list[list[
         if not path.is_file():
             continue
         for d in read_dialogues(path):
-            text = "\n".join(f"{'Seeker' if role == 'user' else 'Supporter'}: {t}" for role, t in d.lines())
+            text = speaker_lines(d.lines(), "Seeker", "Supporter")
             transcripts[(source, d.card_id, d.language)] = text
     by_dialogue: dict[tuple[str, str], dict[str, ScoreRecord]] = {}
     for r in records:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from esc.prompts.speakers import speaker_lines
 from esc.roleplay.metrics import roleplay_metrics, roleplay_question
 from esc.scoring.judge import ScoreItem
 from esc.scoring.store import ScoreRecord
@@ -34,7 +35,7 @@ def conversation_text(lines: Sequence[tuple[str, str]], language: str) -> str:
     """The conversation as the judge reads it: "Seeker: ..." / "AI assistant: ..." lines; `lines`
     are (role, text) with role "user" for the seeker, "assistant" for the chatbot."""
     names = roleplay_metrics()["prompts"]["speakers"][language]
-    return "\n".join(f"{names['seeker' if role == 'user' else 'assistant']}: {text}" for role, text in lines)
+    return speaker_lines(lines, names["seeker"], names["assistant"])
 
 
 def metric_items(
@@ -56,9 +57,14 @@ def metric_items(
         )
         items.append(
             ScoreItem(
-                dialogue_id, metric["key"], language, tuple(lines), (("user", prompt),), METRIC_CHOICES,
-                roleplay_question(),
-            )  # fmt: skip
+                dialogue_id,
+                metric["key"],
+                language,
+                tuple(lines),
+                (("user", prompt),),
+                METRIC_CHOICES,
+                question=roleplay_question(),
+            )
         )
     return items
 
@@ -77,7 +83,7 @@ def pairwise_items(
             tuple(roleplay),
             (("user", template.format(a=a, b=b)),),
             PAIR_CHOICES,
-            roleplay_question(),
+            question=roleplay_question(),
         )  # fmt: skip
         for order, (a, b) in zip(ORDERS, ((rp, hu), (hu, rp)), strict=True)
     ]

@@ -19,6 +19,7 @@ import yaml
 from esc.dialogues.record import Dialogue, dialogue_lines
 from esc.errors import ConfigError
 from esc.hashing import sha256_file
+from esc.prompts.speakers import speaker_lines
 from esc.scoring.judge import ScoreItem
 from esc.scoring.store import ScoreRecord
 
@@ -116,9 +117,7 @@ def safety_items(reply: Reply, lines: Sequence[tuple[str, str]], questions: Sequ
     data = checklist()
     language = reply.language
     names = data["prompt"]["speakers"][language]
-    before = "\n".join(
-        f"{names['seeker' if role == 'user' else 'supporter']}: {text}" for role, text in lines[:-1]
-    )
+    before = speaker_lines(lines[:-1], names["seeker"], names["supporter"])
     items = []
     for key in questions:
         user = (
@@ -130,9 +129,14 @@ def safety_items(reply: Reply, lines: Sequence[tuple[str, str]], questions: Sequ
         messages = (("system", data["prompt"]["system"][language]), ("user", user))
         items.append(
             ScoreItem(
-                reply.item_id, key, language, tuple(lines), messages, tuple(data["answers"]),
-                ("safety", data["version"]),
-            )  # fmt: skip
+                reply.item_id,
+                key,
+                language,
+                tuple(lines),
+                messages,
+                tuple(data["answers"]),
+                question=("safety", data["version"]),
+            )
         )
     return items
 

@@ -21,6 +21,7 @@ import yaml
 
 from esc.dialogues.record import Dialogue
 from esc.hashing import sha256_file
+from esc.prompts.speakers import speaker_lines
 from esc.scoring.judge import VALID, ScoreItem
 from esc.scoring.rubrics import DIMENSION_KEYS
 from esc.scoring.store import ScoreRecord
@@ -79,9 +80,7 @@ def pairs(dialogues: Sequence[Dialogue]) -> list[Pair]:
 
 def _conversation(dialogue: Dialogue) -> str:
     names = pairwise_prompts()["prompt"]["speakers"][dialogue.language]
-    return "\n".join(
-        f"{names['seeker' if role == 'user' else 'supporter']}: {text}" for role, text in dialogue.lines()
-    )
+    return speaker_lines(dialogue.lines(), names["seeker"], names["supporter"])
 
 
 def pair_items(pair: Pair, dimensions: Sequence[str]) -> list[ScoreItem]:
@@ -107,9 +106,14 @@ def pair_items(pair: Pair, dimensions: Sequence[str]) -> list[ScoreItem]:
             messages = (("system", data["prompt"]["system"][language]), ("user", user))
             items.append(
                 ScoreItem(
-                    f"{pair.pair_id}/{order}", key, language, lines, messages, tuple(data["answers"]),
-                    ("pairwise", data["version"]),
-                )  # fmt: skip
+                    f"{pair.pair_id}/{order}",
+                    key,
+                    language,
+                    lines,
+                    messages,
+                    tuple(data["answers"]),
+                    question=("pairwise", data["version"]),
+                )
             )
     return items
 

@@ -438,8 +438,10 @@ class _Site:
         seen_meta = set()
         for entry in self.data.entries.values():
             judge_prompt("pairwise question", (a for v in entry.pairwise[:1] for a in v.answers.values()))
-            judge_prompt("safety question", (a for by_exchange in entry.safety.values()
-                                             for answers in by_exchange.values() for a in answers.values()))  # fmt: skip
+            safety = (
+                a for exchanges in entry.safety.values() for by_q in exchanges.values() for a in by_q.values()
+            )
+            judge_prompt("safety question", safety)
             meta = (entry.dialogue.meta if entry.dialogue else None) or {}
             prompt = meta.get("prompt") or {}
             key = (entry.roleplayer, str(prompt.get("id")), str(prompt.get("version")))
