@@ -90,7 +90,8 @@ def write_reports(
         pooled = pooled_records(judged, members, pool, jury.get("min_valid"), reading)
         records = [*judged, *pooled]  # the jury's row in Table 2 and in the breakdowns
         rows = board.leaderboard(records, n, seed)
-        on_reading = board.leaderboard([*jury_report.reading_records(judged, reading), *pooled], n, seed)
+        # the rankings order targets by point estimates: no resamples (0) for these rows
+        on_reading = board.leaderboard([*jury_report.reading_records(judged, reading), *pooled], 0, seed)
         jury_section = jury_report.to_markdown(
             jury_report.leniency(judged, members, pool, reading, n, seed),
             jury_report.agreement(judged, members, reading, n, seed),
