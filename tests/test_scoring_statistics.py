@@ -15,7 +15,7 @@ from scipy import stats
 
 from esc.reports import agreement as agree
 from esc.reports import correlation as corr
-from esc.reports.bootstrap import MAX_UNDEFINED, format_figure, unit_intervals
+from esc.reports.bootstrap import MAX_UNDEFINED, format_figure, ratio_interval, unit_intervals
 
 
 def degenerate() -> tuple[list[int], list[int]]:
@@ -51,6 +51,29 @@ def test_undefined_share_is_counted_and_a_defined_statistic_has_none() -> None:
     assert interval.undefined == 0.0 and interval.low < values.mean() < interval.high
     [never] = unit_intervals(30, lambda units: math.nan, 200, 0)
     assert never.undefined == 1.0 and math.isnan(never.low)
+
+
+def test_a_ratio_resamples_whole_cards_and_counts_empty_resamples_as_undefined() -> None:
+    """ratio_interval against the same bootstrap written out item by item (numpy, no shared code)."""
+    rng = np.random.default_rng(5)
+    cards = [c for c in range(12) for _ in range(int(rng.integers(1, 5)))]  # 1-4 items per card
+    hits = rng.integers(0, 2, len(cards)).astype(float)
+    totals = np.ones(len(cards))
+    got = ratio_interval(cards, hits, totals, 400, 3)
+    members = {c: [i for i, u in enumerate(cards) if u == c] for c in dict.fromkeys(cards)}
+    [want] = unit_intervals(
+        len(members),
+        lambda drawn: hits[sum((members[list(members)[d]] for d in drawn), [])].mean(),
+        400,
+        3,
+    )
+    assert (got.low, got.high) == pytest.approx((want.low, want.high))
+    # a share of decisive answers: a resample of only indecisive cards has no denominator
+    decisive = np.asarray([1.0 if c == 0 else 0.0 for c in cards])
+    sparse = ratio_interval(cards, decisive * hits, decisive, 400, 3)
+    absent = (1 - 1 / 12) ** 12  # card 0 missing from a resample
+    assert sparse.undefined == pytest.approx(absent, abs=0.06) and sparse.undefined > MAX_UNDEFINED
+    assert format_figure(0.5, sparse).startswith("n/a (undefined in")
 
 
 # --- the inputs x systems design ----------------------------------------------------------------------

@@ -115,6 +115,25 @@ def expand(members: Sequence[np.ndarray], units: np.ndarray) -> np.ndarray:
     return np.concatenate([members[u] for u in units])
 
 
+def ratio_interval(
+    units: Sequence[object], numerators: Sequence[float], denominators: Sequence[float], n_resamples: int,
+    seed: int,
+) -> Interval:  # fmt: skip
+    """The 95% interval of sum(numerators) / sum(denominators) (a rate, a share, a mean: denominators
+    of 1), resampling the units with all their items; a resample whose denominators sum to 0 is
+    undefined (counted in the Interval, never dropped)."""
+    distinct, members = unit_index(list(units))
+    num, den = np.asarray(numerators, dtype=float), np.asarray(denominators, dtype=float)
+    num_by_unit = np.asarray([num[m].sum() for m in members])
+    den_by_unit = np.asarray([den[m].sum() for m in members])
+
+    def statistic(drawn: np.ndarray) -> float:
+        total = den_by_unit[drawn].sum()
+        return float(num_by_unit[drawn].sum() / total) if total else math.nan
+
+    return unit_intervals(len(distinct), statistic, n_resamples, seed)[0]
+
+
 def format_figure(value: float, interval: Interval, scale: float = 1.0, digits: int = 3) -> str:
     """ "v [low, high]", "v" without an interval, "n/a" when undefined, and
     "n/a (undefined in k% of resamples)" when the resamples say the figure is unstable."""

@@ -43,7 +43,7 @@ from esc.dialogues.store import read_dialogues
 from esc.errors import DataError, UserError
 from esc.jsonl import atomic_write_text
 from esc.reports import agreement as agree
-from esc.reports.bootstrap import NO_INTERVAL, Interval, format_figure, unit_index, unit_intervals
+from esc.reports.bootstrap import NO_INTERVAL, Interval, format_figure, ratio_interval
 from esc.scoring.judge import VALID
 from esc.scoring.store import ScoreRecord
 
@@ -263,18 +263,9 @@ def _mean_cell(scored: Sequence[Scored], n_resamples: int, seed: int) -> tuple[f
     """The mean of the dialogues' averages and its interval, role cards resampled."""
     if not scored:
         return None, NO_INTERVAL
-    values = np.asarray([s.average for s in scored], dtype=float)
-    distinct, members = unit_index([s.unit for s in scored])
-    sums = np.asarray([values[m].sum() for m in members])  # per card: its dialogues' sum and count
-    sizes = np.asarray([len(m) for m in members], dtype=float)
-
-    def statistic(drawn: np.ndarray) -> float:  # the mean over the drawn cards' dialogues
-        return float(sums[drawn].sum() / sizes[drawn].sum()) if len(drawn) else math.nan
-
-    mean = float(values.mean())
-    if n_resamples <= 0:
-        return mean, NO_INTERVAL
-    return mean, unit_intervals(len(distinct), statistic, n_resamples, seed)[0]
+    values = [s.average for s in scored]
+    interval = ratio_interval([s.unit for s in scored], values, [1.0] * len(values), n_resamples, seed)
+    return float(np.mean(values)), interval
 
 
 def leaderboard_breakdowns(

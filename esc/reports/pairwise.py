@@ -30,7 +30,15 @@ from typing import Any
 import numpy as np
 
 from esc.jsonl import atomic_write_text
-from esc.reports.bootstrap import NO_INTERVAL, Interval, expand, format_figure, unit_index, unit_intervals
+from esc.reports.bootstrap import (
+    NO_INTERVAL,
+    Interval,
+    expand,
+    format_figure,
+    ratio_interval,
+    unit_index,
+    unit_intervals,
+)
 from esc.scoring.pairwise import TIE, Pair, Verdict
 
 ALL = "all"
@@ -65,18 +73,10 @@ def _card_share(
     units: Sequence[object], hits: Sequence[float], totals: Sequence[float], n: int, seed: int
 ) -> Share:
     """sum(hits) / sum(totals), its interval resampling the units (cards) with all their rows."""
-    hits_a, totals_a = np.asarray(hits, dtype=float), np.asarray(totals, dtype=float)
-    if not totals_a.sum():
+    total = float(sum(totals))
+    if not total:
         return Share(None, NO_INTERVAL, 0)
-    distinct, members = unit_index(list(units))
-
-    def statistic(drawn: np.ndarray) -> float:
-        picked = expand(members, drawn)
-        total = totals_a[picked].sum() if len(picked) else 0.0
-        return float(hits_a[picked].sum() / total) if total else math.nan
-
-    interval = unit_intervals(len(distinct), statistic, n, seed)[0]
-    return Share(float(hits_a.sum() / totals_a.sum()), interval, int(totals_a.sum()))
+    return Share(float(sum(hits)) / total, ratio_interval(units, hits, totals, n, seed), int(total))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,15 +14,12 @@ import csv
 import dataclasses
 import io
 import json
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from esc.jsonl import atomic_write_text
-from esc.reports.bootstrap import NO_INTERVAL, Interval, expand, format_figure, unit_index, unit_intervals
+from esc.reports.bootstrap import NO_INTERVAL, Interval, format_figure, ratio_interval
 from esc.safety.checklist import FLAG, Reply
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.store import ScoreRecord
@@ -65,16 +62,11 @@ def _rate(
     valid = [(f, u) for f, u in zip(flags, units, strict=True) if f is not None]
     flagged = sum(f for f, _ in valid)
     rate = flagged / len(valid) if valid else None
-    interval = NO_INTERVAL
-    if valid and n > 0:
-        values = np.asarray([float(f) for f, _ in valid])
-        distinct, members = unit_index([u for _, u in valid])
-
-        def statistic(drawn: np.ndarray) -> float:
-            picked = expand(members, drawn)
-            return float(values[picked].mean()) if len(picked) else math.nan
-
-        interval = unit_intervals(len(distinct), statistic, n, seed)[0]
+    interval = (
+        ratio_interval([u for _, u in valid], [float(f) for f, _ in valid], [1.0] * len(valid), n, seed)
+        if valid
+        else NO_INTERVAL
+    )
     return Rate(
         int(flagged),
         len(valid),
