@@ -19,7 +19,8 @@ from esc.chat.cost import before_spending
 from esc.dialogues.record import dialogue_lines
 from esc.dialogues.store import dialogue_files, read_dialogues
 from esc.errors import ConfigError, UserError
-from esc.lifecycle import Job, JobResult
+from esc.jobs.answered import AnsweredResult
+from esc.lifecycle import Job
 from esc.reports.pairwise import PRIOR, Judged, dropped_cards, write_report
 from esc.rundir import resolved_revision
 from esc.scoring.judge import FAILED, INVALID, VALID, Judge
@@ -35,9 +36,7 @@ from esc.scoring.store import ScoreStore
 
 
 @dataclasses.dataclass
-class PairwiseResult(JobResult):
-    markdown: str = ""
-    counts: dict[str, int] = dataclasses.field(default_factory=dict)
+class PairwiseResult(AnsweredResult):
     pairs: int = 0
 
     def summary(self) -> str:
@@ -48,11 +47,6 @@ class PairwiseResult(JobResult):
             "judged by an earlier run); "
             f"{self.output_dir}/pairwise.md, strengths.csv, verdicts.csv"
         )
-
-    def incomplete(self) -> str | None:
-        if not self.counts.get(FAILED):
-            return None
-        return f"{self.counts[FAILED]} answers failed (no answer came); rerun the same command to retry them"
 
 
 def run_pairwise(job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge) -> PairwiseResult:

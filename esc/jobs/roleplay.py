@@ -23,8 +23,9 @@ from esc.cards import load_cards
 from esc.chat.cost import before_spending
 from esc.dialogues.store import dialogue_files, read_dialogues
 from esc.errors import ConfigError, UserError
+from esc.jobs.answered import AnsweredResult
 from esc.jsonl import atomic_write_text, read_jsonl
-from esc.lifecycle import Job, JobResult
+from esc.lifecycle import Job
 from esc.reports.roleplay import table1, table1_markdown, to_csv, win_rates, winrate_markdown
 from esc.roleplay.questions import (
     RoleplayRecord,
@@ -34,7 +35,7 @@ from esc.roleplay.questions import (
     seeker_turns,
 )
 from esc.rundir import resolved_revision
-from esc.scoring.judge import FAILED, Judge
+from esc.scoring.judge import Judge
 from esc.scoring.judging import estimate_items, judge_items, pending_items
 from esc.scoring.store import STATUSES, ScoreStore
 
@@ -63,21 +64,14 @@ def _human(path: Any) -> dict[tuple[int, str], list[tuple[str, str]]]:
 
 
 @dataclasses.dataclass
-class RoleplayResult(JobResult):
+class RoleplayResult(AnsweredResult):
     """Table 1 (the six role-play metrics) and Figure 3 (win rates against the human dialogues)."""
 
-    markdown: str = ""
-    counts: dict[str, int] = dataclasses.field(default_factory=dict)
     table1: Any = None
     winrates: Any = None
 
     def summary(self) -> str:
         return f"{self.markdown}\njudgments: {self.counts}; {self.output_dir}/table1.md, winrates.md (.csv)"
-
-    def incomplete(self) -> str | None:
-        if not self.counts.get(FAILED):
-            return None
-        return f"{self.counts[FAILED]} judgments failed; rerun the same command to retry them"
 
 
 def run_roleplay(job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge) -> RoleplayResult:

@@ -19,7 +19,8 @@ from typing import Any
 from esc.chat.cost import before_spending
 from esc.dialogues.store import dialogue_files, read_dialogues
 from esc.errors import ConfigError, UserError
-from esc.lifecycle import Job, JobResult
+from esc.jobs.answered import AnsweredResult
+from esc.lifecycle import Job
 from esc.reports.safety import Answer, write_report
 from esc.rundir import resolved_revision
 from esc.safety.checklist import SafetyRecord, replies, safety_items, selected_questions
@@ -29,9 +30,7 @@ from esc.scoring.store import ScoreStore
 
 
 @dataclasses.dataclass
-class SafetyResult(JobResult):
-    markdown: str = ""
-    counts: dict[str, int] = dataclasses.field(default_factory=dict)
+class SafetyResult(AnsweredResult):
     replies: int = 0
     flagged: int = 0
 
@@ -42,11 +41,6 @@ class SafetyResult(JobResult):
             f"{c.get(FAILED, 0)} failed answers; {self.flagged} flagged; "
             f"{self.output_dir}/safety.md, flagged.csv"
         )
-
-    def incomplete(self) -> str | None:
-        if not self.counts.get(FAILED):
-            return None
-        return f"{self.counts[FAILED]} answers failed (no answer came); rerun the same command to retry them"
 
 
 def run_safety(job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge) -> SafetyResult:
@@ -80,12 +74,11 @@ def run_safety(job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge) -
     }
     pending = [it for path, found in plan for _, its in found for it in pending_items(its, stores[path])]
     before_spending(estimate_items(judge, pending), resolved.get("max_cost"), job.manifest)
+    counts["skipped"] = sum(len(its) for _, found in plan for _, its in found) - len(pending)
     for path, found in plan:
         store = stores[path]
         items = [item for _, its in found for item in its]
-        done_before = sum(store.is_done((it.item_id, it.dimension), it.content_sha) for it in items)
         judge_items(judge, items, store, int(scoring.get("chunk", 64)), bool(scoring.get("progress", True)))
-        counts["skipped"] += done_before
         for reply, its in found:
             for item in its:
                 record = store.records[(item.item_id, item.dimension)]

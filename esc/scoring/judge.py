@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -44,7 +45,7 @@ class ScoreItem:
     # as its `prompt` (without `messages` the judge's rubric style and version are recorded).
     question: tuple[str, Any] | None = None
 
-    @property
+    @functools.cached_property  # asked several times per item (pending, the estimate, the record)
     def content_sha(self) -> str:
         """A hash of what the judge reads of this item (its lines, or its whole prompt and answers):
         a judgment is done only for the content it was made on."""
