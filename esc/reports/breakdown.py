@@ -103,8 +103,8 @@ def card_index(files: str | Sequence[str] | None) -> dict[tuple[int, str], RoleC
         try:
             cards = load_cards()
         except (DataError, UserError, OSError) as err:
-            log.warning("breakdowns: the released role cards cannot be read (%s); topic, problem group "
-                        "and card source are unknown for every dialogue", err)  # fmt: skip
+            log.warning("the released role cards cannot be read (%s); topic, problem group and card "
+                        "source are unknown for every dialogue", err)  # fmt: skip
             return {}
     else:
         cards = load_cards([Path(f) for f in ([files] if isinstance(files, str) else files)])
@@ -274,15 +274,17 @@ def leaderboard_breakdowns(
     min_n: int = MIN_N,
     n_resamples: int = 1000,
     seed: int = 0,
+    only: Sequence[str] = FACETS,
 ) -> list[Breakdown]:
-    """One table per facet (`FACETS`) of the dialogues' average scores; see the module docstring.
-    A dialogue missing from `facets` is "unknown" in every facet but its language (the record's)."""
+    """One table per facet (`FACETS`, or those in `only`) of the dialogues' average scores; see the
+    module docstring. A dialogue missing from `facets` is "unknown" in every facet but its language
+    (the record's)."""
     records = list(records)
     languages = {r.dialogue_id: r.language for r in records}
     scored = dialogue_averages(records)
     rows = sorted({(s.target, s.roleplayer, s.judge) for s in scored})
     tables = []
-    for facet in FACETS:
+    for facet in only:
         values = {
             s.dialogue_id: facets.get(s.dialogue_id, Facets(languages[s.dialogue_id])).value(facet)
             for s in scored
@@ -408,18 +410,17 @@ def write_breakdowns(
 ) -> str:  # fmt: skip
     """OUT/breakdown.csv, and the markdown sections for leaderboard.md (returned)."""
     facets, unknown = dialogue_facets(records, card_index(cards))
-    tables = leaderboard_breakdowns(records, facets, min_n, n_resamples, seed)
     languages = sorted({r.language for r in records})
-    if (
-        len(languages) > 1
-    ):  # the other facets per language, as Table 2 is: a topic's cell never mixes en and zh
-        tables = tables[:1] + [
+    if len(languages) > 1:  # the other facets per language, as Table 2 is: a cell never mixes en and zh
+        tables = leaderboard_breakdowns(records, facets, min_n, n_resamples, seed, only=FACETS[:1]) + [
             dataclasses.replace(t, language=language)
             for language in languages
             for t in leaderboard_breakdowns(
-                [r for r in records if r.language == language], facets, min_n, n_resamples, seed
-            )[1:]
+                [r for r in records if r.language == language], facets, min_n, n_resamples, seed, FACETS[1:]
+            )
         ]
+    else:
+        tables = leaderboard_breakdowns(records, facets, min_n, n_resamples, seed)
     write_breakdown_csv(tables, Path(out) / "breakdown.csv")
     return breakdowns_markdown(tables, unknown)
 

@@ -18,7 +18,7 @@ import itertools
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -284,10 +284,9 @@ def to_csv(rated: Sequence[Rated]) -> str:
     return buffer.getvalue()
 
 
-def write_chart(rated: Sequence[Rated], path: Path, n_resamples: int = 1000, seed: int = 0) -> Path | None:
-    """The mean trajectory of each target, one line each, its 95% interval as a band, and the
-    dialogues behind each point."""
-    curves = mean_curves(rated, n_resamples, seed)
+def write_chart(curves: Mapping[tuple[str, str], Sequence[tuple]], path: Path) -> Path | None:
+    """The mean trajectory of each target (`mean_curves`), one line each, its 95% interval as a
+    band, and the dialogues behind each point."""
     if not curves:
         return None
     plt = pyplot()
@@ -314,6 +313,7 @@ def write_report(
     """trajectory.md, trajectory.csv (per dialogue), trajectory.json and charts/trajectory.png."""
     rows = target_rows(rated, n_resamples, seed)
     diffs = differences(rated, n_resamples=n_resamples, seed=seed)
+    curves = mean_curves(rated, n_resamples, seed)
     markdown = to_markdown(rows, diffs)
     if unrated:
         markdown += (
@@ -326,10 +326,10 @@ def write_report(
         "differences": [dataclasses.asdict(d) for d in diffs],
         "curves": {
             f"{rp}|{t}": [dict(zip(("exchange", "mean", "n", "low", "high"), p, strict=True)) for p in c]
-            for (rp, t), c in mean_curves(rated, n_resamples, seed).items()
+            for (rp, t), c in curves.items()
         },
         "unrated": unrated,
     }
     atomic_write_text(out / "trajectory.json", json.dumps(payload, indent=1, ensure_ascii=False) + "\n")
-    chart = write_chart(rated, out / "charts" / "trajectory.png", n_resamples, seed) if charts else None
+    chart = write_chart(curves, out / "charts" / "trajectory.png") if charts else None
     return {"markdown": markdown, "rows": rows, "differences": diffs, "chart": str(chart) if chart else None}

@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from esc.annotate.human_scores import default_esconv_path, human_reference, read_annotations
-from esc.cards import RoleCard, load_cards
+from esc.cards import RoleCard
 from esc.dialogues.record import Dialogue
 from esc.dialogues.store import read_dialogues
 from esc.errors import DataError, UserError
 from esc.jsonl import read_json
 from esc.paths import REPO_ROOT
+from esc.reports.breakdown import card_index
 from esc.safety.checklist import SafetyRecord
 from esc.scoring.judge import VALID, ScoreItem
 from esc.scoring.pairwise import Pair, PairwiseRecord, verdict
@@ -185,18 +186,6 @@ def _dialogue_sources(runs: Sequence[Run], records: Iterable[ScoreRecord]) -> li
     return list(found)
 
 
-def _card_index(files: Sequence[Path] | None) -> dict[tuple[int, str], RoleCard]:
-    """The role cards by (id, language): `files`, else the released cards; none (topics unknown,
-    said on the overview) when the released cards are not on this machine."""
-    try:
-        cards = load_cards([Path(f) for f in files] if files else None)
-    except (UserError, OSError):
-        if files:
-            raise  # cards named and unreadable: the user asked for them
-        return {}
-    return {(card.id, card.language): card for card in cards}
-
-
 def _evaluate_manifests(files: Iterable[Path]) -> dict[Path, dict[str, Any]]:
     """The manifests of the evaluate.py folders the dialogue files sit in (models, revisions)."""
     out = {}
@@ -229,7 +218,7 @@ def collect(sources: Sequence[Path], cards: Sequence[Path] | None = None) -> Sit
         path = _resolve(source)
         if path.is_file():
             played[source] = {d.card_id: d for d in read_dialogues(path)}
-    index = _card_index(cards)
+    index = card_index([str(f) for f in cards] if cards else None)  # topics unknown: said on the overview
 
     entries: dict[str, Entry] = {}
     for record in records:
