@@ -77,9 +77,17 @@ def _stop_needs_ratings(cfg: DictConfig) -> str | None:
     return None
 
 
+def _stop_thresholds_ordered(cfg: DictConfig) -> str | None:
+    success, failure = _select(cfg, "trajectory.stop.success"), _select(cfg, "trajectory.stop.failure")
+    if isinstance(success, int | float) and isinstance(failure, int | float) and not failure < success:
+        return f"must be below trajectory.stop.success ({success}), got {failure}"
+    return None
+
+
 RELATIONS: tuple[Relation, ...] = (
     Relation("shard.index", _shard_in_range, ("evaluate",)),
     Relation("trajectory.stop.enabled", _stop_needs_ratings, ("evaluate",)),
+    Relation("trajectory.stop.failure", _stop_thresholds_ordered, ("evaluate",)),
 )
 
 
@@ -90,7 +98,7 @@ def _needed(cfg: DictConfig, job: str, key: str) -> bool:
     top = key.split(".", 1)[0]
     mode = cfg.get("mode", "score")
     if top == "dialogues":
-        return mode in ("score", "roleplay", "trajectory", "safety", "pairwise")
+        return mode in importlib.import_module("esc.jobs.rank").DIALOGUE_MODES
     if top == "judge":  # the modes that judge: agreement only without existing scores
         return bool(importlib.import_module("esc.jobs.rank").judges_in(mode, cfg))
     return True

@@ -221,6 +221,11 @@ CASES: tuple[Case, ...] = (
         (*EV, "trajectory.stop.enabled=true"),
         ("config `trajectory.stop.enabled`", "trajectory.enabled=true"),
     ),
+    Case(
+        "evaluate-stop-thresholds-crossed",
+        (*EV, "trajectory.stop.success=10", "trajectory.stop.failure=20"),
+        ("config `trajectory.stop.failure`", "must be below trajectory.stop.success (10), got 20"),
+    ),
     Case("evaluate-typo-rater", (*EV, "trajectory.rater=self"), ("config `trajectory.rater`", '"self"')),
     Case(
         "evaluate-observer-without-backend",

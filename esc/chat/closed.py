@@ -126,8 +126,9 @@ def resolve_method(backend: ChatBackend, method: str, key: str) -> str:
 class ClosedQuestion:
     """Asks `backend` closed questions with the answers `choices`, read by `method` (resolved).
 
-    `max_new_tokens` bounds a written reply (parse); `top_logprobs` asks for log-probabilities
-    there; `min_mass` makes a distribution with less probability on the answers invalid.
+    `max_new_tokens` bounds a written reply (parse; a distribution or a constrained answer is one
+    token); `top_logprobs` asks for log-probabilities there; `min_mass` makes a distribution with
+    less probability on the answers invalid; `key` is the config key a ConfigError names.
     """
 
     def __init__(
@@ -139,11 +140,12 @@ class ClosedQuestion:
         max_new_tokens: int = 64,
         top_logprobs: int = 0,
         min_mass: float = 0.0,
+        key: str = "method",
     ) -> None:
         self.backend, self.choices, self.method, self.parse = backend, tuple(choices), method, parse
-        self.min_mass = float(min_mass)
+        self.min_mass, self.key = float(min_mass), key
         self.settings = GenerationSettings(
-            max_new_tokens=1 if method == "constrained" else int(max_new_tokens),
+            max_new_tokens=1 if method in ("constrained", "distribution") else int(max_new_tokens),
             temperature=0.0,
             top_logprobs=int(top_logprobs),
             choices=self.choices if method == "constrained" else (),
@@ -163,12 +165,12 @@ class ClosedQuestion:
 
     def answers(self, system: str | None = None) -> AnswerTokens:
         """The ids that spell each answer for the backend's tokenizer (distribution only); a
-        ConfigError naming `trajectory.method` when an answer is not one token (checked before play)."""
+        ConfigError naming `key` when an answer is not one token (checked before play)."""
         with self._lock:
             if self._answers is None:
                 inner = unwrapped(self.backend)
                 self._answers = answer_tokens(
-                    inner.tokenizer, self.choices, system, where="trajectory.method", name=repr(inner)
+                    inner.tokenizer, self.choices, system, where=self.key, name=repr(inner)
                 )
             return self._answers
 

@@ -142,9 +142,10 @@ def build_rater(
         RATINGS,
         method,
         parse=parse_rating,
-        max_new_tokens=1 if method == "distribution" else int(cfg.get("max_new_tokens", 48)),
+        max_new_tokens=int(cfg.get("max_new_tokens", 48)),
         top_logprobs=int(cfg.get("top_logprobs", 0)),
         min_mass=float(cfg.get("min_answer_mass", 0.0)),
+        key="trajectory.method",
     )
     identity = observer.identity() if rater == "observer" and observer is not None else None
     return EmotionRater(rater, question, dict(cards), context_policy, identity)

@@ -191,7 +191,7 @@ def evaluate(cfg: DictConfig) -> EvaluateResult:
         stop = StopRule.from_config(trajectory.get("stop") or {}) if _stopping(trajectory) else None
         settings = output_settings(roleplayer_cfg, target_cfg, (roleplayer, target), resolved["dialogue"])
         if rater is not None:  # only then: folders without a trajectory keep their fingerprint
-            settings["trajectory"] = trajectory_settings(rater, observer, stop)
+            settings["trajectory"] = trajectory_settings(rater, stop)
         estimate = estimate_dialogues(  # requests, tokens and dollars, when a side has a price
             out, cards, DialogueFactory(roleplayer_cfg, target_cfg, {}), roleplayer, target,
             int(resolved["dialogue"]["turns"]), rater,
@@ -244,13 +244,10 @@ def _rater(
     )
 
 
-def trajectory_settings(rater: EmotionRater, observer: Side | None, stop: StopRule | None) -> dict[str, Any]:
-    """What shapes the ratings and where dialogues end: a folder with other ones is not resumed."""
-    return {
-        **rater.identity(),
-        "observer": model_settings(observer.backend.identity()) if observer else None,
-        "stop": stop.to_dict() if stop else None,
-    }
+def trajectory_settings(rater: EmotionRater, stop: StopRule | None) -> dict[str, Any]:
+    """What shapes the ratings (the observer's model among them) and where dialogues end: in the
+    folder's settings (a folder with other ones is not resumed) and each dialogue's meta."""
+    return {**rater.identity(), "stop": stop.to_dict() if stop else None}
 
 
 def _play(
@@ -279,7 +276,7 @@ def _play(
         "turns": cfg.dialogue.turns,
     }
     if rater is not None:
-        meta["trajectory"] = {**rater.identity(), "stop": stop.to_dict() if stop else None}
+        meta["trajectory"] = trajectory_settings(rater, stop)
     factory = DialogueFactory(roleplayer_cfg, target_cfg, meta)
     engine = DialogueEngine(
         roleplayer, target, turns=cfg.dialogue.turns, context_policy=cfg.dialogue.context_policy,

@@ -18,8 +18,6 @@ from esc.dialogues.record import Dialogue
 from esc.errors import ConfigError
 from esc.interact.emotion import valid_value
 
-STOP_REASONS = ("success", "failure", "max_turns")
-
 
 @dataclasses.dataclass(frozen=True)
 class StopRule:

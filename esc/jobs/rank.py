@@ -60,6 +60,8 @@ RUNNERS: dict[str, Runner] = {
 MODES = tuple(RUNNERS)
 
 
+#: the modes that read dialogue files (`dialogues=`)
+DIALOGUE_MODES = ("score", "roleplay", "trajectory", "safety", "pairwise")
 #: the modes whose items ask their own questions (`ScoreItem.messages`), not a dimension's rubric
 OWN_QUESTIONS = ("roleplay", "safety", "pairwise")
 
@@ -209,7 +211,7 @@ CONFIG: tuple[Section, ...] = (
                 "dialogues",
                 paths(),
                 "evaluate.py output dirs or dialogue files",
-                when=lambda cfg: _mode(cfg) in ("score", "roleplay", "trajectory", "safety", "pairwise"),
+                when=lambda cfg: _mode(cfg) in DIALOGUE_MODES,
             ),
             Rule(
                 "scores",

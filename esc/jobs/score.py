@@ -107,9 +107,8 @@ def write_reports(
     sections = ""  # the breakdowns (docs/scoring.md, "Breakdowns"), after the leaderboard in its file
     if cfg.get("breakdowns", True):
         sections = breakdown.write_breakdowns(
-            out, records, cfg.get("cards"), int(cfg.get("min_n", breakdown.MIN_N)),
-            int(cfg.get("bootstrap", 1000)), int(cfg.get("seed", 0)),
-        )  # fmt: skip
+            out, records, cfg.get("cards"), int(cfg.get("min_n", breakdown.MIN_N)), n, seed
+        )
     atomic_write_text(out / "leaderboard.md", markdown + sections)
     board.write_csv(rows, out / "leaderboard.csv")
     charts = board.write_charts(rows, out / "charts") if cfg.get("charts", True) else []
