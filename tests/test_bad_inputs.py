@@ -359,8 +359,13 @@ CASES: tuple[Case, ...] = (
     *(
         Case(
             f"rank-{mode}-with-score-adapters",
-            (*RK, f"mode={mode}", "dialogues={fx}/tiny__tiny__en.jsonl", "judge.adapters.layout=single",
-             "judge.adapters.root={tmp}"),
+            (
+                *RK,
+                f"mode={mode}",
+                "dialogues={fx}/tiny__tiny__en.jsonl",
+                "judge.adapters.layout=single",
+                "judge.adapters.root={tmp}",
+            ),
             ("config `judge.adapters`", f"mode={mode}'s questions", "judge.adapters.layout=none"),
         )  # fmt: skip
         for mode in ("roleplay", "safety", "pairwise")

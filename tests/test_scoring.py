@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from esc.chat.closed import ClosedAnswer
 from esc.errors import ConfigError, DataError, UserError
 from esc.reports import leaderboard as board
 from esc.reports.bootstrap import bootstrap_ci
@@ -88,10 +89,10 @@ def test_annotation_rules_are_table_16() -> None:
 
 
 def test_judgment_from_distribution() -> None:
-    j = Judgment.from_distribution([0.0, 0.1, 0.1, 0.2, 0.0])
+    j = Judgment.from_closed(ClosedAnswer.from_probabilities([0.0, 0.1, 0.1, 0.2, 0.0]))
     assert j.status == VALID and j.score == 3 and j.answer_mass == pytest.approx(0.4)
     assert j.probs == pytest.approx([0, 0.25, 0.25, 0.5, 0]) and j.expected == pytest.approx(2.25)
-    low = Judgment.from_distribution([1e-6] * 5, min_answer_mass=0.01)
+    low = Judgment.from_closed(ClosedAnswer.from_probabilities([1e-6] * 5, min_mass=0.01))
     assert low.status == INVALID and low.score is None and "probability" in low.error
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from esc.chat.answer_tokens import AnswerTokens, answer_probabilities, answer_tokens
 from esc.chat.answers import parse_choice, stated_answer_probabilities
+from esc.chat.backends._common import one_line
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply
 from esc.chat.usage import Usage
 from esc.errors import ConfigError
@@ -90,6 +91,44 @@ def read_reply(
         return ClosedAnswer(VALID, index, reason=reason, raw=reply.text)
     read = ClosedAnswer.from_probabilities(probs)
     return dataclasses.replace(read, index=index, reason=reason, raw=reply.text)  # the stated answer
+
+
+def read_distributions(
+    backend: Any,
+    prompts: Sequence[Sequence[int] | BaseException],
+    answers: AnswerTokens,
+    limit: int | None,
+    min_mass: float = 0.0,
+    adapters: Sequence[str | None] | None = None,
+) -> list[ClosedAnswer]:
+    """The answers' next-token distribution of each prompt, in one `backend.answer_distribution`
+    call (prompts that start alike share one prefill). A prompt is its token ids, or the error that
+    kept it from rendering (invalid); one longer than `limit` tokens is invalid, never cut; one the
+    backend failed on is failed. The local judge and `ClosedQuestion` both read through here."""
+    results: list[ClosedAnswer | None] = [None] * len(prompts)
+    asked = []
+    for index, ids in enumerate(prompts):
+        if isinstance(ids, BaseException):
+            results[index] = ClosedAnswer(INVALID, error=one_line(ids))
+        elif limit and len(ids) > limit:
+            results[index] = ClosedAnswer(
+                INVALID, error=f"prompt too long ({len(ids)} tokens > {limit}); not cut"
+            )
+        else:
+            asked.append(index)
+    if asked:
+        dists = backend.answer_distribution(
+            [prompts[i] for i in asked],
+            lambda probs: answer_probabilities(probs, answers),
+            [adapters[i] for i in asked] if adapters is not None else None,
+        )
+        for index, dist in zip(asked, dists, strict=True):
+            results[index] = (
+                ClosedAnswer(FAILED, error=one_line(dist))
+                if isinstance(dist, Exception)
+                else ClosedAnswer.from_probabilities(dist, min_mass)
+            )
+    return [r for r in results if r is not None]
 
 
 def strict_choice(text: str, choices: tuple[str, ...]) -> tuple[int, str | None] | None:
@@ -187,33 +226,15 @@ class ClosedQuestion:
         return [read_reply(reply, self.choices, self.parse) for reply in replies]
 
     def _read(self, prompts: Sequence[Sequence[Message]]) -> list[ClosedAnswer]:
-        """The answers' next-token distribution of each prompt; a prompt that does not render or is
-        longer than the window is invalid (never cut), as the local judge does."""
+        """The answers' distribution of each prompt (`read_distributions`, the window the limit)."""
         inner: Any = unwrapped(self.backend)
         answers = self.answers()
         window = inner.context_window
-        results: list[ClosedAnswer | None] = [None] * len(prompts)
-        encoded: list[tuple[int, list[int]]] = []
         with self._lock:  # one reader at a time: a fast tokenizer is not safe across threads
-            for index, prompt in enumerate(prompts):
+            encoded: list[Sequence[int] | BaseException] = []
+            for prompt in prompts:
                 try:
-                    ids = inner.prompt_ids(list(prompt))
+                    encoded.append(inner.prompt_ids(list(prompt)))
                 except Exception as err:  # a template that cannot render this conversation
-                    results[index] = ClosedAnswer(INVALID, error=f"{type(err).__name__}: {err}")
-                    continue
-                if window and len(ids) > window - 1:
-                    results[index] = ClosedAnswer(
-                        INVALID, error=f"prompt too long ({len(ids)} tokens > {window - 1}); not cut"
-                    )
-                    continue
-                encoded.append((index, ids))
-            dists = inner.answer_distribution(
-                [ids for _, ids in encoded], lambda probs: answer_probabilities(probs, answers)
-            )
-        for (index, _), dist in zip(encoded, dists, strict=True):
-            results[index] = (
-                ClosedAnswer(FAILED, error=f"{type(dist).__name__}: {dist}")
-                if isinstance(dist, Exception)
-                else ClosedAnswer.from_probabilities(dist, self.min_mass)
-            )
-        return [r for r in results if r is not None]
+                    encoded.append(err)
+            return read_distributions(inner, encoded, answers, window - 1 if window else None, self.min_mass)

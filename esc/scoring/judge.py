@@ -77,12 +77,6 @@ class Judgment:
     error: str | None = None  # why a judgment is invalid
 
     @classmethod
-    def from_distribution(cls, answer_probs: Sequence[float], min_answer_mass: float = 0.0) -> Judgment:
-        """A judgment from the unnormalised probabilities of the answers ("0".."4", or an item's
-        `choices`): the score is the index of the likeliest."""
-        return cls.from_closed(ClosedAnswer.from_probabilities(answer_probs, min_answer_mass))
-
-    @classmethod
     def from_closed(cls, answer: ClosedAnswer) -> Judgment:
         """A judgment from the answer to a closed question (`esc.chat.closed`)."""
         return cls(

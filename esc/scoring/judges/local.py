@@ -27,13 +27,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from esc.chat.answer_tokens import AnswerTokens, answer_probabilities, answer_tokens
-from esc.chat.backends._common import one_line, plain
+from esc.chat.answer_tokens import AnswerTokens, answer_tokens
+from esc.chat.backends._common import plain
 from esc.chat.backends.hf import HFBackend, render_prompt
+from esc.chat.closed import read_distributions
 from esc.errors import ConfigError, UserError
 from esc.models.loading import adapter_weights, model_label
 from esc.models.revision import adapter_hash, resolve_revision
-from esc.scoring.judge import DIGITS, FAILED, INVALID, Judge, Judgment, ScoreItem, register_judge
+from esc.scoring.judge import DIGITS, Judge, Judgment, ScoreItem, register_judge
 from esc.scoring.rubrics import (
     DIMENSION_KEYS,
     LANGUAGES,
@@ -223,47 +224,31 @@ class LocalJudge(Judge):
         self._load()
         with self._lock:
             results: list[Judgment | None] = [None] * len(items)
-            encoded: list[tuple[int, list[int]]] = []
-            limit = self._limit()
-            for index, item in enumerate(items):
-                try:
-                    if self.paths and (item.dimension, item.language) not in self.paths:
-                        raise UserError(f"no adapter for {item.dimension}/{item.language}")
-                    ids = self.prompt_ids(item)
-                except Exception as err:  # a rubric or template that cannot render this item
-                    results[index] = Judgment(INVALID, error=one_line(err))
-                    continue
-                if limit and len(ids) > limit:
-                    results[index] = Judgment(
-                        INVALID, error=f"prompt too long ({len(ids)} tokens > {limit}); not cut"
-                    )
-                    continue
-                encoded.append((index, ids))
-            groups: dict[tuple[str, str, tuple[str, ...]], list[tuple[int, list[int]]]] = {}
-            for index, ids in encoded:  # one rubric, one adapter and one answer set per group
-                item = items[index]
-                groups.setdefault((item.dimension, item.language, item.choices), []).append((index, ids))
-            for members in groups.values():
-                self._judge_group(members, items, results)
+            groups: dict[tuple[str, str, tuple[str, ...]], list[int]] = {}
+            for index, item in enumerate(items):  # one rubric, one adapter and one answer set per group
+                groups.setdefault((item.dimension, item.language, item.choices), []).append(index)
+            for members in groups.values():  # one call each: the rubric before the dialogue runs once
+                adapter = self.paths.get((items[members[0]].dimension, items[members[0]].language))
+                answers = read_distributions(
+                    self.backend,
+                    [self._encoded(items[i]) for i in members],
+                    self.answers(items[members[0]].choices),
+                    self._limit(),
+                    self.min_answer_mass,
+                    [str(adapter)] * len(members) if adapter is not None else None,
+                )
+                for index, answer in zip(members, answers, strict=True):
+                    results[index] = Judgment.from_closed(answer)
             return [r for r in results if r is not None]
 
-    def _judge_group(
-        self, members: list[tuple[int, list[int]]], items: Sequence[ScoreItem], results: list[Judgment | None]
-    ) -> None:
-        """Items sharing a rubric, adapter and answer set: one call to the backend, which runs the
-        prompt start they share (the rubric before the dialogue) once."""
-        answers = self.answers(items[members[0][0]].choices)
-        adapters = None
-        if self.paths:
-            adapters = [str(self.paths[(items[i].dimension, items[i].language)]) for i, _ in members]
-        dists = self.backend.answer_distribution(
-            [ids for _, ids in members], lambda probs: answer_probabilities(probs, answers), adapters
-        )
-        for (index, _), probs in zip(members, dists, strict=True):
-            if isinstance(probs, Exception):
-                results[index] = Judgment(FAILED, error=one_line(probs))
-            else:
-                results[index] = Judgment.from_distribution(probs, self.min_answer_mass)
+    def _encoded(self, item: ScoreItem) -> list[int] | Exception:
+        """The item's prompt ids, or why they cannot be had (the judgment is then invalid)."""
+        try:
+            if self.paths and (item.dimension, item.language) not in self.paths:
+                raise UserError(f"no adapter for {item.dimension}/{item.language}")
+            return self.prompt_ids(item)
+        except Exception as err:  # a rubric or template that cannot render this item
+            return err
 
     def close(self) -> None:
         with self._lock:
