@@ -17,6 +17,7 @@ from typing import Any
 from esc.dialogues.record import Dialogue
 from esc.errors import DataError
 from esc.jsonl import append_jsonl, atomic_write_text, drop_partial_last_line, find_jsonl_files
+from esc.paths import REPO_ROOT
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,26 @@ def dialogue_file(out: Path, target: str, roleplayer: str, language: str) -> Pat
 def dialogue_files(spec: str | Path | Sequence[str | Path]) -> list[Path]:
     """The dialogue files a `dialogues=` value names: run directories, files, or a list of them."""
     return find_jsonl_files(spec, "dialogues", "dialogue", "dialogues")
+
+
+def named_file(source: str) -> Path:
+    """A dialogue file as a score record names it (`source`): a relative path is tried from the
+    working folder, then from the repository (where the entry points run from)."""
+    path = Path(source)
+    if not path.is_absolute() and not path.exists() and (REPO_ROOT / path).exists():
+        return REPO_ROOT / path
+    return path
+
+
+def played_by_source(sources: Iterable[str]) -> dict[str, dict[int, Dialogue]]:
+    """source -> card id -> dialogue, for the dialogue files score records name, each read once; a
+    file that is gone is absent (its dialogues are unknown to the reports, never an error)."""
+    played = {}
+    for source in sorted(set(sources)):
+        path = named_file(source)
+        if path.is_file():
+            played[source] = {d.card_id: d for d in read_dialogues(path)}
+    return played
 
 
 def read_dialogues(path: Path) -> Iterator[Dialogue]:

@@ -39,7 +39,7 @@ import numpy as np
 
 from esc.cards import RoleCard, load_cards, load_taxonomy
 from esc.cards.schema import SOURCES
-from esc.dialogues.store import read_dialogues
+from esc.dialogues.store import played_by_source
 from esc.errors import DataError, UserError
 from esc.jsonl import atomic_write_text
 from esc.reports import agreement as agree
@@ -133,16 +133,13 @@ def dialogue_facets(
     first: dict[str, ScoreRecord] = {}
     for r in records:
         first.setdefault(r.dialogue_id, r)
-    played: dict[str, dict[int, Any]] = {}  # file -> card id -> dialogue (complete ones)
-    for source in sorted({r.source for r in first.values() if r.source}):
-        path = Path(source)
-        if path.is_file():
-            played[source] = {d.card_id: d for d in read_dialogues(path) if d.status == "complete"}
+    played = played_by_source(r.source for r in first.values() if r.source)  # file -> card id -> dialogue
     counts = {"no_card": 0, "card_mismatch": 0, "no_dialogue_file": 0}
     facets = {}
     for dialogue_id, r in first.items():
         card = cards.get((r.card_id, r.language)) if r.card_id is not None else None
         dialogue = played.get(r.source or "", {}).get(r.card_id)
+        dialogue = dialogue if dialogue is not None and dialogue.status == "complete" else None
         if card is None:
             counts["no_card"] += 1
         elif dialogue is not None and card.problem.strip() not in dialogue.system_prompt:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from esc.dialogues.store import read_dialogues
+from esc.dialogues.store import played_by_source
 from esc.prompts.speakers import speaker_lines
 from esc.scoring.judge import VALID
 from esc.scoring.rubrics import DIMENSION_KEYS
@@ -41,14 +41,11 @@ def dialogue_rows(records: Sequence[ScoreRecord]) -> tuple[list[str], list[list[
     """(columns, rows) of the dialogue table: per (dialogue, judge), its transcript ("Seeker: ..." /
     "Supporter: ..." lines, read from the dialogue file the scores name; empty when it is gone) and
     each dimension's score (null when not valid), then their average on 0-100."""
-    transcripts: dict[tuple[str, int, str], str] = {}
-    for source in sorted({r.source for r in records if r.source}):
-        path = Path(source)
-        if not path.is_file():
-            continue
-        for d in read_dialogues(path):
-            text = speaker_lines(d.lines(), "Seeker", "Supporter")
-            transcripts[(source, d.card_id, d.language)] = text
+    transcripts = {
+        (source, card_id, d.language): speaker_lines(d.lines(), "Seeker", "Supporter")
+        for source, by_card in played_by_source(r.source for r in records if r.source).items()
+        for card_id, d in by_card.items()
+    }
     by_dialogue: dict[tuple[str, str], dict[str, ScoreRecord]] = {}
     for r in records:
         by_dialogue.setdefault((r.dialogue_id, r.judge), {})[r.dimension] = r

@@ -21,10 +21,9 @@ from typing import Any
 from esc.annotate.human_scores import default_esconv_path, human_reference, read_annotations
 from esc.cards import RoleCard
 from esc.dialogues.record import Dialogue
-from esc.dialogues.store import read_dialogues
+from esc.dialogues.store import named_file, played_by_source
 from esc.errors import DataError, UserError
 from esc.jsonl import read_json
-from esc.paths import REPO_ROOT
 from esc.reports.breakdown import card_index
 from esc.safety.checklist import SafetyRecord
 from esc.scoring.judge import VALID, ScoreItem
@@ -164,14 +163,6 @@ def _settings(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _resolve(source: str) -> Path:
-    """A dialogue file as a record names it: a relative path is tried from here, then from the repo."""
-    path = Path(source)
-    if not path.is_absolute() and not path.exists() and (REPO_ROOT / path).exists():
-        return REPO_ROOT / path
-    return path
-
-
 def _content_sha(dialogue_id: str, dialogue: Dialogue) -> str:
     """The hash a judge's record keeps of the lines it read (`ScoreItem.content_sha`)."""
     return ScoreItem(dialogue_id, DIMENSION_KEYS[0], dialogue.language, tuple(dialogue.lines())).content_sha
@@ -213,11 +204,7 @@ def collect(sources: Sequence[Path], cards: Sequence[Path] | None = None) -> Sit
     score_files = [p for run in runs for p in run.score_files]
     records = merge_score_files(score_files) if score_files else []
     files = _dialogue_sources(runs, records)
-    played: dict[str, dict[int, Dialogue]] = {}  # source -> card id -> dialogue
-    for source in files:
-        path = _resolve(source)
-        if path.is_file():
-            played[source] = {d.card_id: d for d in read_dialogues(path)}
+    played = played_by_source(files)  # source -> card id -> dialogue
     index = card_index([str(f) for f in cards] if cards else None)  # topics unknown: said on the overview
 
     entries: dict[str, Entry] = {}
@@ -262,7 +249,7 @@ def collect(sources: Sequence[Path], cards: Sequence[Path] | None = None) -> Sit
         judges,
         bool(index),
         unmatched,
-        _evaluate_manifests(_resolve(s) for s in files),
+        _evaluate_manifests(named_file(s) for s in files),
     )
 
 
@@ -270,7 +257,7 @@ def _same_file(a: str | None, b: str | None) -> bool:
     """Whether two `source` fields name one dialogue file (paths compared resolved)."""
     if not a or not b:
         return a == b
-    return a == b or _resolve(a).resolve() == _resolve(b).resolve()
+    return a == b or named_file(a).resolve() == named_file(b).resolve()
 
 
 def _entry(record: ScoreRecord, played: Mapping[str, Mapping[int, Dialogue]]) -> Entry:
