@@ -52,10 +52,12 @@ TURNS = 5
 
 
 def ours(
-    out: Path, model: str, cards: int, max_new: int, backend: str, plain_greedy: bool
+    out: Path, model: str, cards: int, max_new: int, backend: str, plain_greedy: bool, decode: str = "auto"
 ) -> tuple[float, dict[int, list[str]], int]:
     on_vllm = [o for side in ("roleplayer", "target") for o in (f"{side}.backend.kind=vllm",
                f"+{side}.backend.max_model_len=4096")] if backend == "vllm" else []  # fmt: skip
+    if backend == "hf" and decode != "auto":
+        on_vllm += [f"+roleplayer.backend.decode={decode}", f"+target.backend.decode={decode}"]
     if plain_greedy:
         on_vllm += ["roleplayer.backend.generation_config=null", "target.backend.generation_config=null"]
     cfg = evaluate_config(
@@ -154,6 +156,10 @@ def main() -> int:
     parser.add_argument("--backend", choices=["hf", "vllm"], default="hf", help="ours: transformers or vLLM")
     parser.add_argument("--skip-official", action="store_true", help="time ours only")
     parser.add_argument(
+        "--decode", choices=["auto", "generate"], default="auto",
+        help="ours on hf: greedy_decode (auto) or transformers' generate (the engine before issue 25)",
+    )  # fmt: skip
+    parser.add_argument(
         "--plain-greedy", action="store_true",
         help="drop the model's generation_config (SmolLM2's no_repeat_ngram_size) on both sides; "
         "implied by --backend vllm, which cannot decode with it",
@@ -167,12 +173,18 @@ def main() -> int:
     plain_greedy = args.plain_greedy or args.backend == "vllm"
     with tempfile.TemporaryDirectory() as tmp:
         ours_s, our_texts, our_tokens = ours(
-            Path(tmp) / "ours", model, args.cards, args.max_new_tokens, args.backend, plain_greedy
+            Path(tmp) / "ours",
+            model,
+            args.cards,
+            args.max_new_tokens,
+            args.backend,
+            plain_greedy,
+            args.decode,
         )
     decoding = "plain greedy" if plain_greedy else "greedy + the model's generation_config"
     print(
         f"{args.cards} English cards, {model} as role-player and target (ours on {args.backend}), "
-        f"{TURNS} turns, max_new_tokens={args.max_new_tokens}, {decoding}, "
+        f"{TURNS} turns, max_new_tokens={args.max_new_tokens}, {decoding}, decode={args.decode}, "
         f"CPU ({torch.get_num_threads()} threads), torch {torch.__version__}"
     )
     print(f"{'':16}{'seconds':>10}{'dialogues/s':>14}{'new tokens':>12}{'tokens/s':>10}")

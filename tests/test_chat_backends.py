@@ -136,12 +136,13 @@ def test_hf_kept_prefixes_give_the_replies_of_a_full_prefill(tiny_cfg):
         kept.close()
 
 
-@pytest.mark.parametrize("broken", ["_keep", "_batched_past"])
+@pytest.mark.parametrize("broken", ["_row_kv", "_batched_past"])
 def test_hf_prefix_cache_a_model_cannot_use_is_switched_off_not_failed(tiny_cfg, monkeypatch, broken):
     """A model whose cache cannot be split per conversation (or put back together), e.g. a
-    remote-code model's own cache type: the prefix cache turns itself off and every reply stands."""
-    plain = HFBackend(tiny_cfg, batch_size=4, device="cpu", prefix_cache_gb=0)
-    kept = HFBackend(tiny_cfg, batch_size=4, device="cpu", prefix_cache_gb=1)
+    remote-code model's own cache type (decoded with `generate`): the prefix cache turns itself off
+    and every reply stands."""
+    plain = HFBackend(tiny_cfg, batch_size=4, device="cpu", prefix_cache_gb=0, decode="generate")
+    kept = HFBackend(tiny_cfg, batch_size=4, device="cpu", prefix_cache_gb=1, decode="generate")
 
     def unusable(*args, **kwargs):
         raise AttributeError("'tuple' object has no attribute 'layers'")
@@ -149,7 +150,7 @@ def test_hf_prefix_cache_a_model_cannot_use_is_switched_off_not_failed(tiny_cfg,
     chats = [list(c) for c in CONVERSATIONS]
     try:
         for turn in range(2):
-            if turn == 1 or broken == "_keep":  # `_batched_past` is first needed on turn 2
+            if turn == 1 or broken == "_row_kv":  # `_batched_past` is first needed on turn 2
                 monkeypatch.setattr(kept, broken, unusable)
             full, reused = plain.generate(chats, GREEDY), kept.generate(chats, GREEDY)
             assert all(r.ok for r in reused) and [r.text for r in reused] == [r.text for r in full]
@@ -296,7 +297,7 @@ def test_hf_errors_become_error_replies(hf, monkeypatch):
     def broken(*_args, **_kwargs):
         raise RuntimeError("CUDA out of memory\nTried to allocate 2 GiB")
 
-    monkeypatch.setattr(hf._model, "generate", broken)
+    monkeypatch.setattr(hf._model, "forward", broken)  # greedy_decode and generate both call it
     replies = hf.generate(CONVERSATIONS[:3], GREEDY)
     assert [r.finish_reason for r in replies] == ["error"] * 3
     assert replies[0].error == "RuntimeError: CUDA out of memory Tried to allocate 2 GiB"

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from esc.chat.backends._common import error_reply, plain
+from esc.chat.backends.greedy_decode import greedy_decode, model_supports, processors_for, unsupported_fields
 from esc.chat.backends.next_token import MIN_SHARED_PREFIX, Reduce, next_token_answers, prefill, shared_prefix
 from esc.chat.backends.prefix_cache import PrefixCache
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, check_features, register_backend
@@ -72,6 +73,7 @@ def _check_generation_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
     return dict(overrides)
 
 
+DECODE_MODES = ("auto", "generate")
 AUTO_BATCH_MAX = 64  # `batch_size: auto` never goes beyond this
 AUTO_BATCH_CPU = 16
 
@@ -138,6 +140,9 @@ class HFBackend(ChatBackend):
             e.g. ``{"no_repeat_ngram_size": 3}``; part of the backend's identity (and cache key).
         config_key: where these settings sit in the config, for error messages (``judge`` when a
             local judge runs the model).
+        decode: ``auto``: greedy calls without stop strings or log-probabilities decode with
+            `greedy_decode` (preallocated caches, ended rows leave the batch), the rest with
+            ``generate``; ``generate``: always transformers' ``generate`` (the reference).
 
     `check_ready` only checks the configuration (adapter and model directories); the weights are
     loaded by `load` or on first use. The identity names the resolved model revision
@@ -149,7 +154,7 @@ class HFBackend(ChatBackend):
     it is part of the request cache key, so replies cached by older code are no longer replayed.
     """
 
-    CODE_VERSION = 1
+    CODE_VERSION = 2  # 2: greedy calls decode with greedy_decode (ended rows leave the batch)
 
     def __init__(
         self,
@@ -161,6 +166,7 @@ class HFBackend(ChatBackend):
         generation_config: Mapping[str, Any] | None = None,
         prefix_cache_gb: float = 4.0,
         config_key: str = "backend",
+        decode: str = "auto",
     ) -> None:
         self.config_key = config_key  # where this backend's settings sit in the config (error messages)
         self.model_cfg = plain(model)
@@ -191,6 +197,11 @@ class HFBackend(ChatBackend):
         self._unresolved_warned = False
         self._request_adapters: dict[str, str] = {}  # adapter directory -> PEFT name, loaded on demand
         self._lock = threading.RLock()  # one generation at a time (a server may call from threads)
+        if decode not in DECODE_MODES:
+            raise ConfigError(f"{config_key}.decode", f"must be one of {list(DECODE_MODES)}, got {decode!r}")
+        self.decode = decode
+        self._fast_model: bool | None = None  # the model's forward takes a cache object (on first use)
+        self._fast_refused: list[str] = []  # generation fields that last sent a call to generate
 
     def __repr__(self) -> str:
         return f"HFBackend(model={self.model_cfg.get('name')!r}, adapter={self.adapter!r})"
@@ -289,6 +300,7 @@ class HFBackend(ChatBackend):
             "dtype": cfg.get("dtype"),
             "adapter": self.adapter,
             "adapter_sha256": adapter_hash(self._adapter_weights().parent) if self.adapter else None,
+            "decode": self.decode,
         }
         if self.generation_overrides:
             identity["generation_config"] = dict(sorted(self.generation_overrides.items()))
@@ -552,11 +564,13 @@ class HFBackend(ChatBackend):
     def _generate_chunk(
         self, prompts: list[list[int]], settings: GenerationSettings, gen: Any
     ) -> list[Reply]:
-        """Left-padded batched `generate`. With the prefix cache, each row's longest cached prefix is
+        """Left-padded batched decoding (`greedy_decode` or `generate`: `_fast_greedy`). With the
+        prefix cache, each row's longest cached prefix is
         not prefilled again: the row is [pad][cached prefix][pad][new tokens], the cached keys and
         values fill the first part of the batch's cache, and positions come from the attention mask,
         so the row computes what it would alone and uncached."""
         import torch
+        from transformers import DynamicCache
 
         t0 = time.perf_counter()
         tokenizer = self._tokenizer
@@ -583,24 +597,50 @@ class HFBackend(ChatBackend):
             except Exception as err:  # a model whose cache this transformers cannot assemble
                 self._stop_prefix_cache(err)
                 return self._generate_chunk(prompts, settings, gen)
-        want_logprobs = settings.top_logprobs > 0
-        gen = copy.copy(gen)
-        gen.return_dict_in_generate = want_logprobs or self._prefix is not None
-        with torch.inference_mode(), self._own_weights():
-            output = self._model.generate(
-                input_ids=input_ids.to(self._device),
-                attention_mask=attention.to(self._device),
-                past_key_values=past,
-                generation_config=gen,
-                tokenizer=tokenizer,
-            )
-        step_logits = output.logits if want_logprobs else None
-        sequences = output.sequences if gen.return_dict_in_generate else output
+        if self._fast_greedy(settings, gen):
+            with self._own_weights():
+                decoded = greedy_decode(
+                    self._model,
+                    input_ids.to(self._device),
+                    attention.to(self._device),
+                    past,
+                    width_c,
+                    int(settings.max_new_tokens),
+                    self._eos_ids(),
+                    pad_id,
+                    processors_for(gen),
+                    keep_kv=self._prefix is not None,
+                )
+            news = [row.tokens for row in decoded]
+            kv_of: Callable[[int, int], Any] = lambda row, fed: decoded[row].layers  # noqa: E731
+            step_logits = None
+        else:
+            want_logprobs = settings.top_logprobs > 0
+            gen = copy.copy(gen)
+            gen.return_dict_in_generate = want_logprobs or self._prefix is not None
+            with torch.inference_mode(), self._own_weights():
+                output = self._model.generate(
+                    input_ids=input_ids.to(self._device),
+                    attention_mask=attention.to(self._device),
+                    past_key_values=(
+                        DynamicCache(ddp_cache_data=past, config=self._model.config) if past else None
+                    ),
+                    generation_config=gen,
+                    tokenizer=tokenizer,
+                )
+            step_logits = output.logits if want_logprobs else None
+            sequences = output.sequences if gen.return_dict_in_generate else output
+            news = [sequences[row, width:].tolist() for row in range(len(prompts))]
+
+            def kv_of(row: int, fed: int) -> Any:
+                size = len(prompts[row])
+                return self._row_kv(output.past_key_values, row, size, cached[row], width_c, width, fed)
+
         latency = (time.perf_counter() - t0) / len(prompts)
         eos = self._eos_ids()
         replies = []
         for row, ids in enumerate(prompts):
-            new = sequences[row, width:].tolist()
+            new = news[row]
             stop_at = next((j for j, token in enumerate(new) if token in eos), None)
             if stop_at is not None:
                 kept, produced, ended = new[:stop_at], stop_at + 1, True
@@ -630,19 +670,26 @@ class HFBackend(ChatBackend):
             )
             if self._prefix is not None:  # keep this conversation's keys and values for its next turn
                 try:
-                    self._keep(
-                        output.past_key_values,
-                        row,
-                        ids,
-                        cached[row],
-                        width_c,
-                        width,
-                        new[: produced - 1],
-                        reuse[row][1],
-                    )
+                    self._prefix.store([*ids, *new[: produced - 1]], kv_of(row, produced - 1), reuse[row][1])
                 except Exception as err:  # e.g. a remote-code model's own cache type: replies stand
                     self._stop_prefix_cache(err)
         return replies
+
+    def _fast_greedy(self, settings: GenerationSettings, gen: Any) -> bool:
+        """Whether this call decodes with `greedy_decode` (greedy, no stop strings or log-probabilities,
+        a model forward that takes a cache object, only generation fields the loop honours);
+        otherwise `generate`. `backend.decode: generate` always takes `generate`."""
+        if self.decode == "generate" or settings.temperature > 0 or settings.stop or settings.top_logprobs:
+            return False
+        if self._fast_model is None:
+            self._fast_model = model_supports(self._model)
+            if not self._fast_model:
+                log.info("%r: the model's forward takes no cache object; decoding with generate", self)
+        others = unsupported_fields(gen)
+        if others and others != self._fast_refused:
+            self._fast_refused = others
+            log.info("%r: generation fields %s are set; decoding with generate", self, others)
+        return self._fast_model and not others
 
     def _stop_prefix_cache(self, err: Exception) -> None:
         """Go on without kept prefixes (every turn prefilled in full, the same replies) when this
@@ -651,10 +698,10 @@ class HFBackend(ChatBackend):
                     type(err).__name__, err)  # fmt: skip
         self._prefix = None
 
-    def _batched_past(self, reuse: list[tuple[int, Any, Any]], width_c: int) -> Any:
-        """A batch's cache from each row's cached keys and values, right-aligned at column `width_c`."""
+    def _batched_past(self, reuse: list[tuple[int, Any, Any]], width_c: int) -> list[tuple[Any, Any]]:
+        """A batch's keys and values per layer from each row's cached ones, right-aligned at column
+        `width_c`."""
         import torch
-        from transformers import DynamicCache
 
         template = next(layers for _, _, layers in reuse if layers)
         batch = []
@@ -670,27 +717,28 @@ class HFBackend(ChatBackend):
                     keys[row, :, width_c - n :] = layers[layer][0]
                     values[row, :, width_c - n :] = layers[layer][1]
             batch.append((keys, values))
-        return DynamicCache(ddp_cache_data=batch, config=self._model.config)
+        return batch
 
-    def _keep(
-        self, past: Any, row: int, ids: list[int], n: int, width_c: int, width: int, generated: list[int],
-        replaces: int | None,
-    ) -> None:  # fmt: skip
-        """Store a row's keys and values for its prompt and the reply tokens fed back (all but the last)."""
+    @staticmethod
+    def _row_kv(
+        past: Any, row: int, prompt: int, n: int, width_c: int, width: int, fed: int
+    ) -> list[tuple[Any, Any]]:
+        """A row's keys and values after `generate`: its cached prefix, the rest of its prompt and
+        the `fed` reply tokens read back (all but the last), per layer."""
         import torch
 
+        device = past.layers[0].keys.device
         positions = torch.cat(
             [
                 torch.arange(width_c - n, width_c),
-                torch.arange(width - (len(ids) - n), width),
-                torch.arange(width, width + len(generated)),
+                torch.arange(width - (prompt - n), width),
+                torch.arange(width, width + fed),
             ]
-        ).to(self._device)
-        layers = [
+        ).to(device)
+        return [
             (layer.keys[row].index_select(1, positions), layer.values[row].index_select(1, positions))
             for layer in past.layers
         ]
-        self._prefix.store([*ids, *generated], layers, replaces)
 
     def _top_logprobs(self, step_logits: Any, row: int, tokens: list[int], n: int) -> list[dict[str, Any]]:
         """Per generated token: its text and the `n` likeliest tokens' log-probabilities (raw logits,
