@@ -52,12 +52,14 @@ TURNS = 5
 
 
 def ours(
-    out: Path, model: str, cards: int, max_new: int, backend: str, plain_greedy: bool, decode: str = "auto"
-) -> tuple[float, dict[int, list[str]], int]:
+    out: Path, model: str, cards: int, max_new: int, backend: str, plain_greedy: bool, decode: str = "auto",
+    cpu_bf16: str = "false",
+) -> tuple[float, dict[int, list[str]], int]:  # fmt: skip
     on_vllm = [o for side in ("roleplayer", "target") for o in (f"{side}.backend.kind=vllm",
                f"+{side}.backend.max_model_len=4096")] if backend == "vllm" else []  # fmt: skip
-    if backend == "hf" and decode != "auto":
-        on_vllm += [f"+roleplayer.backend.decode={decode}", f"+target.backend.decode={decode}"]
+    if backend == "hf":
+        on_vllm += [f"++{side}.backend.{key}={value}" for side in ("roleplayer", "target")
+                    for key, value in (("decode", decode), ("cpu_bf16", cpu_bf16))]  # fmt: skip
     if plain_greedy:
         on_vllm += ["roleplayer.backend.generation_config=null", "target.backend.generation_config=null"]
     cfg = evaluate_config(
@@ -68,9 +70,9 @@ def ours(
         "roleplayer.prompt=esc_role_official",
         "cards.languages=[en]",
         f"cards.limit={cards}",
-        f"engine.wave_size={cards}",
-        f"roleplayer.backend.batch_size={cards}",
-        f"target.backend.batch_size={cards}",
+        "engine.wave_size=auto",  # evaluate.py's defaults: waves and calls as large as memory allows
+        "++roleplayer.backend.batch_size=auto",
+        "++target.backend.batch_size=auto",
         f"roleplayer.generation.max_new_tokens={max_new}",
         f"target.generation.max_new_tokens={max_new}",
     )
@@ -148,6 +150,34 @@ def official(
     return time.perf_counter() - start, dialogues, llm.tokens
 
 
+def linear_flops_per_token(model: str) -> int:
+    """2 x the weights of every linear layer, LM head included: the matrix-product FLOPs of one
+    decoded token (attention over the context and the prefill are extra)."""
+    from tests.helpers import compose
+
+    cfg = compose([f"roleplayer={model}"], config_name="evaluate").roleplayer.backend.model
+    lm, _, _ = load_for_inference(cfg, "cpu")
+    return 2 * sum(m.weight.numel() for m in lm.modules() if isinstance(m, torch.nn.Linear))
+
+
+def gemm_rate(model: str, rows: int, dtype: torch.dtype) -> float:
+    """GF/s of (rows x hidden) @ (hidden x intermediate) on this CPU now, best of 5."""
+    from tests.helpers import compose
+
+    cfg = compose([f"roleplayer={model}"], config_name="evaluate").roleplayer.backend.model
+    lm, _, _ = load_for_inference(cfg, "cpu")
+    text = lm.config.get_text_config()
+    a = torch.randn(rows, text.hidden_size).to(dtype)
+    b = torch.randn(text.hidden_size, text.intermediate_size).to(dtype)
+    torch.matmul(a, b)  # warm-up
+    best = float("inf")
+    for _ in range(20):
+        start = time.perf_counter()
+        torch.matmul(a, b)
+        best = min(best, time.perf_counter() - start)
+    return 2 * rows * text.hidden_size * text.intermediate_size / best / 1e9
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=MODELS, default="tiny")
@@ -158,6 +188,16 @@ def main() -> int:
     parser.add_argument(
         "--decode", choices=["auto", "generate"], default="auto",
         help="ours on hf: greedy_decode (auto) or transformers' generate (the engine before issue 25)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--cpu-bf16", default="false",
+        help="ours on hf: the backends' cpu_bf16, or several to run ours once each, e.g. false,true "
+        "(false: float32, the official loop's dtype; identity is always against the float32 official loop)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--official-cards", type=int, default=None,
+        help="run the official loop on the first N cards only and scale its time to all cards "
+        "(it is batch 1, one card after another); identity is then over those N",
     )  # fmt: skip
     parser.add_argument(
         "--plain-greedy", action="store_true",
@@ -171,39 +211,56 @@ def main() -> int:
     warnings.filterwarnings("ignore")
     model = args.model
     plain_greedy = args.plain_greedy or args.backend == "vllm"
-    with tempfile.TemporaryDirectory() as tmp:
-        ours_s, our_texts, our_tokens = ours(
-            Path(tmp) / "ours",
-            model,
-            args.cards,
-            args.max_new_tokens,
-            args.backend,
-            plain_greedy,
-            args.decode,
-        )
+    settings = args.cpu_bf16.split(",")
+    runs: dict[str, tuple[float, dict[int, list[str]], int]] = {}
+    for setting in settings:
+        with tempfile.TemporaryDirectory() as tmp:
+            runs[setting] = ours(
+                Path(tmp) / "ours", model, args.cards, args.max_new_tokens, args.backend, plain_greedy,
+                args.decode, setting,
+            )  # fmt: skip
     decoding = "plain greedy" if plain_greedy else "greedy + the model's generation_config"
     print(
         f"{args.cards} English cards, {model} as role-player and target (ours on {args.backend}), "
         f"{TURNS} turns, max_new_tokens={args.max_new_tokens}, {decoding}, decode={args.decode}, "
-        f"CPU ({torch.get_num_threads()} threads), torch {torch.__version__}"
+        f"engine.wave_size=auto, batch_size=auto, CPU ({torch.get_num_threads()} threads), "
+        f"torch {torch.__version__}"
     )
-    print(f"{'':16}{'seconds':>10}{'dialogues/s':>14}{'new tokens':>12}{'tokens/s':>10}")
-    print(
-        f"{'ours':16}{ours_s:>10.1f}{args.cards / ours_s:>14.3f}{our_tokens:>12,}{our_tokens / ours_s:>10.1f}"
-    )
+    print(f"{'':24}{'seconds':>10}{'dialogues/s':>14}{'new tokens':>12}{'tokens/s':>10}")
+    for setting, (seconds, _, tokens) in runs.items():
+        name = f"ours (cpu_bf16={setting})"
+        print(f"{name:24}{seconds:>10.1f}{args.cards / seconds:>14.3f}{tokens:>12,}{tokens / seconds:>10.1f}")
+    flops = linear_flops_per_token(model)
+    rows = min(args.cards, 256)
+    for setting, (seconds, _, tokens) in runs.items():
+        dtype = torch.bfloat16 if setting == "true" else torch.float32  # auto: see the log's choice
+        gemm = gemm_rate(model, rows, dtype)
+        effective = tokens / seconds * flops / 1e9
+        print(
+            f"ours (cpu_bf16={setting}): new tokens x {flops / 1e9:.3f} GFLOP of linear layers = "
+            f"{effective:.1f} GF/s, {effective / gemm:.0%} of this CPU's {str(dtype).split('.')[-1]} "
+            f"GEMM at the model's MLP shape, m={rows}: {gemm:.0f} GF/s (prefill and attention not counted)"
+        )
     if args.skip_official:
         return 0
-    official_s, official_texts, tokens = official(model, args.cards, args.max_new_tokens, plain_greedy)
+    n_official = min(args.official_cards or args.cards, args.cards)
+    official_s, official_texts, tokens = official(model, n_official, args.max_new_tokens, plain_greedy)
+    label = "official shape" if n_official == args.cards else f"official ({n_official} cards)"
     print(
-        f"{'official shape':16}{official_s:>10.1f}{args.cards / official_s:>14.3f}"
+        f"{label:24}{official_s:>10.1f}{n_official / official_s:>14.3f}"
         f"{tokens:>12,}{tokens / official_s:>10.1f}"
     )
-    same = sum(our_texts[c] == official_texts[c] for c in official_texts)
-    turns = [a == b for c in official_texts for a, b in zip(our_texts[c], official_texts[c], strict=True)]
-    print(
-        f"speed-up: {official_s / ours_s:.1f}x   identical dialogues: {same}/{len(official_texts)} "
-        f"({same / len(official_texts):.0%}), turns: {sum(turns)}/{len(turns)}"
-    )
+    scaled = official_s * args.cards / n_official
+    if n_official != args.cards:
+        print(f"official shape: {n_official} of {args.cards} cards run, its time scaled to {scaled:.1f} s")
+    for setting, (seconds, texts, _) in runs.items():
+        same = sum(texts[c] == official_texts[c] for c in official_texts)
+        turns = [a == b for c in official_texts for a, b in zip(texts[c], official_texts[c], strict=True)]
+        n = len(official_texts)
+        print(
+            f"ours (cpu_bf16={setting}): speed-up {scaled / seconds:.1f}x   identical to the official loop: "
+            f"{same}/{n} dialogues ({same / n:.0%}), turns: {sum(turns)}/{len(turns)}"
+        )
     return 0
 
 

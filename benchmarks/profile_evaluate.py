@@ -35,6 +35,8 @@ REPO = Path(__file__).resolve().parent.parent
 CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("loading the models", ("load_for_inference", "from_pretrained", "_load_unlocked")),
     ("KV cache growth (torch.cat per step)", ("DynamicLayer.update", "Cache.update")),
+    ("KV cache writes into preallocated buffers", ("GrowingLayer.update",)),
+    ("ended rows leaving the batch (copies)", ("GrowingLayer.keep", "_row_kv")),
     ("attention (scaled dot-product)", ("sdpa_attention_forward", "repeat_kv")),
     (
         "norms and rotary embeddings",
@@ -62,7 +64,7 @@ def categorise(raw: Path) -> tuple[Counter, int, int]:
         n = int(count)
         frames = stack.split(";")
         total += n
-        prefill += n * any("_prefill" in f for f in frames)
+        prefill += n * any("_prefill" in f for f in frames)  # generate's and greedy_decode's
         shares[_category(frames)] += n
     return shares, total, prefill
 
@@ -80,6 +82,7 @@ def _category(frames: list[str]) -> str:
                 return name
     for name, needle in (
         ("generate's own Python (decode loop)", "GenerationMixin"),
+        ("greedy_decode's own Python (decode loop)", "greedy_decode"),
         ("the backend's own Python (padding, kept prefixes)", "esc/chat/backends"),
         ("the engine and the job", "esc/"),
     ):

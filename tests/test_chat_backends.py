@@ -229,7 +229,7 @@ def test_hf_a_gpu_asked_for_is_never_a_cpu_run(tiny_cfg):
     auto = HFBackend(tiny_cfg, batch_size="auto", device="auto")
     auto.load()
     try:
-        assert auto.batch_size == 16  # auto on a CPU
+        assert auto.batch_size == 256 and auto._cpu_budget > 0  # auto on a CPU: a cap and a memory budget
     finally:
         auto.close()
 
@@ -249,7 +249,38 @@ def test_auto_batch_size_on_a_gpu_counts_the_kv_cache_and_the_prefix_budget(tiny
     assert auto_batch_size(model, gpu, context_window=2048) == 8  # 80% of 10 rows
     assert auto_batch_size(model, gpu, context_window=2048, reserved_bytes=5 * row) == 4
     assert auto_batch_size(model, gpu, context_window=2048, reserved_bytes=50 * row) == 1  # never 0
-    assert auto_batch_size(model, torch.device("cpu"), context_window=2048) == 16
+    assert auto_batch_size(model, torch.device("cpu"), context_window=2048) == 256  # a cap: see below
+
+
+def test_auto_batch_size_on_a_cpu_sizes_each_call_by_its_longest_row(tiny_cfg, monkeypatch):
+    """`batch_size: auto` on a CPU: a call's rows are as many as the memory budget holds at its
+    longest prompt plus the reply (large waves where memory allows), in chunks longest first, and
+    the replies are those of a fixed batch size."""
+    from esc.chat.backends import hf as hf_module
+    from esc.chat.backends.hf import kv_bytes_per_token, rows_that_fit
+
+    assert rows_that_fit(budget=1500, kv_per_token=1, tokens=100, cap=256) == 10
+    assert rows_that_fit(budget=1500, kv_per_token=1, tokens=10_000, cap=256) == 1  # never 0
+    assert rows_that_fit(budget=10**9, kv_per_token=1, tokens=100, cap=256) == 256
+    auto = HFBackend(tiny_cfg, batch_size="auto", device="cpu", prefix_cache_gb=0)
+    fixed = HFBackend(tiny_cfg, batch_size=8, device="cpu", prefix_cache_gb=0)
+    try:
+        auto.load()
+        per_token = kv_bytes_per_token(auto._model.config, 4)
+        longest = max(auto.count_tokens(c) for c in CONVERSATIONS)
+        budget = int(1.5 * per_token * (longest + GREEDY.max_new_tokens) * 2.5)  # 2.5 rows of the longest
+        auto._cpu_budget = budget
+        calls = []
+        chunk = hf_module.HFBackend._generate_chunk
+        monkeypatch.setattr(
+            auto, "_generate_chunk", lambda rows, *a: calls.append(len(rows)) or chunk(auto, rows, *a)
+        )
+        replies = auto.generate(CONVERSATIONS, GREEDY)
+        assert calls[0] == 2 and sum(calls) == len(CONVERSATIONS) and max(calls) > 2  # shorter rows: more
+        assert [r.text for r in replies] == [r.text for r in fixed.generate(CONVERSATIONS, GREEDY)]
+    finally:
+        auto.close()
+        fixed.close()
 
 
 def test_hf_greedy_is_deterministic_and_seeded_sampling_reproducible(hf):

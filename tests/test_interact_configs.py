@@ -174,7 +174,7 @@ def test_option_composes_and_resolves(group: str, option: str) -> None:
         assert model.dtype in DTYPES
         assert isinstance(model.trust_remote_code, bool)
         assert model.chat_template is None or isinstance(model.chat_template, str)
-        assert node.backend.batch_size >= 1
+        assert node.backend.batch_size == "auto" or node.backend.batch_size >= 1
     elif node.backend.kind == "canned":
         assert option in VALIDATION_TARGETS and set(node.backend.replies) == {"en", "zh"}
     else:

@@ -152,6 +152,11 @@ class ChatBackend(abc.ABC):
         """Prompt tokens of `messages` as this model would see them; None when the backend cannot tell."""
         return None
 
+    def kept_conversations(self, tokens: int) -> int | None:
+        """How many conversations of `tokens` tokens this backend keeps between turns (a local
+        model's kept keys and values), so that a wave of dialogues is no larger; None: no bound."""
+        return None
+
     def close(self) -> None:
         """Release models, clients and threads."""
         return None

@@ -348,6 +348,9 @@ class CachedBackend(ChatBackend):
     def count_tokens(self, messages: Sequence[Message]) -> int | None:
         return self.inner.count_tokens(messages)
 
+    def kept_conversations(self, tokens: int) -> int | None:
+        return self.inner.kept_conversations(tokens)
+
     def generate(self, batch: Sequence[Sequence[Message]], settings: GenerationSettings) -> list[Reply]:
         if not batch:
             return []

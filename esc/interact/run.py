@@ -18,8 +18,8 @@ from esc.chat.base import ChatBackend, GenerationSettings, generation_config
 from esc.chat.build import backend_config, build_backend
 from esc.chat.cache import CACHE_CONFIG, with_cache
 from esc.chat.closed import METHODS
-from esc.chat.cost import before_spending
-from esc.config_rules import Rule, Section, boolean, integer, keys, list_of, number, one_of, path
+from esc.chat.cost import MESSAGE_TOKENS, before_spending
+from esc.config_rules import Rule, Section, boolean, either, integer, keys, list_of, number, one_of, path
 from esc.dialogues.record import Dialogue
 from esc.dialogues.store import DialogueStore, dialogue_file
 from esc.errors import ConfigError, in_multirun
@@ -244,6 +244,30 @@ def _rater(
     )
 
 
+AUTO_WAVE_MAX = 256  # `engine.wave_size: auto` writes dialogues at least every this many
+
+
+def auto_wave_size(
+    pending: Sequence[RoleCard], factory: DialogueFactory, roleplayer: Side, target: Side, turns: int
+) -> int:
+    """`engine.wave_size: auto`: all pending cards at once, as many as each side keeps between
+    turns (a local model's prefix cache, at the longest card's prompt plus every turn at its
+    `max_new_tokens`), at most AUTO_WAVE_MAX: large waves run the matrix products at the row counts
+    where the hardware is fast, and no conversation's kept prefix is pushed out by another's."""
+    if not pending:
+        return 1
+    prompts = [roleplayer.backend.count_tokens(factory(card).roleplayer_view()) or 0 for card in pending]
+    per_turn = roleplayer.settings.max_new_tokens + target.settings.max_new_tokens + 2 * MESSAGE_TOKENS
+    tokens = max(prompts) + turns * per_turn
+    bounds = [
+        b for side in (roleplayer, target) if (b := side.backend.kept_conversations(tokens)) is not None
+    ]
+    size = max(1, min(AUTO_WAVE_MAX, len(pending), *bounds))
+    log.info("engine.wave_size auto: %d dialogues a wave (%d pending; kept prefixes hold %s of %d tokens)",
+             size, len(pending), bounds or "any number", tokens)  # fmt: skip
+    return size
+
+
 def trajectory_settings(rater: EmotionRater, stop: StopRule | None) -> dict[str, Any]:
     """What shapes the ratings (the observer's model among them) and where dialogues end: in the
     folder's settings (a folder with other ones is not resumed) and each dialogue's meta."""
@@ -314,7 +338,11 @@ def _play(
             for dialogue in engine.run_streaming([factory(card) for card in pending], concurrency):
                 finished([dialogue])
         else:  # local models: turn-synchronous batches, one wave at a time
-            wave_size = max(1, int(cfg.engine.wave_size))
+            wave_size = (
+                auto_wave_size(pending, factory, roleplayer, target, cfg.dialogue.turns)
+                if str(cfg.engine.wave_size) == "auto"
+                else max(1, int(cfg.engine.wave_size))
+            )
             for start in range(0, len(pending), wave_size):
                 finished(engine.run_wave([factory(card) for card in pending[start : start + wave_size]]))
     for store in stores.values():
@@ -356,7 +384,7 @@ CONFIG: tuple[Section, ...] = (
     Section(
         "engine",
         (
-            Rule("wave_size", integer(1)),
+            Rule("wave_size", either(one_of("auto"), integer(1)), "auto: as many as memory allows"),
             Rule("mode", one_of(*ENGINE_MODES), "auto streams when every side is an API/server"),
             Rule("concurrency", integer(1, null=True), "streaming: dialogues in flight"),
             Rule("progress", boolean()),

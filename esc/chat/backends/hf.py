@@ -34,6 +34,7 @@ from esc.chat.backends.next_token import MIN_SHARED_PREFIX, Reduce, next_token_a
 from esc.chat.backends.prefix_cache import PrefixCache
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, check_features, register_backend
 from esc.errors import ConfigError
+from esc.models.cpu_bf16 import BF16_SETTINGS, Bf16Choice, decide_bf16
 from esc.models.loading import (
     adapter_weights,
     check_adapter_files,
@@ -74,8 +75,9 @@ def _check_generation_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
 
 
 DECODE_MODES = ("auto", "generate")
-AUTO_BATCH_MAX = 64  # `batch_size: auto` never goes beyond this
-AUTO_BATCH_CPU = 16
+AUTO_BATCH_MAX = 64  # `batch_size: auto` never goes beyond this on a GPU
+AUTO_BATCH_CPU = 256  # on a CPU, rows per call are bounded by this and by `cpu_memory_budget`
+CPU_MEMORY_SHARE = 0.3  # of the memory available when the model loads, for one call's keys and values
 
 
 def kv_bytes_per_token(config: Any, element_size: int) -> int:
@@ -91,7 +93,7 @@ def auto_batch_size(model: Any, device: Any, context_window: int | None, reserve
     """Conversations per batch for `batch_size: auto`: on a GPU, what 80% of the free memory, less
     `reserved_bytes` (the prefix cache's budget, filled later), holds at one row's KV cache of
     `context_window` tokens (at most 4,096) times 2 for activations, between 1 and AUTO_BATCH_MAX;
-    on a CPU, AUTO_BATCH_CPU."""
+    on a CPU, AUTO_BATCH_CPU: each call's rows are then sized by memory (`rows_that_fit`)."""
     import torch
 
     if getattr(device, "type", str(device)) != "cuda":
@@ -108,6 +110,25 @@ def auto_batch_size(model: Any, device: Any, context_window: int | None, reserve
         per_row / 2**20,
     )
     return size
+
+
+def cpu_memory_budget(share: float = CPU_MEMORY_SHARE) -> int:
+    """Bytes one call's keys and values may take on a CPU: `share` of the memory available now
+    (MemAvailable, Linux), or 4 GiB where that cannot be read."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(share * int(line.split()[1]) * 1024)
+    except OSError:
+        pass
+    return 4 * 2**30
+
+
+def rows_that_fit(budget: int, kv_per_token: int, tokens: int, cap: int) -> int:
+    """Rows of `tokens` tokens (prompt and reply) whose keys and values, times 1.5 for the
+    activations of a prefill, fit in `budget` bytes; between 1 and `cap`."""
+    return max(1, min(cap, int(budget / (1.5 * kv_per_token * max(1, tokens)))))
 
 
 def render_prompt(tokenizer: Any, messages: Sequence[Message]) -> str:
@@ -130,9 +151,11 @@ class HFBackend(ChatBackend):
         device: ``auto`` (CUDA when available, else CPU), ``cpu``, ``cuda``, ``cuda:1``...
         batch_size: conversations per forward batch; a call is split into chunks of this size.
             ``auto``: sized from the GPU memory free once the model is loaded (the KV cache a row
-            needs at the context length), 16 on a CPU. A chunk that runs out of GPU memory is split
-            in halves and retried (and later chunks are kept to the size that fit) before any
-            conversation fails.
+            needs at the context length); on a CPU, per call, as many rows (up to 256) as
+            `cpu_memory_budget` holds at the call's longest prompt plus its reply (large waves run
+            the matrix products at the row counts where a CPU is fast). A chunk that runs out of
+            GPU memory is split in halves and retried (and later chunks are kept to the size that
+            fit) before any conversation fails.
         price: USD per 1,000 tokens, e.g. ``{"prompt": 0.0, "completion": 0.0}``.
         prefix_cache_gb: memory (on the model's device) for the keys and values of recent
             conversations, so each turn prefills only its new tokens (`prefix_cache`); 0: off.
@@ -140,6 +163,10 @@ class HFBackend(ChatBackend):
             e.g. ``{"no_repeat_ngram_size": 3}``; part of the backend's identity (and cache key).
         config_key: where these settings sit in the config, for error messages (``judge`` when a
             local judge runs the model).
+        cpu_bf16: on a CPU, run the model in bfloat16: ``auto`` when a measured check finds
+            bfloat16 matrix products at least 1.3x float32's (`esc.models.cpu_bf16`), ``true``,
+            ``false`` (the model config's dtype). The choice is logged and named in the identity
+            (``dtype``): transcripts in bfloat16 differ from float32 ones. No effect on a GPU.
         decode: ``auto``: greedy calls without stop strings or log-probabilities decode with
             `greedy_decode` (preallocated caches, ended rows leave the batch), the rest with
             ``generate``; ``generate``: always transformers' ``generate`` (the reference).
@@ -167,6 +194,7 @@ class HFBackend(ChatBackend):
         prefix_cache_gb: float = 4.0,
         config_key: str = "backend",
         decode: str = "auto",
+        cpu_bf16: bool | str = False,
     ) -> None:
         self.config_key = config_key  # where this backend's settings sit in the config (error messages)
         self.model_cfg = plain(model)
@@ -188,6 +216,9 @@ class HFBackend(ChatBackend):
         self.adapter = str(adapter) if adapter else None
         self.device_name = device
         self.batch_size: int | None = None if batch_size == "auto" else int(batch_size)  # auto: on load
+        self._cpu_budget: int | None = (
+            None  # batch_size auto on a CPU: bytes of keys and values a call may use
+        )
         self.price = dict(price) if price else None
         self._model: Any = None
         self._tokenizer: Any = None
@@ -200,6 +231,11 @@ class HFBackend(ChatBackend):
         if decode not in DECODE_MODES:
             raise ConfigError(f"{config_key}.decode", f"must be one of {list(DECODE_MODES)}, got {decode!r}")
         self.decode = decode
+        setting = str(cpu_bf16).lower()  # YAML reads true/false as booleans
+        if setting not in BF16_SETTINGS:
+            raise ConfigError(f"{config_key}.cpu_bf16", f"must be auto, true or false, got {cpu_bf16!r}")
+        self.cpu_bf16 = setting
+        self._bf16: Bf16Choice | None = None  # decided on first need (a measurement for auto)
         self._fast_model: bool | None = None  # the model's forward takes a cache object (on first use)
         self._fast_refused: list[str] = []  # generation fields that last sent a call to generate
 
@@ -247,30 +283,61 @@ class HFBackend(ChatBackend):
             self._model, self._tokenizer, self._device = load_for_inference(
                 self.model_cfg, self.device_name, adapters
             )
+            if self._device.type == "cpu" and self.bf16_choice().use:
+                import torch
+
+                self._model.to(torch.bfloat16)
             if self.batch_size is None:
                 reserved = int(self.prefix_cache_gb * 2**30)
                 self.batch_size = auto_batch_size(self._model, self._device, self.context_window, reserved)
+                if self._device.type == "cpu":
+                    self._cpu_budget = cpu_memory_budget()
+                    log.info("batch_size auto: rows per call sized by %.1f GiB of keys and values",
+                             self._cpu_budget / 2**30)  # fmt: skip
             if self.prefix_cache_gb > 0:
                 self._prefix = PrefixCache(int(self.prefix_cache_gb * 2**30))
 
     # --- properties ---------------------------------------------------------------------------
+
+    def bf16_choice(self) -> Bf16Choice:
+        """Whether the model runs in bfloat16 on the CPU (`cpu_bf16`), decided once and logged."""
+        if self._bf16 is None:
+            if self.cpu_bf16 == "false" or self._on_gpu():
+                self._bf16 = Bf16Choice(False, "false" if self.cpu_bf16 == "false" else "gpu", None)
+            else:
+                text = self._text_config()
+                self._bf16 = decide_bf16(self.cpu_bf16, text.hidden_size, text.intermediate_size)
+                log.warning("%r runs in %s on the CPU: %s", self,
+                            "bfloat16" if self._bf16.use else "float32", self._bf16.reason())  # fmt: skip
+        return self._bf16
+
+    def _on_gpu(self) -> bool:
+        if self._device is not None:
+            return self._device.type != "cpu"
+        import torch
+
+        return self.device_name != "cpu" and (self.device_name != "auto" or torch.cuda.is_available())
+
+    def _text_config(self) -> Any:
+        """The model's (text) config: the loaded model's, else read from its directory."""
+        if self._model is not None:
+            config = self._model.config
+        else:
+            from transformers import AutoConfig
+
+            config = AutoConfig.from_pretrained(
+                resolve_model_path(self.model_cfg),
+                revision=self.model_cfg.get("revision"),
+                trust_remote_code=bool(self.model_cfg.get("trust_remote_code", False)),
+            )
+        return getattr(config, "get_text_config", lambda: config)()
 
     @property
     def context_window(self) -> int | None:  # type: ignore[override]
         if self.model_cfg.get("context_window"):
             return int(self.model_cfg["context_window"])
         if self._context_window is None:
-            if self._model is not None:
-                config = self._model.config
-            else:
-                from transformers import AutoConfig
-
-                config = AutoConfig.from_pretrained(
-                    resolve_model_path(self.model_cfg),
-                    revision=self.model_cfg.get("revision"),
-                    trust_remote_code=bool(self.model_cfg.get("trust_remote_code", False)),
-                )
-            self._context_window = getattr(config, "max_position_embeddings", None)
+            self._context_window = getattr(self._text_config(), "max_position_embeddings", None)
         return self._context_window
 
     def identity(self) -> dict[str, Any]:
@@ -297,11 +364,13 @@ class HFBackend(ChatBackend):
             "packages": packages,
             "name_or_path": name_or_path,
             **revision.to_dict(),
-            "dtype": cfg.get("dtype"),
+            "dtype": "bfloat16" if self.cpu_bf16 != "false" and self.bf16_choice().use else cfg.get("dtype"),
             "adapter": self.adapter,
             "adapter_sha256": adapter_hash(self._adapter_weights().parent) if self.adapter else None,
             "decode": self.decode,
         }
+        if self.cpu_bf16 != "false":
+            identity["cpu_bf16"] = self.cpu_bf16
         if self.generation_overrides:
             identity["generation_config"] = dict(sorted(self.generation_overrides.items()))
         if cfg.get("chat_template"):
@@ -333,6 +402,16 @@ class HFBackend(ChatBackend):
     def count_tokens(self, messages: Sequence[Message]) -> int | None:
         self._load()
         return len(self._prompt_ids(messages))
+
+    def kept_conversations(self, tokens: int) -> int | None:
+        """Conversations of `tokens` tokens whose keys and values the prefix cache holds at once
+        (None: no prefix cache, every turn is prefilled whole anyway)."""
+        if self.prefix_cache_gb <= 0:
+            return None
+        self._load()
+        element = next(self._model.parameters()).element_size()
+        per_token = kv_bytes_per_token(self._model.config, element)
+        return max(1, int(self.prefix_cache_gb * 2**30) // (per_token * max(1, tokens)))
 
     def prompt_ids(self, messages: Sequence[Message]) -> list[int]:
         """The token ids the model reads for `messages`: the rendered prompt encoded whole."""
@@ -448,7 +527,7 @@ class HFBackend(ChatBackend):
         members = sorted(members, key=lambda pair: -len(pair[1]))  # similar lengths share a batch
         start = 0
         while start < len(members):
-            chunk = members[start : start + self.batch_size]
+            chunk = members[start : start + self._rows_per_call(len(members[start][1]))]
             start += len(chunk)
             try:
                 dists = self._fitting(run, [ids for _, ids in chunk], "prompts")
@@ -458,6 +537,15 @@ class HFBackend(ChatBackend):
                 log.warning("Reading the answer distribution failed for %d prompts: %s", len(chunk), err)
                 for index, _ in chunk:
                     results[index] = err
+
+    def _rows_per_call(self, tokens: int) -> int:
+        """Rows in one call whose longest row holds `tokens` tokens: `batch_size`, or on a CPU with
+        `batch_size: auto` what the memory budget holds (`rows_that_fit`)."""
+        if self._cpu_budget is None:
+            return self.batch_size
+        element = next(self._model.parameters()).element_size()
+        per_token = kv_bytes_per_token(self._model.config, element)
+        return rows_that_fit(self._cpu_budget, per_token, tokens, self.batch_size)
 
     def _prefill(self, ids: list[int], adapter_kwargs: dict[str, Any]) -> list[tuple[Any, Any]]:
         """The keys and values of a prompt start that several prompts share."""
@@ -542,7 +630,8 @@ class HFBackend(ChatBackend):
             gen = self._generation_config(settings) if encoded else None
             start = 0
             while start < len(encoded):
-                chunk = encoded[start : start + self.batch_size]
+                size = self._rows_per_call(len(encoded[start][1]) + int(settings.max_new_tokens))
+                chunk = encoded[start : start + size]
                 start += len(chunk)
                 t0 = time.perf_counter()
                 try:

@@ -1,0 +1,67 @@
+"""Whether a model should run in bfloat16 on this CPU: a measured check, never an assumption.
+
+CPUs with AVX512_BF16 or AMX multiply bfloat16 matrices about twice as fast as float32 (measured on
+the development machine: 458 vs 218 GF/s at SmolLM2's MLP shape); CPUs without them emulate
+bfloat16 and are slower. `measured_speedup` times both on the model's own MLP shape at a wave's row
+count and `decide_bf16` turns it into a choice with its reason, which the caller logs: transcripts in
+bfloat16 differ from float32 ones, so the choice is recorded in the backend's identity too.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass
+
+#: bfloat16 is chosen when its matrix products are at least this much faster than float32's
+MIN_SPEEDUP = 1.3
+BF16_SETTINGS = ("auto", "true", "false")
+
+
+@dataclass(frozen=True)
+class Bf16Choice:
+    """The decision and why: `speedup` is None when it was not measured (set by the config)."""
+
+    use: bool
+    setting: str
+    speedup: float | None
+
+    def reason(self) -> str:
+        if self.speedup is None:
+            return f"cpu_bf16={self.setting}"
+        verdict = ">=" if self.use else "<"
+        return (
+            f"cpu_bf16=auto: bfloat16 matrix products ran {self.speedup:.2f}x float32's on this CPU "
+            f"({verdict} {MIN_SPEEDUP}x)"
+        )
+
+
+@functools.lru_cache(maxsize=8)
+def measured_speedup(hidden: int, intermediate: int, rows: int = 128, repeats: int = 5) -> float:
+    """float32 time / bfloat16 time of (rows x hidden) @ (hidden x intermediate), best of `repeats`
+    (once per process and shape: about a tenth of a second)."""
+    import torch
+
+    def best(dtype: torch.dtype) -> float:
+        a = torch.randn(rows, hidden).to(dtype)
+        b = torch.randn(hidden, intermediate).to(dtype)
+        torch.matmul(a, b)  # warm-up: kernels chosen, memory touched
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            for _ in range(4):
+                torch.matmul(a, b)
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    return best(torch.float32) / best(torch.bfloat16)
+
+
+def decide_bf16(setting: str, hidden: int, intermediate: int) -> Bf16Choice:
+    """`setting` is ``auto`` (measured), ``true`` or ``false``."""
+    if setting == "true":
+        return Bf16Choice(True, setting, None)
+    if setting == "false":
+        return Bf16Choice(False, setting, None)
+    speedup = measured_speedup(hidden, intermediate)
+    return Bf16Choice(speedup >= MIN_SPEEDUP, setting, speedup)
