@@ -121,9 +121,55 @@ class OfficialModel:
         ).strip()
 
 
+def official_messages(card, turns: list[str], k: int) -> list[dict[str, str]]:
+    """The messages the official loop sends for turn `k` (even: the role-player, odd: the target)
+    after the earlier `turns`."""
+    if k % 2 == 0:
+        system, opener = render_roleplayer_prompt("esc_role_official", "en", card.to_text())
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": opener}]
+        roles = ("assistant", "user")
+    else:
+        messages = [{"role": "system", "content": "You are a helpful assistant!"}]
+        roles = ("user", "assistant")
+    return messages + [{"role": roles[i % 2], "content": text} for i, text in enumerate(turns[:k])]
+
+
+def first_difference(llm: OfficialModel, card, theirs: list[str], mine: list[str]) -> str:
+    """Where our dialogue first departs from the official loop's: the turn, the token, both
+    tokens' scores at that step in the official loop's own batch-1 decode (after the logits
+    processors) and their gap. A gap that is a small fraction of the scores is a greedy near-tie."""
+    k = next(i for i, (a, b) in enumerate(zip(theirs, mine, strict=True)) if a != b)
+    tok = llm.tokenizer
+    text = tok.apply_chat_template(
+        official_messages(card, theirs, k), tokenize=False, add_generation_prompt=True
+    )
+    ids = tok([text], return_tensors="pt", add_special_tokens=False).input_ids.to(llm.device)
+    with torch.inference_mode():
+        out = llm.model.generate(ids, max_new_tokens=llm.max_new, pad_token_id=tok.pad_token_id,
+                                 output_scores=True, return_dict_in_generate=True)  # fmt: skip
+    official_ids = out.sequences[0, ids.shape[1] :].tolist()
+    # the first step whose decoded text is no longer a prefix of ours (texts are stripped, so token
+    # ids of a re-encoded reply need not line up)
+    step = next(
+        (n for n in range(len(official_ids))
+         if not mine[k].startswith(tok.decode(official_ids[: n + 1], skip_special_tokens=True).strip())),
+        None,
+    )  # fmt: skip
+    if step is None or step >= len(out.scores):
+        return f"card {card.id}: turn {k + 1}: ours ends where the official reply goes on (or the reverse)"
+    top = out.scores[step][0].float().topk(2)
+    (first, second), (a, b) = top.values.tolist(), top.indices.tolist()
+    where = len(tok.decode(official_ids[:step], skip_special_tokens=True).strip())
+    return (
+        f"card {card.id}: turn {k + 1}, token {step + 1}: official {tok.decode([a])!r} ({first:.4f}), "
+        f"runner-up {tok.decode([b])!r} ({second:.4f}), gap {first - second:.4f}; ours goes on "
+        f"{mine[k][where : where + 12]!r}"
+    )
+
+
 def official(
     model: str, cards: int, max_new: int, plain_greedy: bool
-) -> tuple[float, dict[int, list[str]], int]:
+) -> tuple[float, dict[int, list[str]], int, OfficialModel, list]:
     from tests.helpers import compose
 
     cfg = compose([f"roleplayer={model}"], config_name="evaluate").roleplayer
@@ -147,7 +193,7 @@ def official(
             message_doc.append({"role": "assistant", "content": res})
             turns.append(res)
         dialogues[card.id] = turns
-    return time.perf_counter() - start, dialogues, llm.tokens
+    return time.perf_counter() - start, dialogues, llm.tokens, llm, selected
 
 
 def linear_flops_per_token(model: str) -> int:
@@ -239,12 +285,15 @@ def main() -> int:
         print(
             f"ours (cpu_bf16={setting}): new tokens x {flops / 1e9:.3f} GFLOP of linear layers = "
             f"{effective:.1f} GF/s, {effective / gemm:.0%} of this CPU's {str(dtype).split('.')[-1]} "
-            f"GEMM at the model's MLP shape, m={rows}: {gemm:.0f} GF/s (prefill and attention not counted)"
+            f"GEMM at the model's MLP shape, m={rows} (the most rows a call may have): {gemm:.0f} GF/s "
+            "(prefill and attention not counted)"
         )
     if args.skip_official:
         return 0
     n_official = min(args.official_cards or args.cards, args.cards)
-    official_s, official_texts, tokens = official(model, n_official, args.max_new_tokens, plain_greedy)
+    official_s, official_texts, tokens, llm, selected = official(
+        model, n_official, args.max_new_tokens, plain_greedy
+    )
     label = "official shape" if n_official == args.cards else f"official ({n_official} cards)"
     print(
         f"{label:24}{official_s:>10.1f}{n_official / official_s:>14.3f}"
@@ -261,6 +310,10 @@ def main() -> int:
             f"ours (cpu_bf16={setting}): speed-up {scaled / seconds:.1f}x   identical to the official loop: "
             f"{same}/{n} dialogues ({same / n:.0%}), turns: {sum(turns)}/{len(turns)}"
         )
+        if setting == "false":  # float32 as the official loop: trace each difference to its token
+            for card in selected:
+                if texts[card.id] != official_texts[card.id]:
+                    print("  " + first_difference(llm, card, official_texts[card.id], texts[card.id]))
     return 0
 
 

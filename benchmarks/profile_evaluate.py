@@ -10,8 +10,10 @@ wins, in the order below), and the shares are printed:
 
 - linear layers (attention projections q/k/v/o; MLP gate/up/down), the LM head (the 49,152-entry
   vocabulary projection), attention itself (scaled dot-product), the KV cache's growth (the
-  DynamicCache's concatenation each step), norms and rotary embeddings, logits processors
-  (no_repeat_ngram), generate's own Python (the decode loop, stopping criteria), the prefill (a
+  DynamicCache's concatenation each step under `generate`) or its writes into preallocated buffers
+  and the copies when ended rows leave the batch (under `greedy_decode`), norms and rotary
+  embeddings, logits processors (no_repeat_ngram), generate's or greedy_decode's own Python (the
+  decode loop, stopping criteria), the prefill (a
   turn's new prompt tokens, before decoding), tokenising and prompt rendering, the engine and the
   backend's own Python (padding, kept prefixes), loading the models, and the rest.
 
@@ -113,7 +115,9 @@ def main(argv: list[str] | None = None) -> int:
                  "--threads", str(args.threads), *args.extra]  # fmt: skip
         done = subprocess.run([spy, "record", "-o", str(raw), "--format", "raw", "-r", "50", "--", *bench],
                               cwd=REPO, capture_output=True, text=True)  # fmt: skip
-        print(done.stdout.strip().splitlines()[-3] if done.stdout.strip() else "", flush=True)
+        for line in done.stdout.splitlines():  # the bench's own timing rows (py-spy's overhead included)
+            if line.startswith("ours ("):
+                print(line, flush=True)
         if done.returncode != 0:
             sys.exit(f"error: py-spy exited {done.returncode}: {done.stderr[-2000:]}")
     shares, total, prefill = categorise(raw)

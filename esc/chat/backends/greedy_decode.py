@@ -108,6 +108,14 @@ def _growing_layer_class() -> type:
             self.values = self._v[:, :, : self.length]
             return self.keys, self.values
 
+        def adopt(self, keys: Any, values: Any, length: int) -> None:
+            """Take `keys`/`values` (at least `capacity` columns, the first `length` filled) as
+            the buffers, without a copy."""
+            self.device = keys.device
+            self._k, self._v, self.length = keys, values, length
+            self.keys, self.values = keys[:, :, :length], values[:, :, :length]
+            self.is_initialized = True
+
         def get_seq_length(self) -> int:
             return self.length
 
@@ -151,7 +159,8 @@ def greedy_decode(
 ) -> list[DecodedRow]:
     """Greedy replies of a left-padded batch: `input_ids` and `attention` (rows, width) on the model's
     device, the first `past_width` columns already in `past` (per layer keys and values of shape
-    (rows, heads, past_width, dim)) or none."""
+    (rows, heads, columns, dim), the first `past_width` columns filled; with at least width +
+    max_new_tokens columns they become the buffers, otherwise they are copied) or none."""
     import torch
     from transformers.cache_utils import Cache
 
@@ -162,7 +171,10 @@ def greedy_decode(
     layers = [layer_class(capacity) for _ in range(model.config.get_text_config().num_hidden_layers)]
     if past is not None and past_width:
         for layer, (keys, values) in zip(layers, past, strict=True):
-            layer.update(keys, values)
+            if keys.shape[2] >= capacity:  # buffers made for this call: taken as they are
+                layer.adopt(keys, values, past_width)
+            else:
+                layer.update(keys, values)
     cache = Cache(layers=layers)
     mask = torch.zeros((rows, capacity), dtype=attention.dtype, device=device)
     mask[:, :width] = attention

@@ -112,17 +112,21 @@ def auto_batch_size(model: Any, device: Any, context_window: int | None, reserve
     return size
 
 
-def cpu_memory_budget(share: float = CPU_MEMORY_SHARE) -> int:
+def cpu_memory_budget(reserved: int = 0, share: float = CPU_MEMORY_SHARE) -> int:
     """Bytes one call's keys and values may take on a CPU: `share` of the memory available now
-    (MemAvailable, Linux), or 4 GiB where that cannot be read."""
+    (MemAvailable, Linux) less `reserved` (the prefix cache's budget, filled later), or 2 GiB
+    where that cannot be read; at least 256 MiB."""
+    available = None
     try:
         with open("/proc/meminfo", encoding="ascii") as meminfo:
             for line in meminfo:
                 if line.startswith("MemAvailable:"):
-                    return int(share * int(line.split()[1]) * 1024)
+                    available = int(line.split()[1]) * 1024
     except OSError:
         pass
-    return 4 * 2**30
+    if available is None:
+        return 2 * 2**30
+    return max(2**28, int(share * max(0, available - reserved)))
 
 
 def rows_that_fit(budget: int, kv_per_token: int, tokens: int, cap: int) -> int:
@@ -291,7 +295,7 @@ class HFBackend(ChatBackend):
                 reserved = int(self.prefix_cache_gb * 2**30)
                 self.batch_size = auto_batch_size(self._model, self._device, self.context_window, reserved)
                 if self._device.type == "cpu":
-                    self._cpu_budget = cpu_memory_budget()
+                    self._cpu_budget = cpu_memory_budget(reserved)
                     log.info("batch_size auto: rows per call sized by %.1f GiB of keys and values",
                              self._cpu_budget / 2**30)  # fmt: skip
             if self.prefix_cache_gb > 0:
@@ -679,14 +683,17 @@ class HFBackend(ChatBackend):
             attention[row, width_c - n : width_c] = 1
             input_ids[row, width - (len(ids) - n) :] = torch.tensor(ids[n:], dtype=torch.long)
             attention[row, width - (len(ids) - n) :] = 1
+        fast = self._fast_greedy(settings, gen)
         past = None
         if width_c:
             try:
-                past = self._batched_past(reuse, width_c)
+                past = self._batched_past(
+                    reuse, width_c, width + int(settings.max_new_tokens) if fast else None
+                )
             except Exception as err:  # a model whose cache this transformers cannot assemble
                 self._stop_prefix_cache(err)
                 return self._generate_chunk(prompts, settings, gen)
-        if self._fast_greedy(settings, gen):
+        if fast:
             with self._own_weights():
                 decoded = greedy_decode(
                     self._model,
@@ -787,24 +794,23 @@ class HFBackend(ChatBackend):
                     type(err).__name__, err)  # fmt: skip
         self._prefix = None
 
-    def _batched_past(self, reuse: list[tuple[int, Any, Any]], width_c: int) -> list[tuple[Any, Any]]:
+    def _batched_past(
+        self, reuse: list[tuple[int, Any, Any]], width_c: int, columns: int | None = None
+    ) -> list[tuple[Any, Any]]:
         """A batch's keys and values per layer from each row's cached ones, right-aligned at column
-        `width_c`."""
-        import torch
-
+        `width_c`, in tensors of `columns` columns (default `width_c`): `greedy_decode` goes on
+        writing into the rest, so the kept prefixes are copied once, not twice."""
         template = next(layers for _, _, layers in reuse if layers)
         batch = []
         for layer, (k0, v0) in enumerate(template):
-            keys = torch.zeros(
-                (len(reuse), k0.shape[0], width_c, k0.shape[2]), dtype=k0.dtype, device=k0.device
-            )
-            values = torch.zeros(
-                (len(reuse), v0.shape[0], width_c, v0.shape[2]), dtype=v0.dtype, device=v0.device
-            )
+            keys = k0.new_empty((len(reuse), k0.shape[0], columns or width_c, k0.shape[2]))
+            values = v0.new_empty((len(reuse), v0.shape[0], columns or width_c, v0.shape[2]))
+            keys[:, :, :width_c] = 0  # padding columns: masked, but never garbage (0 x NaN is NaN)
+            values[:, :, :width_c] = 0
             for row, (n, _, layers) in enumerate(reuse):
                 if n:
-                    keys[row, :, width_c - n :] = layers[layer][0]
-                    values[row, :, width_c - n :] = layers[layer][1]
+                    keys[row, :, width_c - n : width_c] = layers[layer][0]
+                    values[row, :, width_c - n : width_c] = layers[layer][1]
             batch.append((keys, values))
         return batch
 
