@@ -215,6 +215,11 @@ CASES: tuple[Case, ...] = (
         ("target.generation.max_new_tokens",),
     ),
     Case("evaluate-zero-wave-size", (*EV, "engine.wave_size=0"), ("engine.wave_size",)),
+    Case(
+        "evaluate-cpu-bf16-unknown",
+        (*EV, "+target.backend.cpu_bf16=sometimes"),
+        ("config `target.backend.cpu_bf16`", "auto, true or false"),
+    ),
     Case("evaluate-shard-out-of-range", (*EV, "shard.index=2", "shard.count=2"), ("config `shard.index`",)),
     Case(
         "evaluate-stop-without-trajectory",

@@ -4,6 +4,7 @@ not import the backends that register with it."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,8 +21,11 @@ def build_backend(cfg: Mapping[str, Any], key: str = "backend") -> ChatBackend:
     kind = cfg.pop("kind", None)
     if kind not in REGISTRY:
         raise ConfigError(f"{key}.kind", f"unknown backend {kind!r}; known: {sorted(REGISTRY)}")
+    factory = REGISTRY[kind]
+    if "config_key" not in cfg and "config_key" in inspect.signature(factory).parameters:
+        cfg["config_key"] = key  # its errors name the key as the config spells it
     try:
-        return REGISTRY[kind](**cfg)
+        return factory(**cfg)
     except TypeError as err:
         raise ConfigError(key, f"{kind} backend: {err}") from None
 
