@@ -135,3 +135,51 @@ def test_the_backend_replies_alike_with_greedy_decode_and_generate():
     finally:
         fast.close()
         slow.close()
+
+
+def test_processors_read_each_rows_own_tokens_not_the_padding_around_a_kept_prefix():
+    """A row with a kept prefix is [pad][prefix][pad][new tokens] in the batch; no_repeat_ngram must
+    see the prefix and the new tokens joined, as a batch-1 `generate` on the whole prompt does (the
+    official loop's shape): three turns with kept prefixes give that loop's replies."""
+    cfg = compose(["model=tiny"]).model
+    fields = {"no_repeat_ngram_size": 2, "repetition_penalty": 1.5}
+    kept = HFBackend(cfg, batch_size=6, device="cpu", prefix_cache_gb=1, generation_config=fields)
+    alone = HFBackend(
+        cfg, batch_size=1, device="cpu", prefix_cache_gb=0, generation_config=fields, decode="generate"
+    )
+    settings = GenerationSettings(max_new_tokens=12, temperature=0.0)
+    chats = [list(c) for c in CONVERSATIONS]
+    try:
+        for turn in range(3):
+            a, b = kept.generate(chats, settings), alone.generate(chats, settings)
+            assert [r.text for r in a] == [r.text for r in b], turn
+            for chat, reply in zip(chats, a, strict=True):
+                chat += [
+                    {"role": "assistant", "content": reply.text},
+                    {"role": "user", "content": f"so {turn}"},
+                ]
+        assert kept._prefix.hits >= 2 * len(chats)
+    finally:
+        kept.close()
+        alone.close()
+
+
+def test_the_processors_see_a_rows_real_tokens_joined(tiny):
+    """The contract behind the test above, checked directly: a row laid out with padding inside it
+    (as a kept prefix leaves it) reaches the processors as its real tokens, joined, then its reply."""
+    from transformers import LogitsProcessor, LogitsProcessorList
+
+    seen: list[list[list[int]]] = []
+
+    class Spy(LogitsProcessor):
+        def __call__(self, input_ids, scores):
+            seen.append(input_ids.tolist())
+            return scores
+
+    pad = tiny.tokenizer.pad_token_id
+    ids = torch.tensor([[pad, 11, 12, pad, 13, 14], [21, 22, 23, 24, 25, 26]])
+    mask = (ids != pad).long()
+    decoded = greedy_decode(tiny._model, ids, mask, None, 0, 3, set(), pad, LogitsProcessorList([Spy()]))
+    assert [call[0] for call in seen[:1]] == [[11, 12, 13, 14]]  # one row at a time, no padding inside
+    assert seen[1] == [[21, 22, 23, 24, 25, 26]]
+    assert seen[2][0] == [11, 12, 13, 14, decoded[0].tokens[0]]

@@ -178,8 +178,16 @@ def greedy_decode(
     cache = Cache(layers=layers)
     mask = torch.zeros((rows, capacity), dtype=attention.dtype, device=device)
     mask[:, :width] = attention
+    # What the logits processors read: each row's own tokens, contiguous and right-aligned (a row
+    # with a kept prefix has padding between the prefix and its new tokens in `input_ids`; the
+    # processors must not see it: a 3-gram across that gap would not be banned, padding would be
+    # penalised as a repeated token). `starts[b]`: the row's first real column.
     tokens = torch.full((rows, capacity), pad_id, dtype=input_ids.dtype, device=device)
-    tokens[:, :width] = input_ids
+    starts = []
+    for row in range(rows):
+        real = input_ids[row][attention[row] != 0]
+        tokens[row, width - len(real) : width] = real
+        starts.append(width - len(real))
     positions = (attention.long().cumsum(-1) - 1).masked_fill(attention == 0, 0)
     next_position = positions[:, -1:] + 1
     kwargs = dict(model_kwargs or {})
@@ -192,7 +200,8 @@ def greedy_decode(
     eos = torch.tensor(sorted(eos_ids), device=device)
     step_input = input_ids[:, past_width:]
     step_positions = positions[:, past_width:]
-    length = width  # columns of `tokens` and `mask` in use
+    length = width  # columns of `mask` in use (the cache's and the next token's)
+    filled = width  # columns of `tokens` in use
 
     # Half precision: decoding steps get a ready 4D mask, so that attention always takes the packed
     # grouped-query path (transformers drops an all-ones 2D mask, and the CPU's bfloat16 kernel for
@@ -206,11 +215,16 @@ def greedy_decode(
                 step_mask = step_mask[:, None, None, :].bool()
             logits = forward(model, step_input, step_mask, step_positions, cache, kwargs)
             forward = _decode_step
-            scores = processors(tokens[:, :length], logits.float())
+            scores = logits.float()
+            if processors:  # row by row, each on its own tokens only (as the row would be alone)
+                for b, start in enumerate(starts):
+                    if not ended[b]:
+                        scores[b : b + 1] = processors(tokens[b : b + 1, start:filled], scores[b : b + 1])
             chosen = scores.argmax(dim=-1)
-            tokens[:, length] = chosen
+            tokens[:, filled] = chosen
             mask[:, length] = 1
             length += 1
+            filled += 1
             stops = torch.isin(chosen, eos).tolist()
             for batch_row, token in enumerate(chosen.tolist()):
                 if ended[batch_row]:
@@ -230,9 +244,12 @@ def greedy_decode(
                 live_t = torch.tensor(live, device=device)
                 mask, tokens, next_position = mask[live_t], tokens[live_t], next_position[live_t]
                 first = int((mask[:, :length] != 0).long().argmax(dim=-1).min())  # padding for every row
-                mask, tokens, length = mask[:, first:], tokens[:, first:], length - first
+                mask, length = mask[:, first:], length - first
                 for layer in layers:
                     layer.keep(live_t, first)
+                starts = [starts[b] for b in live]
+                cut = min(starts)
+                tokens, filled, starts = tokens[:, cut:], filled - cut, [start - cut for start in starts]
                 index = [index[b] for b in live]
                 ended = [False] * len(index)
                 chosen = chosen[live_t]
