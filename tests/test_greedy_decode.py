@@ -112,53 +112,32 @@ def test_fields_the_loop_does_not_honour_send_the_call_to_generate(tiny):
     assert not tiny._fast_greedy(GenerationSettings(max_new_tokens=8, temperature=0.0, stop=["\n"]), gen)
 
 
-def test_the_backend_replies_alike_with_greedy_decode_and_generate():
-    """Three turns with kept prefixes: `decode: auto` and `decode: generate` give the same replies."""
+@pytest.mark.parametrize(
+    "fields", [{"no_repeat_ngram_size": 3}, {"no_repeat_ngram_size": 2, "repetition_penalty": 1.5}]
+)
+def test_kept_prefixes_and_greedy_decode_give_the_replies_of_batch_one_generate(fields):
+    """Three turns of six conversations, batched with kept prefixes (a row is [pad][prefix][pad][new
+    tokens], the processors must see it joined) against `generate` one conversation at a time on
+    the whole prompt (the official loop's shape): the same replies."""
     cfg = compose(["model=tiny"]).model
-    no_repeat = {"no_repeat_ngram_size": 3}
-    fast = HFBackend(cfg, batch_size=4, device="cpu", prefix_cache_gb=1, generation_config=no_repeat)
-    slow = HFBackend(
-        cfg, batch_size=4, device="cpu", prefix_cache_gb=1, generation_config=no_repeat,
-        decode="generate",
-    )  # fmt: skip
-    settings = GenerationSettings(max_new_tokens=20, temperature=0.0)
-    chats = [list(c) for c in CONVERSATIONS]
-    try:
-        for turn in range(3):
-            a, b = fast.generate(chats, settings), slow.generate(chats, settings)
-            assert [r.text for r in a] == [r.text for r in b], turn
-            assert [r.completion_tokens for r in a] == [r.completion_tokens for r in b]
-            for chat, reply in zip(chats, a, strict=True):
-                chat += [{"role": "assistant", "content": reply.text}, {"role": "user", "content": "go on"}]
-        assert fast._prefix.hits == slow._prefix.hits >= 2 * len(chats)
-        assert fast.identity()["decode"] == "auto" and slow.identity()["decode"] == "generate"
-    finally:
-        fast.close()
-        slow.close()
-
-
-def test_processors_read_each_rows_own_tokens_not_the_padding_around_a_kept_prefix():
-    """A row with a kept prefix is [pad][prefix][pad][new tokens] in the batch; no_repeat_ngram must
-    see the prefix and the new tokens joined, as a batch-1 `generate` on the whole prompt does (the
-    official loop's shape): three turns with kept prefixes give that loop's replies."""
-    cfg = compose(["model=tiny"]).model
-    fields = {"no_repeat_ngram_size": 2, "repetition_penalty": 1.5}
-    kept = HFBackend(cfg, batch_size=6, device="cpu", prefix_cache_gb=1, generation_config=fields)
+    kept = HFBackend(cfg, batch_size=4, device="cpu", prefix_cache_gb=1, generation_config=fields)
     alone = HFBackend(
         cfg, batch_size=1, device="cpu", prefix_cache_gb=0, generation_config=fields, decode="generate"
     )
-    settings = GenerationSettings(max_new_tokens=12, temperature=0.0)
+    settings = GenerationSettings(max_new_tokens=16, temperature=0.0)
     chats = [list(c) for c in CONVERSATIONS]
     try:
         for turn in range(3):
             a, b = kept.generate(chats, settings), alone.generate(chats, settings)
             assert [r.text for r in a] == [r.text for r in b], turn
+            assert [r.completion_tokens for r in a] == [r.completion_tokens for r in b]
             for chat, reply in zip(chats, a, strict=True):
                 chat += [
                     {"role": "assistant", "content": reply.text},
                     {"role": "user", "content": f"so {turn}"},
                 ]
         assert kept._prefix.hits >= 2 * len(chats)
+        assert kept.identity()["decode"] == "auto" and alone.identity()["decode"] == "generate"
     finally:
         kept.close()
         alone.close()
