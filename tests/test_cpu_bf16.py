@@ -21,13 +21,13 @@ def tiny_cfg():
 
 
 def test_auto_follows_the_measurement(monkeypatch):
-    monkeypatch.setattr(cpu_bf16, "measured_speedup", lambda hidden, intermediate: 2.1)
-    choice = cpu_bf16.decide_bf16("auto", 576, 1536)
+    monkeypatch.setattr(cpu_bf16, "measured_speedup", lambda: 2.1)
+    choice = cpu_bf16.decide_bf16("auto")
     assert choice.use and choice.speedup == 2.1 and "2.10x" in choice.reason()
-    monkeypatch.setattr(cpu_bf16, "measured_speedup", lambda hidden, intermediate: 0.4)  # emulated bf16
-    assert not cpu_bf16.decide_bf16("auto", 576, 1536).use
-    assert cpu_bf16.decide_bf16("true", 576, 1536).use and cpu_bf16.decide_bf16("true", 1, 1).speedup is None
-    assert not cpu_bf16.decide_bf16("false", 576, 1536).use
+    monkeypatch.setattr(cpu_bf16, "measured_speedup", lambda: 0.4)  # emulated bfloat16
+    assert not cpu_bf16.decide_bf16("auto").use
+    assert cpu_bf16.decide_bf16("true").use and cpu_bf16.decide_bf16("true").speedup is None
+    assert not cpu_bf16.decide_bf16("false").use
 
 
 def test_the_measurement_is_a_real_ratio():

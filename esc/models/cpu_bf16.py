@@ -2,9 +2,11 @@
 
 CPUs with AVX512_BF16 or AMX multiply bfloat16 matrices about twice as fast as float32 (measured on
 the development machine: 458 vs 218 GF/s at SmolLM2's MLP shape); CPUs without them emulate
-bfloat16 and are slower. `measured_speedup` times both on the model's own MLP shape at a wave's row
-count and `decide_bf16` turns it into a choice with its reason, which the caller logs: transcripts in
-bfloat16 differ from float32 ones, so the choice is recorded in the backend's identity too.
+bfloat16 and are slower. `measured_speedup` times both on one fixed transformer-sized product (128
+rows x 1024 x 4096: a property of the CPU, so it needs no model, and a backend's identity can name
+the choice before its weights are converted or loaded) and `decide_bf16` turns it into a choice
+with its reason, which the caller logs: transcripts in bfloat16 differ from float32 ones, so the
+choice is recorded in the backend's identity too.
 """
 
 from __future__ import annotations
@@ -37,9 +39,11 @@ class Bf16Choice:
 
 
 @functools.lru_cache(maxsize=8)
-def measured_speedup(hidden: int, intermediate: int, rows: int = 128, repeats: int = 5) -> float:
+def measured_speedup(
+    hidden: int = 1024, intermediate: int = 4096, rows: int = 128, repeats: int = 3
+) -> float:
     """float32 time / bfloat16 time of (rows x hidden) @ (hidden x intermediate), best of `repeats`
-    (once per process and shape: about a tenth of a second)."""
+    (once per process: about a third of a second on 2 cores)."""
     import torch
 
     def best(dtype: torch.dtype) -> float:
@@ -57,11 +61,11 @@ def measured_speedup(hidden: int, intermediate: int, rows: int = 128, repeats: i
     return best(torch.float32) / best(torch.bfloat16)
 
 
-def decide_bf16(setting: str, hidden: int, intermediate: int) -> Bf16Choice:
+def decide_bf16(setting: str) -> Bf16Choice:
     """`setting` is ``auto`` (measured), ``true`` or ``false``."""
     if setting == "true":
         return Bf16Choice(True, setting, None)
     if setting == "false":
         return Bf16Choice(False, setting, None)
-    speedup = measured_speedup(hidden, intermediate)
+    speedup = measured_speedup()
     return Bf16Choice(speedup >= MIN_SPEEDUP, setting, speedup)

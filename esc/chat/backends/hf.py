@@ -168,7 +168,8 @@ class HFBackend(ChatBackend):
         config_key: where these settings sit in the config, for error messages (``judge`` when a
             local judge runs the model).
         cpu_bf16: on a CPU, run the model in bfloat16: ``auto`` when a measured check finds
-            bfloat16 matrix products at least 1.3x float32's (`esc.models.cpu_bf16`), ``true``,
+            bfloat16 matrix products at least 1.3x float32's (`esc.models.cpu_bf16`: a fixed
+            product, measured once per process), ``true``,
             ``false`` (the model config's dtype). The choice is logged and named in the identity
             (``dtype``): transcripts in bfloat16 differ from float32 ones. No effect on a GPU.
         decode: ``auto``: greedy calls without stop strings or log-probabilities decode with
@@ -309,8 +310,7 @@ class HFBackend(ChatBackend):
             if self.cpu_bf16 == "false" or self._on_gpu():
                 self._bf16 = Bf16Choice(False, "false" if self.cpu_bf16 == "false" else "gpu", None)
             else:
-                text = self._text_config()
-                self._bf16 = decide_bf16(self.cpu_bf16, text.hidden_size, text.intermediate_size)
+                self._bf16 = decide_bf16(self.cpu_bf16)
                 log.warning("%r runs in %s on the CPU: %s", self,
                             "bfloat16" if self._bf16.use else "float32", self._bf16.reason())  # fmt: skip
         return self._bf16
