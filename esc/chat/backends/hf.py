@@ -413,9 +413,7 @@ class HFBackend(ChatBackend):
         if self.prefix_cache_gb <= 0:
             return None
         self._load()
-        element = next(self._model.parameters()).element_size()
-        per_token = kv_bytes_per_token(self._model.config, element)
-        return max(1, int(self.prefix_cache_gb * 2**30) // (per_token * max(1, tokens)))
+        return max(1, int(self.prefix_cache_gb * 2**30) // (self._kv_per_token() * max(1, tokens)))
 
     def prompt_ids(self, messages: Sequence[Message]) -> list[int]:
         """The token ids the model reads for `messages`: the rendered prompt encoded whole."""
@@ -547,9 +545,11 @@ class HFBackend(ChatBackend):
         `batch_size: auto` what the memory budget holds (`rows_that_fit`)."""
         if self._cpu_budget is None:
             return self.batch_size
-        element = next(self._model.parameters()).element_size()
-        per_token = kv_bytes_per_token(self._model.config, element)
-        return rows_that_fit(self._cpu_budget, per_token, tokens, self.batch_size)
+        return rows_that_fit(self._cpu_budget, self._kv_per_token(), tokens, self.batch_size)
+
+    def _kv_per_token(self) -> int:
+        """Bytes of keys and values one token takes in the loaded model (its dtype, every layer)."""
+        return kv_bytes_per_token(self._model.config, next(self._model.parameters()).element_size())
 
     def _prefill(self, ids: list[int], adapter_kwargs: dict[str, Any]) -> list[tuple[Any, Any]]:
         """The keys and values of a prompt start that several prompts share."""
