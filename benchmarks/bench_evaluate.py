@@ -3,6 +3,8 @@
     .venv/bin/python benchmarks/bench_evaluate.py --model smollm2        # 32 English cards, 128 new tokens
     .venv/bin/python benchmarks/bench_evaluate.py --model tiny --cards 64 --max-new-tokens 32
     .venv/bin/python benchmarks/bench_evaluate.py --model smollm2 --cards 4 --skip-official   # ours only
+    .venv/bin/python benchmarks/bench_evaluate.py --model smollm2 --cpu-bf16 false,true --official-cards 8
+                                      # ours in float32 and bfloat16; the official loop on 8 cards, scaled
     .venv-vllm/bin/python benchmarks/bench_evaluate.py --model smollm2 --backend vllm   # on vLLM (CPU)
 
 The same model plays both sides (the role-player with the official ESC-Role prompt and opener, the
