@@ -34,6 +34,7 @@ from esc.chat.backends.next_token import MIN_SHARED_PREFIX, Reduce, next_token_a
 from esc.chat.backends.prefix_cache import PrefixCache
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, check_features, register_backend
 from esc.errors import ConfigError
+from esc.models.attention import use_grouped_sdpa
 from esc.models.cpu_bf16 import BF16_SETTINGS, Bf16Choice, decide_bf16
 from esc.models.loading import (
     adapter_weights,
@@ -186,7 +187,9 @@ class HFBackend(ChatBackend):
     it is part of the request cache key, so replies cached by older code are no longer replayed.
     """
 
-    CODE_VERSION = 2  # 2: greedy calls decode with greedy_decode (ended rows leave the batch)
+    # 2: greedy calls decode with greedy_decode (ended rows leave the batch); 3: on CPU, masked
+    # multi-token attention takes grouped heads in the kernel (esc.models.attention)
+    CODE_VERSION = 3
 
     def __init__(
         self,
@@ -292,6 +295,8 @@ class HFBackend(ChatBackend):
                 import torch
 
                 self._model.to(torch.bfloat16)
+            if self._device.type == "cpu" and use_grouped_sdpa(self._model):
+                log.debug("%r: grouped-query attention left to the SDPA kernel", self)
             if self.batch_size is None:
                 reserved = int(self.prefix_cache_gb * 2**30)
                 self.batch_size = auto_batch_size(self._model, self._device, self.context_window, reserved)
