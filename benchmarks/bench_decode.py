@@ -65,6 +65,18 @@ def inputs(model: torch.nn.Module, args: argparse.Namespace, dtype: torch.dtype)
     return ids, mask, past
 
 
+def copy_rate() -> float:
+    """GB/s of copying 256 MiB of float32 (bytes read plus written), best of 5."""
+    source = torch.randn(64 * 2**20)
+    target = torch.empty_like(source)
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        target.copy_(source)
+        best = min(best, time.perf_counter() - start)
+    return 2 * source.numel() * source.element_size() / best / 1e9
+
+
 def run(model: torch.nn.Module, ids, mask, past, args: argparse.Namespace) -> tuple[float, str]:
     start = time.perf_counter()
     rows = greedy_decode(
@@ -93,6 +105,7 @@ def main() -> None:
         f"SmolLM2 {args.dtype}, {args.rows} rows x {args.context} kept columns, {args.new_prompt} new "
         f"prompt tokens, {args.new} greedy tokens, {args.threads} threads, torch {torch.__version__}"
     )
+    print(f"memory copy on this machine: {copy_rate():.1f} GB/s (bytes read + written)")
     print(f"{'setting':<24}{'first s':>9}{'second s':>10}{'tokens/s':>10}  tokens")
     for attention in args.attention.split(","):
         for compiled in (False, True) if args.compile else (False,):

@@ -22,8 +22,9 @@ message on both sides, the model's decoding settings (SmolLM2's `no_repeat_ngram
 
 Ours is timed end to end as `evaluate.py` runs it, loading both sides included (after an untimed
 one-card warm-up; a vLLM engine is started once, before, and kept), the official loop's one model
-load is not: the ratio leans against ours. Prints seconds and dialogues/s for each, the ratio, and
-the share of dialogues (and of turns) whose texts are identical.
+load is not: the ratio leans against ours. Prints seconds and dialogues/hour for each, the ratio, and
+the share of dialogues (and of turns) whose texts are identical (with a Wilson 95% interval over
+the cards).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ if str(REPO_ROOT) not in sys.path:  # `tests.helpers` when run as `python benchm
     sys.path.insert(0, str(REPO_ROOT))
 
 import torch  # noqa: E402
+from scipy.stats import binomtest  # noqa: E402
 
 from esc.cards import load_cards  # noqa: E402
 from esc.chat.build import build_backend  # noqa: E402
@@ -274,10 +276,11 @@ def main() -> int:
         f"engine.wave_size=auto, batch_size=auto, CPU ({torch.get_num_threads()} threads), "
         f"torch {torch.__version__}"
     )
-    print(f"{'':24}{'seconds':>10}{'dialogues/s':>14}{'new tokens':>12}{'tokens/s':>10}")
+    print(f"{'':24}{'seconds':>10}{'dialogues/h':>14}{'new tokens':>12}{'tokens/s':>10}")
     for setting, (seconds, _, tokens) in runs.items():
         name = f"ours (cpu_bf16={setting})"
-        print(f"{name:24}{seconds:>10.1f}{args.cards / seconds:>14.3f}{tokens:>12,}{tokens / seconds:>10.1f}")
+        per_hour = 3600 * args.cards / seconds
+        print(f"{name:24}{seconds:>10.1f}{per_hour:>14.1f}{tokens:>12,}{tokens / seconds:>10.1f}")
     flops = linear_flops_per_token(model)
     rows = min(args.cards, 256)
     for setting, (seconds, _, tokens) in runs.items():
@@ -298,7 +301,7 @@ def main() -> int:
     )
     label = "official shape" if n_official == args.cards else f"official ({n_official} cards)"
     print(
-        f"{label:24}{official_s:>10.1f}{n_official / official_s:>14.3f}"
+        f"{label:24}{official_s:>10.1f}{3600 * n_official / official_s:>14.1f}"
         f"{tokens:>12,}{tokens / official_s:>10.1f}"
     )
     scaled = official_s * args.cards / n_official
@@ -308,9 +311,11 @@ def main() -> int:
         same = sum(texts[c] == official_texts[c] for c in official_texts)
         turns = [a == b for c in official_texts for a, b in zip(texts[c], official_texts[c], strict=True)]
         n = len(official_texts)
+        low, high = binomtest(same, n).proportion_ci(method="wilson")
         print(
             f"ours (cpu_bf16={setting}): speed-up {scaled / seconds:.1f}x   identical to the official loop: "
-            f"{same}/{n} dialogues ({same / n:.0%}), turns: {sum(turns)}/{len(turns)}"
+            f"{same}/{n} dialogues ({same / n:.0%}, Wilson 95% [{low:.0%}, {high:.0%}]), "
+            f"turns: {sum(turns)}/{len(turns)}"
         )
         if setting == "false":  # float32 as the official loop: trace each difference to its token
             for card in selected:
