@@ -11,7 +11,8 @@ columns of keys and values already kept (random, as the prefix cache would hand 
 left-padded by different amounts), `--new-prompt` new prompt tokens each, then `--new` greedy
 tokens (no end-of-sequence token ends a row early). Each setting runs the call twice in one
 process and reports the second (the first warms up, and for `--compile` includes compiling), with a
-digest of the tokens so that settings that should decode the same can be compared.
+digest of the tokens so that settings that should decode the same can be compared. The model is
+loaded once; the settings switch its attention (and wrap its forward for `--compile`) in turn.
 
 - `--attention grouped`: the backend's CPU attention (`esc.models.attention`: grouped-query heads
   left to the SDPA kernel in masked multi-token queries); `sdpa`: transformers' own.
@@ -32,18 +33,23 @@ if str(REPO_ROOT) not in sys.path:
 import torch  # noqa: E402
 
 from esc.chat.backends.greedy_decode import greedy_decode, processors_for  # noqa: E402
-from esc.models.attention import use_grouped_sdpa  # noqa: E402
+from esc.models.attention import GROUPED_SDPA, use_grouped_sdpa  # noqa: E402
 from esc.models.loading import load_for_inference  # noqa: E402
 from tests.helpers import compose  # noqa: E402
 
 
-def load(dtype: torch.dtype, attention: str) -> torch.nn.Module:
+def load(dtype: torch.dtype) -> torch.nn.Module:
     cfg = compose(["roleplayer=smollm2"], config_name="evaluate").roleplayer.backend.model
     model, _, _ = load_for_inference(cfg, "cpu")
-    model.to(dtype)
+    return model.to(dtype)
+
+
+def set_attention(model: torch.nn.Module, attention: str) -> None:
+    """`grouped`: the hf backend's CPU attention; `sdpa`: transformers' own."""
     if attention == "grouped":
-        assert use_grouped_sdpa(model)
-    return model
+        assert use_grouped_sdpa(model) or model.config._attn_implementation == GROUPED_SDPA
+    else:
+        model.set_attn_implementation("sdpa")
 
 
 def inputs(model: torch.nn.Module, args: argparse.Namespace, dtype: torch.dtype):
@@ -107,12 +113,14 @@ def main() -> None:
     )
     print(f"memory copy on this machine: {copy_rate():.1f} GB/s (bytes read + written)")
     print(f"{'setting':<24}{'first s':>9}{'second s':>10}{'tokens/s':>10}  tokens")
+    model = load(dtype)
+    ids, mask, past = inputs(model, args, dtype)
     for attention in args.attention.split(","):
+        set_attention(model, attention)
         for compiled in (False, True) if args.compile else (False,):
-            model = load(dtype, attention)
-            if compiled:
+            if compiled:  # a fresh compile per setting (dynamo's caches outlive the wrapper)
+                torch._dynamo.reset()
                 model.forward = torch.compile(model.forward, dynamic=True)
-            ids, mask, past = inputs(model, args, dtype)
             first, _ = run(model, ids, mask, past, args)
             second, digest = run(model, ids, mask, past, args)
             name = attention + (" + compile" if compiled else "")
@@ -125,6 +133,8 @@ def main() -> None:
                     run(model, ids, mask, past, args)
                 by_op = prof.key_averages()
                 print(by_op.table(sort_by="self_cpu_time_total", row_limit=8, max_name_column_width=48))
+            if compiled:
+                del model.forward  # back to the class's eager forward
 
 
 if __name__ == "__main__":

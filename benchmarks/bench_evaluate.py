@@ -30,6 +30,7 @@ the cards).
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import tempfile
 import time
@@ -200,32 +201,32 @@ def official(
     return time.perf_counter() - start, dialogues, llm.tokens, llm, selected
 
 
-def linear_flops_per_token(model: str) -> int:
-    """2 x the weights of every linear layer, LM head included: the matrix-product FLOPs of one
-    decoded token (attention over the context and the prefill are extra)."""
-    from tests.helpers import compose
-
-    cfg = compose([f"roleplayer={model}"], config_name="evaluate").roleplayer.backend.model
-    lm, _, _ = load_for_inference(cfg, "cpu")
-    return 2 * sum(m.weight.numel() for m in lm.modules() if isinstance(m, torch.nn.Linear))
-
-
-def gemm_rate(model: str, rows: int, dtype: torch.dtype) -> float:
-    """GF/s of (rows x hidden) @ (hidden x intermediate) on this CPU now, best of 5."""
+@functools.cache
+def model_shape(model: str) -> tuple[int, int, int]:
+    """(matrix-product FLOPs of one decoded token: 2 x the weights of every linear layer, LM head
+    included; hidden size; MLP intermediate size), from one load of the model. Attention over the
+    context and the prefill are extra."""
     from tests.helpers import compose
 
     cfg = compose([f"roleplayer={model}"], config_name="evaluate").roleplayer.backend.model
     lm, _, _ = load_for_inference(cfg, "cpu")
     text = lm.config.get_text_config()
-    a = torch.randn(rows, text.hidden_size).to(dtype)
-    b = torch.randn(text.hidden_size, text.intermediate_size).to(dtype)
+    flops = 2 * sum(m.weight.numel() for m in lm.modules() if isinstance(m, torch.nn.Linear))
+    return flops, text.hidden_size, text.intermediate_size
+
+
+def gemm_rate(model: str, rows: int, dtype: torch.dtype) -> float:
+    """GF/s of (rows x hidden) @ (hidden x intermediate) on this CPU now, best of 20."""
+    _, hidden, intermediate = model_shape(model)
+    a = torch.randn(rows, hidden).to(dtype)
+    b = torch.randn(hidden, intermediate).to(dtype)
     torch.matmul(a, b)  # warm-up
     best = float("inf")
     for _ in range(20):
         start = time.perf_counter()
         torch.matmul(a, b)
         best = min(best, time.perf_counter() - start)
-    return 2 * rows * text.hidden_size * text.intermediate_size / best / 1e9
+    return 2 * rows * hidden * intermediate / best / 1e9
 
 
 def main() -> int:
@@ -281,7 +282,7 @@ def main() -> int:
         name = f"ours (cpu_bf16={setting})"
         per_hour = 3600 * args.cards / seconds
         print(f"{name:24}{seconds:>10.1f}{per_hour:>14.1f}{tokens:>12,}{tokens / seconds:>10.1f}")
-    flops = linear_flops_per_token(model)
+    flops, _, _ = model_shape(model)
     rows = min(args.cards, 256)
     for setting, (seconds, _, tokens) in runs.items():
         dtype = torch.bfloat16 if setting == "true" else torch.float32  # auto: see the log's choice
