@@ -56,9 +56,16 @@ MODELS = ("smollm2", "tiny")  # conf/roleplayer and conf/target options
 TURNS = 5
 
 
+def model_overrides(model_config: str | None) -> list[str]:
+    """Overrides that put `conf/model/MODEL_CONFIG.yaml` under both sides (`--model-config`)."""
+    if not model_config:
+        return []
+    return [f"model@{side}.backend.model={model_config}" for side in ("roleplayer", "target")]
+
+
 def ours(
     out: Path, model: str, cards: int, max_new: int, backend: str, plain_greedy: bool, decode: str = "auto",
-    cpu_bf16: str = "false",
+    cpu_bf16: str = "false", model_config: str | None = None,
 ) -> tuple[float, dict[int, list[str]], int]:  # fmt: skip
     on_vllm = [o for side in ("roleplayer", "target") for o in (f"{side}.backend.kind=vllm",
                f"+{side}.backend.max_model_len=4096")] if backend == "vllm" else []  # fmt: skip
@@ -67,6 +74,7 @@ def ours(
                     for key, value in (("decode", decode), ("cpu_bf16", cpu_bf16))]  # fmt: skip
     if plain_greedy:
         on_vllm += ["roleplayer.backend.generation_config=null", "target.backend.generation_config=null"]
+    on_vllm += model_overrides(model_config)
     cfg = evaluate_config(
         out,
         f"roleplayer={model}",
@@ -173,11 +181,11 @@ def first_difference(llm: OfficialModel, card, theirs: list[str], mine: list[str
 
 
 def official(
-    model: str, cards: int, max_new: int, plain_greedy: bool
+    model: str, cards: int, max_new: int, plain_greedy: bool, model_config: str | None = None
 ) -> tuple[float, dict[int, list[str]], int, OfficialModel, list]:
     from tests.helpers import compose
 
-    cfg = compose([f"roleplayer={model}"], config_name="evaluate").roleplayer
+    cfg = compose([f"roleplayer={model}", *model_overrides(model_config)], config_name="evaluate").roleplayer
     overrides = {} if plain_greedy else dict(cfg.backend.get("generation_config") or {})
     llm = OfficialModel(cfg.backend.model, overrides, max_new)  # both sides: one model, as in the run
     dialogues = {}
@@ -201,30 +209,47 @@ def official(
     return time.perf_counter() - start, dialogues, llm.tokens, llm, selected
 
 
+def device_label() -> str:
+    if torch.cuda.is_available():
+        return f"GPU {torch.cuda.get_device_name(0)}"
+    return f"CPU ({torch.get_num_threads()} threads)"
+
+
+def side_config(model: str, model_config: str | None = None):
+    """The role-player's model config (both sides run the same model)."""
+    from tests.helpers import compose
+
+    overrides = [f"roleplayer={model}", *model_overrides(model_config)]
+    return compose(overrides, config_name="evaluate").roleplayer.backend.model
+
+
 @functools.cache
-def model_shape(model: str) -> tuple[int, int, int]:
+def model_shape(model: str, model_config: str | None = None) -> tuple[int, int, int]:
     """(matrix-product FLOPs of one decoded token: 2 x the weights of every linear layer, LM head
     included; hidden size; MLP intermediate size), from one load of the model. Attention over the
     context and the prefill are extra."""
-    from tests.helpers import compose
-
-    cfg = compose([f"roleplayer={model}"], config_name="evaluate").roleplayer.backend.model
-    lm, _, _ = load_for_inference(cfg, "cpu")
+    lm, _, _ = load_for_inference(side_config(model, model_config), "cpu")
     text = lm.config.get_text_config()
     flops = 2 * sum(m.weight.numel() for m in lm.modules() if isinstance(m, torch.nn.Linear))
     return flops, text.hidden_size, text.intermediate_size
 
 
-def gemm_rate(model: str, rows: int, dtype: torch.dtype) -> float:
-    """GF/s of (rows x hidden) @ (hidden x intermediate) on this CPU now, best of 20."""
-    _, hidden, intermediate = model_shape(model)
-    a = torch.randn(rows, hidden).to(dtype)
-    b = torch.randn(hidden, intermediate).to(dtype)
+def gemm_rate(model: str, rows: int, dtype: torch.dtype, model_config: str | None = None) -> float:
+    """GF/s of (rows x hidden) @ (hidden x intermediate) on this machine's device now (the GPU where
+    there is one, else the CPU), best of 20."""
+    _, hidden, intermediate = model_shape(model, model_config)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    a = torch.randn(rows, hidden, device=device).to(dtype)
+    b = torch.randn(hidden, intermediate, device=device).to(dtype)
     torch.matmul(a, b)  # warm-up
     best = float("inf")
     for _ in range(20):
+        if device == "cuda":
+            torch.cuda.synchronize()
         start = time.perf_counter()
         torch.matmul(a, b)
+        if device == "cuda":
+            torch.cuda.synchronize()
         best = min(best, time.perf_counter() - start)
     return 2 * rows * hidden * intermediate / best / 1e9
 
@@ -255,6 +280,15 @@ def main() -> int:
         help="drop the model's generation_config (SmolLM2's no_repeat_ngram_size) on both sides; "
         "implied by --backend vllm, which cannot decode with it",
     )  # fmt: skip
+    parser.add_argument(
+        "--model-config", default=None,
+        help="conf/model/NAME.yaml for both sides instead of --model's own (e.g. qwen1_5_14b_shape, "
+        "with --model tiny: the tiny configs' settings around another model)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--max-traces", type=int, default=None,
+        help="trace at most N differing dialogues (each trace is one more generate call)",
+    )  # fmt: skip
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     args = parser.parse_args()
     if args.threads:
@@ -268,29 +302,31 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             runs[setting] = ours(
                 Path(tmp) / "ours", model, args.cards, args.max_new_tokens, args.backend, plain_greedy,
-                args.decode, setting,
+                args.decode, setting, args.model_config,
             )  # fmt: skip
     decoding = "plain greedy" if plain_greedy else "greedy + the model's generation_config"
     print(
         f"{args.cards} English cards, {model} as role-player and target (ours on {args.backend}), "
         f"{TURNS} turns, max_new_tokens={args.max_new_tokens}, {decoding}, decode={args.decode}, "
-        f"engine.wave_size=auto, batch_size=auto, CPU ({torch.get_num_threads()} threads), "
-        f"torch {torch.__version__}"
+        f"engine.wave_size=auto, batch_size=auto, {device_label()}, torch {torch.__version__}"
     )
     print(f"{'':24}{'seconds':>10}{'dialogues/h':>14}{'new tokens':>12}{'tokens/s':>10}")
     for setting, (seconds, _, tokens) in runs.items():
         name = f"ours (cpu_bf16={setting})"
         per_hour = 3600 * args.cards / seconds
         print(f"{name:24}{seconds:>10.1f}{per_hour:>14.1f}{tokens:>12,}{tokens / seconds:>10.1f}")
-    flops, _, _ = model_shape(model)
+    flops, _, _ = model_shape(model, args.model_config)
     rows = min(args.cards, 256)
     for setting, (seconds, _, tokens) in runs.items():
-        dtype = torch.bfloat16 if setting == "true" else torch.float32  # auto: see the log's choice
-        gemm = gemm_rate(model, rows, dtype)
+        if torch.cuda.is_available():  # cpu_bf16 has no effect on a GPU: the model config's dtype
+            dtype = getattr(torch, str(side_config(model, args.model_config).dtype))
+        else:
+            dtype = torch.bfloat16 if setting == "true" else torch.float32  # auto: see the log's choice
+        gemm = gemm_rate(model, rows, dtype, args.model_config)
         effective = tokens / seconds * flops / 1e9
         print(
             f"ours (cpu_bf16={setting}): new tokens x {flops / 1e9:.3f} GFLOP of linear layers = "
-            f"{effective:.1f} GF/s, {effective / gemm:.0%} of this CPU's {str(dtype).split('.')[-1]} "
+            f"{effective:.1f} GF/s, {effective / gemm:.0%} of this device's {str(dtype).split('.')[-1]} "
             f"GEMM at the model's MLP shape, m={rows} (the most rows a call may have): {gemm:.0f} GF/s "
             "(prefill and attention not counted)"
         )
@@ -298,7 +334,7 @@ def main() -> int:
         return 0
     n_official = min(args.official_cards or args.cards, args.cards)
     official_s, official_texts, tokens, llm, selected = official(
-        model, n_official, args.max_new_tokens, plain_greedy
+        model, n_official, args.max_new_tokens, plain_greedy, args.model_config
     )
     label = "official shape" if n_official == args.cards else f"official ({n_official} cards)"
     print(
@@ -318,10 +354,13 @@ def main() -> int:
             f"{same}/{n} dialogues ({same / n:.0%}, Wilson 95% [{low:.0%}, {high:.0%}]), "
             f"turns: {sum(turns)}/{len(turns)}"
         )
-        if setting == "false":  # float32 as the official loop: trace each difference to its token
-            for card in selected:
-                if texts[card.id] != official_texts[card.id]:
-                    print("  " + first_difference(llm, card, official_texts[card.id], texts[card.id]))
+        if setting == "false":  # the official loop's dtype: trace each difference to its token
+            differing = [card for card in selected if texts[card.id] != official_texts[card.id]]
+            for card in differing[: args.max_traces]:
+                print("  " + first_difference(llm, card, official_texts[card.id], texts[card.id]))
+            untraced = len(differing) - len(differing[: args.max_traces])
+            if untraced:
+                print(f"  ({untraced} more differing dialogues not traced: --max-traces)")
     return 0
 
 

@@ -58,7 +58,7 @@ from esc.scoring.judges import build_judge  # noqa: E402
 from esc.scoring.rubrics import DIMENSION_KEYS, dialogue_text, prompt_style  # noqa: E402
 from tests.helpers import compose  # noqa: E402
 
-MODELS = {"tiny": "tiny", "smollm2": "smollm2_135m"}  # --model -> conf/model/*.yaml
+MODELS = {"tiny": "tiny", "smollm2": "smollm2_135m"}  # --model -> conf/model/*.yaml (or any NAME there)
 
 
 def load_dialogues(n: int) -> list[tuple[str, tuple[tuple[str, str], ...]]]:
@@ -105,11 +105,14 @@ def make_adapters(model_cfg: dict[str, Any], root: Path, rank: int, scale: float
 class OfficialShape:
     """score.py's loop: one adapter active at a time, one greedy generate per (dialogue, dimension)."""
 
-    def __init__(self, model_cfg: dict[str, Any], root: Path, max_new_tokens: int) -> None:
+    def __init__(
+        self, model_cfg: dict[str, Any], root: Path, max_new_tokens: int, device: str = "cpu"
+    ) -> None:
         from peft import PeftModel
 
         self.tokenizer = load_tokenizer(model_cfg)
-        model = PeftModel.from_pretrained(load_causal_lm(model_cfg), root / DIMENSION_KEYS[0],
+        self.device = device
+        model = PeftModel.from_pretrained(load_causal_lm(model_cfg).to(device), root / DIMENSION_KEYS[0],
                                           adapter_name=DIMENSION_KEYS[0])  # fmt: skip
         for key in DIMENSION_KEYS[1:]:
             model.load_adapter(root / key, adapter_name=key)
@@ -122,7 +125,7 @@ class OfficialShape:
         self.model.set_adapter(item.dimension)
         messages = self.style.messages(item.dimension, dialogue_text(item.lines), item.language)
         text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        inputs = self.tokenizer(text, return_tensors="pt", add_special_tokens=False)
+        inputs = self.tokenizer(text, return_tensors="pt", add_special_tokens=False).to(self.device)
         with torch.inference_mode():
             out = self.model.generate(
                 **inputs,
@@ -162,7 +165,9 @@ def agreement(official: Sequence[int], ours: Sequence[Any]) -> tuple[float, floa
 @exit_on_user_error
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", choices=sorted(MODELS), default="tiny", help="judge base model")
+    parser.add_argument(
+        "--model", default="tiny", help=f"judge base model: {', '.join(sorted(MODELS))} or a conf/model NAME"
+    )
     parser.add_argument("--dialogues", type=int, default=64, help="dialogues, each scored on 7 dimensions")
     parser.add_argument(
         "--max-new-tokens", type=int, default=8, help="official shape: reply cap (favours it)"
@@ -183,7 +188,10 @@ def main() -> int:
     warnings.filterwarnings("ignore")
     load_before = os.getloadavg()[0]
 
-    model_cfg = OmegaConf.to_container(compose([f"model={MODELS[args.model]}"]).model, resolve=True)
+    model_cfg = OmegaConf.to_container(
+        compose([f"model={MODELS.get(args.model, args.model)}"]).model, resolve=True
+    )
+    device = "cuda" if torch.cuda.is_available() else "cpu"
     dialogues = load_dialogues(args.dialogues)
     items = [ScoreItem(did, key, "en", lines) for did, lines in dialogues for key in DIMENSION_KEYS]
     with tempfile.TemporaryDirectory(prefix="bench-rank-") as tmp:
@@ -191,7 +199,7 @@ def main() -> int:
         make_adapters(model_cfg, root, args.lora_r, args.lora_scale)
 
         judge = build_judge({"kind": "local", "name": "bench", "model": model_cfg, "prompt": "official",
-                             "device": "cpu", "batch_size": args.batch_size,
+                             "device": device, "batch_size": args.batch_size,
                              "adapters": {"layout": "per_dimension", "root": str(root)}})  # fmt: skip
         judge.check_ready()  # loads the model and the 7 adapters
         tokens = [len(judge.prompt_ids(item)) for item in items]
@@ -199,18 +207,23 @@ def main() -> int:
         ours, ours_wall, ours_cpu = timed(lambda: judge.judge(items))
         judge.close()
 
-        official = OfficialShape(model_cfg, root, args.max_new_tokens)
+        official = OfficialShape(model_cfg, root, args.max_new_tokens, device)
         official.judge(items[0])  # untimed warm-up
         official.new_tokens = 0
         scores, off_wall, off_cpu = timed(lambda: [official.judge(item) for item in items])
 
     n, k = len(dialogues), len(items)
+    where = (
+        f"GPU {torch.cuda.get_device_name(0)}"
+        if device == "cuda"
+        else f"CPU ({torch.get_num_threads()} threads)"
+    )
     parsed, valid, same = agreement(scores, ours)
     print(
         f"{model_cfg['name']} judge + 7 random LoRA adapters (r={args.lora_r}, B x {args.lora_scale:g}, "
         f"{', '.join(model_cfg['lora_target_modules'])}), prompt style official; {n} ESConv dialogues "
         f"x 7 dimensions = {k} items, prompts {min(tokens)}-{max(tokens)} tokens (mean "
-        f"{sum(tokens) / k:.0f}); CPU ({torch.get_num_threads()} threads), torch {torch.__version__}"
+        f"{sum(tokens) / k:.0f}); {where}, torch {torch.__version__}"
     )
     print(
         f"ours: batch {args.batch_size}, one forward pass per item, dimensions mixed per batch;  "
