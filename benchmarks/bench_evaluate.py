@@ -56,16 +56,17 @@ MODELS = ("smollm2", "tiny")  # conf/roleplayer and conf/target options
 TURNS = 5
 
 
-def model_overrides(model_config: str | None) -> list[str]:
-    """Overrides that put `conf/model/MODEL_CONFIG.yaml` under both sides (`--model-config`)."""
-    if not model_config:
-        return []
-    return [f"model@{side}.backend.model={model_config}" for side in ("roleplayer", "target")]
+def model_overrides(model_config: str | None, dtype: str | None = None) -> list[str]:
+    """Overrides that put `conf/model/MODEL_CONFIG.yaml` under both sides (`--model-config`) and set
+    both models' dtype (`--dtype`)."""
+    sides = ("roleplayer", "target")
+    overrides = [f"model@{side}.backend.model={model_config}" for side in sides] if model_config else []
+    return overrides + ([f"{side}.backend.model.dtype={dtype}" for side in sides] if dtype else [])
 
 
 def ours(
     out: Path, model: str, cards: int, max_new: int, backend: str, plain_greedy: bool, decode: str = "auto",
-    cpu_bf16: str = "false", model_config: str | None = None,
+    cpu_bf16: str = "false", model_config: str | None = None, dtype: str | None = None,
 ) -> tuple[float, dict[int, list[str]], int]:  # fmt: skip
     on_vllm = [o for side in ("roleplayer", "target") for o in (f"{side}.backend.kind=vllm",
                f"+{side}.backend.max_model_len=4096")] if backend == "vllm" else []  # fmt: skip
@@ -74,7 +75,7 @@ def ours(
                     for key, value in (("decode", decode), ("cpu_bf16", cpu_bf16))]  # fmt: skip
     if plain_greedy:
         on_vllm += ["roleplayer.backend.generation_config=null", "target.backend.generation_config=null"]
-    on_vllm += model_overrides(model_config)
+    on_vllm += model_overrides(model_config, dtype)
     cfg = evaluate_config(
         out,
         f"roleplayer={model}",
@@ -181,11 +182,14 @@ def first_difference(llm: OfficialModel, card, theirs: list[str], mine: list[str
 
 
 def official(
-    model: str, cards: int, max_new: int, plain_greedy: bool, model_config: str | None = None
-) -> tuple[float, dict[int, list[str]], int, OfficialModel, list]:
+    model: str, cards: int, max_new: int, plain_greedy: bool, model_config: str | None = None,
+    dtype: str | None = None,
+) -> tuple[float, dict[int, list[str]], int, OfficialModel, list]:  # fmt: skip
     from tests.helpers import compose
 
-    cfg = compose([f"roleplayer={model}", *model_overrides(model_config)], config_name="evaluate").roleplayer
+    cfg = compose(
+        [f"roleplayer={model}", *model_overrides(model_config, dtype)], config_name="evaluate"
+    ).roleplayer
     overrides = {} if plain_greedy else dict(cfg.backend.get("generation_config") or {})
     llm = OfficialModel(cfg.backend.model, overrides, max_new)  # both sides: one model, as in the run
     dialogues = {}
@@ -215,11 +219,11 @@ def device_label() -> str:
     return f"CPU ({torch.get_num_threads()} threads)"
 
 
-def side_config(model: str, model_config: str | None = None):
+def side_config(model: str, model_config: str | None = None, dtype: str | None = None):
     """The role-player's model config (both sides run the same model)."""
     from tests.helpers import compose
 
-    overrides = [f"roleplayer={model}", *model_overrides(model_config)]
+    overrides = [f"roleplayer={model}", *model_overrides(model_config, dtype)]
     return compose(overrides, config_name="evaluate").roleplayer.backend.model
 
 
@@ -290,6 +294,9 @@ def main() -> int:
         help="trace at most N differing dialogues (each trace is one more generate call)",
     )  # fmt: skip
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    parser.add_argument(
+        "--dtype", default=None, help="both models' dtype (model.dtype), e.g. float32 on a GPU"
+    )
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -302,7 +309,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             runs[setting] = ours(
                 Path(tmp) / "ours", model, args.cards, args.max_new_tokens, args.backend, plain_greedy,
-                args.decode, setting, args.model_config,
+                args.decode, setting, args.model_config, args.dtype,
             )  # fmt: skip
     decoding = "plain greedy" if plain_greedy else "greedy + the model's generation_config"
     print(
@@ -319,7 +326,7 @@ def main() -> int:
     rows = min(args.cards, 256)
     for setting, (seconds, _, tokens) in runs.items():
         if torch.cuda.is_available():  # cpu_bf16 has no effect on a GPU: the model config's dtype
-            dtype = getattr(torch, str(side_config(model, args.model_config).dtype))
+            dtype = getattr(torch, str(side_config(model, args.model_config, args.dtype).dtype))
         else:
             dtype = torch.bfloat16 if setting == "true" else torch.float32  # auto: see the log's choice
         gemm = gemm_rate(model, rows, dtype, args.model_config)
@@ -334,7 +341,7 @@ def main() -> int:
         return 0
     n_official = min(args.official_cards or args.cards, args.cards)
     official_s, official_texts, tokens, llm, selected = official(
-        model, n_official, args.max_new_tokens, plain_greedy, args.model_config
+        model, n_official, args.max_new_tokens, plain_greedy, args.model_config, args.dtype
     )
     label = "official shape" if n_official == args.cards else f"official ({n_official} cards)"
     print(

@@ -64,6 +64,7 @@ CARRY = (
     "deepspeed", "hjson",
     "bitsandbytes",
     "transformers", "peft", "huggingface-hub",
+    "regex", "typing-extensions",  # transformers checks regex >= 2025.10.22 at import; pydantic's floor
 )  # fmt: skip
 # imported on a CPU only through the namespace package hydra_plugins they share; Hydra runs without
 # them unless a config picks their launcher or sweeper (the check's configs do not)

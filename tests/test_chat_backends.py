@@ -187,6 +187,36 @@ def test_hf_out_of_memory_splits_the_batch_before_anything_fails(hf, monkeypatch
         hf.batch_size = 8
 
 
+def test_hf_out_of_memory_frees_the_failed_call_before_retrying(hf, monkeypatch):
+    """What the failed call allocated is gone when its halves run: on an H100 under a memory cap the
+    retry ran inside the exception handler, whose traceback kept the 64-row call's tensors alive,
+    and every half down to one row ran out of memory too (docs/gpu.md)."""
+    import weakref
+
+    import torch
+
+    real = HFBackend._generate_chunk
+    failed: list[weakref.ref] = []
+    alive_at_retry: list[int] = []
+
+    def small_gpu(self, prompts, settings, gen):
+        if len(prompts) > 2:
+            held = torch.empty(len(prompts), 1024)  # the failed call's buffers, alive in its frame
+            failed.append(weakref.ref(held))
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        alive_at_retry.append(sum(ref() is not None for ref in failed))
+        return real(self, prompts, settings, gen)
+
+    monkeypatch.setattr(HFBackend, "_generate_chunk", small_gpu)
+    hf.batch_size = 8
+    try:
+        replies = hf.generate(CONVERSATIONS, GREEDY)
+        assert all(r.ok for r in replies) and failed
+        assert alive_at_retry and set(alive_at_retry) == {0}, alive_at_retry
+    finally:
+        hf.batch_size = 8
+
+
 def test_hf_answer_distributions_split_on_out_of_memory_too(hf, monkeypatch):
     """The local judge's reads share generation's back-off: a batch that does not fit is halved, the
     distributions equal an unconstrained run's."""

@@ -197,3 +197,24 @@ def test_zero3_trains_on_the_pretrained_weights(quantization: str, tmp_path: Pat
     probe = json.loads((tmp_path / "probe.json").read_text())
     assert probe["max_abs_diff"] < 1e-2, probe  # bf16 rounding of the file's fp32 values at most
     assert (out / "adapter_model.safetensors").exists()
+
+
+@pytest.mark.parametrize("strategy", ["deepspeed_zero2", "deepspeed_zero3", "deepspeed_zero3_offload"])
+def test_the_lightning_strategy_gets_its_deepspeed_config_as_a_dict(
+    strategy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lightning's DeepSpeedStrategy asserts `isinstance(config, dict)`: built from the Hydra node
+    with its `config` left a DictConfig, every DeepSpeed run stopped there (seen on an H100,
+    docs/gpu.md). Constructing the strategy needs no GPU once CUDA is said to be there."""
+    import torch
+
+    from esc.train.strategies import build_strategy, deepspeed_config
+    from tests.helpers import compose
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    cfg = compose([f"strategy={strategy}"]).strategy
+    built = build_strategy(cfg)
+    assert type(built).__name__ == "DeepSpeedStrategy"
+    assert type(built.config) is dict
+    expected = deepspeed_config(cfg)
+    assert built.config["zero_optimization"]["stage"] == expected["zero_optimization"]["stage"]

@@ -34,7 +34,9 @@ def build_strategy(strategy_cfg: Mapping[str, Any] | str | None) -> Any:
                 "Lightning's DeepSpeedStrategy needs CUDA GPUs; use strategy=auto "
                 "on CPU (DeepSpeed configs are checked on CPU by tests/test_deepspeed.py)",
             )
-    return instantiate(cfg)
+    # _convert_: nested nodes arrive as plain dicts and lists; Lightning's DeepSpeedStrategy asserts
+    # that its `config` is a dict (a DictConfig failed there, found on an H100: docs/gpu.md)
+    return instantiate(cfg, _convert_="all")
 
 
 def deepspeed_config(strategy_cfg: Mapping[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import gc
 import hashlib
 import logging
 import threading
@@ -571,12 +572,16 @@ class HFBackend(ChatBackend):
         except torch.OutOfMemoryError:
             if len(rows) == 1:
                 raise
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-            half = (len(rows) + 1) // 2
-            self.batch_size = min(self.batch_size, half)
-            log.warning("%r: out of GPU memory at %d %s; retrying %d at a time", self, len(rows), what, half)
-            return self._fitting(run, rows[:half], what) + self._fitting(run, rows[half:], what)
+        # Retried outside the handler: while it runs, the exception's traceback holds the failed
+        # call's frames and so its tensors (a 64-row call's keys and values), and every half ran out
+        # of memory too, down to one row (found on an H100 under a memory cap: docs/gpu.md).
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        half = (len(rows) + 1) // 2
+        self.batch_size = min(self.batch_size, half)
+        log.warning("%r: out of GPU memory at %d %s; retrying %d at a time", self, len(rows), what, half)
+        return self._fitting(run, rows[:half], what) + self._fitting(run, rows[half:], what)
 
     # --- generation ---------------------------------------------------------------------------
 
