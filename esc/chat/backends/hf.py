@@ -563,8 +563,8 @@ class HFBackend(ChatBackend):
 
     def _fitting(self, run: Callable[[list[Any]], list[Any]], rows: list[Any], what: str) -> list[Any]:
         """`run(rows)`, split in halves while the GPU runs out of memory (greedy replies and answer
-        distributions do not depend on the batch); later batches keep the size that fit. One row that
-        does not fit alone fails."""
+        distributions do not depend on the batch); the rest of the rows, and later batches, go in
+        chunks of the size that fit. One row that does not fit alone fails the call."""
         import torch
 
         try:
@@ -581,7 +581,10 @@ class HFBackend(ChatBackend):
         half = (len(rows) + 1) // 2
         self.batch_size = min(self.batch_size, half)
         log.warning("%r: out of GPU memory at %d %s; retrying %d at a time", self, len(rows), what, half)
-        return self._fitting(run, rows[:half], what) + self._fitting(run, rows[half:], what)
+        results: list[Any] = []
+        while len(results) < len(rows):  # each chunk at the size that fit so far (a chunk may lower it)
+            results += self._fitting(run, rows[len(results) : len(results) + self.batch_size], what)
+        return results
 
     # --- generation ---------------------------------------------------------------------------
 
