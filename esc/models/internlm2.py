@@ -1,0 +1,269 @@
+"""InternLM2 checkpoints and their LoRA adapters as native Llama ones: ESC-RANK without remote code.
+
+InternLM2 (ESC-RANK's base, `internlm/internlm2-chat-7b`) is not in transformers; its modelling code
+comes with the weights (`trust_remote_code`) and breaks on the transformers this repo installs
+(docs/models.md). Its layers are Llama's with other names and one fused projection:
+
+* `attention.wqkv` holds, for each key/value head h in turn, the rows of its
+  `num_attention_heads / num_key_value_heads` query heads, then its key head, then its value head
+  (each `head_dim` rows). The query rows taken in that order are Llama's `q_proj` (query head
+  h * groups + g), the key and value rows `k_proj` and `v_proj`;
+* `attention.wo`, `feed_forward.w1/w3/w2`, `attention_norm`, `ffn_norm`, `tok_embeddings`,
+  `output`, `norm` are `o_proj`, `gate_proj/up_proj/down_proj`, `input_layernorm`,
+  `post_attention_layernorm`, `embed_tokens`, `lm_head`, `norm`;
+* rotary embeddings, RMSNorm and SiLU are Llama's (rotate-half layout, no permutation needed).
+
+A LoRA adapter on `wqkv` (the released ESC-RANK adapters: r=8, alpha 16) adds `B A x`; its `A`
+serves q, k and v alike and `B`'s rows split like `wqkv`'s, so three adapters on `q_proj`, `k_proj`,
+`v_proj` with the same `A` compute exactly the same function. Anything this does not know (a bias,
+an unknown rope scaling, per-module ranks, DoRA, other modules) is refused with one `error:` line,
+never guessed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from esc.errors import UserError
+
+log = logging.getLogger(__name__)
+
+# InternLM2 module names -> Llama's (the fused wqkv is split, not renamed)
+RENAMES = {
+    "attention.wo": "self_attn.o_proj",
+    "feed_forward.w1": "mlp.gate_proj",
+    "feed_forward.w3": "mlp.up_proj",
+    "feed_forward.w2": "mlp.down_proj",
+    "attention_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+}
+TOP_LEVEL = {
+    "model.tok_embeddings.weight": "model.embed_tokens.weight",
+    "model.norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+}
+ADAPTER_TARGETS = {"wqkv": ("q_proj", "k_proj", "v_proj"), "wo": ("o_proj",), "w1": ("gate_proj",),
+                   "w3": ("up_proj",), "w2": ("down_proj",)}  # fmt: skip
+# config.json keys that carry over to LlamaConfig unchanged
+SHARED_CONFIG_KEYS = (
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "hidden_act", "max_position_embeddings", "initializer_range", "rms_norm_eps",
+    "use_cache", "pad_token_id", "bos_token_id", "eos_token_id", "tie_word_embeddings", "rope_theta",
+)  # fmt: skip
+LAYER_KEY = re.compile(r"^model\.layers\.(\d+)\.(.+)$")
+
+
+def is_internlm2_dir(path: str | Path) -> bool:
+    """Whether `path` holds an InternLM2 checkpoint (its config.json says so)."""
+    config = Path(path) / "config.json"
+    if not config.is_file():
+        return False
+    data = json.loads(config.read_text(encoding="utf-8"))
+    return data.get("model_type") == "internlm2" or "InternLM2ForCausalLM" in (
+        data.get("architectures") or []
+    )
+
+
+def llama_config(internlm2: Mapping[str, Any], source: str = "config.json") -> dict[str, Any]:
+    """The LlamaConfig fields of an InternLM2 config.json, or a UserError naming what cannot convert."""
+    if internlm2.get("bias", True):
+        raise UserError(f"{source}: bias is true (or missing): InternLM2 with biases has no Llama form")
+    missing = [
+        k
+        for k in ("hidden_size", "num_attention_heads", "num_hidden_layers", "vocab_size")
+        if k not in internlm2
+    ]
+    if missing:
+        raise UserError(f"{source}: missing {', '.join(missing)}: not an InternLM2 config")
+    heads = int(internlm2["num_attention_heads"])
+    kv_heads = int(internlm2.get("num_key_value_heads") or heads)
+    if int(internlm2["hidden_size"]) % heads or heads % kv_heads:
+        raise UserError(f"{source}: hidden_size / heads / key-value heads do not divide: layout unknown")
+    config: dict[str, Any] = {k: internlm2[k] for k in SHARED_CONFIG_KEYS if k in internlm2}
+    config.update(num_key_value_heads=kv_heads, attention_bias=False, mlp_bias=False,
+                  architectures=["LlamaForCausalLM"], model_type="llama")  # fmt: skip
+    scaling = internlm2.get("rope_scaling")
+    if scaling:
+        kind = scaling.get("type") or scaling.get("rope_type")
+        if kind not in ("dynamic", "linear") or set(scaling) - {"type", "rope_type", "factor"}:
+            raise UserError(f"{source}: rope_scaling {scaling} is not one InternLM2's code knows")
+        config["rope_scaling"] = {"rope_type": kind, "factor": float(scaling["factor"])}
+    return config
+
+
+def split_wqkv(
+    weight: torch.Tensor, heads: int, kv_heads: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(q, k, v) rows of a fused `wqkv` weight (or a LoRA B: any tensor whose rows are wqkv's)."""
+    groups = heads // kv_heads
+    rows = weight.shape[0]
+    if rows % (kv_heads * (groups + 2)):
+        raise UserError(f"wqkv has {rows} rows: not {kv_heads} key-value heads x ({groups} + 2) head rows")
+    head_dim = rows // (kv_heads * (groups + 2))
+    blocks = weight.reshape(kv_heads, groups + 2, head_dim, *weight.shape[1:])
+    q = blocks[:, :groups].reshape(heads * head_dim, *weight.shape[1:])
+    k = blocks[:, groups].reshape(kv_heads * head_dim, *weight.shape[1:])
+    v = blocks[:, groups + 1].reshape(kv_heads * head_dim, *weight.shape[1:])
+    return q.contiguous(), k.contiguous(), v.contiguous()
+
+
+def convert_state_dict(
+    state: Mapping[str, torch.Tensor], config: Mapping[str, Any]
+) -> dict[str, torch.Tensor]:
+    """An InternLM2 state dict (names as in its safetensors files) in Llama's names and layout."""
+    heads, kv_heads = int(config["num_attention_heads"]), int(config["num_key_value_heads"])
+    out: dict[str, torch.Tensor] = {}
+    for name, tensor in state.items():
+        if name in TOP_LEVEL:
+            out[TOP_LEVEL[name]] = tensor
+            continue
+        match = LAYER_KEY.match(name)
+        if not match:
+            raise UserError(f"weight {name}: not a name of InternLM2's layout; nothing was written")
+        layer, rest = match.groups()
+        prefix = f"model.layers.{layer}."
+        if rest == "attention.wqkv.weight":
+            for proj, part in zip(
+                ("q_proj", "k_proj", "v_proj"), split_wqkv(tensor, heads, kv_heads), strict=True
+            ):
+                out[f"{prefix}self_attn.{proj}.weight"] = part
+            continue
+        module = rest.rsplit(".", 1)[0]
+        if module not in RENAMES or not rest.endswith(".weight"):
+            raise UserError(f"weight {name}: not a name of InternLM2's layout; nothing was written")
+        out[f"{prefix}{RENAMES[module]}.weight"] = tensor
+    return out
+
+
+def _read_safetensors(folder: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        raise UserError(
+            f"{folder}: no *.safetensors weights (a .bin checkpoint is not read: convert it first)"
+        )
+    state: dict[str, torch.Tensor] = {}
+    for file in files:
+        state.update(load_file(str(file)))
+    return state
+
+
+def convert_checkpoint(src: str | Path, out: str | Path) -> Path:
+    """Write `src` (an InternLM2 folder) as a LlamaForCausalLM folder `out`: config, weights (one
+    safetensors file), generation config and tokenizer files copied as they are. Returns `out`."""
+    from safetensors.torch import save_file
+    from transformers import LlamaConfig
+
+    src, out = Path(src), Path(out)
+    source = json.loads((src / "config.json").read_text(encoding="utf-8"))
+    fields = llama_config(source, str(src / "config.json"))
+    dtype = source.get("torch_dtype") or source.get("dtype")
+    state = convert_state_dict(_read_safetensors(src), fields)
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    config = LlamaConfig(**{k: v for k, v in fields.items() if k not in ("architectures", "model_type")})
+    config.architectures = ["LlamaForCausalLM"]
+    if dtype:
+        config.dtype = dtype
+    config.save_pretrained(tmp)
+    save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt", "converted_from": "internlm2"})
+    for name in ("generation_config.json", "tokenizer.model", "special_tokens_map.json"):
+        if (src / name).is_file():
+            shutil.copy2(src / name, tmp / name)
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    log.info("Converted InternLM2 %s to LlamaForCausalLM in %s (%d tensors)", src, out, len(state))
+    return out
+
+
+def convert_adapter(src: str | Path, out: str | Path, config: Mapping[str, Any]) -> Path:
+    """Write a PEFT LoRA adapter trained on InternLM2 (`src`) as one on the converted Llama model:
+    `wqkv` -> q_proj/k_proj/v_proj (A shared, B's rows split as wqkv's), `wo`/`w1`/`w3`/`w2` renamed.
+    `config`: the base model's InternLM2 config.json. Refuses what it cannot convert exactly."""
+    from safetensors.torch import load_file, save_file
+
+    src, out = Path(src), Path(out)
+    where = src / "adapter_config.json"
+    if not where.is_file():
+        raise UserError(f"{src}: no adapter_config.json: not a PEFT adapter folder")
+    adapter = json.loads(where.read_text(encoding="utf-8"))
+    if adapter.get("peft_type", "LORA") != "LORA":
+        raise UserError(f"{where}: peft_type {adapter.get('peft_type')!r}: only LoRA adapters convert")
+    for key in ("rank_pattern", "alpha_pattern", "modules_to_save", "layers_to_transform"):
+        if adapter.get(key):
+            raise UserError(f"{where}: {key} is set: per-module settings are not converted")
+    for key in ("use_dora", "use_rslora", "lora_bias"):
+        if adapter.get(key):
+            raise UserError(f"{where}: {key} is true: only plain LoRA converts exactly")
+    if adapter.get("bias", "none") != "none":
+        raise UserError(f"{where}: bias {adapter.get('bias')!r}: only bias 'none' converts")
+    targets = adapter.get("target_modules")
+    targets = [targets] if isinstance(targets, str) else list(targets or [])
+    unknown = [t for t in targets if t not in ADAPTER_TARGETS]
+    if not targets or unknown:
+        raise UserError(
+            f"{where}: target_modules {targets}: only {sorted(ADAPTER_TARGETS)} (InternLM2's) convert"
+        )
+    heads = int(config["num_attention_heads"])
+    kv_heads = int(config.get("num_key_value_heads") or heads)
+    files = [p for p in (src / "adapter_model.safetensors",) if p.is_file()]
+    if not files:
+        raise UserError(f"{src}: no adapter_model.safetensors (a .bin adapter is not read)")
+    weights = load_file(str(files[0]))
+    converted: dict[str, torch.Tensor] = {}
+    pattern = re.compile(
+        r"^(.*\.layers\.\d+\.)(attention|feed_forward)\.(wqkv|wo|w1|w2|w3)\.(lora_[AB])\.weight$"
+    )
+    for name, tensor in weights.items():
+        match = pattern.match(name)
+        if not match:
+            raise UserError(
+                f"{src}/adapter_model.safetensors: {name}: not a LoRA weight of InternLM2's modules"
+            )
+        prefix, _, module, part = match.groups()
+        block = "self_attn" if module in ("wqkv", "wo") else "mlp"
+        if module == "wqkv":
+            parts = split_wqkv(tensor, heads, kv_heads) if part == "lora_B" else (tensor,) * 3
+            for proj, piece in zip(ADAPTER_TARGETS["wqkv"], parts, strict=True):
+                converted[f"{prefix}{block}.{proj}.{part}.weight"] = piece.clone()
+        else:
+            converted[f"{prefix}{block}.{ADAPTER_TARGETS[module][0]}.{part}.weight"] = tensor
+    new_targets = sorted({name for t in targets for name in ADAPTER_TARGETS[t]})
+    out.mkdir(parents=True, exist_ok=True)
+    save_file(converted, str(out / "adapter_model.safetensors"), metadata={"format": "pt"})
+    adapter.update(target_modules=new_targets, base_model_name_or_path=None)
+    (out / "adapter_config.json").write_text(json.dumps(adapter, indent=2) + "\n", encoding="utf-8")
+    return out
+
+
+def convert_adapter_tree(root: str | Path, out: str | Path, config: Mapping[str, Any]) -> list[Path]:
+    """Convert every adapter folder under `root` (any folder with adapter_config.json, e.g. the
+    released ESC-RANK's 14) into the same relative place under `out`. They are written beside `out`
+    first, which is replaced only when all converted: one that cannot convert stops the whole tree
+    with its error and leaves `out` as it was."""
+    root, out = Path(root), Path(out)
+    folders = sorted(p.parent for p in root.rglob("adapter_config.json"))
+    if not folders:
+        raise UserError(f"{root}: no adapter folder (adapter_config.json) under it")
+    written = []
+    staging = out.with_name(out.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        for folder in folders:
+            written.append(convert_adapter(folder, staging / folder.relative_to(root), config))
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    shutil.rmtree(out, ignore_errors=True)
+    staging.rename(out)
+    return [out / p.relative_to(staging) for p in written]

@@ -1,0 +1,164 @@
+"""InternLM2 -> native Llama: the converted checkpoint and adapters compute InternLM2's own logits.
+
+The reference is independent of the converter: logits of tests/fixtures/internlm2_tiny recorded
+once with InternLM2's published modelling code (remote code, transformers 4.44.2; SOURCES.md), each
+adapter merged into that model's own fused `wqkv`. Here the converted checkpoint runs as
+transformers' LlamaForCausalLM and the converted adapters through peft, with no remote code.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from esc.errors import UserError
+from esc.models import internlm2
+from esc.models.internlm2 import convert_adapter, convert_checkpoint, llama_config, split_wqkv
+
+FIXTURE = Path(__file__).parent / "fixtures" / "internlm2_tiny"
+REFERENCE = load_file(str(FIXTURE / "reference_logits.safetensors"))
+INPUTS = json.loads((FIXTURE / "reference.json").read_text())["inputs"]
+CONFIG = json.loads((FIXTURE / "base" / "config.json").read_text())
+# float32: the largest difference of any logit, relative to the largest reference logit (about 10);
+# a permuted split is off by more than 1e-2 absolute
+TOLERANCE = 1e-5 * max(t.abs().max().item() for t in REFERENCE.values())
+
+
+def logits(model, key: str) -> torch.Tensor:
+    with torch.no_grad():
+        return model(torch.tensor([INPUTS[key]])).logits[0]
+
+
+def converted_model(tmp_path: Path):
+    from transformers import LlamaForCausalLM
+
+    out = convert_checkpoint(FIXTURE / "base", tmp_path / "llama")
+    return LlamaForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
+
+
+def with_adapter(tmp_path: Path, base, name: str):
+    from peft import PeftModel
+
+    adapter = convert_adapter(FIXTURE / name, tmp_path / f"{name}-llama", CONFIG)
+    return PeftModel.from_pretrained(base, adapter).eval()
+
+
+def worst(model, prefix: str) -> float:
+    return max((logits(model, key) - REFERENCE[f"{prefix}/{key}"]).abs().max().item() for key in INPUTS)
+
+
+def test_internlm2_convert_base_gives_internlm2s_logits(tmp_path: Path) -> None:
+    model = converted_model(tmp_path)
+    assert type(model).__name__ == "LlamaForCausalLM"
+    assert worst(model, "base") < TOLERANCE  # "long" (40 tokens) is past max_position_embeddings: dynamic NTK
+
+
+@pytest.mark.parametrize("adapter", ["adapter_a", "adapter_b"])
+def test_internlm2_convert_wqkv_adapter_gives_internlm2s_logits(adapter: str, tmp_path: Path) -> None:
+    model = with_adapter(tmp_path, converted_model(tmp_path), adapter)
+    config = json.loads((tmp_path / f"{adapter}-llama" / "adapter_config.json").read_text())
+    assert config["target_modules"] == ["k_proj", "q_proj", "v_proj"] and (
+        config["r"],
+        config["lora_alpha"],
+    ) == (8, 16)
+    assert worst(model, adapter) < TOLERANCE  # LoRA unmerged: W x + s B (A x)
+    assert worst(model.merge_and_unload(), adapter) < TOLERANCE  # merged into q/k/v, as the reference
+    assert (REFERENCE[f"{adapter}/short"] - REFERENCE["base/short"]).abs().max() > 0.1  # the adapter matters
+
+
+def naive_split(weight: torch.Tensor, heads: int, kv_heads: int):
+    """A plausible wrong layout: all query rows first, then all key rows, then all value rows."""
+    head_dim = weight.shape[0] // (heads + 2 * kv_heads)
+    return torch.split(weight, [heads * head_dim, kv_heads * head_dim, kv_heads * head_dim])
+
+
+def test_internlm2_convert_with_the_qkv_split_permuted_fails(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(internlm2, "split_wqkv", naive_split)
+    assert worst(converted_model(tmp_path), "base") > 1e-2
+
+
+def test_internlm2_convert_with_the_adapter_split_permuted_fails(tmp_path: Path, monkeypatch) -> None:
+    base = converted_model(tmp_path)  # converted right
+    assert worst(base, "base") < TOLERANCE
+    calls = []
+
+    def adapter_split_wrong(weight, heads, kv_heads):
+        calls.append(weight.shape)
+        return (
+            naive_split(weight, heads, kv_heads)
+            if weight.shape[1] == 8
+            else split_wqkv(weight, heads, kv_heads)
+        )
+
+    monkeypatch.setattr(internlm2, "split_wqkv", adapter_split_wrong)
+    model = with_adapter(tmp_path, base, "adapter_a")
+    assert calls and worst(model, "adapter_a") > 1e-2
+
+
+def test_split_wqkv_takes_each_key_value_heads_rows_in_turn() -> None:
+    # 4 query heads, 2 key-value heads, head_dim 1: wqkv rows are [q0 q1 k0 v0 q2 q3 k1 v1]
+    rows = torch.arange(8.0).reshape(8, 1)
+    q, k, v = split_wqkv(rows, heads=4, kv_heads=2)
+    assert (
+        q.flatten().tolist() == [0, 1, 4, 5]
+        and k.flatten().tolist() == [2, 6]
+        and v.flatten().tolist() == [3, 7]
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"bias": True}, "bias is true"),
+        ({"rope_scaling": {"type": "yarn", "factor": 2.0}}, "rope_scaling"),
+        ({"num_key_value_heads": 3}, "do not divide"),
+    ],
+)
+def test_internlm2_convert_refuses_configs_it_cannot_convert(change: dict, message: str) -> None:
+    with pytest.raises(UserError, match=message):
+        llama_config({**CONFIG, **change}, "config.json")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"target_modules": ["wqkv", "lm_head"]}, "target_modules"),
+        ({"rank_pattern": {"wqkv": 4}}, "rank_pattern"),
+        ({"use_dora": True}, "use_dora"),
+        ({"bias": "all"}, "bias"),
+        ({"peft_type": "IA3"}, "peft_type"),
+    ],
+)
+def test_internlm2_convert_refuses_adapters_it_cannot_convert(
+    change: dict, message: str, tmp_path: Path
+) -> None:
+    src = tmp_path / "adapter"
+    shutil.copytree(FIXTURE / "adapter_a", src)
+    config = json.loads((src / "adapter_config.json").read_text())
+    (src / "adapter_config.json").write_text(json.dumps({**config, **change}))
+    with pytest.raises(UserError, match=message):
+        convert_adapter(src, tmp_path / "out", CONFIG)
+    assert not (tmp_path / "out").exists()  # nothing written
+
+
+def test_esc_models_convert_internlm2_writes_the_base_and_every_adapter(tmp_path: Path, capsys) -> None:
+    from esc.cli import main
+
+    released = tmp_path / "ESC-RANK"  # the released layout: one folder per dimension and language
+    for name, source in (("fluency", "adapter_a"), ("fluency_en", "adapter_b")):
+        shutil.copytree(FIXTURE / source, released / name)
+    out = tmp_path / "converted"
+    assert main(["models", "convert-internlm2", str(FIXTURE / "base"), str(out), "--adapters", str(released)]) == 0
+    assert json.loads((out / "config.json").read_text())["architectures"] == ["LlamaForCausalLM"]
+    for name in ("fluency", "fluency_en"):
+        config = json.loads((out / "adapters" / name / "adapter_config.json").read_text())
+        assert config["target_modules"] == ["k_proj", "q_proj", "v_proj"]
+    with pytest.raises(SystemExit) as stop:
+        main(["models", "convert-internlm2", str(FIXTURE / "adapter_a"), str(tmp_path / "bad")])
+    assert stop.value.code == 2 and "not an InternLM2 checkpoint" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
