@@ -7,7 +7,7 @@ The device machine (its Python 3.12, torch with CUDA, nothing reachable outside 
 of DEVICE_HAS (read off the device tool's KINDS.md, 2026-11-17). `build` downloads, for Python 3.12
 on x86-64 Linux, the versions this environment has of CARRY (this repo's dependencies that the image
 lacks, and those whose version should be ours rather than the image's), unpacks them into OUT/site
-and zips that (OUT/site.zip: 29 MB, where the unpacked 92 MiB would not travel), and packs the part
+and zips that (OUT/site.zip: 28 MB, where the unpacked 95 MiB would not travel), and packs the part
 of data/ the check reads (OUT/data.tar.xz). The device command (DEVICE_COMMAND) unpacks both and
 puts the site first on PYTHONPATH. bitsandbytes keeps only its CPU and
 CUDA 13.0 libraries (the image's torch is cu130): the whole wheel is 43 MB of the call's 64 MiB.
@@ -107,7 +107,8 @@ def fetch(name: str, ver: str, wheels: Path) -> Path:
     subprocess.run(cmd, check=True)
     new = [p for p in set(wheels.iterdir()) - before if p.suffix == ".whl"]
     if not new:  # already there from an earlier build
-        new = [p for p in wheels.glob("*.whl") if normal(p.name.split("-")[0]) == normal(name)]
+        new = [p for p in wheels.glob("*.whl")
+               if normal(p.name.split("-")[0]) == normal(name) and p.name.split("-")[1] == ver]  # fmt: skip
     return new[0]
 
 

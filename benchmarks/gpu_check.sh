@@ -8,7 +8,7 @@
 #   bash benchmarks/gpu_check.sh --cpu    # the rehearsal on a CPU: the embedded tiny model, small sizes
 #
 # Every step runs under its own time limit and goes on to the next whatever it returned: one failure
-# hides nothing else. Output goes to the terminal and to $OUT/gpu_check.log (OUT: the device tool's
+# hides nothing else. Exit status 1 when any step failed or was skipped for time. Output goes to the terminal and to $OUT/gpu_check.log (OUT: the device tool's
 # folder; otherwise outputs/gpu_check/<time>). Run from the repository root with a Python that has
 # the repo's packages (`make install`, or the device machine's with benchmarks/gpu_carry.py's).
 set -uo pipefail
@@ -49,6 +49,7 @@ PEAK=("$PY" benchmarks/gpu_peak.py)  # runs a script, then prints its peak GPU m
 CHECK=("$PY" benchmarks/gpu_check.py)
 
 declare -a SUMMARY=()
+FAILED=0  # steps that did not exit 0 or were skipped for time: the script's exit status is 1 if any
 T0=$(date +%s)
 step() {  # step NAME SECONDS COMMAND...: run it under a time limit, record its exit status and time
   local name=$1 limit=$2 start rc left
@@ -62,6 +63,7 @@ step() {  # step NAME SECONDS COMMAND...: run it under a time limit, record its 
   if ((limit < 20)); then
     echo "=== $name: SKIPPED, ${left} s of the ${BUDGET} s budget left"
     SUMMARY+=("$(printf '%-22s skipped (no time left)' "$name")")
+    FAILED=$((FAILED + 1))
     return
   fi
   echo "=== $name (limit ${limit} s): $*"
@@ -70,6 +72,7 @@ step() {  # step NAME SECONDS COMMAND...: run it under a time limit, record its 
   rc=$?
   local took=$(($(date +%s) - start))
   [[ $rc == 124 || $rc == 137 ]] && echo "=== $name: TIMED OUT after ${limit} s"
+  [[ $rc != 0 ]] && FAILED=$((FAILED + 1))
   echo "=== $name: exit $rc, ${took} s"
   SUMMARY+=("$(printf '%-22s exit %-4s %5s s' "$name" "$rc" "$took")")
 }
@@ -107,3 +110,5 @@ step rank-entry 60 "${PEAK[@]}" rank.py judge=tiny "model@judge.model=$MODEL" "d
 echo
 echo "=== summary ($MODE, $MODEL, $(($(date +%s) - T0)) s of ${BUDGET})"
 printf '%s\n' "${SUMMARY[@]}"
+echo "$FAILED step(s) failed or skipped"
+exit $((FAILED > 0))

@@ -136,6 +136,31 @@ def test_hf_kept_prefixes_give_the_replies_of_a_full_prefill(tiny_cfg):
         kept.close()
 
 
+def test_hf_out_of_memory_while_joining_kept_prefixes_splits_the_call(tiny_cfg, monkeypatch):
+    """Running out of memory while the kept prefixes are put together for a batch is the back-off's
+    to handle (split the call), not a model whose cache cannot be joined: the prefix cache stays on."""
+    import torch
+
+    kept = HFBackend(tiny_cfg, batch_size=8, device="cpu", prefix_cache_gb=1)
+    chats = [list(c) for c in CONVERSATIONS]
+    real = HFBackend._batched_past
+
+    def small_gpu(self, reuse, *args, **kwargs):
+        if len(reuse) > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return real(self, reuse, *args, **kwargs)
+
+    try:
+        for reply, chat in zip(kept.generate(chats, GREEDY), chats, strict=True):
+            chat += [{"role": "assistant", "content": reply.text}, {"role": "user", "content": "go on"}]
+        monkeypatch.setattr(HFBackend, "_batched_past", small_gpu)
+        replies = kept.generate(chats, GREEDY)
+        assert all(r.ok for r in replies)
+        assert kept._prefix is not None and kept.batch_size <= 2
+    finally:
+        kept.close()
+
+
 @pytest.mark.parametrize("broken", ["_row_kv", "_batched_past"])
 def test_hf_prefix_cache_a_model_cannot_use_is_switched_off_not_failed(tiny_cfg, monkeypatch, broken):
     """A model whose cache cannot be split per conversation (or put back together), e.g. a

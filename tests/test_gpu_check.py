@@ -107,12 +107,12 @@ def test_gpu_carry_check_names_what_neither_the_device_nor_the_carry_has(tmp_pat
     assert ok.returncode == 0
 
 
-def run_check(tmp_path: Path, **env: str) -> str:
+def run_check(tmp_path: Path, returncode: int = 0, **env: str) -> str:
     result = subprocess.run(
         ["bash", "benchmarks/gpu_check.sh", "--cpu"], cwd=REPO_ROOT, capture_output=True, text=True,
         env={**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable, **env}, timeout=300,
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.returncode == returncode, result.stderr[-2000:]
     assert result.stdout == (tmp_path / "gpu_check.log").read_text()  # the log holds what was printed
     return result.stdout
 
@@ -120,11 +120,14 @@ def run_check(tmp_path: Path, **env: str) -> str:
 def test_gpu_check_runs_only_the_steps_asked_for(tmp_path: Path) -> None:
     out = run_check(tmp_path, GPU_CHECK_STEPS="versions")
     summary = out.split("=== summary")[1].splitlines()[1:]
-    assert [line.split()[0] for line in summary if line.strip()] == ["versions"]
+    steps = [line.split()[0] for line in summary if line.strip() and "step(s)" not in line]
+    assert steps == ["versions"]
     assert "versions               exit 0" in out and "GPU: none (CPU rehearsal)" in out
+    assert "0 step(s) failed or skipped" in out
 
 
 def test_gpu_check_skips_what_its_time_budget_cannot_hold(tmp_path: Path) -> None:
-    out = run_check(tmp_path, GPU_CHECK_BUDGET="15")
+    out = run_check(tmp_path, returncode=1, GPU_CHECK_BUDGET="15")  # skipped steps are not a pass
     assert "=== versions: SKIPPED" in out and "=== rank-entry: SKIPPED" in out
+    assert "14 step(s) failed or skipped" in out
     assert "train.py" not in out  # nothing started

@@ -153,7 +153,10 @@ def test_esc_models_convert_internlm2_writes_the_base_and_every_adapter(tmp_path
     for name, source in (("fluency", "adapter_a"), ("fluency_en", "adapter_b")):
         shutil.copytree(FIXTURE / source, released / name)
     out = tmp_path / "converted"
-    assert main(["models", "convert-internlm2", str(FIXTURE / "base"), str(out), "--adapters", str(released)]) == 0
+    assert (
+        main(["models", "convert-internlm2", str(FIXTURE / "base"), str(out), "--adapters", str(released)])
+        == 0
+    )
     assert json.loads((out / "config.json").read_text())["architectures"] == ["LlamaForCausalLM"]
     for name in ("fluency", "fluency_en"):
         config = json.loads((out / "adapters" / name / "adapter_config.json").read_text())
@@ -162,3 +165,33 @@ def test_esc_models_convert_internlm2_writes_the_base_and_every_adapter(tmp_path
         main(["models", "convert-internlm2", str(FIXTURE / "adapter_a"), str(tmp_path / "bad")])
     assert stop.value.code == 2 and "not an InternLM2 checkpoint" in capsys.readouterr().err
     assert not (tmp_path / "bad").exists()
+
+
+def test_internlm2_convert_never_replaces_its_source_or_a_foreign_folder(tmp_path: Path) -> None:
+    src = tmp_path / "internlm2"
+    shutil.copytree(FIXTURE / "base", src)
+    for out in (src, tmp_path):  # the source itself, a folder holding it
+        with pytest.raises(UserError, match="is, holds or lies in"):
+            convert_checkpoint(src, out)
+    foreign = tmp_path / "my-models"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    with pytest.raises(UserError, match="not written by this converter"):
+        convert_checkpoint(src, foreign)
+    assert (foreign / "notes.txt").read_text() == "mine" and (src / "model.safetensors").is_file()
+    done = convert_checkpoint(src, tmp_path / "llama")
+    assert convert_checkpoint(src, done) == done  # its own output may be replaced (a rerun)
+    assert not any(p.name.startswith("tokenizer") for p in done.iterdir())  # not converted yet: none
+
+
+def test_internlm2_convert_refuses_a_checkpoint_with_weights_missing(tmp_path: Path) -> None:
+    from safetensors.torch import save_file
+
+    src = tmp_path / "internlm2"
+    shutil.copytree(FIXTURE / "base", src)
+    state = load_file(str(src / "model.safetensors"))
+    del state["model.layers.1.feed_forward.w2.weight"]  # as if one shard of two were not there
+    save_file(state, str(src / "model.safetensors"))
+    with pytest.raises(UserError, match="1 weights missing.*layers.1.feed_forward.w2"):
+        convert_checkpoint(src, tmp_path / "llama")
+    assert not (tmp_path / "llama").exists()

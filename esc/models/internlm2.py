@@ -59,6 +59,26 @@ SHARED_CONFIG_KEYS = (
     "use_cache", "pad_token_id", "bos_token_id", "eos_token_id", "tie_word_embeddings", "rope_theta",
 )  # fmt: skip
 LAYER_KEY = re.compile(r"^model\.layers\.(\d+)\.(.+)$")
+LAYER_WEIGHTS = ("attention.wqkv", *RENAMES)  # every layer has each of these (.weight)
+MARKER = "converted_from_internlm2.json"  # in every folder this writes: what it may replace
+
+
+def check_output(out: Path, *sources: Path) -> None:
+    """Refuse an output folder that is, holds or lies inside a source, or that exists with files
+    this converter did not write: it is replaced whole."""
+    target = out.resolve()
+    for source in sources:
+        src = source.resolve()
+        if target == src or src.is_relative_to(target) or target.is_relative_to(src):
+            raise UserError(
+                f"{out}: the output folder is, holds or lies in {source}; give a folder apart from it"
+            )
+    if target.exists() and any(target.iterdir()) and not (target / MARKER).is_file():
+        raise UserError(f"{out}: exists and was not written by this converter; give a new or empty folder")
+
+
+def _mark(folder: Path, source: Path, kind: str) -> None:
+    (folder / MARKER).write_text(json.dumps({"source": str(source), "kind": kind}) + "\n", encoding="utf-8")
 
 
 def is_internlm2_dir(path: str | Path) -> bool:
@@ -120,6 +140,19 @@ def convert_state_dict(
 ) -> dict[str, torch.Tensor]:
     """An InternLM2 state dict (names as in its safetensors files) in Llama's names and layout."""
     heads, kv_heads = int(config["num_attention_heads"]), int(config["num_key_value_heads"])
+    expected = set(TOP_LEVEL) | {
+        f"model.layers.{i}.{w}.weight" for i in range(int(config["num_hidden_layers"])) for w in LAYER_WEIGHTS
+    }
+    if not config.get("tie_word_embeddings"):
+        expected.add("output.weight")
+    else:
+        expected.discard("output.weight")
+    missing = sorted(expected - set(state))
+    if missing:
+        raise UserError(
+            f"{len(missing)} weights missing (a shard not there?), e.g. {', '.join(missing[:3])}; "
+            "nothing was written"
+        )
     out: dict[str, torch.Tensor] = {}
     for name, tensor in state.items():
         if name in TOP_LEVEL:
@@ -159,11 +192,14 @@ def _read_safetensors(folder: Path) -> dict[str, torch.Tensor]:
 
 def convert_checkpoint(src: str | Path, out: str | Path) -> Path:
     """Write `src` (an InternLM2 folder) as a LlamaForCausalLM folder `out`: config, weights (one
-    safetensors file), generation config and tokenizer files copied as they are. Returns `out`."""
+    safetensors file) and the generation config. Returns `out`. The tokenizer is not converted yet:
+    `out` has none, so loading one from it fails loudly instead of building a tokenizer with other
+    ids or no chat template."""
     from safetensors.torch import save_file
     from transformers import LlamaConfig
 
     src, out = Path(src), Path(out)
+    check_output(out, src)
     source = json.loads((src / "config.json").read_text(encoding="utf-8"))
     fields = llama_config(source, str(src / "config.json"))
     dtype = source.get("torch_dtype") or source.get("dtype")
@@ -177,9 +213,9 @@ def convert_checkpoint(src: str | Path, out: str | Path) -> Path:
         config.dtype = dtype
     config.save_pretrained(tmp)
     save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt", "converted_from": "internlm2"})
-    for name in ("generation_config.json", "tokenizer.model", "special_tokens_map.json"):
-        if (src / name).is_file():
-            shutil.copy2(src / name, tmp / name)
+    if (src / "generation_config.json").is_file():
+        shutil.copy2(src / "generation_config.json", tmp / "generation_config.json")
+    _mark(tmp, src, "checkpoint")
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     log.info("Converted InternLM2 %s to LlamaForCausalLM in %s (%d tensors)", src, out, len(state))
@@ -193,6 +229,7 @@ def convert_adapter(src: str | Path, out: str | Path, config: Mapping[str, Any])
     from safetensors.torch import load_file, save_file
 
     src, out = Path(src), Path(out)
+    check_output(out, src)
     where = src / "adapter_config.json"
     if not where.is_file():
         raise UserError(f"{src}: no adapter_config.json: not a PEFT adapter folder")
@@ -239,10 +276,15 @@ def convert_adapter(src: str | Path, out: str | Path, config: Mapping[str, Any])
         else:
             converted[f"{prefix}{block}.{ADAPTER_TARGETS[module][0]}.{part}.weight"] = tensor
     new_targets = sorted({name for t in targets for name in ADAPTER_TARGETS[t]})
-    out.mkdir(parents=True, exist_ok=True)
-    save_file(converted, str(out / "adapter_model.safetensors"), metadata={"format": "pt"})
     adapter.update(target_modules=new_targets, base_model_name_or_path=None)
-    (out / "adapter_config.json").write_text(json.dumps(adapter, indent=2) + "\n", encoding="utf-8")
+    tmp = out.with_name(out.name + ".partial")  # `out` appears whole or not at all
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save_file(converted, str(tmp / "adapter_model.safetensors"), metadata={"format": "pt"})
+    (tmp / "adapter_config.json").write_text(json.dumps(adapter, indent=2) + "\n", encoding="utf-8")
+    _mark(tmp, src, "adapter")
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
     return out
 
 
@@ -252,6 +294,7 @@ def convert_adapter_tree(root: str | Path, out: str | Path, config: Mapping[str,
     first, which is replaced only when all converted: one that cannot convert stops the whole tree
     with its error and leaves `out` as it was."""
     root, out = Path(root), Path(out)
+    check_output(out, root)
     folders = sorted(p.parent for p in root.rglob("adapter_config.json"))
     if not folders:
         raise UserError(f"{root}: no adapter folder (adapter_config.json) under it")
@@ -264,6 +307,7 @@ def convert_adapter_tree(root: str | Path, out: str | Path, config: Mapping[str,
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    _mark(staging, root, "adapters")
     shutil.rmtree(out, ignore_errors=True)
     staging.rename(out)
     return [out / p.relative_to(staging) for p in written]

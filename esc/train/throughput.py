@@ -1,8 +1,9 @@
-"""Per-step wall time and token rate of a training run, logged beside its loss (metrics.csv).
+"""Per-batch wall time and token rate of a training run, logged beside its loss (metrics.csv).
 
 Add it to any run with
 `+callbacks.throughput._target_=esc.train.throughput.StepThroughput` (benchmarks/gpu_check.sh does).
-A step's time runs from the end of the previous training batch to the end of this one (fetching and
+Logged per training batch (with `accumulate_grad_batches` > 1, several batches make one optimizer
+step). A batch's time runs from the end of the previous training batch to the end of this one (fetching and
 collating the batch included); on a GPU the device is synchronised first, so queued kernels count
 in the step that launched them. The first batch after the start or after a validation counts from
 its own start instead (its fetch is not timed).

@@ -567,6 +567,8 @@ class HFBackend(ChatBackend):
         chunks of the size that fit. One row that does not fit alone fails the call."""
         import torch
 
+        if not rows:
+            return []
         try:
             return run(rows)
         except torch.OutOfMemoryError:
@@ -583,7 +585,11 @@ class HFBackend(ChatBackend):
         log.warning("%r: out of GPU memory at %d %s; retrying %d at a time", self, len(rows), what, half)
         results: list[Any] = []
         while len(results) < len(rows):  # each chunk at the size that fit so far (a chunk may lower it)
-            results += self._fitting(run, rows[len(results) : len(results) + self.batch_size], what)
+            chunk = rows[len(results) : len(results) + self.batch_size]
+            done = self._fitting(run, chunk, what)
+            if len(done) != len(chunk):
+                raise RuntimeError(f"{len(done)} results for {len(chunk)} {what}")
+            results += done
         return results
 
     # --- generation ---------------------------------------------------------------------------
@@ -703,6 +709,8 @@ class HFBackend(ChatBackend):
                 past = self._batched_past(
                     reuse, width_c, width + int(settings.max_new_tokens) if fast else None
                 )
+            except torch.OutOfMemoryError:
+                raise  # the caller's back-off (`_fitting`) splits the call; the prefix cache stays on
             except Exception as err:  # a model whose cache this transformers cannot assemble
                 self._stop_prefix_cache(err)
                 return self._generate_chunk(prompts, settings, gen)
