@@ -26,7 +26,7 @@ import json
 import logging
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -192,9 +192,8 @@ def _read_safetensors(folder: Path) -> dict[str, torch.Tensor]:
 
 def convert_checkpoint(src: str | Path, out: str | Path) -> Path:
     """Write `src` (an InternLM2 folder) as a LlamaForCausalLM folder `out`: config, weights (one
-    safetensors file) and the generation config. Returns `out`. The tokenizer is not converted yet:
-    `out` has none, so loading one from it fails loudly instead of building a tokenizer with other
-    ids or no chat template."""
+    safetensors file), the generation config and, where `src` has InternLM2's tokenizer.model, the
+    tokenizer as a native one (`convert_tokenizer`). Returns `out`."""
     from safetensors.torch import save_file
     from transformers import LlamaConfig
 
@@ -215,6 +214,8 @@ def convert_checkpoint(src: str | Path, out: str | Path) -> Path:
     save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt", "converted_from": "internlm2"})
     if (src / "generation_config.json").is_file():
         shutil.copy2(src / "generation_config.json", tmp / "generation_config.json")
+    if (src / "tokenizer.model").is_file():
+        convert_tokenizer(src, tmp)
     _mark(tmp, src, "checkpoint")
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
@@ -311,3 +312,144 @@ def convert_adapter_tree(root: str | Path, out: str | Path, config: Mapping[str,
     shutil.rmtree(out, ignore_errors=True)
     staging.rename(out)
     return [out / p.relative_to(staging) for p in written]
+
+
+def convert_tokenizer(src: str | Path, out: str | Path) -> Path:
+    """Write InternLM2's sentencepiece tokenizer (`src`: tokenizer.model + tokenizer_config.json) as
+    a native `tokenizers` tokenizer in `out` (tokenizer.json, tokenizer_config.json): the same ids,
+    special tokens (added tokens, split out before the model), BOS added as `add_bos_token` says,
+    and the chat template. Built by transformers' `SpmConverter.build_tokenizer_from_spm_proto`,
+    which follows the sentencepiece model's own settings, in its legacy mode (each text between
+    special tokens gets sentencepiece's dummy prefix, as InternLM2's slow tokenizer encodes it)."""
+    from tokenizers import AddedToken, processors
+    from transformers import PreTrainedTokenizerFast
+    from transformers.convert_slow_tokenizer import SpmConverter, import_protobuf
+
+    src, out = Path(src), Path(out)
+    model_file, config_file = src / "tokenizer.model", src / "tokenizer_config.json"
+    for needed in (model_file, config_file):
+        if not needed.is_file():
+            raise UserError(
+                f"{needed}: missing; an InternLM2 tokenizer is tokenizer.model + tokenizer_config.json"
+            )
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    proto = import_protobuf("reading InternLM2's tokenizer.model").ModelProto()
+    proto.ParseFromString(model_file.read_bytes())
+    pieces = [(p.piece, p.score) for p in proto.pieces]
+    kind = proto.trainer_spec.model_type  # 1 unigram, 2 BPE
+    if kind not in (1, 2):
+        raise UserError(f"{model_file}: sentencepiece model type {kind}: only BPE and unigram convert")
+    vocab: Any = {piece: i for i, (piece, _) in enumerate(pieces)} if kind == 2 else pieces
+    tokenizer = SpmConverter.build_tokenizer_from_spm_proto(proto, vocab, legacy=True)
+    special: dict[int, str] = {}
+    for key, entry in (config.get("added_tokens_decoder") or {}).items():
+        token_id, content = int(key), entry["content"]
+        if token_id >= len(pieces) or pieces[token_id][0] != content:
+            raise UserError(
+                f"{config_file}: added token {content!r} is not piece {token_id} of tokenizer.model"
+            )
+        if entry.get("special", True):
+            special[token_id] = content
+    tokenizer.add_special_tokens(
+        [AddedToken(t, normalized=False, special=True) for _, t in sorted(special.items())]
+    )
+    bos = config.get("bos_token") or "<s>"
+    eos = config.get("eos_token") or "</s>"
+    if config.get("add_bos_token", True):
+        bos_id = tokenizer.token_to_id(bos)
+        tokenizer.post_processor = processors.TemplateProcessing(
+            single=f"{bos}:0 $A:0" + (f" {eos}:0" if config.get("add_eos_token") else ""),
+            pair=f"{bos}:0 $A:0 $B:1" + (f" {eos}:1" if config.get("add_eos_token") else ""),
+            special_tokens=[(bos, bos_id)]
+            + ([(eos, tokenizer.token_to_id(eos))] if config.get("add_eos_token") else []),
+        )
+    named = {bos, eos, config.get("unk_token") or "<unk>", config.get("pad_token") or eos}
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        bos_token=bos,
+        eos_token=eos,
+        unk_token=config.get("unk_token") or "<unk>",
+        pad_token=config.get("pad_token") or eos,
+        additional_special_tokens=[t for _, t in sorted(special.items()) if t not in named],
+        clean_up_tokenization_spaces=bool(config.get("clean_up_tokenization_spaces", False)),
+        model_max_length=config.get("model_max_length") or 32768,
+    )
+    if config.get("chat_template"):
+        fast.chat_template = config["chat_template"]
+    fast.save_pretrained(out)
+    return out
+
+
+# --- converted once, kept in the cache: what the judge loads instead of the remote code ----------------
+
+
+def _digest(files: list[Path], whole: bool) -> str:
+    """A key for files: their bytes (`whole`), or their names and sizes (multi-GB weights)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for file in sorted(files):
+        h.update(
+            file.name.encode() + b"\0" + (file.read_bytes() if whole else str(file.stat().st_size).encode())
+        )
+    return h.hexdigest()[:16]
+
+
+def _cached(kind: str, key: str, source: Path, build: Callable[[Path], Path]) -> Path:
+    """`cache_dir()/converted/<kind>-<key>`, built by `build(out)` the first time (one process at a
+    time: the others wait and reuse it)."""
+    from filelock import FileLock
+
+    from esc.paths import cache_dir
+
+    root = cache_dir() / "converted"
+    out = root / f"{kind}-{key}"
+    if (out / MARKER).is_file():
+        return out
+    root.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(root / f".{out.name}.lock")):
+        if not (out / MARKER).is_file():
+            log.warning("Converting %s %s to a native Llama form (once) into %s", kind, source, out)
+            build(out)
+    return out
+
+
+def native_checkpoint(src: str | Path) -> Path:
+    """The converted copy of the InternLM2 folder `src` (weights, tokenizer), made once and cached."""
+    src = Path(src)
+    small = [
+        p
+        for p in (src / "config.json", src / "tokenizer.model", src / "tokenizer_config.json")
+        if p.is_file()
+    ]
+    key = _digest(small, whole=True) + _digest(sorted(src.glob("*.safetensors")), whole=False)
+    return _cached("internlm2", key, src, lambda out: convert_checkpoint(src, out))
+
+
+def native_adapter(src: str | Path, config: Mapping[str, Any]) -> Path:
+    """The converted copy of a LoRA adapter trained on InternLM2, made once and cached."""
+    src = Path(src)
+    files = [p for p in (src / "adapter_config.json", src / "adapter_model.safetensors") if p.is_file()]
+    key = (
+        _digest(files, whole=True)
+        + str(config.get("num_key_value_heads"))
+        + str(config.get("num_attention_heads"))
+    )
+    return _cached("lora", key, src, lambda out: convert_adapter(src, out, config))
+
+
+def native_internlm2(
+    model_cfg: Mapping[str, Any], adapters: Mapping[Any, Path]
+) -> tuple[dict[str, Any], dict[Any, Path]] | None:
+    """A model config that loads the converted copy of `model_cfg`'s InternLM2 folder (no remote
+    code) and its adapters' converted copies under the same keys; None when `model_cfg` names no
+    local InternLM2 folder (a hub id is left to the hub: download it first, then name the folder)."""
+    name = model_cfg.get("name_or_path")
+    if not name or not Path(str(name)).is_dir() or not is_internlm2_dir(str(name)):
+        return None
+    src = Path(str(name))
+    config = json.loads((src / "config.json").read_text(encoding="utf-8"))
+    out = native_checkpoint(src)
+    native = {**model_cfg, "name_or_path": str(out), "trust_remote_code": False, "revision": None,
+              "attn_implementation": None}  # fmt: skip
+    return native, {key: native_adapter(path, config) for key, path in adapters.items()}

@@ -32,6 +32,7 @@ from esc.chat.backends._common import plain
 from esc.chat.backends.hf import HFBackend, render_prompt
 from esc.chat.closed import read_distributions
 from esc.errors import ConfigError, UserError
+from esc.models.internlm2 import is_internlm2_dir, native_internlm2
 from esc.models.loading import adapter_weights, model_label
 from esc.models.revision import adapter_hash, resolve_revision
 from esc.scoring.judge import DIGITS, Judge, Judgment, ScoreItem, register_judge
@@ -130,6 +131,7 @@ class LocalJudge(Judge):
         self.max_prompt_tokens = max_prompt_tokens
         self.min_answer_mass = float(min_answer_mass)
         self._backend: HFBackend | None = None
+        self._loaded_paths: dict[str, str] = {}  # adapter as configured -> as loaded (converted copies)
         self._loaded = False
         self._answers: dict[tuple[str, ...], AnswerTokens] = {}
         self._identity: dict[str, Any] | None = None
@@ -149,11 +151,24 @@ class LocalJudge(Judge):
         """The hf chat backend that runs the model (built on first use; no generation, so no kept
         prefixes between calls)."""
         if self._backend is None:
+            model_cfg = self.model_cfg
+            native = native_internlm2(model_cfg, self.paths)  # a local InternLM2 folder: no remote code
+            if native is not None:
+                model_cfg, converted = native
+                self._loaded_paths = {str(self.paths[key]): str(path) for key, path in converted.items()}
+                log.info(
+                    "%r: InternLM2 loaded as its converted Llama copy %s", self, model_cfg["name_or_path"]
+                )
             self._backend = HFBackend(
-                self.model_cfg, device=self.device_name, batch_size=self.batch_size, prefix_cache_gb=0,
+                model_cfg, device=self.device_name, batch_size=self.batch_size, prefix_cache_gb=0,
                 config_key="judge",
             )  # fmt: skip
         return self._backend
+
+    def _loaded_path(self, adapter: Path | str) -> str:
+        """The folder an adapter is loaded from: itself, or its converted copy."""
+        self.backend  # noqa: B018 (converts on first use)
+        return self._loaded_paths.get(str(adapter), str(adapter))
 
     def check_ready(self) -> None:
         for path in set(self.paths.values()):
@@ -164,7 +179,7 @@ class LocalJudge(Judge):
         with self._lock:
             if self._loaded:
                 return
-            distinct = sorted({str(p) for p in self.paths.values()})  # one copy of each adapter
+            distinct = sorted({self._loaded_path(p) for p in self.paths.values()})  # one copy of each
             if distinct:
                 log.info("Loading %d LoRA adapter(s) for the judge", len(distinct))
             self.backend.load_adapters(distinct)
@@ -200,6 +215,11 @@ class LocalJudge(Judge):
                 "default_system": self.default_system,
                 "method": "next-token distribution over 0-4",
             }
+            name = cfg.get("name_or_path")
+            if name and Path(str(name)).is_dir() and is_internlm2_dir(str(name)):
+                self._identity["loaded_as"] = (
+                    "LlamaForCausalLM converted from InternLM2 (esc/models/internlm2.py)"
+                )
         return dict(self._identity)
 
     # --- scoring ------------------------------------------------------------------------------
@@ -235,7 +255,7 @@ class LocalJudge(Judge):
                     self.answers(items[members[0]].choices),
                     self._limit(),
                     self.min_answer_mass,
-                    [str(adapter)] * len(members) if adapter is not None else None,
+                    [self._loaded_path(adapter)] * len(members) if adapter is not None else None,
                 )
                 for index, answer in zip(members, answers, strict=True):
                     results[index] = Judgment.from_closed(answer)
