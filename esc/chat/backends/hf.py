@@ -77,6 +77,8 @@ def _check_generation_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
 
 
 DECODE_MODES = ("auto", "generate")
+SAMPLING_FIELDS = ("do_sample", "temperature", "top_p", "top_k", "min_p", "typical_p")  # greedy clears these
+KEPT_DECODING_FIELDS = ("repetition_penalty", "no_repeat_ngram_size", "length_penalty", "bad_words_ids")
 AUTO_BATCH_MAX = 64  # `batch_size: auto` never goes beyond this on a GPU
 AUTO_BATCH_CPU = 256  # on a CPU, rows per call are bounded by this and by `cpu_memory_budget`
 CPU_MEMORY_SHARE = 0.3  # of the memory available when the model loads, for one call's keys and values
@@ -246,6 +248,7 @@ class HFBackend(ChatBackend):
         self.cpu_bf16 = setting
         self._bf16: Bf16Choice | None = None  # decided on first need (a measurement for auto)
         self._fast_model: bool | None = None  # the model's forward takes a cache object (on first use)
+        self._greedy_said = False  # the greedy override of the model's sampling config, logged once
         self._fast_refused: list[str] = []  # generation fields that last sent a call to generate
 
     def __repr__(self) -> str:
@@ -604,6 +607,7 @@ class HFBackend(ChatBackend):
             gen.temperature = float(settings.temperature)
             gen.top_p = float(settings.top_p)
         else:  # greedy: never pass temperature 0; clear sampling knobs so nothing warns
+            self._say_greedy_overrides(gen)
             gen.do_sample = False
             gen.temperature = None
             gen.top_p = None
@@ -619,6 +623,30 @@ class HFBackend(ChatBackend):
         gen.pad_token_id = self._tokenizer.pad_token_id
         gen.stop_strings = list(settings.stop) or None
         return gen
+
+    def _say_greedy_overrides(self, gen: Any) -> None:
+        """Log once what of the model's own generation_config greedy decoding overrides (a released
+        checkpoint may sample: Qwen1.5-Chat's sets do_sample, temperature, top_p, top_k) and which of
+        its decoding fields stay (e.g. repetition_penalty)."""
+        if self._greedy_said or not getattr(gen, "do_sample", False):
+            return  # a config that does not sample has nothing greedy decoding overrides
+        self._greedy_said = True
+        from transformers import GenerationConfig
+
+        default = GenerationConfig()
+        sampling = {k: getattr(gen, k, None) for k in SAMPLING_FIELDS}
+        overridden = {k: v for k, v in sampling.items()
+                      if k == "do_sample" or (v is not None and v != getattr(default, k, None))}  # fmt: skip
+        kept = {k: getattr(gen, k) for k in KEPT_DECODING_FIELDS
+                if getattr(gen, k, None) not in (None, getattr(default, k, None))}  # fmt: skip
+        if overridden:
+            log.warning(
+                "%r: the model's generation_config samples (%s); decoding greedily as the settings say "
+                "(temperature 0)%s",
+                self,
+                ", ".join(f"{k}={v}" for k, v in overridden.items()),
+                "; kept from it: " + ", ".join(f"{k}={v}" for k, v in kept.items()) if kept else "",
+            )
 
     def _eos_ids(self) -> set[int]:
         ids: set[int] = set()
