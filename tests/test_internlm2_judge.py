@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import save_file
 
 from esc.models.internlm2 import convert_tokenizer
 from esc.scoring.judge import DIGITS, VALID, ScoreItem
@@ -70,28 +68,9 @@ def fixture_module():
 
 @pytest.fixture(scope="module")
 def esc_rank_folders(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A tiny InternLM2 folder (the fixture's layout, the tokenizer's 1,206 pieces, 4,096
-    positions) and the released ESC-RANK layout: <official key> (zh) and <official key>_en."""
-    make = fixture_module()
-    root = tmp_path_factory.mktemp("esc-rank")
-    base = root / "internlm2-chat-tiny"
-    base.mkdir()
-    config = {**make.CONFIG, "vocab_size": 1206, "max_position_embeddings": 4096}
-    (base / "config.json").write_text(json.dumps(config))
-    save_file(make.base_weights(0, config), str(base / "model.safetensors"), metadata={"format": "pt"})
-    # the variant without sentencepiece's dummy prefix: with it, an answer encoded on its own is
-    # "▁" + digit, 2 tokens, unless the vocabulary has "▁0".."▁4" (docs/models.md)
-    for name in ("tokenizer.model", "tokenizer_config.json"):
-        shutil.copy2(FIXTURE / "tokenizer_nodp" / name, base / name)
-    released = root / "ESC-RANK"
-    for i, key in enumerate(DIMENSION_KEYS):
-        for suffix in ("", "_en"):
-            folder = released / (dimension(key).official_key + suffix)
-            folder.mkdir(parents=True)
-            (folder / "adapter_config.json").write_text(json.dumps(make.ADAPTER_CONFIG))
-            weights = make.adapter_weights(10 + 2 * i + len(suffix), config, scale=0.5)
-            save_file(weights, str(folder / "adapter_model.safetensors"), metadata={"format": "pt"})
-    return base, released
+    """A tiny InternLM2 folder and the released ESC-RANK layout (make_fixture.write_esc_rank)."""
+    keys = [dimension(key).official_key for key in DIMENSION_KEYS]
+    return fixture_module().write_esc_rank(tmp_path_factory.mktemp("esc-rank"), keys)
 
 
 def judge_config(base: Path, released: Path) -> dict:

@@ -125,11 +125,11 @@ def test_vllm_target_gives_the_same_dialogues_as_local_generation(vllm_server: s
 VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "2", "WANDB_MODE": "disabled"}
 
 
-def run_vllm(script: str, *args: str) -> subprocess.CompletedProcess:
+def run_vllm(script: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """A repo entry point under the vLLM environment's interpreter (which has this package too)."""
     from esc.paths import REPO_ROOT
 
-    env = {**os.environ, **VLLM_ENV, "PYTHONPATH": str(REPO_ROOT)}
+    env = {**os.environ, **VLLM_ENV, "PYTHONPATH": str(REPO_ROOT), **(env or {})}
     return subprocess.run(
         [VLLM_PYTHON, script, *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1500
     )
@@ -239,3 +239,51 @@ def test_a_judge_scores_through_vllm_with_constrained_answers_and_adapters(tmp_p
         assert row["raw"] == str(row["score"])
     others = [r for r in rows if r["dimension"] not in ("empathy", "fluency")]
     assert others and all(r["status"] == "invalid" and "no adapter" in r["error"] for r in others)
+
+
+def test_esc_rank_vllm_judges_a_converted_internlm2_as_the_transformers_judge(tmp_path: Path) -> None:
+    """`judge=esc_rank_vllm` on a tiny InternLM2 folder (no modelling code in it) with 14 adapters in
+    the released layout: vLLM's LoRA on the converted Llama checkpoint gives a valid constrained
+    answer for every item. Its expected scores agree with `judge=esc_rank` (transformers) on some
+    items only: on this random model the answers get about 1e-4 of the probability, and how vLLM's
+    constrained log-probabilities cover them is not settled (docs/models.md): the gaps are printed,
+    not asserted."""
+    import importlib.util
+
+    from esc.scoring.rubrics import DIMENSION_KEYS, dimension
+    from tests.helpers import run_entry
+
+    spec = importlib.util.spec_from_file_location(
+        "make_fixture", Path(__file__).parent / "fixtures" / "internlm2_tiny" / "make_fixture.py"
+    )
+    make = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make)
+    keys = [dimension(k).official_key for k in DIMENSION_KEYS]
+    base, released = make.write_esc_rank(tmp_path / "esc-rank", keys)
+    evaluate(evaluate_config(tmp_path / "dialogues", "cards.languages=[en]", "cards.limit=2"))
+    cache = {"ESC_CACHE_DIR": str(tmp_path / "cache")}
+    common = [f"dialogues={tmp_path}/dialogues", f"judge.adapters.root={released}", "scoring.progress=false"]
+    # the transformers judge first: it converts the checkpoint, tokenizer and adapters into the cache,
+    # which the vLLM run reuses (vLLM's pinned transformers cannot convert the tokenizer itself)
+    on_hf = ["judge=esc_rank", *common, f"hydra.run.dir={tmp_path}/hf", f"judge.model.name_or_path={base}",
+             "judge.model.dtype=float32", "judge.device=cpu", "judge.min_answer_mass=0"]  # fmt: skip
+    local = run_entry("rank.py", on_hf, env=cache)
+    assert local.returncode == 0, local.stderr[-3000:]
+    run = run_vllm(
+        "rank.py", "judge=esc_rank_vllm", *common, f"hydra.run.dir={tmp_path}/vllm",
+        f"judge.backend.model.name_or_path={base}", "judge.backend.model.dtype=float32",
+        "judge.backend.max_model_len=4096", "judge.backend.max_lora_rank=8",
+        "judge.backend.gpu_memory_utilization=0.3", env=cache,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert not list(base.glob("*.py"))  # no remote code anywhere
+
+    def expected(folder: str) -> dict:
+        rows = [json.loads(line) for f in (tmp_path / folder / "scores").glob("*.jsonl") for line in f.open()]
+        return {(r["dialogue_id"], r["dimension"]): r for r in rows}
+
+    vllm_rows, hf_rows = expected("vllm"), expected("hf")
+    assert vllm_rows.keys() == hf_rows.keys() and len(vllm_rows) == 2 * 7
+    assert all(r["status"] == "valid" for r in vllm_rows.values())
+    gaps = sorted(abs(vllm_rows[k]["expected"] - hf_rows[k]["expected"]) for k in vllm_rows)
+    print(f"|vLLM - transformers| expected score, 14 items: {[round(g, 4) for g in gaps]}")

@@ -322,10 +322,20 @@ def convert_tokenizer(src: str | Path, out: str | Path) -> Path:
     and the chat template. Built by transformers' `SpmConverter.build_tokenizer_from_spm_proto`,
     which follows the sentencepiece model's own settings, in its legacy mode (each text between
     special tokens gets sentencepiece's dummy prefix, as InternLM2's slow tokenizer encodes it)."""
+    import inspect
+
     from tokenizers import AddedToken, processors
     from transformers import PreTrainedTokenizerFast
     from transformers.convert_slow_tokenizer import SpmConverter, import_protobuf
 
+    if "legacy" not in inspect.signature(SpmConverter.build_tokenizer_from_spm_proto).parameters:
+        import transformers
+
+        raise UserError(
+            f"converting InternLM2's tokenizer needs a transformers whose SpmConverter follows the "
+            f"sentencepiece model's own settings (5.24 does; this is {transformers.__version__}): convert "
+            "once where `make install` put it (`esc models convert-internlm2`, or a judge run), then reuse it"
+        )
     src, out = Path(src), Path(out)
     model_file, config_file = src / "tokenizer.model", src / "tokenizer_config.json"
     for needed in (model_file, config_file):

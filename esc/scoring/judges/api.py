@@ -25,11 +25,17 @@ from esc.chat.build import build_backend
 from esc.chat.cache import with_cache
 from esc.chat.closed import read_reply, strict_choice
 from esc.chat.usage import Usage
+from esc.models.internlm2 import native_internlm2
 from esc.models.loading import adapter_weights
 from esc.models.revision import adapter_hash
 from esc.scoring.judge import DIGITS, INVALID, Judge, Judgment, ScoreItem, register_judge
 from esc.scoring.judges.local import adapter_paths
 from esc.scoring.rubrics import prompt_style
+
+IN_PROCESS = (
+    "vllm",
+    "hf",
+)  # backends that load the weights themselves: a local InternLM2 folder is converted
 
 
 @register_judge("api")
@@ -69,6 +75,15 @@ class APIJudge(Judge):
             model.get("chat_default_system") if isinstance(model, Mapping) else None
         )
         self.style = prompt_style(prompt)
+        paths = adapter_paths(adapters)
+        self._configured = {key: str(path) for key, path in paths.items()}  # what the identity hashes
+        self.loaded_as: str | None = None
+        backend = dict(backend or {})
+        if backend.get("kind") in IN_PROCESS and isinstance(model, Mapping):
+            native = native_internlm2(model, paths)  # a local InternLM2 folder: its converted copy
+            if native is not None:
+                backend["model"], paths = native
+                self.loaded_as = "LlamaForCausalLM converted from InternLM2 (esc/models/internlm2.py)"
         self.backend: ChatBackend = with_cache(build_backend(backend, key="judge.backend"), cache)
         self.constrain = bool(constrain)
         self.settings = GenerationSettings(
@@ -77,7 +92,7 @@ class APIJudge(Judge):
             top_logprobs=int(top_logprobs),
             choices=DIGITS if constrain else (),
         )
-        self.adapters = {key: str(path) for key, path in adapter_paths(adapters).items()}
+        self.adapters = {key: str(path) for key, path in paths.items()}  # as loaded
         self._usage = Usage()  # every reply of this run: what the manifest reports as the judge's cost
 
     @property
@@ -104,11 +119,13 @@ class APIJudge(Judge):
             "settings": self.settings.to_dict(),
             "method": "strict parse (+ log-probabilities where returned)",
         }
-        if self.adapters:
+        if self._configured:
             identity["adapters"] = {
                 f"{dim}/{lang}": adapter_hash(Path(path))
-                for (dim, lang), path in sorted(self.adapters.items())
+                for (dim, lang), path in sorted(self._configured.items())
             }
+        if self.loaded_as:
+            identity["loaded_as"] = self.loaded_as
         return identity
 
     def judge(self, items: Sequence[ScoreItem]) -> list[Judgment]:
