@@ -157,9 +157,12 @@ def fetch(
             pool.submit(fetch_one, f, dest, shared, offline): f for f in files
         }
         pending = set(owner)
+        order = {future: i for i, future in enumerate(owner)}
         while pending:
             done, pending = wait(pending, return_when=FIRST_EXCEPTION)
-            for future in done:
+            # in the files' order: when several have ended, the first failure reported is the first
+            # file's, not whichever the set yields first (test_download_gives_up_after_retries saw both)
+            for future in sorted(done, key=order.__getitem__):
                 error = future.exception()
                 if isinstance(error, OSError):  # e.g. dest not writable, disk full
                     raise UserError(f"{owner[future].path}: {error}") from error
