@@ -447,16 +447,23 @@ def native_adapter(src: str | Path, config: Mapping[str, Any]) -> Path:
     return _cached("lora", key, src, lambda out: convert_adapter(src, out, config))
 
 
+def local_internlm2_dir(model_cfg: Mapping[str, Any]) -> Path | None:
+    """The local InternLM2 folder a `conf/model`-style mapping names, or None (a hub id, another model)."""
+    name = model_cfg.get("name_or_path")
+    if not name or not Path(str(name)).is_dir() or not is_internlm2_dir(str(name)):
+        return None
+    return Path(str(name))
+
+
 def native_internlm2(
     model_cfg: Mapping[str, Any], adapters: Mapping[Any, Path]
 ) -> tuple[dict[str, Any], dict[Any, Path]] | None:
     """A model config that loads the converted copy of `model_cfg`'s InternLM2 folder (no remote
     code) and its adapters' converted copies under the same keys; None when `model_cfg` names no
     local InternLM2 folder (a hub id is left to the hub: download it first, then name the folder)."""
-    name = model_cfg.get("name_or_path")
-    if not name or not Path(str(name)).is_dir() or not is_internlm2_dir(str(name)):
+    src = local_internlm2_dir(model_cfg)
+    if src is None:
         return None
-    src = Path(str(name))
     config = json.loads((src / "config.json").read_text(encoding="utf-8"))
     out = native_checkpoint(src)
     native = {**model_cfg, "name_or_path": str(out), "trust_remote_code": False, "revision": None,

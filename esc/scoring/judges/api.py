@@ -32,10 +32,8 @@ from esc.scoring.judge import DIGITS, INVALID, Judge, Judgment, ScoreItem, regis
 from esc.scoring.judges.local import adapter_paths
 from esc.scoring.rubrics import prompt_style
 
-IN_PROCESS = (
-    "vllm",
-    "hf",
-)  # backends that load the weights themselves: a local InternLM2 folder is converted
+# backends that load the weights themselves: a local InternLM2 folder is given as its converted copy
+IN_PROCESS = ("vllm", "hf")
 
 
 @register_judge("api")

@@ -32,7 +32,7 @@ from esc.chat.backends._common import plain
 from esc.chat.backends.hf import HFBackend, render_prompt
 from esc.chat.closed import read_distributions
 from esc.errors import ConfigError, UserError
-from esc.models.internlm2 import is_internlm2_dir, native_internlm2
+from esc.models.internlm2 import local_internlm2_dir, native_internlm2
 from esc.models.loading import adapter_weights, model_label
 from esc.models.revision import adapter_hash, resolve_revision
 from esc.scoring.judge import DIGITS, Judge, Judgment, ScoreItem, register_judge
@@ -215,8 +215,7 @@ class LocalJudge(Judge):
                 "default_system": self.default_system,
                 "method": "next-token distribution over 0-4",
             }
-            name = cfg.get("name_or_path")
-            if name and Path(str(name)).is_dir() and is_internlm2_dir(str(name)):
+            if local_internlm2_dir(cfg) is not None:
                 self._identity["loaded_as"] = (
                     "LlamaForCausalLM converted from InternLM2 (esc/models/internlm2.py)"
                 )
