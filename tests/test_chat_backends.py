@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from esc.chat.answer_tokens import AnswerTokens
 from esc.chat.backends.baichuan_npc import BaichuanNPCBackend
 from esc.chat.backends.hf import HFBackend
 from esc.chat.backends.openai_compat import OpenAIBackend
@@ -255,10 +256,9 @@ def test_hf_answer_distributions_split_on_out_of_memory_too(hf, monkeypatch):
 
     prompts = [hf.prompt_ids(c) for c in CONVERSATIONS]
 
-    def reduce(probs):
-        return probs[:, :4]
+    ids_0_to_3 = AnswerTokens(tuple("abcd"), tuple((i,) for i in range(4)), tuple(range(4)))  # ids 0-3
 
-    plain = hf.answer_distribution(prompts, reduce)
+    plain = hf.answer_distribution(prompts, ids_0_to_3)
     real = hf_module.next_token_answers
 
     def small_gpu(model, device, pad_id, rows, *args, **kwargs):
@@ -269,7 +269,7 @@ def test_hf_answer_distributions_split_on_out_of_memory_too(hf, monkeypatch):
     monkeypatch.setattr(hf_module, "next_token_answers", small_gpu)
     hf.batch_size = 8
     try:
-        split = hf.answer_distribution(prompts, reduce)
+        split = hf.answer_distribution(prompts, ids_0_to_3)
         assert hf.batch_size == 1 and not any(isinstance(d, Exception) for d in split)
         assert np.allclose(np.asarray(split), np.asarray(plain), rtol=1e-5, atol=0)
     finally:

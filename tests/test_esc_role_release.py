@@ -21,11 +21,15 @@ SAMPLING = {"do_sample": True, "temperature": 0.7, "top_p": 0.8, "top_k": 20, "r
 
 @pytest.fixture(scope="module")
 def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_release(tmp_path_factory.mktemp("hub") / "ESC-Role")
+
+
+def write_release(folder: Path) -> Path:
+    """The tiny model's weights and tokenizer in a folder laid out as the ESC-Role release."""
     from transformers import AutoTokenizer
 
     from esc.models.tiny import ensure_tiny_model
 
-    folder = tmp_path_factory.mktemp("hub") / "ESC-Role"
     shutil.copytree(ensure_tiny_model(), folder)
     (folder / "build.json").unlink()  # a plain checkpoint folder, not the tiny model's cache entry
     tok = AutoTokenizer.from_pretrained(folder)

@@ -100,8 +100,9 @@ def items() -> list[ScoreItem]:
 def test_esc_rank_judge_on_an_internlm2_folder_batches_each_rows_adapter_as_one_at_a_time(
     esc_rank_folders, tmp_path: Path, monkeypatch
 ) -> None:
-    """All 28 items (2 dialogues x 7 dimensions x 2 languages) in batches of 8 that mix adapters give
-    the expected scores of score.py's shape: one adapter active, one item at a time."""
+    """All 28 items (2 dialogues x 7 dimensions x 2 languages) in one call, each row naming its own
+    adapter (read in batches of up to 8 per rubric, its text before the dialogue prefilled once),
+    give the expected scores of score.py's shape: one adapter active, one item at a time."""
     from peft import PeftModel
     from transformers import LlamaForCausalLM
 

@@ -174,8 +174,8 @@ def test_official_internlm2_judge_runs_in_float16_as_score_py(esc_rank) -> None:
     assert judge_cfg["model"]["chat_default_system"] == META_INSTRUCTION
     assert judge_cfg["min_answer_mass"] > 0  # a trained judge: low mass on the answers is invalid
     vllm = compose(["judge=esc_rank_vllm", "judge.adapters.root=/nowhere"], config_name="rank").judge
-    assert vllm.backend.model.dtype == "float16"
-    assert vllm.backend.model.chat_default_system == META_INSTRUCTION
+    assert vllm.engine == "vllm" and vllm.model.dtype == "float16"
+    assert vllm.model.chat_default_system == META_INSTRUCTION
 
 
 def test_official_internlm2_training_samples_carry_the_system_turn() -> None:

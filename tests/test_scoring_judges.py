@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from esc.chat.answer_tokens import AnswerTokens
 from esc.chat.answers import stated_answer_probabilities as answer_distribution
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, register_backend
 from esc.scoring.judge import FAILED, INVALID, VALID, ScoreItem
@@ -195,6 +196,29 @@ def test_adapters_of_some_dimensions_only(tmp_path: Path) -> None:
         every.check_ready()
 
 
+def test_a_local_judge_names_its_engine_key_when_it_is_not_hf_or_vllm(monkeypatch) -> None:
+    """`judge.engine` is hf or vllm; `engine: vllm` where vLLM is not installed stops at check_ready
+    with one line naming `judge.engine`, before any model loads."""
+    import builtins
+
+    from esc.errors import ConfigError, UserError
+    from esc.scoring.judges.local import LocalJudge
+
+    with pytest.raises(ConfigError, match=r"config `judge.engine`: must be one of hf, vllm, got 'tpu'"):
+        LocalJudge("j", {"name": "tiny", "tiny": True}, engine="tpu")
+    real_import = builtins.__import__
+
+    def no_vllm(name, *args, **kwargs):
+        if name == "vllm" or name.startswith("vllm."):
+            raise ImportError("No module named 'vllm'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_vllm)
+    judge = LocalJudge("j", {"name": "tiny", "tiny": True}, engine="vllm", vllm={"max_model_len": 512})
+    with pytest.raises(UserError, match=r"^config `judge.engine`: vllm is not installed"):
+        judge.check_ready()
+
+
 @requires_data
 def test_hf_backend_reads_answer_distributions_with_per_request_adapters(adapter_root: Path) -> None:
     """One call may give each prompt its own adapter (or none: the base model); each prompt gets what
@@ -209,14 +233,13 @@ def test_hf_backend_reads_answer_distributions_with_per_request_adapters(adapter
     before = [r.text for r in backend.generate(chats, greedy)]
     prompts = [backend.prompt_ids(chat) for chat in chats]
 
-    def reduce(probs):
-        return probs[:, :6]
+    ids05 = AnswerTokens(tuple("abcdef"), tuple((i,) for i in range(6)), tuple(range(6)))  # ids 0-5
 
-    base = backend.answer_distribution(prompts, reduce)
+    base = backend.answer_distribution(prompts, ids05)
     empathy, fluency = str(adapter_root / "empathy"), str(adapter_root / "fluency")
-    alone = {path: backend.answer_distribution(prompts, reduce, [path] * 3) for path in (empathy, fluency)}
+    alone = {path: backend.answer_distribution(prompts, ids05, [path] * 3) for path in (empathy, fluency)}
     mixed = backend.answer_distribution(
-        prompts * 3, reduce, [empathy] * 3 + [None] * 3 + [fluency, str(adapter_root / "missing"), fluency]
+        prompts * 3, ids05, [empathy] * 3 + [None] * 3 + [fluency, str(adapter_root / "missing"), fluency]
     )
 
     def close(a, b) -> bool:

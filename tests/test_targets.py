@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from esc.chat.backends.hf import render_prompt
+from esc.chat.backends._common import render_prompt
 from esc.dialogues.record import Dialogue, Turn
 from esc.errors import ConfigError
 from esc.interact.run import unavailable_target

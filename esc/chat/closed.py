@@ -2,11 +2,13 @@
 
 Three ways to read the answer, picked by `method` (`auto`: the best the backend has):
 
-- ``distribution``: a local transformers model (`HFBackend`) is not asked to write anything: one
-  forward pass gives the next-token probabilities at the answer position, reduced to the answers
-  (each summed over the ids that spell it there, `esc.chat.answer_tokens`). The answer is the
-  likeliest, and the probabilities give an expected value. Nothing is parsed, so nothing is misread.
-- ``constrained``: a backend with constrained decoding (vLLM) must reply with one of the answers.
+- ``distribution``: a local model (`HFBackend`, or `VLLMBackend` in this process) is not asked to
+  write anything: one forward pass gives the next-token probabilities at the answer position,
+  reduced to the answers (each summed over the ids that spell it there, `esc.chat.answer_tokens`).
+  The answer is the likeliest, and the probabilities give an expected value. Nothing is parsed, so
+  nothing is misread.
+- ``constrained``: a backend with constrained decoding (vLLM) must reply with one of the answers
+  (its probabilities are renormalised over what the grammar allows: `auto` reads the distribution).
 - ``parse``: any other backend (an API) writes a short reply whose first line must state one answer
   (`parse`, strict by default: `esc.chat.answers.parse_choice`); where the backend returns
   log-probabilities, the answers' probabilities at the token that states it are kept too. What
@@ -26,7 +28,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from esc.chat.answer_tokens import AnswerTokens, answer_probabilities, answer_tokens
+from esc.chat.answer_tokens import AnswerTokens, answer_tokens
 from esc.chat.answers import parse_choice, stated_answer_probabilities
 from esc.chat.backends._common import one_line
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply
@@ -117,11 +119,8 @@ def read_distributions(
         else:
             asked.append(index)
     if asked:
-        dists = backend.answer_distribution(
-            [prompts[i] for i in asked],
-            lambda probs: answer_probabilities(probs, answers),
-            [adapters[i] for i in asked] if adapters is not None else None,
-        )
+        rows = [adapters[i] for i in asked] if adapters is not None else None
+        dists = backend.answer_distribution([prompts[i] for i in asked], answers, rows)
         for index, dist in zip(asked, dists, strict=True):
             results[index] = (
                 ClosedAnswer(FAILED, error=one_line(dist))
@@ -154,7 +153,7 @@ def resolve_method(backend: ChatBackend, method: str, key: str) -> str:
             return "distribution"
         return "constrained" if "choices" in backend.features else "parse"
     if method == "distribution" and not can_read:
-        raise ConfigError(key, f"distribution needs a local transformers backend (kind: hf), not {inner!r}")
+        raise ConfigError(key, f"distribution needs a local model (kind: hf or vllm), not {inner!r}")
     if method == "constrained" and "choices" not in backend.features:
         raise ConfigError(
             key, f"constrained needs a backend with constrained decoding (kind: vllm), not {inner!r}"

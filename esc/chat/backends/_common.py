@@ -1,11 +1,12 @@
-"""Small helpers shared by the backends: one-line error replies, plain config mappings."""
+"""Small helpers shared by the backends: one-line error replies, plain config mappings, the prompt a
+conversation becomes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from esc.chat.base import Reply
+from esc.chat.base import Message, Reply
 
 ERROR_CHARS = 300
 
@@ -36,3 +37,18 @@ def plain(mapping: Mapping[str, Any] | None) -> dict[str, Any]:
     except ImportError:  # pragma: no cover - omegaconf is a dependency
         pass
     return {k: (plain(v) if isinstance(v, Mapping) else v) for k, v in mapping.items()}
+
+
+def render_prompt(tokenizer: Any, messages: Sequence[Message]) -> str:
+    """The prompt text a conversation becomes: the tokenizer's chat template (or the one the model
+    config sets, `esc.models.loading.load_tokenizer`) with the generation prompt. The text is then
+    tokenized without adding special tokens: the template writes them (BOS, [gMASK]sop, ...)."""
+    return tokenizer.apply_chat_template(
+        [dict(m) for m in messages], tokenize=False, add_generation_prompt=True
+    )
+
+
+def prompt_ids(tokenizer: Any, messages: Sequence[Message]) -> list[int]:
+    """The token ids a model reads for `messages`: the rendered prompt encoded whole (the hf and
+    vLLM backends read the same ids, so a judge's answer is read at the same position on both)."""
+    return list(tokenizer(render_prompt(tokenizer, messages), add_special_tokens=False)["input_ids"])

@@ -29,7 +29,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from esc.chat.backends._common import error_reply, plain
+from esc.chat.answer_tokens import AnswerTokens, answer_probabilities
+from esc.chat.backends._common import error_reply, plain, prompt_ids
 from esc.chat.backends.greedy_decode import greedy_decode, model_supports, processors_for, unsupported_fields
 from esc.chat.backends.next_token import MIN_SHARED_PREFIX, Reduce, next_token_answers, prefill, shared_prefix
 from esc.chat.backends.prefix_cache import PrefixCache
@@ -137,15 +138,6 @@ def rows_that_fit(budget: int, kv_per_token: int, tokens: int, cap: int) -> int:
     """Rows of `tokens` tokens (prompt and reply) whose keys and values, times 1.5 for the
     activations of a prefill, fit in `budget` bytes; between 1 and `cap`."""
     return max(1, min(cap, int(budget / (1.5 * kv_per_token * max(1, tokens)))))
-
-
-def render_prompt(tokenizer: Any, messages: Sequence[Message]) -> str:
-    """The prompt text a conversation becomes: the tokenizer's chat template (or the one the model
-    config sets, `esc.models.loading.load_tokenizer`) with the generation prompt. The text is then
-    tokenized without adding special tokens: the template writes them (BOS, [gMASK]sop, ...)."""
-    return tokenizer.apply_chat_template(
-        [dict(m) for m in messages], tokenize=False, add_generation_prompt=True
-    )
 
 
 @register_backend("hf")
@@ -408,9 +400,7 @@ class HFBackend(ChatBackend):
     # --- tokens -------------------------------------------------------------------------------
 
     def _prompt_ids(self, messages: Sequence[Message]) -> list[int]:
-        return list(
-            self._tokenizer(render_prompt(self._tokenizer, messages), add_special_tokens=False)["input_ids"]
-        )
+        return prompt_ids(self._tokenizer, messages)
 
     def count_tokens(self, messages: Sequence[Message]) -> int | None:
         self._load()
@@ -426,9 +416,7 @@ class HFBackend(ChatBackend):
 
     def prompt_ids(self, messages: Sequence[Message]) -> list[int]:
         """The token ids the model reads for `messages`: the rendered prompt encoded whole."""
-        return list(
-            self.tokenizer(render_prompt(self.tokenizer, messages), add_special_tokens=False)["input_ids"]
-        )
+        return prompt_ids(self.tokenizer, messages)
 
     @property
     def tokenizer(self) -> Any:
@@ -483,11 +471,11 @@ class HFBackend(ChatBackend):
     def answer_distribution(
         self,
         prompts: Sequence[Sequence[int]],
-        reduce: Reduce,
+        answers: AnswerTokens,
         adapters: Sequence[str | None] | None = None,
     ) -> list[list[float] | Exception]:
-        """`reduce` of each prompt's next-token probabilities, e.g. the probability of each answer
-        "0".."4" (`esc.chat.answer_tokens`); nothing is generated.
+        """Each prompt's next-token probability of each answer (e.g. "0".."4"), summed over the ids
+        that spell it (`esc.chat.answer_tokens`), not renormalised; nothing is generated.
 
         `prompts` are token ids (`prompt_ids`); `adapters` names a LoRA adapter directory per prompt
         (None: the backend's own). Prompts with one adapter that start alike (a rubric before the
@@ -496,6 +484,10 @@ class HFBackend(ChatBackend):
         each of its prompts the exception instead of a distribution.
         """
         self._load()
+
+        def reduce(probs: Any) -> Any:
+            return answer_probabilities(probs, answers)
+
         with self._lock:
             results: list[list[float] | Exception | None] = [None] * len(prompts)
             groups: dict[str | None, list[int]] = {}

@@ -9,6 +9,13 @@ request with ``GenerationSettings.adapter``). Replies can be constrained to a se
 (``GenerationSettings.choices``, vLLM's structured outputs: a judge's "0".."4"), with the
 log-probabilities of the likeliest tokens (``top_logprobs``, read from the model's raw output).
 
+A local judge reads its answers here as on transformers (`answer_distribution`): the same prompt
+ids (this package's tokenizer and chat template, sent as token ids) and the log-probabilities of
+exactly the answers' ids from the model's whole next-token distribution (``logprob_token_ids``).
+Constrained decoding is not used there: vLLM computes its log-probabilities after the grammar's
+mask, renormalised over every token that spells a choice (byte-fallback tokens too), which is not
+the distribution the transformers judge reads, and leaves no answer mass to check.
+
 Two backends with the same engine settings (model, dtype, parallelism, LoRA on/off...) share one
 engine: e.g. ESC-Role (an adapter) and its base model as target, or a role-player and a judge.
 Two different models on one GPU either split its memory (``gpu_memory_utilization``, 0.45 each by
@@ -24,6 +31,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import logging
+import math
 import threading
 import time
 import zlib
@@ -31,10 +39,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from esc.chat.backends._common import error_reply, plain
+from esc.chat.answer_tokens import AnswerTokens
+from esc.chat.backends._common import error_reply, plain, prompt_ids
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, check_features, register_backend
 from esc.errors import ConfigError
-from esc.models.loading import adapter_weights, model_label, resolve_model_path
+from esc.models.loading import adapter_weights, load_tokenizer, model_label, resolve_model_path
 from esc.models.revision import adapter_hash, resolve_revision
 
 log = logging.getLogger(__name__)
@@ -49,6 +58,19 @@ _ENGINES_LOCK = threading.Lock()
 def _lora_id(path: str) -> int:
     """A stable positive id for an adapter directory (vLLM keys its LoRA cache on it)."""
     return zlib.crc32(str(Path(path).resolve()).encode()) % (2**31 - 1) + 1
+
+
+def _vllm_version() -> str:
+    import vllm
+
+    return str(vllm.__version__)
+
+
+def _answer_probabilities(output: Any, answers: AnswerTokens) -> list[float]:
+    """Each answer's probability, summed over its ids, from the first generated position's
+    log-probabilities (``logprob_token_ids``: every answer id is there)."""
+    step = output.outputs[0].logprobs[0]
+    return [sum(math.exp(step[token].logprob) for token in ids) for ids in answers.ids]
 
 
 @register_backend("vllm")
@@ -71,9 +93,14 @@ class VLLMBackend(ChatBackend):
         batch_size: the engine's ``max_num_seqs`` (sequences in flight), so that an ``hf`` side turns
             into a vLLM one with ``backend.kind=vllm`` alone.
         device: accepted for the same reason; vLLM runs where its build runs (a GPU, or the CPU build).
+        cpu_bf16: accepted for the same reason (the hf backend's CPU bfloat16 choice); vLLM runs in
+            ``model.dtype``.
         generation_config: decoding fields on top of the settings, those vLLM's ``SamplingParams``
             has (``repetition_penalty``, ``top_k``, ``min_p``, ``presence_penalty``,
-            ``frequency_penalty``); others (``no_repeat_ngram_size``) are refused.
+            ``frequency_penalty``); others (``no_repeat_ngram_size``) are refused. The model's own
+            ``generation_config.json`` gives these fields first, as transformers merges it (a
+            released checkpoint's repetition_penalty stays); its temperature and top_p never apply:
+            the settings decide whether to sample, and the log says once what greedy overrode.
     """
 
     CODE_VERSION = 1
@@ -95,6 +122,7 @@ class VLLMBackend(ChatBackend):
         batch_size: int | str | None = None,
         device: str = "auto",
         generation_config: Mapping[str, Any] | None = None,
+        cpu_bf16: Any = None,
     ) -> None:
         self.model_cfg = plain(model)
         self.generation_overrides = plain(generation_config)
@@ -131,6 +159,9 @@ class VLLMBackend(ChatBackend):
         self.price = dict(price) if price else None
         self._engine: Any = None
         self._engine_key: str | None = None
+        self._tokenizer: Any = None
+        self._model_decoding: dict[str, Any] | None = None
+        self._greedy_said = False
         self._identity: dict[str, Any] | None = None
         self._lock = threading.RLock()
 
@@ -227,14 +258,91 @@ class VLLMBackend(ChatBackend):
         self._identity = identity
         return dict(identity)
 
+    # --- tokens and answer distributions -------------------------------------------------------
+
+    @property
+    def tokenizer(self) -> Any:
+        """This package's tokenizer of the model (`load_tokenizer`: the configured chat template);
+        prompts read by `answer_distribution` are encoded with it and sent as token ids."""
+        with self._lock:
+            if self._tokenizer is None:
+                self._tokenizer = load_tokenizer(self.model_cfg)
+            return self._tokenizer
+
+    def prompt_ids(self, messages: Sequence[Message]) -> list[int]:
+        """The token ids the model reads for `messages` (as `HFBackend.prompt_ids` gives them)."""
+        return prompt_ids(self.tokenizer, messages)
+
     def count_tokens(self, messages: Sequence[Message]) -> int | None:
+        return len(self.prompt_ids(messages))
+
+    def load_adapters(self, paths: Sequence[str]) -> None:
+        """Start the engine and check these per-request adapters' files (vLLM loads an adapter when
+        a request first names it)."""
+        for path in paths:
+            adapter_weights(path, "settings.adapter")
         self.load()
-        tokenizer = self._engine.get_tokenizer()
-        kwargs = (
-            {"chat_template": self.model_cfg["chat_template"]} if self.model_cfg.get("chat_template") else {}
-        )
-        ids = tokenizer.apply_chat_template([dict(m) for m in messages], add_generation_prompt=True, **kwargs)
-        return len(ids["input_ids"] if isinstance(ids, Mapping) else ids)
+
+    def answer_distribution(
+        self,
+        prompts: Sequence[Sequence[int]],
+        answers: AnswerTokens,
+        adapters: Sequence[str | None] | None = None,
+    ) -> list[list[float] | Exception]:
+        """Each prompt's next-token probability of each answer, summed over the ids that spell it
+        (`esc.chat.answer_tokens`), not renormalised: `HFBackend.answer_distribution` on vLLM.
+
+        One token is generated per prompt, greedily, and thrown away; the answers' probabilities
+        are the log-probabilities vLLM returns for exactly their ids (``logprob_token_ids``) from
+        the whole vocabulary. Rows with adapters go in one call, each with its own ``LoRARequest``;
+        rows without one in another (vLLM's CPU build gave a row without an adapter its
+        neighbour's adapter in a mixed batch). A call that fails is retried prompt by prompt, and a
+        prompt that fails alone gets the exception instead of a distribution."""
+        from vllm import SamplingParams, TokensPrompt
+
+        if "logprob_token_ids" not in getattr(SamplingParams, "__struct_fields__", ()) and not hasattr(
+            SamplingParams, "logprob_token_ids"
+        ):
+            raise ConfigError(
+                "judge.engine",
+                f"this vLLM ({_vllm_version()}) cannot return the log-probabilities of given tokens "
+                "(SamplingParams.logprob_token_ids, vLLM 0.32 has it); upgrade vLLM or use engine=hf",
+            )
+        self.load()
+        params = SamplingParams(max_tokens=1, temperature=0.0, logprob_token_ids=answers.flat())
+        paths = list(adapters) if adapters is not None else [None] * len(prompts)
+        results: list[list[float] | Exception | None] = [None] * len(prompts)
+        with self._lock:
+            for with_adapter in (True, False):
+                members = [i for i, path in enumerate(paths) if (path is not None) == with_adapter]
+                if not members:
+                    continue
+                try:
+                    loras = [self._lora_request(paths[i]) for i in members]
+                except Exception as err:  # an adapter without weights: its rows fail, not the call
+                    for index in members:
+                        results[index] = err
+                    continue
+                requests = [TokensPrompt(prompt_token_ids=list(prompts[i])) for i in members]
+                try:
+                    outputs = self._engine.generate(requests, params, lora_request=loras, use_tqdm=False)
+                    read = [_answer_probabilities(o, answers) for o in outputs]
+                except Exception as err:  # find the prompt that fails, keep the rest
+                    log.warning("vLLM answer distributions failed for %d prompts (%s)", len(members), err)
+                    read = [
+                        self._one_distribution(request, params, lora, answers)
+                        for request, lora in zip(requests, loras, strict=True)
+                    ]
+                for index, dist in zip(members, read, strict=True):
+                    results[index] = dist
+        return [r for r in results if r is not None]
+
+    def _one_distribution(self, request: Any, params: Any, lora: Any, answers: AnswerTokens) -> Any:
+        try:
+            output = self._engine.generate([request], params, lora_request=lora, use_tqdm=False)[0]
+            return _answer_probabilities(output, answers)
+        except Exception as err:
+            return err
 
     # --- generation -------------------------------------------------------------------------------
 
@@ -248,6 +356,7 @@ class VLLMBackend(ChatBackend):
             "stop": list(settings.stop) or None,
             "seed": settings.seed,
             "logprobs": int(settings.top_logprobs) or None,
+            **self._kept_from_model(settings),
             **self.generation_overrides,
         }
         if settings.choices:
@@ -256,8 +365,40 @@ class VLLMBackend(ChatBackend):
             kwargs["structured_outputs"] = StructuredOutputsParams(choice=list(settings.choices))
         return SamplingParams(**kwargs)
 
+    def _kept_from_model(self, settings: GenerationSettings) -> dict[str, Any]:
+        """The decoding fields of the model's own generation_config (as vLLM reads it) that apply on
+        top of the settings, as transformers merges that file: those SamplingParams has, minus
+        temperature and top_p (the settings'). Says once, as the hf backend does, what greedy
+        decoding overrides of a config that samples and what of it stays."""
+        if self._model_decoding is None:
+            try:
+                self._model_decoding = dict(self._engine.model_config.get_diff_sampling_param())
+            except Exception as err:  # an engine without it: the settings alone, said once
+                log.warning("%r: could not read the model's generation_config (%s)", self, err)
+                self._model_decoding = {}
+        model = self._model_decoding
+        kept = {k: v for k, v in model.items() if k in SAMPLING_FIELDS and k not in self.generation_overrides}
+        samples = float(model.get("temperature") or 0) > 0
+        if samples and settings.temperature == 0 and not self._greedy_said:
+            self._greedy_said = True
+            overridden = {k: model[k] for k in ("temperature", "top_p", "top_k", "min_p") if k in model}
+            log.warning(
+                "%r: the model's generation_config samples (%s); decoding greedily as the settings say "
+                "(temperature 0)%s",
+                self,
+                ", ".join(f"{k}={v}" for k, v in overridden.items()),
+                "; kept from it: " + ", ".join(f"{k}={v}" for k, v in kept.items() if k not in overridden)
+                if set(kept) - set(overridden)
+                else "",
+            )
+        return kept
+
     def _lora(self, settings: GenerationSettings) -> Any:
-        path = settings.adapter or self.adapter
+        return self._lora_request(settings.adapter)
+
+    def _lora_request(self, path: str | None) -> Any:
+        """The LoRARequest of a request's adapter (None: the backend's own, if it has one)."""
+        path = path or self.adapter
         if not path:
             return None
         from vllm.lora.request import LoRARequest

@@ -10,7 +10,9 @@ renormalised; `answer_mass` says how much probability fell on them at all. Nothi
 nothing is parsed, so no reply can be misread.
 
 The model runs in the `hf` chat backend (`HFBackend.answer_distribution`), the one transformers
-inference stack: its loading, batching and out-of-memory back-off serve judging too. Items are judged
+inference stack: its loading, batching and out-of-memory back-off serve judging too. With
+`engine: vllm` it runs in vLLM in this process instead (`VLLMBackend.answer_distribution`): the
+same prompt ids, the same answer ids, the probabilities vLLM returns for exactly those ids. Items are judged
 by (dimension, language): they share a rubric, so the prompt text before the dialogue is the same for
 all of them, and the backend runs it once, its keys and values reused by every batch (about half the
 prompt tokens of the official prompts). Rows are left-padded with explicit position ids (a row
@@ -28,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from esc.chat.answer_tokens import AnswerTokens, answer_tokens
-from esc.chat.backends._common import plain
-from esc.chat.backends.hf import HFBackend, render_prompt
+from esc.chat.backends._common import plain, render_prompt
+from esc.chat.backends.hf import HFBackend
+from esc.chat.backends.vllm_inproc import VLLMBackend
 from esc.chat.closed import read_distributions
 from esc.errors import ConfigError, UserError
 from esc.models.internlm2 import local_internlm2_dir, native_internlm2
@@ -47,6 +50,7 @@ from esc.scoring.rubrics import (
 log = logging.getLogger(__name__)
 
 LAYOUTS = ("none", "single", "per_dimension", "official")
+ENGINES = ("hf", "vllm")
 
 
 def adapter_paths(adapters: Mapping[str, Any] | None) -> dict[tuple[str, str], Path]:
@@ -88,7 +92,8 @@ def _weights(path: Path) -> Path:
 
 @register_judge("local")
 class LocalJudge(Judge):
-    """A transformers model (``conf/model``-style mapping), optionally with LoRA adapters.
+    """A local model (``conf/model``-style mapping), optionally with LoRA adapters, on transformers
+    or vLLM.
 
     Args:
         name: label of the judge in outputs.
@@ -103,6 +108,9 @@ class LocalJudge(Judge):
             are invalid (0: always read the distribution, report the mass).
         default_system: the system turn sent when the prompt style has none; null: the model's
             ``chat_default_system`` (InternLM2's chat() default), if it has one.
+        engine: ``hf`` (transformers: `device`, `batch_size`) or ``vllm`` (vLLM in this process).
+        vllm: the vLLM engine's settings with ``engine: vllm`` (`VLLMBackend`'s arguments:
+            ``gpu_memory_utilization``, ``max_model_len``, ``max_lora_rank``, ``max_loras``...).
     """
 
     def __init__(
@@ -116,7 +124,13 @@ class LocalJudge(Judge):
         max_prompt_tokens: int | None = None,
         min_answer_mass: float = 0.0,
         default_system: str | None = None,
+        engine: str = "hf",
+        vllm: Mapping[str, Any] | None = None,
     ) -> None:
+        if engine not in ENGINES:
+            raise ConfigError("judge.engine", f"must be one of {', '.join(ENGINES)}, got {engine!r}")
+        self.engine = engine
+        self.vllm_cfg = plain(vllm)
         self.name = name
         self.model_cfg = plain(model)
         self.default_system = default_system or self.model_cfg.get("chat_default_system")
@@ -130,7 +144,7 @@ class LocalJudge(Judge):
         self.batch_size = int(batch_size)
         self.max_prompt_tokens = max_prompt_tokens
         self.min_answer_mass = float(min_answer_mass)
-        self._backend: HFBackend | None = None
+        self._backend: HFBackend | VLLMBackend | None = None
         self._loaded_paths: dict[str, str] = {}  # adapter as configured -> as loaded (converted copies)
         self._loaded = False
         self._answers: dict[tuple[str, ...], AnswerTokens] = {}
@@ -147,9 +161,9 @@ class LocalJudge(Judge):
     # --- loading ------------------------------------------------------------------------------
 
     @property
-    def backend(self) -> HFBackend:
-        """The hf chat backend that runs the model (built on first use; no generation, so no kept
-        prefixes between calls)."""
+    def backend(self) -> HFBackend | VLLMBackend:
+        """The chat backend that runs the model (built on first use): hf (no generation, so no kept
+        prefixes between calls) or vLLM."""
         if self._backend is None:
             model_cfg = self.model_cfg
             native = native_internlm2(model_cfg, self.paths)  # a local InternLM2 folder: no remote code
@@ -159,10 +173,13 @@ class LocalJudge(Judge):
                 log.info(
                     "%r: InternLM2 loaded as its converted Llama copy %s", self, model_cfg["name_or_path"]
                 )
-            self._backend = HFBackend(
-                model_cfg, device=self.device_name, batch_size=self.batch_size, prefix_cache_gb=0,
-                config_key="judge",
-            )  # fmt: skip
+            if self.engine == "vllm":
+                self._backend = VLLMBackend(model_cfg, **self.vllm_cfg)
+            else:
+                self._backend = HFBackend(
+                    model_cfg, device=self.device_name, batch_size=self.batch_size, prefix_cache_gb=0,
+                    config_key="judge",
+                )  # fmt: skip
         return self._backend
 
     def _loaded_path(self, adapter: Path | str) -> str:
@@ -173,6 +190,12 @@ class LocalJudge(Judge):
     def check_ready(self) -> None:
         for path in set(self.paths.values()):
             _weights(path)
+        if self.engine == "vllm":
+            try:
+                self.backend.check_ready()  # vLLM installed, before any model loads
+            except ConfigError as err:  # the keys as this judge's config spells them
+                text = str(err).replace("config `backend.kind`", "config `judge.engine`", 1)
+                raise UserError(text.replace("config `backend.", "config `judge.", 1)) from None
         self._load()
 
     def _load(self) -> None:
@@ -215,6 +238,8 @@ class LocalJudge(Judge):
                 "default_system": self.default_system,
                 "method": "next-token distribution over 0-4",
             }
+            if self.engine == "vllm":
+                self._identity["engine"] = {"kind": "vllm", **self.backend.identity().get("packages", {})}
             if local_internlm2_dir(cfg) is not None:
                 self._identity["loaded_as"] = (
                     "LlamaForCausalLM converted from InternLM2 (esc/models/internlm2.py)"
@@ -243,22 +268,34 @@ class LocalJudge(Judge):
         self._load()
         with self._lock:
             results: list[Judgment | None] = [None] * len(items)
-            groups: dict[tuple[str, str, tuple[str, ...]], list[int]] = {}
-            for index, item in enumerate(items):  # one rubric, one adapter and one answer set per group
-                groups.setdefault((item.dimension, item.language, item.choices), []).append(index)
-            for members in groups.values():  # one call each: the rubric before the dialogue runs once
-                adapter = self.paths.get((items[members[0]].dimension, items[members[0]].language))
+            for members in self._groups(items):
+                adapters = [self._row_adapter(items[i]) for i in members] if self.paths else None
                 answers = read_distributions(
                     self.backend,
                     [self._encoded(items[i]) for i in members],
                     self.answers(items[members[0]].choices),
                     self._limit(),
                     self.min_answer_mass,
-                    [self._loaded_path(adapter)] * len(members) if adapter is not None else None,
+                    adapters,
                 )
                 for index, answer in zip(members, answers, strict=True):
                     results[index] = Judgment.from_closed(answer)
             return [r for r in results if r is not None]
+
+    def _groups(self, items: Sequence[ScoreItem]) -> list[list[int]]:
+        """Items read in one backend call: on transformers one rubric (dimension, language) each, so
+        the text before the dialogue is prefilled once for the group; on vLLM every item with the
+        same answers at once, each row with its own adapter (vLLM batches adapters and caches
+        prefixes itself)."""
+        groups: dict[tuple[str, ...], list[int]] = {}
+        for index, item in enumerate(items):
+            rubric = (item.dimension, item.language) if self.engine == "hf" else ()
+            groups.setdefault((*rubric, *item.choices), []).append(index)
+        return list(groups.values())
+
+    def _row_adapter(self, item: ScoreItem) -> str | None:
+        adapter = self.paths.get((item.dimension, item.language))
+        return self._loaded_path(adapter) if adapter is not None else None
 
     def _encoded(self, item: ScoreItem) -> list[int] | Exception:
         """The item's prompt ids, or why they cannot be had (the judgment is then invalid)."""
