@@ -62,13 +62,17 @@ def number(
     above: float | None = None,
     below: float | None = None,
     null: bool = False,
+    multiple_of: float | None = None,
 ) -> Check:
-    """A number within the bounds: `minimum`/`maximum` inclusive, `above`/`below` exclusive."""
+    """A number within the bounds: `minimum`/`maximum` inclusive, `above`/`below` exclusive; a
+    multiple of `multiple_of` where given."""
     bounds = [
         f"{op} {bound}"
         for op, bound in ((">=", minimum), (">", above), ("<=", maximum), ("<", below))
         if bound is not None
     ]
+    if multiple_of is not None:
+        bounds.append(f"a multiple of {multiple_of}")
     wanted = " and ".join(b for b in bounds if b)
     wanted = "a number" + (f" {wanted}" if wanted else "") + (" or null" if null else "")
 
@@ -80,6 +84,7 @@ def number(
             or (above is not None and value <= above)
             or (maximum is not None and value > maximum)
             or (below is not None and value >= below)
+            or (multiple_of is not None and abs(value / multiple_of - round(value / multiple_of)) > 1e-9)
         )
         return None if ok else f"must be {wanted}, got {_show(value)}"
 

@@ -153,7 +153,12 @@ def test_the_report_ranks_a_planted_order_and_a_rerun_judges_nothing(tmp_path: P
     table = (tmp_path / "out" / "pairwise.md").read_text()
     order = [line.split("|")[2].strip() for line in table.splitlines() if re.match(r"\| [123] \|", line)]
     assert order == ["high", "mid", "low"]
-    assert "100.0 [100.0, 100.0]% of 36 pairs judged the same both ways" in table
+    # every resample equal at 100%: the exact 95% intervals, by card (6/6: 1 - 0.025^(1/6) = 54.1%) and
+    # by pair (36/36: 1 - 0.025^(1/36) = 90.3%), not a bare [100.0, 100.0]
+    assert (
+        "100.0% [every resample 100.0; exact 95%: 54.1-100.0% by card (6), 90.3-100.0% by pair (36)] of 36 "
+        "pairs judged the same both ways"
+    ) in table
     again = _rank(tmp_path / "out", runs, "none")
     assert again.counts["skipped"] == 6 * 3 * 2 * 2
 

@@ -91,7 +91,7 @@ def run_pairwise(job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge)
                 counts[record.status if record is not None else FAILED] += 1
             judged.append(Judged(pair, key, verdict(pair, answers)))
     section = resolved.get("pairwise") or {}
-    n, seed = int(section.get("bootstrap", 200)), int(resolved.get("seed", 0))
+    n, seed = int(section.get("bootstrap", 1000)), int(resolved.get("seed", 0))
     dropped = dropped_cards(played)
     report = write_report(out, judged, dims, judge.name, n, seed, dropped, float(section.get("prior", PRIOR)))
     result = PairwiseResult(str(out), report["markdown"], dict(counts), len(judged))

@@ -264,7 +264,10 @@ CONFIG: tuple[Section, ...] = (
     ),
     Section(
         "pairwise",
-        (Rule("bootstrap", integer(0)), Rule("prior", number(above=0), "pseudo-wins each way per pair")),
+        (
+            Rule("bootstrap", integer(0)),
+            Rule("prior", number(above=0, multiple_of=0.5), "pseudo-wins each way per pair"),
+        ),
         keys("bootstrap", "prior"),
     ),
     Section("report", (Rule("enabled", boolean()),), keys("enabled", "title")),

@@ -3,7 +3,10 @@ mean/4 x 100 and their average, with bootstrap 95% intervals; markdown, CSV and 
 
 Only valid judgments enter a mean. Each dimension's cell says how many dialogues it rests on, and
 the invalid and failed judgments are counted beside it. The average is the mean of the seven
-dimension means (as Table 2); its interval resamples dialogues, all dimensions together.
+dimension means (as Table 2). Intervals resample role cards, the independent unit, each with all
+its dialogues and dimensions (`esc.reports.bootstrap.card_units`): a row that pools several
+dialogues of one card (several runs, role-players or simulators) is not made to look surer than its
+cards allow. An interval whose resamples are all equal is printed as such, never as a bare [x, x].
 """
 
 from __future__ import annotations
@@ -20,7 +23,16 @@ from typing import Any
 import numpy as np
 
 from esc.jsonl import atomic_write_text
-from esc.reports.bootstrap import bootstrap_ci
+from esc.reports.bootstrap import (
+    NO_INTERVAL,
+    Interval,
+    card_units,
+    expand,
+    interval_text,
+    ratio_interval,
+    unit_index,
+    unit_intervals,
+)
 from esc.reports.charts import pyplot, save_png
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.rubrics import DIMENSION_KEYS, dimension
@@ -68,17 +80,19 @@ def leaderboard(records: Iterable[ScoreRecord], n_resamples: int = 1000, seed: i
         cells = {}
         for key in DIMENSION_KEYS:
             group = by_dim.get(key, [])
-            valid = [r.score for r in group if r.status == VALID]
-            low, high = (
-                bootstrap_ci(valid, n_resamples=n_resamples, seed=seed) if n_resamples > 0 else (None, None)
+            valid = [r for r in group if r.status == VALID]
+            scores = [float(r.score) for r in valid]
+            interval = (
+                ratio_interval(card_units(valid), scores, [1.0] * len(scores), n_resamples, seed)
+                if n_resamples > 0 and valid
+                else NO_INTERVAL
             )
             cells[key] = Cell(
                 len(valid),
                 sum(r.status == INVALID for r in group),
                 sum(r.status == FAILED for r in group),
-                _scale(float(np.mean(valid))) if valid else None,
-                _scale(low),
-                _scale(high),
+                _scale(float(np.mean(scores))) if valid else None,
+                *_bounds(interval),
             )
         rows.append(
             Row(
@@ -94,11 +108,19 @@ def leaderboard(records: Iterable[ScoreRecord], n_resamples: int = 1000, seed: i
     return rows
 
 
+def _bounds(interval: Interval) -> tuple[float | None, float | None]:
+    """The interval on the 0-100 scale, None where there is none (fewer than 2 cards, no resamples)."""
+    if math.isnan(interval.low) or math.isnan(interval.high):
+        return None, None
+    return _scale(interval.low), _scale(interval.high)
+
+
 def _average(records: Sequence[ScoreRecord], n_resamples: int, seed: int) -> Cell:
-    """Mean of the dimension means; the interval resamples dialogues (all their dimensions at once)."""
+    """Mean of the dimension means; the interval resamples cards (all their dialogues and dimensions)."""
     dialogues = sorted({r.dialogue_id for r in records})
     table = np.full((len(dialogues), len(DIMENSION_KEYS)), np.nan)
     index = {d: i for i, d in enumerate(dialogues)}
+    card_of = {r.dialogue_id: unit for r, unit in zip(records, card_units(records), strict=True)}
     for r in records:
         if r.status == VALID:
             table[index[r.dialogue_id], DIMENSION_KEYS.index(dimension(r.dimension).key)] = r.score
@@ -115,21 +137,19 @@ def _average(records: Sequence[ScoreRecord], n_resamples: int, seed: int) -> Cel
     if n_valid == 0:
         return Cell(0, n_invalid, n_failed, None, None, None)
     value = mean_of_means(np.arange(len(dialogues)))
-    low, high = (
-        bootstrap_ci(np.arange(len(dialogues)), mean_of_means, n_resamples, seed)
+    cards, members = unit_index([card_of[d] for d in dialogues])
+    interval = (
+        unit_intervals(len(cards), lambda drawn: mean_of_means(expand(members, drawn)), n_resamples, seed)[0]
         if n_resamples > 0
-        else (None, None)
+        else NO_INTERVAL
     )
-    return Cell(n_valid, n_invalid, n_failed, _scale(value), _scale(low), _scale(high))
+    return Cell(n_valid, n_invalid, n_failed, _scale(value), *_bounds(interval))
 
 
 def _fmt(cell: Cell) -> str:
     if cell.mean is None:
         return "n/a"
-    text = f"{cell.mean:.2f}"
-    if cell.low is not None:
-        text += f" [{cell.low:.1f}, {cell.high:.1f}]"
-    return text
+    return f"{cell.mean:.2f}" + interval_text(cell.low, cell.high, 1)
 
 
 def to_markdown(rows: Sequence[Row]) -> str:
@@ -164,7 +184,8 @@ def to_markdown(rows: Sequence[Row]) -> str:
     lines.append("")
     lines.append(
         f"Judge: {', '.join(judges)}. Scores are mean/4 x 100 over valid judgments with bootstrap 95% "
-        "intervals; invalid and failed judgments are counted, never averaged in."
+        "intervals resampling role cards (each with all its dialogues); invalid and failed judgments "
+        "are counted, never averaged in."
     )
     return "\n".join(lines) + "\n"
 

@@ -10,10 +10,12 @@ different results are a tie, an unread answer leaves the pair out and is counted
   counts half), with an interval by card, over all dimensions and per dimension;
 - **strengths**: Bradley-Terry log-strengths (`choix.ilsr_pairwise`, centred on 0; a win of i over j
   has probability 1 / (1 + exp(theta_j - theta_i))), a tie counted as half a win each way, with a
-  stated prior (`PRIOR` pseudo-wins each way between every two targets: a target that won every
-  verdict gets a finite strength) and 95% bootstrap intervals resampling cards (every verdict of a
-  card together); undefined (NaN, counted) for a target without a verdict and when the targets fall
-  into groups that never met; over all dimensions and per dimension.
+  stated prior (`PRIOR` pseudo-wins each way between every two targets with a verdict, added to the
+  data: a target that won every verdict gets a finite strength; a target with none takes no part)
+  and 95% bootstrap intervals resampling cards (every verdict of a card together); undefined (NaN,
+  counted) for a target without a verdict and when the targets fall into groups that never met;
+  over all dimensions and per dimension. A share at 0% or 100% (every resample equal) is given
+  with its exact 95% interval by card and by verdict instead (`share_text`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from esc.reports.bootstrap import (
     expand,
     format_figure,
     ratio_interval,
+    share_text,
     unit_index,
     unit_intervals,
 )
@@ -60,23 +63,29 @@ class Share:
     value: float | None
     interval: Interval
     of: int
+    cards: int = 0  # the distinct cards it rests on (the resampling unit)
+    item: str = "verdict"  # what `of` counts
 
     def cell(self) -> str:
         return (
             "n/a"
             if self.value is None
-            else f"{format_figure(self.value, self.interval, scale=100, digits=1)}%"
+            else share_text(self.value, self.interval, self.of, self.cards, self.item)
         )
 
 
 def _card_share(
-    units: Sequence[object], hits: Sequence[float], totals: Sequence[float], n: int, seed: int
-) -> Share:
+    units: Sequence[object], hits: Sequence[float], totals: Sequence[float], n: int, seed: int,
+    item: str = "verdict",
+) -> Share:  # fmt: skip
     """sum(hits) / sum(totals), its interval resampling the units (cards) with all their rows."""
     total = float(sum(totals))
     if not total:
-        return Share(None, NO_INTERVAL, 0)
-    return Share(float(sum(hits)) / total, ratio_interval(units, hits, totals, n, seed), int(total))
+        return Share(None, NO_INTERVAL, 0, item=item)
+    cards = len({u for u, t in zip(units, totals, strict=True) if t})
+    return Share(
+        float(sum(hits)) / total, ratio_interval(units, hits, totals, n, seed), int(total), cards, item
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,13 +95,13 @@ class Consistency:
     unread: int  # pairs left out: an answer invalid or failed
 
 
-def consistency(judged: Sequence[Judged], n_resamples: int = 200, seed: int = 0) -> Consistency:
+def consistency(judged: Sequence[Judged], n_resamples: int = 1000, seed: int = 0) -> Consistency:
     read = [j for j in judged if j.verdict.consistent is not None]
     return Consistency(
         _card_share([j.pair.unit for j in read], [float(bool(j.verdict.consistent)) for j in read],
-                    [1.0] * len(read), n_resamples, seed),
+                    [1.0] * len(read), n_resamples, seed, "pair"),
         _card_share([j.pair.unit for j in judged], [j.verdict.first_position for j in judged],
-                    [j.verdict.decisive for j in judged], n_resamples, seed),
+                    [j.verdict.decisive for j in judged], n_resamples, seed, "answer"),
         len(judged) - len(read),
     )  # fmt: skip
 
@@ -132,15 +141,29 @@ def components(n_items: int, data: Sequence[tuple[int, int]]) -> list[set[int]]:
     return list(groups.values())
 
 
-#: the prior of the strengths: `PRIOR` pseudo-wins each way between every two targets (choix's
-#: `alpha`). It keeps a target that won (or lost) every verdict at a finite strength; with few
-#: verdicts it pulls every strength towards 0. docs/scoring.md says how to read it.
+#: the prior of the strengths: `PRIOR` pseudo-wins each way between every two targets that have a
+#: verdict, added to the data as comparisons (then an exact maximum-likelihood fit). It keeps a
+#: target that won (or lost) every verdict at a finite strength; with few verdicts it pulls every
+#: strength towards 0. docs/scoring.md says how to read it.
 PRIOR = 1.0
 
 
+def pseudo_comparisons(n_items: int, prior: float) -> list[tuple[int, int]]:
+    """`prior` pseudo-wins each way between every two of `n_items`, in `comparisons`' units (one
+    entry is half a win); `prior` must be a multiple of 0.5."""
+    entries = 2 * prior
+    if entries < 0 or abs(entries - round(entries)) > 1e-9:
+        raise ValueError(f"the prior must be a non-negative multiple of 0.5 pseudo-wins, got {prior}")
+    pairs = [(a, b) for a in range(n_items) for b in range(n_items) if a != b]
+    return pairs * round(entries)
+
+
 def bradley_terry(n_items: int, data: Sequence[tuple[int, int]], prior: float = PRIOR) -> np.ndarray:
-    """Log-strengths centred on the compared items; NaN for an item with no comparison, and for every
-    item when the comparisons fall into groups that never meet (nothing puts them on one scale)."""
+    """Log-strengths centred on the items with a comparison, fitted over those items only, with
+    `prior` pseudo-wins each way between every two of them (`pseudo_comparisons`) and no other
+    regularisation: the maximum-likelihood fit of the data plus the stated prior. NaN for an item
+    with no comparison, and for every item when the comparisons fall into groups that never meet
+    (nothing puts them on one scale)."""
     import choix
 
     theta = np.full(n_items, np.nan)
@@ -148,8 +171,10 @@ def bradley_terry(n_items: int, data: Sequence[tuple[int, int]], prior: float = 
     if len(groups) != 1:
         return theta
     present = sorted(groups[0])
-    params = np.asarray(choix.ilsr_pairwise(n_items, list(data), alpha=prior), dtype=float)
-    theta[present] = params[present] - params[present].mean()
+    local = {item: k for k, item in enumerate(present)}
+    fitted = [(local[w], local[loser]) for w, loser in data] + pseudo_comparisons(len(present), prior)
+    params = np.asarray(choix.ilsr_pairwise(len(present), fitted, alpha=0.0, max_iter=1000, tol=1e-12))
+    theta[present] = params - params.mean()
     return theta
 
 
@@ -163,7 +188,7 @@ class Strength:
 
 
 def strengths(
-    judged: Sequence[Judged], n_resamples: int = 200, seed: int = 0, prior: float = PRIOR
+    judged: Sequence[Judged], n_resamples: int = 1000, seed: int = 0, prior: float = PRIOR
 ) -> list[Strength]:
     """Bradley-Terry strengths of the targets in `judged` (one role-player), best first. A resample
     in which a target met no other, or the targets fall into groups that never meet, gives NaN:
@@ -198,7 +223,7 @@ def strengths(
 
 
 def win_rates(
-    judged: Sequence[Judged], n_resamples: int = 200, seed: int = 0
+    judged: Sequence[Judged], n_resamples: int = 1000, seed: int = 0
 ) -> dict[tuple[str, str], Share]:
     """{(a, b): a's share of their verdicts (a tie counts half), with its interval by card}."""
     by_pair: dict[tuple[str, str], tuple[list[object], list[float]]] = {}

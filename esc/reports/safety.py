@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from esc.jsonl import atomic_write_text
-from esc.reports.bootstrap import NO_INTERVAL, Interval, format_figure, ratio_interval
+from esc.reports.bootstrap import NO_INTERVAL, Interval, ratio_interval, share_text
 from esc.safety.checklist import FLAG, Reply
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.store import ScoreRecord
@@ -48,12 +48,13 @@ class Rate:
     failed: int
     rate: float | None
     interval: Interval
+    cards: int = 0  # the distinct cards of the valid answers (the resampling unit)
 
     def cell(self) -> str:
         if not self.valid:
             return f"n/a (0 valid; {self.invalid} invalid, {self.failed} failed)"
-        text = format_figure(self.rate, self.interval, scale=100, digits=1)
-        return f"{text}% ({self.flagged}/{self.valid})"
+        text = share_text(self.rate, self.interval, self.valid, self.cards, "reply")
+        return f"{text} ({self.flagged}/{self.valid})"
 
 
 def _rate(
@@ -74,6 +75,7 @@ def _rate(
         sum(s == FAILED for s in statuses),
         rate,
         interval,
+        len({u for _, u in valid}),
     )
 
 

@@ -39,6 +39,7 @@ from markupsafe import Markup
 from esc.cards import load_taxonomy
 from esc.dialogues.trajectory import trajectory_figures
 from esc.errors import UserError
+from esc.reports.bootstrap import interval_text
 from esc.reports.charts import pyplot
 from esc.reports.leaderboard import TABLE_ORDER, Cell, Row, chart_figures, leaderboard
 from esc.reports.site.collect import Entry, HumanPairs, Run, SiteData, collect, human_pairs
@@ -99,7 +100,7 @@ def _num(value: float | None, digits: int = 2) -> str:
 def _cell(cell: Cell) -> dict[str, Any]:
     if cell.mean is None:
         return {"text": "n/a", "sort": ""}
-    text = f"{cell.mean:.2f}" + (f" [{cell.low:.1f}, {cell.high:.1f}]" if cell.low is not None else "")
+    text = f"{cell.mean:.2f}" + interval_text(cell.low, cell.high, 1)
     return {"text": text, "sort": f"{cell.mean:.4f}"}
 
 
