@@ -3,6 +3,8 @@ issue 35's audit, one test per defect it found."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -139,3 +141,87 @@ def test_a_constant_judge_says_every_resample_agrees_instead_of_a_bare_interval(
     records = [scored(f"d{c}", c, dim, 3) for c in range(6) for dim in DIMENSION_KEYS]
     markdown = board.to_markdown(board.leaderboard(records, n_resamples=500))
     assert "75.00 [every resample 75.0]" in markdown and "[75.0, 75.0]" not in markdown
+
+
+# --- rankings with ties ---------------------------------------------------------------------------
+
+
+def hand_tau_b(x: list[float], y: list[float]) -> float:
+    """Kendall's tau-b by its definition: (concordant - discordant) / sqrt((n0 - tx)(n0 - ty))."""
+    concordant = discordant = tied_x = tied_y = 0
+    for i in range(len(x)):
+        for j in range(i + 1, len(x)):
+            dx, dy = np.sign(x[i] - x[j]), np.sign(y[i] - y[j])
+            tied_x += dx == 0
+            tied_y += dy == 0
+            concordant += dx * dy > 0
+            discordant += dx * dy < 0
+    n0 = len(x) * (len(x) - 1) / 2
+    return (concordant - discordant) / np.sqrt((n0 - tied_x) * (n0 - tied_y))
+
+
+def test_jury_rankings_keep_exact_ties_and_a_tie_is_no_dispute() -> None:
+    """Defect 4: judge a scores twin1 and twin2 the same; they were ordered by name, which made a
+    dispute with b (twin2 > twin1) and a tau of a plain order. Now a's order keeps the tie, tau is
+    tau-b with the tie, and nobody disputes twin1 vs twin2."""
+    from esc.reports.jury import JURY, rankings, to_markdown
+    from esc.reports.leaderboard import Cell, Row
+
+    means = {"a": {"twin1": 75.0, "twin2": 75.0, "mid": 50.0, "low": 25.0},
+             "b": {"twin1": 70.0, "twin2": 80.0, "mid": 45.0, "low": 20.0}}  # fmt: skip
+    means[JURY] = {t: (means["a"][t] + means["b"][t]) / 2 for t in means["a"]}
+    rows = [Row(t, "rp", "en", judge, 6, {}, Cell(42, 0, 0, mean, None, None))
+            for judge, by_target in means.items() for t, mean in by_target.items()]  # fmt: skip
+    [(_, r)] = rankings(rows, ["a", "b"]).items()
+    targets = sorted(means["a"])
+    expected = hand_tau_b([means["a"][t] for t in targets], [means[JURY][t] for t in targets])
+    assert r["tau"]["a"] == pytest.approx(expected) and expected < 1
+    assert r["tau"]["b"] == pytest.approx(1.0)
+    assert r["disputed"] == [] and r["tiers"]["a"] == [["twin1", "twin2"], ["mid"], ["low"]]
+    markdown = to_markdown([], {}, {("rp", "en"): r}, "mean", ["a", "b"])
+    assert (
+        "- a: twin1 = twin2 > mid > low" in markdown
+        and "no two judges order a pair of targets oppositely" in markdown
+    )
+
+
+# --- Kendall's W ----------------------------------------------------------------------------------
+
+
+def plain_w(table: np.ndarray) -> float:
+    """Kendall's W without ties, by its definition: 12 S / (m^2 (n^3 - n))."""
+    n, m = table.shape
+    ranks = np.argsort(np.argsort(-table, axis=0), axis=0) + 1.0
+    totals = ranks.sum(axis=1)
+    return 12 * ((totals - totals.mean()) ** 2).sum() / (m**2 * (n**3 - n))
+
+
+def test_kendalls_w_is_printed_with_its_chance_level_and_a_permutation_p() -> None:
+    """Defect 6: W was read as "0: none". Two simulators that rank 4 targets in opposite orders give
+    W = (1 + rho) / 2 = 0, below the chance level 0.50 (the mean W of random rankings, simulated here
+    by plain numpy); the report says so, with a permutation p of 1."""
+    from scipy.stats import spearmanr
+
+    from esc.reports.simulators import simulator_tables, to_markdown
+
+    rng = np.random.default_rng(11)
+    for m in (2, 3):
+        simulated = np.mean(
+            [plain_w(rng.permuted(np.tile(np.arange(5.0), (m, 1)).T, axis=0)) for _ in range(4000)]
+        )
+        assert simulated == pytest.approx(1 / m, abs=0.02)
+    records = []
+    for card in range(6):
+        for rank, target in enumerate(["t1", "t2", "t3", "t4"]):
+            for sim, score in (("s1", 4 - rank), ("s2", 1 + rank)):
+                for d in DIMENSION_KEYS:
+                    record = scored(f"{sim}/{target}/{card}", card, d, min(score, 4), target)
+                    records.append(dataclasses.replace(record, roleplayer=sim))
+    [table] = simulator_tables(records, n_resamples=200)
+    rho = spearmanr(table.means[:, 0], table.means[:, 1]).statistic
+    assert table.w == pytest.approx((1 + rho) / 2) and table.w == pytest.approx(0.0)
+    assert table.w_chance == pytest.approx(0.5) and table.w_p == pytest.approx(1.0)
+    text = to_markdown([table])
+    assert (
+        "chance level 0.50" in text and "permutation p = 1.000" in text and "(1 + Spearman's rho) / 2" in text
+    )

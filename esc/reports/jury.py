@@ -174,44 +174,59 @@ def agreement(
     return out
 
 
-def _kendall(a: Sequence[str], b: Sequence[str]) -> float | None:
+def _kendall(a: Mapping[str, float], b: Mapping[str, float]) -> float | None:
+    """Kendall's tau-b between two judges' scores of the targets both scored: ties kept (two
+    targets with the same score are tied, not ordered by name)."""
     from scipy.stats import kendalltau
 
-    common = [t for t in a if t in b]
+    common = sorted(set(a) & set(b))
     if len(common) < 2:
         return None
-    tau = kendalltau([a.index(t) for t in common], [b.index(t) for t in common]).statistic
+    tau = kendalltau([a[t] for t in common], [b[t] for t in common], variant="b").statistic
     return None if math.isnan(tau) else float(tau)
 
 
+def _tiers(scores: Mapping[str, float]) -> list[list[str]]:
+    """Targets best first, those with exactly the same score in one tier (names sorted within it)."""
+    tiers: list[list[str]] = []
+    previous = None
+    for target, score in sorted(scores.items(), key=lambda item: (-item[1], item[0])):
+        if tiers and score == previous:
+            tiers[-1].append(target)
+        else:
+            tiers.append([target])
+        previous = score
+    return tiers
+
+
 def rankings(rows: Sequence[Row], members: Sequence[str]) -> dict[tuple[str, str], dict[str, Any]]:
-    """Per (role-player, language): each judge's order of targets (best first), Kendall's tau with
-    the jury's order, and the target pairs two members order oppositely."""
+    """Per (role-player, language): each judge's order of the targets it scored (best first; `tiers`
+    keeps exact ties together), Kendall's tau-b with the jury's scores, and the target pairs that one
+    member strictly prefers one way and another the other way (a tie is no dispute)."""
     out = {}
     groups: dict[tuple[str, str], dict[str, list[Row]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
         groups[(row.roleplayer, row.language)][row.judge].append(row)
     for key, by_judge in sorted(groups.items()):
-        orders = {
-            judge: [
-                r.target
-                for r in sorted(rs, key=lambda r: -(r.average.mean if r.average.mean is not None else -1))
-            ]
+        scores = {
+            judge: {r.target: float(r.average.mean) for r in rs if r.average.mean is not None}
             for judge, rs in by_judge.items()
         }
-        pooled = orders.get(JURY, [])
+        tiers = {judge: _tiers(s) for judge, s in scores.items()}
+        pooled = scores.get(JURY, {})
         disputed = []
         for t1, t2 in itertools.combinations(sorted(pooled), 2):
-            above = {
-                m: orders[m].index(t1) < orders[m].index(t2)
+            prefers = {
+                m: (t1 if scores[m][t1] > scores[m][t2] else t2 if scores[m][t2] > scores[m][t1] else None)
                 for m in members
-                if m in orders and {t1, t2} <= set(orders[m])
+                if m in scores and {t1, t2} <= set(scores[m])
             }
-            if len(set(above.values())) > 1:
-                disputed.append((t1, t2, {m: t1 if up else t2 for m, up in above.items()}))
+            if len({p for p in prefers.values() if p is not None}) > 1:
+                disputed.append((t1, t2, {m: p if p is not None else "tie" for m, p in prefers.items()}))
         out[key] = {
-            "orders": orders,
-            "tau": {m: _kendall(orders[m], pooled) for m in members if m in orders},
+            "orders": {judge: [t for tier in ts for t in tier] for judge, ts in tiers.items()},
+            "tiers": tiers,
+            "tau": {m: _kendall(scores[m], pooled) for m in members if m in scores},
             "disputed": disputed,
         }
     return out
@@ -246,10 +261,10 @@ def to_markdown(
         shown = "n/a (no variation)" if math.isnan(alpha) else format_figure(alpha, interval, digits=3)
         lines.append(f"| {dim} | {shown} | {n} |")
     for (roleplayer, language), r in ranks.items():
-        lines += ["", f"Rankings ({language}, role-player {roleplayer}), best first:", ""]
-        for judge, order in r["orders"].items():
-            tau = "" if judge == JURY else f" (Kendall's tau with the jury: {_tau(r['tau'].get(judge))})"
-            lines.append(f"- {judge}: {' > '.join(order)}{tau}")
+        lines += ["", f"Rankings ({language}, role-player {roleplayer}), best first (= an exact tie):", ""]
+        for judge, tiers in r["tiers"].items():
+            tau = "" if judge == JURY else f" (Kendall's tau-b with the jury: {_tau(r['tau'].get(judge))})"
+            lines.append(f"- {judge}: {' > '.join(' = '.join(tier) for tier in tiers)}{tau}")
         if r["disputed"]:
             pairs = [
                 f"{a} vs {b} ({', '.join(f'{m}: {w}' for m, w in who.items())})"
@@ -257,7 +272,7 @@ def to_markdown(
             ]
             lines.append("- judges disagree on: " + "; ".join(pairs))
         else:
-            lines.append("- every judge orders the targets the same way")
+            lines.append("- no two judges order a pair of targets oppositely (a tie is no dispute)")
     return "\n".join(lines) + "\n"
 
 

@@ -13,8 +13,12 @@ every simulator and target go together):
   cells' sampling noise), as shares of the total sum of squares of the cell means: a large simulator
   share means the simulator moves every target's score; the rest also holds noise, so a large one
   does not by itself show that the simulator reorders the targets (Kendall's W says that);
-- Kendall's W of the simulators' rankings of the targets (1: the same order under every simulator,
-  0: no agreement), with the correction for tied ranks; undefined (n/a) when every ranking is one tie.
+- Kendall's W of the simulators' rankings of the targets (1: the same order under every simulator),
+  with the correction for tied ranks; undefined (n/a) when every ranking is one tie. W is read
+  against its chance level: under rankings drawn at random it averages 1/m with m simulators (0.50
+  with 2, 0.33 with 3), and with 2 simulators W = (1 + Spearman's rho) / 2, so 0.10 is strongly
+  reversed orders, not "no agreement". The report gives that level and a permutation p-value (each
+  simulator's scores shuffled over the targets, `PERMUTATIONS` times).
 """
 
 from __future__ import annotations
@@ -48,6 +52,23 @@ def kendalls_w(table: np.ndarray) -> float:
     return 12.0 * s / denominator if denominator > 0 else math.nan
 
 
+PERMUTATIONS = 10_000
+
+
+def w_permutation_p(table: np.ndarray, permutations: int = PERMUTATIONS, seed: int = 0) -> float:
+    """P(W >= the observed W) when each rater's scores are shuffled over the targets (rankings drawn
+    at random), counting the observed table itself: (1 + hits) / (1 + permutations)."""
+    observed = kendalls_w(table)
+    if math.isnan(observed):
+        return math.nan
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for _ in range(permutations):
+        shuffled = np.column_stack([rng.permutation(table[:, j]) for j in range(table.shape[1])])
+        hits += kendalls_w(shuffled) >= observed - 1e-12
+    return (1 + hits) / (1 + permutations)
+
+
 def variance_shares(table: np.ndarray) -> dict[str, float]:
     """Shares of the total sum of squares of a complete targets x simulators table of means: targets,
     simulators, and the rest (interaction and noise)."""
@@ -77,6 +98,8 @@ class SimulatorTable:
     w: float
     w_interval: Interval
     left_out: dict[str, list[str]]  # "targets": not played under every simulator; "cards": missing somewhere
+    w_chance: float = math.nan  # W's mean under random rankings: 1 / simulators
+    w_p: float = math.nan  # permutation p-value: P(W >= the observed W) under random rankings
 
 
 def _dialogue_averages(records: Sequence[ScoreRecord]) -> dict[tuple[str, str, str, str, int], float]:
@@ -137,7 +160,8 @@ def simulator_tables(
                     "cards": [str(c) for c in all_cards if c not in cards]}  # fmt: skip
         w_interval = unit_intervals(len(cards), w_of, n_resamples, seed)[0]
         tables.append(SimulatorTable(judge, language, targets, simulators, means, intervals, len(cards),
-                                     shares, kendalls_w(means), w_interval, left_out))  # fmt: skip
+                                     shares, kendalls_w(means), w_interval, left_out,
+                                     1.0 / len(simulators), w_permutation_p(means, seed=seed)))  # fmt: skip
     return tables
 
 
@@ -169,7 +193,9 @@ def to_markdown(tables: Sequence[SimulatorTable]) -> str:
             f"Variance of the cell means (sum of squares): {shares} (the rest: interaction and noise).",
             "Ranking stability across simulators, Kendall's W: "
             f"{format_figure(t.w, t.w_interval, digits=2)} ({len(t.simulators)} simulators x "
-            f"{len(t.targets)} targets).",
+            f"{len(t.targets)} targets; chance level {t.w_chance:.2f}, the mean W of random rankings; "
+            f"permutation p = {_p(t.w_p)}"
+            + (", and with 2 simulators W = (1 + Spearman's rho) / 2)." if len(t.simulators) == 2 else ")."),
         ]
         if t.left_out["targets"] or t.left_out["cards"]:
             missing = ", ".join(t.left_out["targets"]) or "none"
@@ -180,6 +206,10 @@ def to_markdown(tables: Sequence[SimulatorTable]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _p(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:.3f}"
+
+
 def to_json(tables: Sequence[SimulatorTable]) -> list[dict[str, Any]]:
     return [
         {"judge": t.judge, "language": t.language, "targets": t.targets, "simulators": t.simulators,
@@ -187,6 +217,7 @@ def to_json(tables: Sequence[SimulatorTable]) -> list[dict[str, Any]]:
          "intervals": [[dataclasses.asdict(iv) for iv in row] for row in t.intervals],
          "variance_shares": {k: {"value": v, "interval": dataclasses.asdict(iv)}
                              for k, (v, iv) in t.shares.items()},
-         "kendalls_w": t.w, "kendalls_w_interval": dataclasses.asdict(t.w_interval), "left_out": t.left_out}
+         "kendalls_w": t.w, "kendalls_w_interval": dataclasses.asdict(t.w_interval),
+         "kendalls_w_chance": t.w_chance, "kendalls_w_p": t.w_p, "left_out": t.left_out}
         for t in tables
     ]  # fmt: skip
