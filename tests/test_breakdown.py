@@ -129,7 +129,7 @@ def test_intervals_resample_role_cards() -> None:
     assert cell_text(en, 2) == f"66.7 [{en.interval.low:.1f}, {en.interval.high:.1f}], n=3"
     # t2's two dialogues share card 1: one unit, nothing to resample, so no interval (n is still 2)
     one_card = language.cell(T2, "en")
-    assert one_card.n == 2 and math.isnan(one_card.interval.low) and cell_text(one_card, 2) == "50.0, n=2"
+    assert one_card.n == 2 and math.isnan(one_card.interval.low) and cell_text(one_card, 2) == "50.0 [no interval: one card], n=2"
     no_resamples = table(leaderboard_breakdowns(records(), FACETS, min_n=2, n_resamples=0), "language")
     assert cell_text(no_resamples.cell(T1, "en"), 2) == "66.7, n=3"
 
@@ -219,7 +219,7 @@ def test_score_job_appends_the_sections_and_writes_every_cell(tmp_path: Path) ->
                       "## By number of turns (role-player/target exchanges)"]  # fmt: skip
     assert "| t1 (rp) | family_life | unknown |" not in text
     # tier 1: family_life, one card (1: 50 and 100), no interval | unknown, cards 2 and 3 (both 50)
-    assert "| t1 (rp) | 75.0, n=2 | 50.0 [50.0, 50.0], n=2 |" in text
+    assert "| t1 (rp) | 75.0 [no interval: one card], n=2 | 50.0 [every resample 50.0], n=2 |" in text
     assert "1 whose card is not in the cards read" in text
     assert "1 whose card there is not the one played" in text
     with (out / "breakdown.csv").open(encoding="utf-8") as fh:

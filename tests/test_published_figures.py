@@ -225,3 +225,31 @@ def test_kendalls_w_is_printed_with_its_chance_level_and_a_permutation_p() -> No
     assert (
         "chance level 0.50" in text and "permutation p = 1.000" in text and "(1 + Spearman's rho) / 2" in text
     )
+
+
+# --- counts and one-card cells ----------------------------------------------------------------------
+
+
+def test_the_breakdowns_unknown_note_counts_each_dialogue_once_whatever_the_judges() -> None:
+    """Defect 8: 4 dialogues whose cards are unknown, each scored by 3 judges, were "12 dialogue(s)"."""
+    from esc.reports.breakdown import breakdowns_markdown, leaderboard_breakdowns
+
+    records = [
+        dataclasses.replace(scored(f"d{c}", c, dim, 2), judge=judge)
+        for c in range(4) for judge in ("j1", "j2", "j3") for dim in DIMENSION_KEYS
+    ]  # fmt: skip
+    tables = leaderboard_breakdowns(records, {}, min_n=1, n_resamples=100, only=("tier1",))
+    text = breakdowns_markdown(tables, {"no_card": 4})
+    assert "unknown (4 dialogue(s))" in text and "unknown (12" not in text
+
+
+def test_a_one_card_cell_says_why_it_has_no_interval() -> None:
+    """Defect 9: a breakdown cell resting on one card printed a mean with no interval and no reason."""
+    from esc.reports.breakdown import Facets, breakdowns_markdown, leaderboard_breakdowns
+
+    records = [scored(f"run{k}", 7, dim, 3) for k in range(2) for dim in DIMENSION_KEYS]
+    facets = {f"run{k}": Facets("en", tier1="work") for k in range(2)}
+    text = breakdowns_markdown(
+        leaderboard_breakdowns(records, facets, min_n=1, n_resamples=100, only=("tier1",))
+    )
+    assert "75.0 [no interval: one card], n=2" in text

@@ -238,8 +238,11 @@ def test_figures_and_paired_differences_match_hand_counts() -> None:
     )
     assert rows["dismissive"].means["change"].value == -20 and rows["dismissive"].means["change"].n == 2
     assert rows["supportive"].invalid == 1 and rows["supportive"].ratings == 6
-    # area: trapezoids / span: (55 + 65) / 2 = 60 for card 1 supportive; card 2: points (0,40),(1,50) -> 45
-    assert rows["supportive"].means["area"].value == pytest.approx((60 + 45) / 2)
+    # area: trapezoids / span: (55 + 65) / 2 = 60 for card 1 supportive. Card 2's final rating is
+    # invalid: its points (0,40),(1,50) span exchanges 0-1 of 0-2, so it has no area (issue 35: it got
+    # 45, over a shorter span, and was counted as defined)
+    area = rows["supportive"].means["area"]
+    assert area.value == pytest.approx(60) and area.n == 1 and area.undefined == 1
     change = next(d for d in differences(rated, n_resamples=200) if d.metric == "change")
     assert (change.a, change.b) == ("dismissive", "supportive")  # sorted names
     assert change.mean.value == -40 and change.mean.n == 1 and change.mean.undefined == 1

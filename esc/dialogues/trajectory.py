@@ -5,12 +5,14 @@ seeker's first message (the start, before any reply of the chatbot), exchange k 
 the chatbot's k-th reply. Invalid ratings are left out and counted; they never count as a value.
 
 - start: the rating at exchange 0; final: the rating after the last reply; change: final - start;
-- area: the mean emotion over the dialogue, the trapezoidal area under the trajectory (over the
-  valid points, by exchange) divided by the exchanges it spans, so dialogues of different lengths
-  (adaptive stopping) compare on the same 0-100 scale.
+- area: the mean emotion over the whole dialogue, the trapezoidal area under the trajectory (over
+  the valid points, by exchange; an invalid rating inside is bridged) divided by the exchanges, so
+  dialogues of different lengths (adaptive stopping) compare on the same 0-100 scale. It spans the
+  whole dialogue, exchange 0 to the last, or it is undefined: a dialogue whose start or final
+  rating is invalid has no area (its valid points would cover a shorter span than the others').
 
-A figure whose points are missing (an invalid start or final rating, fewer than two valid points
-for the area) is None, and reports count those dialogues apart rather than drop them silently.
+A figure whose points are missing (an invalid start or final rating) is None, and reports count
+those dialogues apart rather than drop them silently.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ def trajectory_figures(dialogue: Dialogue) -> TrajectoryFigures:
         start,
         final,
         None if start is None or final is None else round(final - start, 4),
-        _area(points),
+        None if start is None or final is None else _area(points),  # the whole span, or none
         dialogue.stop_reason,
     )
 

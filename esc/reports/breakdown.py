@@ -43,7 +43,7 @@ from esc.dialogues.store import played_by_source
 from esc.errors import DataError, UserError
 from esc.jsonl import atomic_write_text
 from esc.reports import agreement as agree
-from esc.reports.bootstrap import NO_INTERVAL, Interval, format_figure, ratio_interval
+from esc.reports.bootstrap import NO_INTERVAL, Interval, format_figure, interval_text, ratio_interval
 from esc.scoring.judge import VALID
 from esc.scoring.store import ScoreRecord
 
@@ -222,6 +222,7 @@ class Cell:
     mean: float | None
     interval: Interval
     shown: bool  # n >= min_n and (tier 2) its column kept
+    cards: int = 0  # the distinct role cards of its dialogues (the resampling unit)
 
 
 @dataclasses.dataclass
@@ -233,6 +234,7 @@ class Breakdown:
     min_n: int
     left_out: dict[str, int] = dataclasses.field(default_factory=dict)  # tier 2: value -> its largest n
     language: str | None = None  # the dialogues' language, when the table holds one language only
+    unknown_dialogues: int = 0  # distinct dialogues whose value is "unknown" (once, whatever the judges)
 
     def cell(self, row: tuple[str, str, str], value: str) -> Cell | None:
         for c in self.cells:
@@ -297,8 +299,9 @@ def leaderboard_breakdowns(
                 chosen = [s for s in in_row if values[s.dialogue_id] == column]
                 defined = [s for s in chosen if s.average is not None]
                 mean, interval = _mean_cell(defined, n_resamples, seed)
+                cards = len({s.unit for s in defined})
                 cells.append(Cell(facet, column, *row, len(defined), len(chosen) - len(defined), mean,
-                                  interval, len(defined) >= min_n))  # fmt: skip
+                                  interval, len(defined) >= min_n, cards))  # fmt: skip
         left_out: dict[str, int] = {}
         if facet == "tier2":  # only the groups with enough dialogues in some row
             largest = {c: max((x.n for x in cells if x.value == c), default=0) for c in columns}
@@ -307,7 +310,8 @@ def leaderboard_breakdowns(
             if columns == [UNKNOWN]:  # no known group to show: no table, a note says why
                 columns = []
             cells = [c if c.value in columns else dataclasses.replace(c, shown=False) for c in cells]
-        tables.append(Breakdown(facet, columns, rows, cells, min_n, left_out))
+        unknown = len({s.dialogue_id for s in scored if values[s.dialogue_id] == UNKNOWN})
+        tables.append(Breakdown(facet, columns, rows, cells, min_n, left_out, unknown_dialogues=unknown))
     return tables
 
 
@@ -317,9 +321,9 @@ def cell_text(cell: Cell | None, min_n: int) -> str:
         return "n=0"
     if not cell.shown or cell.mean is None:
         return f"n={cell.n} (< {min_n})"
-    text = f"{cell.mean:.1f}"
-    if not (math.isnan(cell.interval.low) or math.isnan(cell.interval.high)):
-        text += f" [{cell.interval.low:.1f}, {cell.interval.high:.1f}]"
+    text = f"{cell.mean:.1f}" + interval_text(cell.interval.low, cell.interval.high, 1)
+    if cell.cards == 1:
+        text += " [no interval: one card]"
     return f"{text}, n={cell.n}"
 
 
@@ -360,9 +364,8 @@ def breakdowns_markdown(tables: Sequence[Breakdown], unknown: Mapping[str, int] 
         if unscored:
             notes.append(f"{unscored} dialogue(s) without any valid judgment have no average and are "
                          "in no cell (breakdown.csv: n_unscored).")  # fmt: skip
-        n_unknown = sum(c.n + c.n_unscored for c in t.cells if c.value == UNKNOWN)
-        if n_unknown:
-            notes.append(f"unknown ({n_unknown} dialogue(s)): {_unknown_reason(t.facet, unknown)}.")
+        if t.unknown_dialogues:
+            notes.append(f"unknown ({t.unknown_dialogues} dialogue(s)): {_unknown_reason(t.facet, unknown)}.")
         if notes:
             lines += ([""] if t.columns else []) + [" ".join(notes)]
     return "\n".join(lines) + "\n"
