@@ -129,7 +129,8 @@ def test_intervals_resample_role_cards() -> None:
     assert cell_text(en, 2) == f"66.7 [{en.interval.low:.1f}, {en.interval.high:.1f}], n=3"
     # t2's two dialogues share card 1: one unit, nothing to resample, so no interval (n is still 2)
     one_card = language.cell(T2, "en")
-    assert one_card.n == 2 and math.isnan(one_card.interval.low) and cell_text(one_card, 2) == "50.0 [no interval: one card], n=2"
+    assert one_card.n == 2 and math.isnan(one_card.interval.low)
+    assert cell_text(one_card, 2) == "50.0 [no interval: one card], n=2"
     no_resamples = table(leaderboard_breakdowns(records(), FACETS, min_n=2, n_resamples=0), "language")
     assert cell_text(no_resamples.cell(T1, "en"), 2) == "66.7, n=3"
 

@@ -253,3 +253,44 @@ def test_a_one_card_cell_says_why_it_has_no_interval() -> None:
         leaderboard_breakdowns(records, facets, min_n=1, n_resamples=100, only=("tier1",))
     )
     assert "75.0 [no interval: one card], n=2" in text
+
+
+def hand_ordinal_alpha(table: np.ndarray) -> float:
+    """Krippendorff's ordinal alpha by its definition (coincidences, ordinal distances), judges x items."""
+    values = sorted({v for v in table.ravel() if not np.isnan(v)})
+    index = {v: i for i, v in enumerate(values)}
+    coincidences = np.zeros((len(values), len(values)))
+    for column in table.T:
+        present = [index[v] for v in column if not np.isnan(v)]
+        if len(present) < 2:
+            continue
+        for i, a in enumerate(present):
+            for j, b in enumerate(present):
+                if i != j:
+                    coincidences[a, b] += 1 / (len(present) - 1)
+    totals = coincidences.sum(axis=1)
+    n = totals.sum()
+    delta = np.zeros_like(coincidences)
+    for c in range(len(values)):
+        for k in range(len(values)):
+            low, high = min(c, k), max(c, k)
+            delta[c, k] = (totals[low : high + 1].sum() - (totals[c] + totals[k]) / 2) ** 2
+    return 1 - (n - 1) * (coincidences * delta).sum() / (np.outer(totals, totals) * delta).sum()
+
+
+def test_the_jurys_alpha_is_ordinal_on_stated_scores() -> None:
+    """Defect 9: with `jury.reading=stated` the scores are ordinal categories 0-4, but alpha was
+    interval-level; it is now the ordinal alpha (checked against the definition)."""
+    from esc.reports.jury import agreement
+
+    a = [0, 1, 1, 2, 3, 4, 4, 2, 0, 3, 1, 4]
+    b = [0, 1, 2, 2, 4, 4, 3, 1, 0, 3, 2, 4]
+    records = [
+        dataclasses.replace(scored(f"d{i}", i, "empathy", score), judge=judge)
+        for judge, scores in (("a", a), ("b", b)) for i, score in enumerate(scores)
+    ]  # fmt: skip
+    alphas = agreement(records, ["a", "b"], reading="stated", n=0)
+    expected = hand_ordinal_alpha(np.asarray([a, b], dtype=float))
+    assert alphas["empathy"][0] == pytest.approx(expected)
+    interval_alpha = agreement(records, ["a", "b"], reading="expected", n=0)["empathy"][0]
+    assert abs(interval_alpha - expected) > 1e-3  # the two levels differ on these scores

@@ -131,15 +131,24 @@ def leniency(
     return out
 
 
-def _alpha(table: np.ndarray) -> float:
-    """Krippendorff's alpha (interval) of a judges x items table (NaN: no judgment); NaN when undefined."""
+def alpha_level(reading: str) -> str:
+    """Krippendorff's level for the jury's reading: the stated scores 0-4 are ordinal categories;
+    expected scores are continuous (interval)."""
+    return "ordinal" if reading == "stated" else "interval"
+
+
+def _alpha(table: np.ndarray, level: str = "interval") -> float:
+    """Krippendorff's alpha (`level`) of a judges x items table (NaN: no judgment); NaN when undefined."""
     import krippendorff
 
     if table.shape[1] < 2 or np.sum(~np.isnan(table)) < 4:
         return math.nan
     try:
         with np.errstate(invalid="ignore", divide="ignore"):
-            return float(krippendorff.alpha(reliability_data=table, level_of_measurement="interval"))
+            if level == "ordinal":  # the categories are the scale's, not only those that occur
+                return float(krippendorff.alpha(reliability_data=table, level_of_measurement="ordinal",
+                                                value_domain=list(range(5))))  # fmt: skip
+            return float(krippendorff.alpha(reliability_data=table, level_of_measurement=level))
     except (ValueError, ZeroDivisionError):  # a single value: no variation to agree on
         return math.nan
 
@@ -156,7 +165,9 @@ def agreement(
     n: int = 1000,
     seed: int = 0,
 ) -> dict[str, tuple[float, Interval, int]]:
-    """{dimension: (Krippendorff's alpha between the members, its interval by card, items)}."""
+    """{dimension: (Krippendorff's alpha between the members, its interval by card, items)}: ordinal
+    on the stated scores (`reading: stated`), interval on expected scores."""
+    level = alpha_level(reading)
     out = {}
     items = _by_item(records)
     for dim in DIMENSION_KEYS:
@@ -168,9 +179,9 @@ def agreement(
         units, groups = unit_index([(r.card_id, r.language) for r in first])
 
         def statistic(drawn: np.ndarray, table: np.ndarray = table, groups: list = groups) -> float:
-            return _alpha(table[:, expand(groups, drawn)])
+            return _alpha(table[:, expand(groups, drawn)], level)
 
-        out[dim] = (_alpha(table), unit_intervals(len(units), statistic, n, seed)[0], len(keys))
+        out[dim] = (_alpha(table, level), unit_intervals(len(units), statistic, n, seed)[0], len(keys))
     return out
 
 
@@ -254,8 +265,8 @@ def to_markdown(
     for le in leniencies:
         value = "n/a" if le.offset is None else format_figure(le.offset, le.interval, digits=2)
         lines.append(f"| {le.judge} | {value} | {le.items} |")
-    lines += ["", "Agreement between the judges, Krippendorff's alpha (interval) per dimension, 95% interval "
-              "over cards:", "",
+    lines += ["", f"Agreement between the judges, Krippendorff's alpha ({alpha_level(reading)}) per "
+              "dimension, 95% interval over cards:", "",
               "| dimension | alpha | judgments |", "|---|---|---|"]  # fmt: skip
     for dim, (alpha, interval, n) in alphas.items():
         shown = "n/a (no variation)" if math.isnan(alpha) else format_figure(alpha, interval, digits=3)
