@@ -289,7 +289,7 @@ def test_scores_of_the_old_official_prompt_are_refused_not_mixed(tmp_path: Path)
                                   f"hydra.run.dir={tmp_path / 'board'}"])  # fmt: skip
     assert mixed.returncode == 2
     [error] = [line for line in mixed.stderr.splitlines() if line.startswith("error:")]
-    assert "official v1, official v2" in error
+    assert re.search(r"official v1 \(\w{12}\), official v2 \(\w{12}\)", error), error
 
 
 def test_esc_rank_recipe_defaults_to_the_released_adapters_settings() -> None:

@@ -187,7 +187,10 @@ def test_rank_py_pairwise_with_the_tiny_judge(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     records = [json.loads(line) for line in (out / "pairwise" / "tiny.jsonl").read_text().splitlines()]
     assert len(records) == 2 * 7 * 2 and all(len(r["probs"]) == 3 for r in records)
-    assert all(r["prompt"] == {"style": "pairwise", "version": 1} for r in records)
+    from esc.scoring.pairwise import pairwise_prompts
+
+    asked = {"style": "pairwise", "version": 1, "sha256": pairwise_prompts()["sha256"]}
+    assert all(r["prompt"] == asked for r in records) and len(asked["sha256"]) == 64
     assert (out / "strengths.csv").is_file() and "Bradley-Terry" in (out / "pairwise.md").read_text()
 
 

@@ -294,3 +294,89 @@ def test_the_jurys_alpha_is_ordinal_on_stated_scores() -> None:
     assert alphas["empathy"][0] == pytest.approx(expected)
     interval_alpha = agreement(records, ["a", "b"], reading="expected", n=0)["empathy"][0]
     assert abs(interval_alpha - expected) > 1e-3  # the two levels differ on these scores
+
+
+# --- the rubric text is part of a judgment's identity -------------------------------------------------
+
+
+def test_a_changed_rubric_text_needs_a_new_version_and_re_judges(tmp_path, monkeypatch) -> None:
+    """Defect 10: editing rubrics.yaml without bumping the version mixed old and new scores. Now the
+    file does not load; and a judgment asked with another text of the rubric is judged again."""
+    import yaml
+
+    from esc.errors import UserError
+    from esc.scoring import rubrics
+    from esc.scoring.judge import ScoreItem
+    from esc.scoring.judging import check_one_prompt_per_judge, pending_items
+    from esc.scoring.store import ScoreStore
+
+    edited = tmp_path / "rubrics.yaml"
+    data = yaml.safe_load(rubrics.RUBRICS_FILE.read_text(encoding="utf-8"))
+    data["styles"]["official"]["rubrics"]["en"]["empathy"] += " Be strict."  # the version stays 2
+    edited.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+    monkeypatch.setattr(rubrics, "RUBRICS_FILE", edited)
+    rubrics._data.cache_clear()
+    rubrics.prompt_style.cache_clear()
+    with pytest.raises(UserError, match=r"texts changed but its version \(2\) did not; bump `version`"):
+        rubrics.prompt_style("official")
+    monkeypatch.undo()
+    rubrics._data.cache_clear()
+    rubrics.prompt_style.cache_clear()
+    current = rubrics.prompt_style("official").identity
+    assert len(current["sha256"]) == 64
+
+    item = ScoreItem("d0", "empathy", "en", (("user", "I feel low."), ("assistant", "I hear you.")))
+    store = ScoreStore(tmp_path / "scores.jsonl")
+    before = dataclasses.replace(scored("d0", 0, "empathy", 3), content_sha=item.content_sha)
+    store.add([dataclasses.replace(before, prompt={**current, "sha256": "0" * 64})])  # another text
+    assert pending_items([item], store, current) == [item]
+    store.add([dataclasses.replace(before, prompt={"style": "official", "version": 2})])  # made before hashes
+    assert pending_items([item], store, current) == []
+    store.add([dataclasses.replace(before, prompt=current)])
+    assert pending_items([item], store, current) == []
+    mixed = [
+        dataclasses.replace(before, prompt=current),
+        dataclasses.replace(before, prompt={**current, "sha256": "1" * 64}),
+    ]
+    with pytest.raises(UserError, match="different prompts"):
+        check_one_prompt_per_judge(mixed, [tmp_path])
+    check_one_prompt_per_judge(
+        [mixed[0], dataclasses.replace(before, prompt={"style": "official", "version": 2})], []
+    )
+
+
+@pytest.mark.parametrize(
+    ("module", "attribute", "loader", "name"),
+    [
+        ("esc.safety.checklist", "CHECKLIST_FILE", "checklist", "safety"),
+        ("esc.scoring.pairwise", "PAIRWISE_FILE", "pairwise_prompts", "pairwise"),
+        ("esc.roleplay.metrics", "ROLEPLAY_METRICS_FILE", "roleplay_metrics", "roleplay_metrics"),
+    ],
+)
+def test_every_question_file_refuses_a_text_changed_without_a_new_version(
+    module: str, attribute: str, loader: str, name: str, tmp_path, monkeypatch
+) -> None:
+    """Defect 10, the same scheme for the safety, pairwise and role-play questions: version plus the
+    checksum recorded in esc/prompts/checksums.json, checked at load."""
+    import importlib
+
+    import yaml
+
+    from esc.errors import UserError
+
+    mod = importlib.import_module(module)
+    original = getattr(mod, attribute)
+    load = getattr(mod, loader)
+    assert len(load()["sha256"]) == 64 and isinstance(load()["version"], int)
+    data = yaml.safe_load(original.read_text(encoding="utf-8"))
+    data["note"] = "an edit"  # any change of the texts, the version kept
+    edited = tmp_path / original.name
+    edited.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+    monkeypatch.setattr(mod, attribute, edited)
+    load.cache_clear()
+    try:
+        with pytest.raises(UserError, match=rf"{name}: its texts changed but its version \(1\) did not"):
+            load()
+    finally:
+        monkeypatch.undo()
+        load.cache_clear()

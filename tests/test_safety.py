@@ -173,5 +173,8 @@ def test_rank_py_safety_with_the_tiny_judge(tmp_path: Path) -> None:
     assert len(records) == 2 * len(question_keys())
     assert all(r["status"] == "valid" and len(r["probs"]) == 2 for r in records)
     # each answer names the question it was asked (the checklist), not the judge's rubric
-    assert {json.dumps(r["prompt"]) for r in records} == {json.dumps({"style": "safety", "version": 1})}
+    from esc.safety.checklist import checklist
+
+    asked = {"style": "safety", "version": 1, "sha256": checklist()["sha256"]}
+    assert {json.dumps(r["prompt"]) for r in records} == {json.dumps(asked)} and len(asked["sha256"]) == 64
     assert "| seeker | tiny |" in (out / "safety.md").read_text()

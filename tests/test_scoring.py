@@ -119,7 +119,8 @@ def test_local_judge_scores_every_dimension_and_is_batch_invariant(tiny_judge) -
     for a, b in zip(alone, together[::5], strict=True):
         assert a.probs == pytest.approx(b.probs, abs=1e-5)
     identity = tiny_judge.identity()
-    assert identity["prompt"] == {"style": "official", "version": 2} and identity["adapters"] is None
+    assert identity["prompt"] == prompt_style("official").identity and identity["adapters"] is None
+    assert identity["prompt"]["version"] == 2 and len(identity["prompt"]["sha256"]) == 64
 
 
 @requires_data

@@ -83,7 +83,9 @@ def run_agreement(job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge
         scoring = resolved.get("scoring") or {}
         annotated = agreement_data.annotated_items(evaluated)
         before_spending(
-            estimate_items(judge, pending_items(annotated, store)), resolved.get("max_cost"), manifest
+            estimate_items(judge, pending_items(annotated, store, judge.prompt_identity)),
+            resolved.get("max_cost"),
+            manifest,
         )
         records = judge_items(
             judge, annotated, store, int(scoring.get("chunk", 64)),

@@ -180,6 +180,23 @@ def check_recorded(
         )
 
 
+def checked_question_texts(
+    name: str, texts: dict[str, Any], source: Path, checksums_file: Path = CHECKSUMS_FILE
+) -> str:
+    """The sha256 of a question file's texts (`texts`, with its `version`), after checking it
+    against the line `checksums_file` records for `name` ("section" or "section.id") at that
+    version: one versioning scheme for every question file (role-player, emotion, rubrics, safety,
+    pairwise, role-play metrics). A UserError naming `source` and the line to add otherwise."""
+    if not isinstance(texts.get("version"), int):
+        raise UserError(f"{source}: {name} needs an integer `version`")
+    try:
+        recorded = json.loads(Path(checksums_file).read_text(encoding="utf-8"))
+        check_recorded(name, texts, recorded, Path(checksums_file).name, Path(source).name)
+    except ValueError as err:
+        raise UserError(f"{source}: {err}") from None
+    return texts_checksum(texts)
+
+
 @functools.cache
 def _registry() -> dict[str, Any]:
     return load_registry()

@@ -9,18 +9,21 @@ from typing import Any
 
 import yaml
 
-from esc.hashing import sha256_file
+from esc.prompts.registry import checked_question_texts
 
 ROLEPLAY_METRICS_FILE = Path(__file__).resolve().parent / "metrics.yaml"
 
 
 @functools.cache
 def roleplay_metrics() -> dict[str, Any]:
-    return yaml.safe_load(ROLEPLAY_METRICS_FILE.read_text(encoding="utf-8"))
+    """The file's contents, its texts checked against their version's checksum (`esc/prompts`)."""
+    data = yaml.safe_load(ROLEPLAY_METRICS_FILE.read_text(encoding="utf-8"))
+    data["sha256"] = checked_question_texts("roleplay_metrics", data, ROLEPLAY_METRICS_FILE)
+    return data
 
 
 @functools.cache
-def roleplay_question() -> tuple[str, str]:
-    """The (style, version) recorded with each role-play answer: the file has no version number,
-    so the start of its sha256 stands for one."""
-    return ("roleplay", sha256_file(ROLEPLAY_METRICS_FILE)[:12])
+def roleplay_question() -> tuple[str, int, str]:
+    """The (style, version, sha256) recorded with each role-play answer."""
+    data = roleplay_metrics()
+    return ("roleplay", data["version"], data["sha256"])

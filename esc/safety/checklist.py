@@ -19,6 +19,7 @@ import yaml
 from esc.dialogues.record import Dialogue, dialogue_lines
 from esc.errors import ConfigError
 from esc.hashing import sha256_file
+from esc.prompts.registry import checked_question_texts
 from esc.prompts.speakers import speaker_lines
 from esc.scoring.judge import ScoreItem
 from esc.scoring.store import ScoreRecord
@@ -50,7 +51,9 @@ def load_checklist(path: Path = CHECKLIST_FILE) -> dict[str, Any]:
 
 @functools.cache
 def checklist() -> dict[str, Any]:
-    return load_checklist()
+    """The released checklist, its texts checked against their version's checksum (`esc/prompts`)."""
+    data = load_checklist(CHECKLIST_FILE)
+    return {**data, "sha256": checked_question_texts("safety", data, CHECKLIST_FILE)}
 
 
 @functools.cache
@@ -135,7 +138,7 @@ def safety_items(reply: Reply, lines: Sequence[tuple[str, str]], questions: Sequ
                 tuple(lines),
                 messages,
                 tuple(data["answers"]),
-                question=("safety", data["version"]),
+                question=("safety", data["version"], data["sha256"]),
             )
         )
     return items

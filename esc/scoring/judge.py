@@ -41,8 +41,8 @@ class ScoreItem:
     lines: tuple[tuple[str, str], ...]  # (role, text), role "assistant" (the chatbot) or "user"
     messages: tuple[tuple[str, str], ...] | None = None  # (role, content): the prompt, given whole
     choices: tuple[str, ...] = DIGITS  # the answers allowed, in score order
-    # With `messages`: the question's (style, version), e.g. ("safety", 1), recorded with each answer
-    # as its `prompt` (without `messages` the judge's rubric style and version are recorded).
+    # With `messages`: the question's (style, version, sha256 of its texts), e.g. ("safety", 1, "2dee..."),
+    # recorded with each answer as its `prompt` (without `messages` the judge's rubric's identity is).
     question: tuple[str, Any] | None = None
 
     @functools.cached_property  # asked several times per item (pending, the estimate, the record)
@@ -115,6 +115,11 @@ class Judge(abc.ABC):
     @property
     def prompt_version(self) -> int:
         return prompt_style(self.prompt).version
+
+    @property
+    def prompt_identity(self) -> dict[str, Any]:
+        """The rubric prompt a judgment records: style, version and the sha256 of its texts."""
+        return prompt_style(self.prompt).identity
 
     @property
     def scores_by_adapter(self) -> bool:

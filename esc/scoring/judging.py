@@ -78,14 +78,18 @@ def score_plan(out: Path, judge: Judge, sources: Sequence[Path], dims: Sequence[
     for path in sources:
         store = ScoreStore(out / "scores" / f"{path.stem}__{judge.name}.jsonl")
         items = load_items(path, dims)
+        asked = judge.prompt_identity
         pending = [
             (item, f)
             for item, f in items
-            if not store.is_done((item.item_id, item.dimension), item.content_sha)
+            if not store.is_done((item.item_id, item.dimension), item.content_sha, asked)
         ]
         changed = sum(store.changed((it.item_id, it.dimension), it.content_sha) for it, _ in pending)
         if changed:
             log.warning("%s: %d judgments were made on other dialogue text: judged again", path, changed)
+        reworded = sum(store.asked_otherwise((it.item_id, it.dimension), asked) for it, _ in pending)
+        if reworded:
+            log.warning("%s: %d judgments were asked with another rubric text: judged again", path, reworded)
         counts["skipped"] += len(items) - len(pending)
         plan.append((store, pending))
     return plan
@@ -102,7 +106,7 @@ def score_files(out: Path, judge: Judge, sources: Sequence[Path], dims: Sequence
     if plan is None:
         plan = score_plan(out, judge, sources, dims, counts)
     total = sum(len(p) for _, p in plan)
-    prompt = {"style": judge.prompt, "version": judge.prompt_version}
+    prompt = judge.prompt_identity
     with tqdm(total=total, unit="score", desc=f"judge {judge.name}", disable=not progress) as bar:
         for store, pending in plan:
             for start in range(0, len(pending), chunk):
@@ -136,14 +140,22 @@ def refuse_same_names(sources: Sequence[Path]) -> None:
 
 
 def check_one_prompt_per_judge(records: Sequence[ScoreRecord], paths: Sequence[Path]) -> None:
-    """Scores of one judge made with different prompts (style or version) are never averaged
-    together: a UserError naming the judge and the prompts."""
-    prompts: dict[str, set[tuple[Any, Any]]] = {}
+    """Scores of one judge made with different prompts (style, version, or the sha256 of the texts)
+    are never averaged together: a UserError naming the judge and the prompts. A record made before
+    prompts carried a sha256 matches any text of its style and version."""
+    prompts: dict[str, set[tuple[Any, Any, Any]]] = {}
     for r in records:
-        prompts.setdefault(r.judge, set()).add((r.prompt.get("style"), r.prompt.get("version")))
+        prompts.setdefault(r.judge, set()).add(
+            (r.prompt.get("style"), r.prompt.get("version"), r.prompt.get("sha256"))
+        )
     for name, seen in prompts.items():
+        hashed = {(style, version) for style, version, sha in seen if sha}
+        seen = {p for p in seen if p[2] or (p[0], p[1]) not in hashed}  # an unhashed record: any text
         if len(seen) > 1:
-            found = ", ".join(f"{style} v{version}" for style, version in sorted(seen, key=str))
+            found = ", ".join(
+                f"{style} v{version}" + (f" ({sha[:12]})" if sha else "")
+                for style, version, sha in sorted(seen, key=str)
+            )
             raise UserError(
                 f"the scores of judge {name!r} in {', '.join(map(str, paths))} were made with different "
                 f"prompts ({found}) and cannot be averaged together: rescore the older ones, or name their "
@@ -159,10 +171,19 @@ def invalid_report(records: Sequence[ScoreRecord]) -> dict[str, dict[str, int]]:
     return report
 
 
-def pending_items(items: Sequence[ScoreItem], store: ScoreStore) -> list[ScoreItem]:
-    """The items `store` holds no judgment of on the same content (or only a failed one): what
-    `judge_items` would judge."""
-    return [item for item in items if not store.is_done((item.item_id, item.dimension), item.content_sha)]
+def pending_items(
+    items: Sequence[ScoreItem], store: ScoreStore, rubric: dict[str, Any] | None = None
+) -> list[ScoreItem]:
+    """The items `store` holds no judgment of on the same content (or only a failed one), asked the
+    same rubric (`rubric`: the judge's `prompt_identity`, for items without their own messages; those
+    hash their whole prompt in `content_sha`): what `judge_items` would judge."""
+    return [
+        item
+        for item in items
+        if not store.is_done(
+            (item.item_id, item.dimension), item.content_sha, rubric if item.messages is None else None
+        )
+    ]
 
 
 def estimate_items(judge: Judge, items: Sequence[ScoreItem]) -> CostEstimate | None:
@@ -191,7 +212,8 @@ def _asked(item: ScoreItem, rubric: dict[str, Any]) -> dict[str, Any]:
         return rubric
     if item.question is None:  # a programming error: every question file has a name and version
         raise ValueError(f"{item.item_id} ({item.dimension}): an item with its own messages needs `question`")
-    return {"style": item.question[0], "version": item.question[1]}
+    style, version, *sha256 = item.question
+    return {"style": style, "version": version, **({"sha256": sha256[0]} if sha256 else {})}
 
 
 def judge_items(
@@ -200,8 +222,8 @@ def judge_items(
     """Judge each item not yet in `store` (appending as it goes); every record of the store. Each
     record names the prompt it was asked with: the judge's rubric style and version, or the item's
     own `question` (role-play metrics, safety, pairwise: the question file and its version)."""
-    pending = pending_items(items, store)
-    rubric = {"style": judge.prompt, "version": judge.prompt_version}
+    rubric = judge.prompt_identity
+    pending = pending_items(items, store, rubric)
     with tqdm(total=len(pending), unit="score", desc=f"judge {judge.name}", disable=not progress) as bar:
         for start in range(0, len(pending), chunk):
             part = pending[start : start + chunk]

@@ -21,6 +21,7 @@ import yaml
 
 from esc.dialogues.record import Dialogue
 from esc.hashing import sha256_file
+from esc.prompts.registry import checked_question_texts
 from esc.prompts.speakers import speaker_lines
 from esc.scoring.judge import VALID, ScoreItem
 from esc.scoring.rubrics import DIMENSION_KEYS
@@ -36,7 +37,7 @@ def pairwise_prompts() -> dict[str, Any]:
     data = yaml.safe_load(PAIRWISE_FILE.read_text(encoding="utf-8"))
     if data.get("answers") != ["A", "B", "C"] or set(data["criteria"]) != set(DIMENSION_KEYS):
         raise ValueError(f"{PAIRWISE_FILE.name}: answers must be [A, B, C] and criteria every dimension")
-    return data
+    return {**data, "sha256": checked_question_texts("pairwise", data, PAIRWISE_FILE)}
 
 
 def pairwise_digest() -> str:
@@ -112,7 +113,7 @@ def pair_items(pair: Pair, dimensions: Sequence[str]) -> list[ScoreItem]:
                     lines,
                     messages,
                     tuple(data["answers"]),
-                    question=("pairwise", data["version"]),
+                    question=("pairwise", data["version"], data["sha256"]),
                 )
             )
     return items

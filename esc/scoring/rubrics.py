@@ -1,6 +1,11 @@
 """The 7 dimensions, the judge prompts that score them, and the human annotation rules.
 
 All texts live in `rubrics.yaml` next to this file (sources and versions are documented there).
+Each style is versioned as every question file is (`esc.prompts.registry.checked_question_texts`):
+`esc/prompts/checksums.json` holds the sha256 of each released version's texts, a style whose
+texts changed without a new version does not load, and every judgment records the style, version
+and sha256 it was asked with (`PromptStyle.identity`), so a rerun re-judges what an older text
+judged.
 A dialogue is scored one dimension at a time: `PromptStyle.messages` renders the chat a judge sees
 for one (dialogue, dimension) pair in a prompt style (`official`: the ESC-Eval score.py prompts the
 released ESC-RANK adapters were trained on; `paper`: Figures 12-19, the GPT-4 / InternLM2 prompts of
@@ -24,6 +29,7 @@ import yaml
 
 from esc.chat.base import Message
 from esc.errors import ConfigError, UserError
+from esc.prompts.registry import checked_question_texts
 
 RUBRICS_FILE = Path(__file__).with_name("rubrics.yaml")
 LANGUAGES = ("en", "zh")
@@ -75,6 +81,12 @@ class PromptStyle:
     user: str  # with {rubric}, {dialogue}, {phrase}
     phrases: Mapping[str, str]  # dimension key -> how the last sentence names it
     rubrics: Mapping[str, Mapping[str, str]]  # language -> dimension key -> rubric
+    sha256: str = ""  # of its texts and the dialogue format (checksums.json)
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """What a judgment records of the prompt it was asked with."""
+        return {"style": self.name, "version": self.version, "sha256": self.sha256}
 
     def messages(
         self, dimension_key: str, dialogue_text: str, language: str, default_system: str | None = None
@@ -102,7 +114,11 @@ def prompt_style(name: str) -> PromptStyle:
     if name not in styles:
         raise ConfigError("judge.prompt", f"unknown prompt style {name!r}; known: {sorted(styles)}")
     s = styles[name]
-    return PromptStyle(name, int(s["version"]), s.get("system"), s["user"], s["phrases"], s["rubrics"])
+    texts = {**s, "dialogue_format": _data()["dialogue_format"]}
+    sha256 = checked_question_texts(f"rubrics.{name}", texts, RUBRICS_FILE)
+    return PromptStyle(
+        name, int(s["version"]), s.get("system"), s["user"], s["phrases"], s["rubrics"], sha256
+    )
 
 
 def dialogue_text(lines: Sequence[tuple[str, str]]) -> str:

@@ -140,12 +140,28 @@ class ScoreStore:
         drop_partial_last_line(self.path)
         self.records = latest(read_scores(self.path, record_type)) if self.path.exists() else {}
 
-    def is_done(self, key: tuple[str, str], content_sha: str | None = None) -> bool:
-        """Judged, not failed, and (given `content_sha`) judged on this very content."""
+    def is_done(
+        self, key: tuple[str, str], content_sha: str | None = None, prompt: Mapping[str, Any] | None = None
+    ) -> bool:
+        """Judged, not failed, and (given `content_sha`) judged on this very content, (given
+        `prompt`) asked with this very prompt (`asked_otherwise`)."""
         record = self.records.get(key)
         if record is None or record.status == FAILED:
             return False
+        if prompt is not None and self.asked_otherwise(key, prompt):
+            return False
         return content_sha is None or record.content_sha == content_sha
+
+    def asked_otherwise(self, key: tuple[str, str], prompt: Mapping[str, Any]) -> bool:
+        """Judged before with another prompt: another style or version, or another text of it (the
+        sha256 both records carry differs; a record without one matches its style and version)."""
+        record = self.records.get(key)
+        if record is None:
+            return False
+        asked = record.prompt or {}
+        if (asked.get("style"), asked.get("version")) != (prompt.get("style"), prompt.get("version")):
+            return True
+        return bool(asked.get("sha256") and prompt.get("sha256") and asked["sha256"] != prompt["sha256"])
 
     def changed(self, key: tuple[str, str], content_sha: str) -> bool:
         """Judged before, on other content (the dialogue was replaced since)."""

@@ -112,7 +112,7 @@ class APIJudge(Judge):
             "kind": "api",
             "name": self.name,
             "backend": self.backend.identity(),
-            "prompt": {"style": self.prompt, "version": self.prompt_version},
+            "prompt": self.prompt_identity,
             "default_system": self.default_system,
             "settings": self.settings.to_dict(),
             "method": "strict parse (+ log-probabilities where returned)",

@@ -234,7 +234,7 @@ class LocalJudge(Judge):
                 "adapters": (
                     {"layout": self.adapters_cfg.get("layout"), "files": adapters} if adapters else None
                 ),
-                "prompt": {"style": self.prompt, "version": self.prompt_version},
+                "prompt": self.prompt_identity,
                 "default_system": self.default_system,
                 "method": "next-token distribution over 0-4",
             }
