@@ -43,7 +43,14 @@ from esc.dialogues.store import played_by_source
 from esc.errors import DataError, UserError
 from esc.jsonl import atomic_write_text
 from esc.reports import agreement as agree
-from esc.reports.bootstrap import NO_INTERVAL, Interval, format_figure, interval_text, ratio_interval
+from esc.reports.bootstrap import (
+    NO_INTERVAL,
+    Interval,
+    card_units,
+    format_figure,
+    interval_text,
+    ratio_interval,
+)
 from esc.scoring.judge import VALID
 from esc.scoring.store import ScoreRecord
 
@@ -252,7 +259,7 @@ def dialogue_averages(records: Iterable[ScoreRecord]) -> list[Scored]:
     for (judge, dialogue_id), recs in sorted(groups.items()):
         valid = [r.score for r in recs if r.status == VALID and r.score is not None]
         r = recs[0]
-        unit = (r.card_id, r.language) if r.card_id is not None else (dialogue_id,)
+        [unit] = card_units([r])
         average = float(np.mean(valid)) / 4 * 100 if valid else None
         out.append(Scored(dialogue_id, r.target or "?", r.roleplayer or "?", judge, unit, average))
     return out

@@ -32,7 +32,15 @@ from typing import Any
 
 import numpy as np
 
-from esc.reports.bootstrap import NO_INTERVAL, Interval, expand, format_figure, unit_index, unit_intervals
+from esc.reports.bootstrap import (
+    NO_INTERVAL,
+    Interval,
+    card_units,
+    expand,
+    format_figure,
+    unit_index,
+    unit_intervals,
+)
 from esc.reports.leaderboard import Row
 from esc.scoring.judge import INVALID, VALID
 from esc.scoring.rubrics import DIMENSION_KEYS
@@ -111,7 +119,7 @@ def leniency(
         by_judge for by_judge in _by_item(records).values()
         if all(m in by_judge and by_judge[m].status == VALID for m in members)
     ]  # fmt: skip
-    units, groups = unit_index([(b[members[0]].card_id, b[members[0]].language) for b in complete])
+    units, groups = unit_index(card_units([b[members[0]] for b in complete]))
     pooled = [combine([_value(b[m], reading) for m in members]) for b in complete]
     out = []
     for m in members:
@@ -176,7 +184,7 @@ def agreement(
             continue
         table = np.asarray([[_cell(items[k], m, reading) for k in keys] for m in members], dtype=float)
         first = [next(iter(items[k].values())) for k in keys]
-        units, groups = unit_index([(r.card_id, r.language) for r in first])
+        units, groups = unit_index(card_units(first))
 
         def statistic(drawn: np.ndarray, table: np.ndarray = table, groups: list = groups) -> float:
             return _alpha(table[:, expand(groups, drawn)], level)
