@@ -253,6 +253,8 @@ def test_a_one_card_cell_says_why_it_has_no_interval() -> None:
         leaderboard_breakdowns(records, facets, min_n=1, n_resamples=100, only=("tier1",))
     )
     assert "75.0 [no interval: one card], n=2" in text
+    table = board.to_markdown(board.leaderboard(records, n_resamples=100))  # Table 2 says it too
+    assert "75.00 [no interval: one card]" in table
 
 
 def hand_ordinal_alpha(table: np.ndarray) -> float:

@@ -50,6 +50,7 @@ class Cell:
     mean: float | None  # on the 0-100 scale (mean score / 4 x 100)
     low: float | None
     high: float | None
+    cards: int = 0  # the role cards its valid judgments come from (the resampling unit)
 
 
 @dataclasses.dataclass
@@ -93,6 +94,7 @@ def leaderboard(records: Iterable[ScoreRecord], n_resamples: int = 1000, seed: i
                 sum(r.status == FAILED for r in group),
                 _scale(float(np.mean(scores))) if valid else None,
                 *_bounds(interval),
+                len(set(card_units(valid))),
             )
         rows.append(
             Row(
@@ -143,13 +145,18 @@ def _average(records: Sequence[ScoreRecord], n_resamples: int, seed: int) -> Cel
         if n_resamples > 0
         else NO_INTERVAL
     )
-    return Cell(n_valid, n_invalid, n_failed, _scale(value), *_bounds(interval))
+    return Cell(n_valid, n_invalid, n_failed, _scale(value), *_bounds(interval), len(cards))
 
 
 def _fmt(cell: Cell) -> str:
     if cell.mean is None:
         return "n/a"
-    return f"{cell.mean:.2f}" + interval_text(cell.low, cell.high, 1)
+    return f"{cell.mean:.2f}" + interval_text(cell.low, cell.high, 1) + no_interval_reason(cell)
+
+
+def no_interval_reason(cell: Cell) -> str:
+    """Why a cell with a mean has no interval, where the data say: one card is nothing to resample."""
+    return " [no interval: one card]" if cell.low is None and cell.cards == 1 else ""
 
 
 def to_markdown(rows: Sequence[Row]) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from esc.reports.bootstrap import mean_interval
+from esc.reports.bootstrap import interval_text, mean_interval
 from esc.roleplay.questions import ORDERS, PAIRWISE, metric_keys, roleplay_won
 from esc.scoring.judge import VALID
 
@@ -143,7 +143,7 @@ def table1_markdown(rows: Sequence[dict[str, Any]]) -> str:
         by_owner[(r["roleplayer"], r["language"])][r["metric"]] = r
     for (roleplayer, language), cells in by_owner.items():
         shown = [
-            f"{_fmt(cells[m]['mean'])} [{_fmt(cells[m]['ci_low'])}, {_fmt(cells[m]['ci_high'])}]"
+            _fmt(cells[m]["mean"]) + interval_text(cells[m]["ci_low"], cells[m]["ci_high"], 1)
             for m in metrics
         ]
         lines.append(
@@ -157,7 +157,7 @@ def winrate_markdown(rows: Sequence[dict[str, Any]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         rate = (
-            f"{100 * r['win_rate']:.1f}% [{100 * r['ci_low']:.1f}, {100 * r['ci_high']:.1f}]"
+            f"{100 * r['win_rate']:.1f}%" + interval_text(r["ci_low"], r["ci_high"], 1, 100)
             if r["pairs"]
             else "n/a"
         )

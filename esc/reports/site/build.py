@@ -41,7 +41,7 @@ from esc.dialogues.trajectory import trajectory_figures
 from esc.errors import UserError
 from esc.reports.bootstrap import interval_text
 from esc.reports.charts import pyplot
-from esc.reports.leaderboard import TABLE_ORDER, Cell, Row, chart_figures, leaderboard
+from esc.reports.leaderboard import TABLE_ORDER, Cell, Row, chart_figures, leaderboard, no_interval_reason
 from esc.reports.site.collect import Entry, HumanPairs, Run, SiteData, collect, human_pairs
 from esc.safety.checklist import checklist
 from esc.scoring.judge import FAILED, INVALID, VALID
@@ -100,7 +100,7 @@ def _num(value: float | None, digits: int = 2) -> str:
 def _cell(cell: Cell) -> dict[str, Any]:
     if cell.mean is None:
         return {"text": "n/a", "sort": ""}
-    text = f"{cell.mean:.2f}" + interval_text(cell.low, cell.high, 1)
+    text = f"{cell.mean:.2f}" + interval_text(cell.low, cell.high, 1) + no_interval_reason(cell)
     return {"text": text, "sort": f"{cell.mean:.4f}"}
 
 
