@@ -382,3 +382,12 @@ def test_every_question_file_refuses_a_text_changed_without_a_new_version(
     finally:
         monkeypatch.undo()
         load.cache_clear()
+
+
+def test_pairwise_resamples_as_many_times_as_the_other_reports() -> None:
+    """Defect 9: pairwise defaulted to 200 resamples (thin for 2.5% tails); now 1,000 as Table 2,
+    the breakdowns, safety and trajectory."""
+    from tests.helpers import compose
+
+    cfg = compose(["mode=pairwise", "dialogues=[a,b]"], config_name="rank")
+    assert cfg.pairwise.bootstrap == cfg.leaderboard.bootstrap == cfg.safety.bootstrap == 1000
