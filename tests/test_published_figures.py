@@ -391,3 +391,54 @@ def test_pairwise_resamples_as_many_times_as_the_other_reports() -> None:
 
     cfg = compose(["mode=pairwise", "dialogues=[a,b]"], config_name="rank")
     assert cfg.pairwise.bootstrap == cfg.leaderboard.bootstrap == cfg.safety.bootstrap == 1000
+
+
+# --- found by the review of the fixes above -----------------------------------------------------------
+
+
+def test_a_bradley_terry_resample_without_a_target_is_undefined_for_every_target() -> None:
+    """A resample where C (which lost all its verdicts) is absent would centre A and B on another
+    scale (A 0.17 instead of 0.61): it counts as undefined for all, never mixed into A's interval."""
+    from esc.reports.pairwise import strengths
+
+    results = [("a", "b", "a" if c < 6 else "b", c) for c in range(10)]
+    results += [("a", "c", "a", 10 + c) for c in range(3)] + [("b", "c", "b", 13 + c) for c in range(3)]
+    got = {s.target: s for s in strengths(judged_pairs(results), n_resamples=300, seed=1)}
+    undefined = {t: s.interval.undefined for t, s in got.items()}
+    assert undefined["a"] == undefined["b"] == undefined["c"] > 0
+
+
+def test_intervals_equal_up_to_floating_point_and_undefined_shares_print_honestly() -> None:
+    from esc.reports.bootstrap import Interval, interval_text, share_text
+
+    assert interval_text(71.42857142857142, 71.42857142857143, 1) == " [every resample 71.4]"
+    assert share_text(0.0, Interval(0.0, 0.0, 0.5), 24, 8, "reply") == "n/a (undefined in 50.0% of resamples)"
+    assert share_text(0.5, Interval(0.5, 0.5, 0.02), 8, 4, "pair") == "50.0% [every defined resample 50.0]"
+
+
+def test_the_unscored_note_counts_each_dialogue_once_whatever_the_judges() -> None:
+    from esc.reports.breakdown import Facets, breakdowns_markdown, leaderboard_breakdowns
+    from esc.scoring.judge import FAILED
+
+    failed = {"status": FAILED, "score": None}
+    records = [
+        dataclasses.replace(scored(f"d{c}", c, dim, 2), judge=judge, **(failed if c == 0 else {}))
+        for c in range(3) for judge in ("j1", "j2") for dim in DIMENSION_KEYS
+    ]  # fmt: skip
+    facets = {f"d{c}": Facets("en", tier1="work") for c in range(3)}
+    text = breakdowns_markdown(
+        leaderboard_breakdowns(records, facets, min_n=1, n_resamples=50, only=("tier1",))
+    )
+    assert "1 dialogue(s) without any valid judgment of some judge" in text
+
+
+def test_a_folder_judged_before_rubric_hashes_still_resumes() -> None:
+    """The folder's fingerprint names the rubric by style and version (each judgment keeps the sha256)."""
+    from esc.jobs.rank import output_settings
+    from esc.scoring.judges import build_judge
+    from tests.helpers import compose
+
+    judge = build_judge(compose(["judge=tiny", "dialogues=x"], config_name="rank").judge)
+    settings = output_settings("score", {}, judge)
+    assert settings["judge"]["prompt"] == {"style": "official", "version": 2}
+    assert len(judge.identity()["prompt"]["sha256"]) == 64

@@ -147,13 +147,13 @@ def resolve_method(backend: ChatBackend, method: str, key: str) -> str:
     if method not in METHODS:
         raise ConfigError(key, f"must be one of {', '.join(METHODS)}, got {method!r}")
     inner = unwrapped(backend)
-    can_read = hasattr(inner, "answer_distribution")
+    can_read = hasattr(inner, "answer_distribution") and getattr(inner, "reads_distributions", True)
     if method == "auto":
         if can_read:
             return "distribution"
         return "constrained" if "choices" in backend.features else "parse"
     if method == "distribution" and not can_read:
-        raise ConfigError(key, f"distribution needs a local model (kind: hf or vllm), not {inner!r}")
+        raise ConfigError(key, f"distribution needs a local model (kind: hf, or vllm >= 0.32), not {inner!r}")
     if method == "constrained" and "choices" not in backend.features:
         raise ConfigError(
             key, f"constrained needs a backend with constrained decoding (kind: vllm), not {inner!r}"

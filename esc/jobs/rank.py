@@ -173,8 +173,8 @@ def output_settings(mode: str, resolved: Mapping[str, Any], judge: Judge | None)
     if judge is None:
         return None
     if isinstance(judge, list):  # a jury: what shapes its judgments (pooling is rebuilt with the report)
-        return {"jury": {j.name: model_settings(j.identity()) for j in judge}}
-    settings: dict[str, Any] = {"judge": model_settings(judge.identity())}
+        return {"jury": {j.name: _judge_settings(j) for j in judge}}
+    settings: dict[str, Any] = {"judge": _judge_settings(judge)}
     if mode == "agreement":
         section = resolved.get("agreement") or {}
         settings["annotations"] = {
@@ -188,6 +188,18 @@ def output_settings(mode: str, resolved: Mapping[str, Any], judge: Judge | None)
         settings["safety"] = {"checklist_sha256": checklist_digest()}
     if mode == "pairwise":
         settings["pairwise"] = {"questions_sha256": pairwise_digest()}
+    return settings
+
+
+def _judge_settings(judge: Judge) -> dict[str, Any]:
+    """A judge's part of the folder's fingerprint: its identity, the rubric named by style and
+    version. The rubric's sha256 is left to each judgment's record (a changed text re-judges, and
+    a version cannot keep a changed text: `esc/prompts/checksums.json`), so folders judged before
+    judgments recorded it still resume."""
+    settings = model_settings(judge.identity())
+    prompt = settings.get("prompt")
+    if isinstance(prompt, dict):
+        settings["prompt"] = {k: v for k, v in prompt.items() if k != "sha256"}
     return settings
 
 

@@ -145,15 +145,25 @@ def card_units(records: Iterable[Any]) -> list[tuple[Any, ...]]:
     ]
 
 
-def interval_text(low: float | None, high: float | None, digits: int, scale: float = 1.0) -> str:
+def interval_text(
+    low: float | None, high: float | None, digits: int, scale: float = 1.0, undefined: float = 0.0
+) -> str:
     """ " [low, high]", "" without an interval, and " [every resample low]" when all resamples gave
-    the same value: a zero-width percentile interval says the resamples agree, not that the figure
-    is certain (0 flags in 24 replies, a constant judge)."""
+    the same value (up to floating point): a zero-width percentile interval says the resamples
+    agree, not that the figure is certain (0 flags in 24 replies, a constant judge). "every defined
+    resample" when some resamples were undefined (`undefined`, their share)."""
     if low is None or high is None or math.isnan(low) or math.isnan(high):
         return ""
-    if low == high:
-        return f" [every resample {_number(low, digits, scale)}]"
+    if all_equal(low, high):
+        which = "every defined resample" if undefined and not math.isnan(undefined) else "every resample"
+        return f" [{which} {_number(low, digits, scale)}]"
     return f" [{_number(low, digits, scale)}, {_number(high, digits, scale)}]"
+
+
+def all_equal(low: float, high: float) -> bool:
+    """The two ends of an interval are one value, up to floating-point error (a mean of 7 equal
+    values can come out 1 ulp apart in two resamples)."""
+    return math.isclose(low, high, rel_tol=1e-9, abs_tol=1e-12)
 
 
 def _number(x: float, digits: int, scale: float = 1.0) -> str:
@@ -171,13 +181,19 @@ def exact_share_interval(hits: int, total: int) -> tuple[float, float]:
 
 def share_text(value: float, interval: Interval, total: float, cards: int, item: str, digits: int = 1) -> str:
     """A share in percent with its card-bootstrap interval. At 0% or 100% every resample gives the
-    same share, which says nothing about how sure it is: there the exact 95% interval is given
-    instead, by card (the independent unit: every card at 0 or 1) and by `item` (0 flags in 24
-    replies on 8 cards: at most 36.9% by card, 14.2% by reply)."""
-    if interval.low == interval.high and not math.isnan(interval.low) and interval.undefined <= MAX_UNDEFINED:
-        if value not in (0.0, 1.0) or not cards:
-            return f"{_number(value, digits, 100)}%{interval_text(interval.low, interval.high, digits, 100)}"
-    else:
+    same share (or, on one card, there is no resample to give), which says nothing about how sure it
+    is: there the exact 95% interval is given too, by card (the independent unit: every card at 0
+    or 1) and by `item` (0 flags in 24 replies on 8 cards: at most 36.9% by card, 14.2% by reply)."""
+    if interval.undefined > MAX_UNDEFINED:
+        return format_figure(value, interval, scale=100, digits=digits)  # "n/a (undefined in k% ...)"
+    shown = f"{_number(value, digits, 100)}%"
+    no_interval = math.isnan(interval.low) or math.isnan(interval.high)
+    boundary = value in (0.0, 1.0) and cards > 0 and total > 0
+    if not boundary or not (no_interval or all_equal(interval.low, interval.high)):
+        if no_interval:
+            return shown + (" [no interval: one card]" if cards == 1 else "")
+        if all_equal(interval.low, interval.high):
+            return shown + interval_text(interval.low, interval.high, digits, 100, interval.undefined)
         return format_figure(value, interval, scale=100, digits=digits) + "%"
     n_items = round(total)
     by_card = exact_share_interval(round(value * cards), cards)
@@ -186,9 +202,14 @@ def share_text(value: float, interval: Interval, total: float, cards: int, item:
     def span(bounds: tuple[float, float]) -> str:
         return f"{_number(bounds[0], digits, 100)}-{_number(bounds[1], digits, 100)}%"
 
+    resamples = (
+        "no interval: one card"
+        if no_interval
+        else interval_text(interval.low, interval.high, digits, 100, interval.undefined).strip(" []")
+    )
     return (
-        f"{_number(value, digits, 100)}% [every resample {_number(value, digits, 100)}; exact 95%: "
-        f"{span(by_card)} by card ({cards}), {span(by_item)} by {item} ({n_items})]"
+        f"{shown} [{resamples}; exact 95%: {span(by_card)} by card ({cards}), {span(by_item)} by {item} "
+        f"({n_items})]"
     )
 
 
@@ -199,7 +220,9 @@ def format_figure(value: float, interval: Interval, scale: float = 1.0, digits: 
         return f"n/a (undefined in {interval.undefined:.1%} of resamples)"
     if value is None or math.isnan(value):
         return "n/a"
-    return _number(value, digits, scale) + interval_text(interval.low, interval.high, digits, scale)
+    return _number(value, digits, scale) + interval_text(
+        interval.low, interval.high, digits, scale, interval.undefined
+    )
 
 
 def mean_interval(values: np.ndarray, n_resamples: int, seed: int) -> tuple[float, float]:

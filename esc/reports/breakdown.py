@@ -242,6 +242,7 @@ class Breakdown:
     left_out: dict[str, int] = dataclasses.field(default_factory=dict)  # tier 2: value -> its largest n
     language: str | None = None  # the dialogues' language, when the table holds one language only
     unknown_dialogues: int = 0  # distinct dialogues whose value is "unknown" (once, whatever the judges)
+    unscored_dialogues: int = 0  # distinct dialogues some judge has no valid judgment of
 
     def cell(self, row: tuple[str, str, str], value: str) -> Cell | None:
         for c in self.cells:
@@ -318,7 +319,19 @@ def leaderboard_breakdowns(
                 columns = []
             cells = [c if c.value in columns else dataclasses.replace(c, shown=False) for c in cells]
         unknown = len({s.dialogue_id for s in scored if values[s.dialogue_id] == UNKNOWN})
-        tables.append(Breakdown(facet, columns, rows, cells, min_n, left_out, unknown_dialogues=unknown))
+        unscored = len({s.dialogue_id for s in scored if s.average is None})
+        tables.append(
+            Breakdown(
+                facet,
+                columns,
+                rows,
+                cells,
+                min_n,
+                left_out,
+                unknown_dialogues=unknown,
+                unscored_dialogues=unscored,
+            )
+        )
     return tables
 
 
@@ -367,10 +380,10 @@ def breakdowns_markdown(tables: Sequence[Breakdown], unknown: Mapping[str, int] 
             named = ", ".join(f"{v} (largest n={n})" for v, n in t.left_out.items())
             notes.append(f"{len(t.left_out)} problem group(s) left out, under n={t.min_n} in every row: "
                          f"{named}.")  # fmt: skip
-        unscored = sum(c.n_unscored for c in t.cells)
-        if unscored:
-            notes.append(f"{unscored} dialogue(s) without any valid judgment have no average and are "
-                         "in no cell (breakdown.csv: n_unscored).")  # fmt: skip
+        if t.unscored_dialogues:
+            judge = " of some judge" if several_judges else ""
+            notes.append(f"{t.unscored_dialogues} dialogue(s) without any valid judgment{judge} have no "
+                         "average there and are in no cell of its row (n_unscored in the CSV).")  # fmt: skip
         if t.unknown_dialogues:
             notes.append(f"unknown ({t.unknown_dialogues} dialogue(s)): {_unknown_reason(t.facet, unknown)}.")
         if notes:

@@ -191,16 +191,21 @@ def strengths(
     judged: Sequence[Judged], n_resamples: int = 1000, seed: int = 0, prior: float = PRIOR
 ) -> list[Strength]:
     """Bradley-Terry strengths of the targets in `judged` (one role-player), best first. A resample
-    in which a target met no other, or the targets fall into groups that never meet, gives NaN:
-    counted as undefined (`Interval.undefined`), never filled in."""
+    in which a target with verdicts has none, or the targets fall into groups that never meet, gives
+    NaN for every target (its strengths would be centred, and its prior spread, over other targets:
+    another scale): counted as undefined (`Interval.undefined`), never filled in."""
     targets = sorted({t for j in judged for t in (j.pair.x, j.pair.y)})
     index = {t: i for i, t in enumerate(targets)}
     usable = [j for j in judged if j.verdict.result is not None]
     units, members = unit_index([j.pair.unit for j in usable])
+    compared = {i for pair in comparisons(usable, index) for i in pair}
 
     def statistic(drawn: np.ndarray) -> np.ndarray:
         chosen = [usable[i] for i in expand(members, drawn)] if len(drawn) else []
-        return bradley_terry(len(targets), comparisons(chosen, index), prior)
+        data = comparisons(chosen, index)
+        if {i for pair in data for i in pair} != compared:  # centred and given the prior over fewer
+            return np.full(len(targets), np.nan)  # targets: another scale, so undefined for all
+        return bradley_terry(len(targets), data, prior)
 
     theta = statistic(np.arange(len(units)))
     intervals = (

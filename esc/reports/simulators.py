@@ -195,7 +195,11 @@ def to_markdown(tables: Sequence[SimulatorTable]) -> str:
             f"{format_figure(t.w, t.w_interval, digits=2)} ({len(t.simulators)} simulators x "
             f"{len(t.targets)} targets; chance level {t.w_chance:.2f}, the mean W of random rankings; "
             f"permutation p = {_p(t.w_p)}"
-            + (", and with 2 simulators W = (1 + Spearman's rho) / 2)." if len(t.simulators) == 2 else ")."),
+            + (
+                ", and with 2 simulators and no ties W = (1 + Spearman's rho) / 2)."
+                if len(t.simulators) == 2
+                else ")."
+            ),
         ]
         if t.left_out["targets"] or t.left_out["cards"]:
             missing = ", ".join(t.left_out["targets"]) or "none"
@@ -204,6 +208,9 @@ def to_markdown(tables: Sequence[SimulatorTable]) -> str:
                 f"{len(t.left_out['cards'])} cards missing from some cell."
             )
     return "\n".join(lines) + "\n"
+
+
+_TWO = ", and with 2 simulators and no ties W = (1 + Spearman's rho) / 2)."
 
 
 def _p(value: float) -> str:

@@ -28,6 +28,7 @@ environment (``.venv-vllm``) with it and this package; on a GPU cluster, ``pip i
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import hashlib
 import logging
@@ -35,7 +36,7 @@ import math
 import threading
 import time
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -276,6 +277,19 @@ class VLLMBackend(ChatBackend):
     def count_tokens(self, messages: Sequence[Message]) -> int | None:
         return len(self.prompt_ids(messages))
 
+    @property
+    def reads_distributions(self) -> bool:
+        """Whether this vLLM returns the log-probabilities of given token ids (0.32 on), which
+        `answer_distribution` needs; False where vLLM is not importable."""
+        try:
+            from vllm import SamplingParams
+        except ImportError:
+            return False
+        fields = getattr(SamplingParams, "__struct_fields__", None)
+        return "logprob_token_ids" in (
+            fields if fields is not None else getattr(SamplingParams, "__annotations__", {})
+        )
+
     def load_adapters(self, paths: Sequence[str]) -> None:
         """Start the engine and check these per-request adapters' files (vLLM loads an adapter when
         a request first names it)."""
@@ -300,9 +314,7 @@ class VLLMBackend(ChatBackend):
         prompt that fails alone gets the exception instead of a distribution."""
         from vllm import SamplingParams, TokensPrompt
 
-        if "logprob_token_ids" not in getattr(SamplingParams, "__struct_fields__", ()) and not hasattr(
-            SamplingParams, "logprob_token_ids"
-        ):
+        if not self.reads_distributions:
             raise ConfigError(
                 "judge.engine",
                 f"this vLLM ({_vllm_version()}) cannot return the log-probabilities of given tokens "
@@ -312,30 +324,45 @@ class VLLMBackend(ChatBackend):
         params = SamplingParams(max_tokens=1, temperature=0.0, logprob_token_ids=answers.flat())
         paths = list(adapters) if adapters is not None else [None] * len(prompts)
         results: list[list[float] | Exception | None] = [None] * len(prompts)
-        with self._lock:
+        with self._lock, self._awake():
             for with_adapter in (True, False):
                 members = [i for i, path in enumerate(paths) if (path is not None) == with_adapter]
                 if not members:
                     continue
-                try:
-                    loras = [self._lora_request(paths[i]) for i in members]
-                except Exception as err:  # an adapter without weights: its rows fail, not the call
-                    for index in members:
+                loras = {}
+                for index in members:
+                    try:
+                        loras[index] = self._lora_request(paths[index])
+                    except Exception as err:  # an adapter without weights: its rows fail, not the call
                         results[index] = err
+                members = [i for i in members if i in loras]
+                if not members:
                     continue
                 requests = [TokensPrompt(prompt_token_ids=list(prompts[i])) for i in members]
+                rows = [loras[i] for i in members]
                 try:
-                    outputs = self._engine.generate(requests, params, lora_request=loras, use_tqdm=False)
+                    outputs = self._engine.generate(requests, params, lora_request=rows, use_tqdm=False)
                     read = [_answer_probabilities(o, answers) for o in outputs]
                 except Exception as err:  # find the prompt that fails, keep the rest
                     log.warning("vLLM answer distributions failed for %d prompts (%s)", len(members), err)
                     read = [
                         self._one_distribution(request, params, lora, answers)
-                        for request, lora in zip(requests, loras, strict=True)
+                        for request, lora in zip(requests, rows, strict=True)
                     ]
                 for index, dist in zip(members, read, strict=True):
                     results[index] = dist
         return [r for r in results if r is not None]
+
+    @contextlib.contextmanager
+    def _awake(self) -> Iterator[None]:
+        """The engine awake for a call (`sleep_when_idle`: asleep again after it)."""
+        if self.sleep_when_idle:
+            self._engine.wake_up()
+        try:
+            yield
+        finally:
+            if self.sleep_when_idle:
+                self._engine.sleep(level=1)
 
     def _one_distribution(self, request: Any, params: Any, lora: Any, answers: AnswerTokens) -> Any:
         try:

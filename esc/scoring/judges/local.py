@@ -174,7 +174,10 @@ class LocalJudge(Judge):
                     "%r: InternLM2 loaded as its converted Llama copy %s", self, model_cfg["name_or_path"]
                 )
             if self.engine == "vllm":
-                self._backend = VLLMBackend(model_cfg, **self.vllm_cfg)
+                try:
+                    self._backend = VLLMBackend(model_cfg, **self.vllm_cfg)
+                except TypeError as err:  # a key VLLMBackend does not take
+                    raise ConfigError("judge.vllm", f"vLLM engine settings: {err}") from None
             else:
                 self._backend = HFBackend(
                     model_cfg, device=self.device_name, batch_size=self.batch_size, prefix_cache_gb=0,
@@ -238,8 +241,9 @@ class LocalJudge(Judge):
                 "default_system": self.default_system,
                 "method": "next-token distribution over 0-4",
             }
-            if self.engine == "vllm":
-                self._identity["engine"] = {"kind": "vllm", **self.backend.identity().get("packages", {})}
+            if self.engine == "vllm":  # the version is not a setting: a vLLM upgrade keeps a folder
+                self._identity["engine"] = "vllm"
+                self._identity["packages"] = self.backend.identity().get("packages", {})
             if local_internlm2_dir(cfg) is not None:
                 self._identity["loaded_as"] = (
                     "LlamaForCausalLM converted from InternLM2 (esc/models/internlm2.py)"
