@@ -35,12 +35,34 @@ def require_file(path: Path) -> Path:
     return path
 
 
+class DuplicateKey(ValueError):
+    """A JSON object that names one key twice (json keeps the last one silently)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise DuplicateKey(
+                f"the key {key!r} appears twice in one object; which one is meant is not known"
+            )
+        seen[key] = value
+    return seen
+
+
+def loads(text: str) -> Any:
+    """`json.loads` that refuses an object with a duplicate key (`DuplicateKey`), for every input."""
+    return json.loads(text, object_pairs_hook=_unique_keys)
+
+
 def read_json(path: Path) -> Any:
-    """Load one JSON document; DataError naming the file if it is not valid JSON."""
+    """Load one JSON document; DataError naming the file if it is not valid JSON or names a key twice."""
     path = require_file(path)
     try:
         with path.open(encoding="utf-8") as fh:
-            return json.load(fh)
+            return json.load(fh, object_pairs_hook=_unique_keys)
+    except DuplicateKey as err:
+        raise DataError(path, None, str(err)) from None
     except json.JSONDecodeError as err:
         raise DataError(path, None, f"not valid JSON ({err.msg} at line {err.lineno})") from None
     except UnicodeDecodeError as err:
@@ -61,7 +83,9 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
             if not line.strip():
                 continue
             try:
-                yield lineno, json.loads(line)
+                yield lineno, loads(line)
+            except DuplicateKey as err:
+                raise DataError(path, f"line {lineno}", str(err)) from None
             except json.JSONDecodeError as err:
                 raise DataError(path, f"line {lineno}", f"not valid JSON ({err.msg})") from None
 

@@ -36,6 +36,7 @@ from esc.annotate.tasks import (
     write_labels,
 )
 from esc.cards import load_cards
+from esc.cli.outputs import new_output
 from esc.errors import ArgumentParser, UserError
 from esc.jsonl import atomic_write_text
 
@@ -58,6 +59,7 @@ def parser(prog: str) -> ArgumentParser:
     imp.add_argument("tasks", type=Path, help="the task folder (its tasks.jsonl)")
     imp.add_argument("files", nargs="+", type=Path)
     imp.add_argument("--out", type=Path, required=True)
+    imp.add_argument("--force", action="store_true", help="replace --out if it exists")
     agree = sub.add_parser("agreement", help="Cohen's, Fleiss' kappa, Krippendorff's alpha per field")
     agree.add_argument("labels", type=Path)
     agree.add_argument("--out", type=Path, help="write OUT.md, OUT.csv and OUT.json too")
@@ -67,10 +69,12 @@ def parser(prog: str) -> ArgumentParser:
     res.add_argument("--second", required=True)
     res.add_argument("--third", default=None)
     res.add_argument("--out", type=Path, required=True)
+    res.add_argument("--force", action="store_true", help="replace --out if it exists")
     rank = sub.add_parser("to-esc-rank", help="dialogue labels as ESC-RANK training annotations")
     rank.add_argument("labels", type=Path)
     rank.add_argument("--tasks", type=Path, required=True)
     rank.add_argument("--out", type=Path, required=True)
+    rank.add_argument("--force", action="store_true", help="replace --out if it exists")
     build = sub.add_parser("build-esconv", help="derive annotations from the ESConv seekers' ratings")
     build.add_argument(
         "--out", type=Path, default=None, help="default: data/annotations/esconv_ratings.jsonl"
@@ -95,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{len(tasks)} {args.kind} tasks: " + ", ".join(str(p) for p in written.values()))
         return 0
     if args.command == "import":
+        task_file = args.tasks / "tasks.jsonl" if args.tasks.is_dir() else args.tasks
+        new_output(args.out, [task_file, *args.files], args.force)
         labels = import_labels(read_tasks(args.tasks), args.files)
         write_labels(labels, args.out)
         print(f"{len(labels)} labels from {len(args.files)} files: {args.out}")
@@ -118,11 +124,14 @@ def run(args: argparse.Namespace) -> int:
             write_agreement_files(rows, args.out)
         return 0
     if args.command == "resolve":
+        new_output(args.out, [args.labels], args.force)
         resolved = resolve_labels(labels, args.first, args.second, args.third)
         atomic_write_text(args.out, json.dumps(resolved, indent=2, ensure_ascii=False) + "\n")
         open_ = sum(v is None for fields in resolved.values() for v in fields.values())
         print(f"{len(resolved)} tasks resolved ({open_} labels await the third annotator): {args.out}")
         return 0
+    task_file = args.tasks / "tasks.jsonl" if args.tasks.is_dir() else args.tasks
+    new_output(args.out, [args.labels, task_file], args.force)
     annotations = to_esc_rank(labels, read_tasks(args.tasks), args.labels)
     if not annotations:
         raise UserError(f"{args.labels}: no dialogue labels (only `export dialogue` tasks train ESC-RANK)")

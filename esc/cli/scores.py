@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from esc.cli.outputs import new_output
 from esc.errors import ArgumentParser
 from esc.official.scores import DEFAULT_JUDGE, DEFAULT_ROLEPLAYER, export, import_scores
 from esc.scoring.judge import INVALID
@@ -32,6 +33,7 @@ def parser(prog: str) -> ArgumentParser:
     imp = sub.add_parser("import", help="official score files -> one score file for rank.py")
     imp.add_argument("files", type=Path, nargs="+", help="official score files <Model>_<lang>.json")
     imp.add_argument("--out", type=Path, required=True, help="the score file to write (JSON lines)")
+    imp.add_argument("--force", action="store_true", help="replace --out if it exists")
     imp.add_argument("--target", default=None, help="the model's name (default: from the file name)")
     imp.add_argument("--language", choices=LANGUAGES, default=None, help="default: from the file name")
     imp.add_argument(
@@ -49,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
         for path, n in export(args.sources, args.out, args.cards, args.judge):
             print(f"{path} ({n} dialogues)")
         return 0
+    new_output(args.out, args.files, args.force)
     records = import_scores(
         args.files, args.out, args.cards, args.target, args.language, args.roleplayer, args.judge
     )

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from esc.cards import load_cards
 from esc.errors import DataError, UserError
-from esc.jsonl import atomic_write_text
+from esc.jsonl import DuplicateKey, atomic_write_text, loads
 from esc.official.dialogues import check_out_dir, official_name
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.rubrics import LANGUAGES, SCORES, dimension, dimensions, prompt_style
@@ -105,7 +105,9 @@ def read_official_scores(
             path, None, "no language: name the file <Model>_en.json or <Model>_zh.json, or pass --language"
         )
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads(path.read_text(encoding="utf-8"))
+    except DuplicateKey as err:
+        raise DataError(path, None, str(err)) from None
     except json.JSONDecodeError as err:
         raise DataError(path, None, f"not valid JSON (line {err.lineno}: {err.msg})") from None
     except UnicodeDecodeError as err:
