@@ -91,6 +91,28 @@ def number(
     return check
 
 
+def file_name() -> Check:
+    """A name that becomes part of a file name (a target's, a role-player's, a judge's): one path
+    component, no separator, not "." or "..", no control character (`target.name=../../x` wrote
+    outside the run folder)."""
+
+    def check(value: Any) -> str | None:
+        text = str(value) if value is not None else ""
+        if (
+            not text
+            or text in (".", "..")
+            or any(c in text for c in "/\\")
+            or any(ord(c) < 32 or ord(c) == 127 for c in text)
+        ):
+            return (
+                "must be a name that can be part of a file name (no / or \\, not . or .., no control "
+                f"characters), got {_show(value)}"
+            )
+        return None
+
+    return check
+
+
 def boolean() -> Check:
     def check(value: Any) -> str | None:
         return None if isinstance(value, bool) else f"must be true or false, got {_show(value)}"

@@ -79,3 +79,26 @@ def test_annotate_import_never_replaces_labels_or_its_own_task_file(tmp_path: Pa
     assert (
         esc_main(["annotate", "import", str(tasks), str(filled), "--out", str(tmp_path / "new.jsonl")]) == 0
     )
+
+
+@pytest.mark.parametrize(
+    ("entry", "args", "key"),
+    [
+        ("evaluate.py", ["roleplayer=tiny", "target=tiny", "target.name=../../escaped"], "target.name"),
+        ("evaluate.py", ["roleplayer=tiny", "target=tiny", "roleplayer.name=a/b"], "roleplayer.name"),
+        ("rank.py", ["judge=tiny", "judge.name=../up", "dialogues={tmp}"], "judge.name"),
+    ],
+)
+def test_a_name_that_would_leave_the_run_folder_is_refused(
+    entry: str, args: list[str], key: str, tmp_path
+) -> None:
+    """Defect 9: `target.name=../../escaped` wrote the dialogue file outside the run folder, exit 0."""
+    from tests.helpers import run_entry
+
+    run = tmp_path / "deep" / "run"
+    result = run_entry(entry, [a.format(tmp=tmp_path) for a in args] + [f"hydra.run.dir={run}"])
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert result.returncode == 2 and len(errors) == 1 and f"config `{key}`" in errors[0], result.stderr[
+        -2000:
+    ]
+    assert not list(tmp_path.rglob("*.jsonl"))  # nothing written, inside or outside the folder

@@ -19,7 +19,19 @@ from esc.chat.build import backend_config, build_backend
 from esc.chat.cache import CACHE_CONFIG, with_cache
 from esc.chat.closed import METHODS
 from esc.chat.cost import MESSAGE_TOKENS, before_spending
-from esc.config_rules import Rule, Section, boolean, either, integer, keys, list_of, number, one_of, path
+from esc.config_rules import (
+    Rule,
+    Section,
+    boolean,
+    either,
+    file_name,
+    integer,
+    keys,
+    list_of,
+    number,
+    one_of,
+    path,
+)
 from esc.dialogues.record import Dialogue
 from esc.dialogues.store import DialogueStore, dialogue_file
 from esc.errors import ConfigError, in_multirun
@@ -427,10 +439,14 @@ CONFIG: tuple[Section, ...] = (
     ),
     Section("shard", (Rule("count", integer(1)), Rule("index", integer(0))), keys("count", "index")),
     CACHE_CONFIG,
-    Section("roleplayer", keys=keys("backend", "generation", "icl", "name", "notes", "prompt")),
+    Section(
+        "roleplayer",
+        (Rule("name", file_name(), "it names the dialogue files"),),
+        keys("backend", "generation", "icl", "name", "notes", "prompt"),
+    ),
     backend_config("roleplayer.backend"),
     generation_config("roleplayer.generation"),
-    Section("target", keys=keys(*TARGET_KEYS)),
+    Section("target", (Rule("name", file_name(), "it names the dialogue files"),), keys(*TARGET_KEYS)),
     backend_config("target.backend"),
     generation_config("target.generation"),
 )

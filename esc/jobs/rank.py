@@ -22,7 +22,19 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from esc.chat.cache import CACHE_CONFIG
-from esc.config_rules import Rule, Section, boolean, either, integer, keys, list_of, number, one_of, paths
+from esc.config_rules import (
+    Rule,
+    Section,
+    boolean,
+    either,
+    file_name,
+    integer,
+    keys,
+    list_of,
+    number,
+    one_of,
+    paths,
+)
 from esc.errors import ConfigError
 from esc.hashing import sha256_file
 from esc.jobs.agreement import run_agreement, run_correlation_mode
@@ -160,6 +172,10 @@ def jury_members(resolved: Mapping[str, Any], mode: str) -> list[Judge]:
             "jury.members",
             f"the judges' names must differ and not be {JURY!r} (files and rows are named by them): {names}",
         )
+    for name in names:
+        problem = file_name()(name)
+        if problem:
+            raise ConfigError("jury.members", f"a judge's name {problem} (it names the score files)")
     if jury.get("min_valid") is not None and int(jury["min_valid"]) > len(names):
         raise ConfigError("jury.min_valid", f"is {jury['min_valid']}, but the jury has {len(names)} judges")
     if mode == "leaderboard":

@@ -14,7 +14,18 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from esc.chat.build import backend_config
-from esc.config_rules import Rule, Section, device, integer, keys, number, path, registered, registry_keys
+from esc.config_rules import (
+    Rule,
+    Section,
+    device,
+    file_name,
+    integer,
+    keys,
+    number,
+    path,
+    registered,
+    registry_keys,
+)
 from esc.errors import ConfigError
 from esc.scoring.judge import REGISTRY, Judge
 from esc.scoring.judges import api, local
@@ -48,6 +59,7 @@ def judge_config(when: Callable[[Any], bool] | None = None) -> tuple[Section, ..
             "judge",
             (
                 Rule("kind", registered(judge_kinds)),
+                Rule("name", file_name(), "it names the score files"),
                 Rule("device", device(), "auto: a CUDA GPU when there is one"),
                 Rule("batch_size", integer(1)),
                 Rule("max_new_tokens", integer(1)),
