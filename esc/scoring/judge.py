@@ -113,10 +113,6 @@ class Judge(abc.ABC):
         return None
 
     @property
-    def prompt_version(self) -> int:
-        return prompt_style(self.prompt).version
-
-    @property
     def prompt_identity(self) -> dict[str, Any]:
         """The rubric prompt a judgment records: style, version and the sha256 of its texts."""
         return prompt_style(self.prompt).identity
