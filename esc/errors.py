@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
+from esc.redaction import scrub
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -103,7 +105,8 @@ def _path_error(err: OSError, option: str | None) -> UserError:
             f"{_file_in_the_way(filename)}: is an existing file, where a folder is needed; name a folder "
             f"({option})"
         )
-    return UserError(f"{filename}: {reason}; choose a writable folder (hydra.run.dir=... or --out)")
+    option = option or ("hydra.run.dir=NEW_DIR" if _run_folder() is not None else "--out")
+    return UserError(f"{filename}: {reason}; choose a writable place ({option})")
 
 
 def environment_error(err: BaseException, option: str | None = None) -> UserError | None:
@@ -127,7 +130,7 @@ def environment_error(err: BaseException, option: str | None = None) -> UserErro
 
 
 def exit_with_error(message: object, code: int = 2) -> NoReturn:
-    print(f"error: {message}", file=sys.stderr)
+    print(f"error: {scrub(str(message))}", file=sys.stderr)
     sys.exit(code)
 
 

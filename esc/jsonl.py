@@ -1,7 +1,8 @@
 """Reading and writing JSON and JSON-lines files, for every package.
 
 Readers (`read_json`, `read_jsonl`, `get_field`) name the file and the record of a bad input.
-Writers: append-only JSON-lines files that survive a killed writer (dialogue and score files).
+Writers: append-only JSON-lines files that survive a killed writer (dialogue and score files). Every
+text written passes the secret filter (`esc.redaction.scrub`): a key a model echoed is written `***`.
 
 Each write appends whole lines, then fsyncs. A line cut short by a killed process has no newline at
 the end of the file; `drop_partial_last_line` removes it on the next open, so every complete line
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from esc.errors import ConfigError, DataError, UserError
+from esc.redaction import scrub
 
 log = logging.getLogger(__name__)
 _UMASK = os.umask(0o022)  # read the process umask (set it back at once): new files get 0o666 & ~umask
@@ -122,7 +124,7 @@ def _named(err: OSError, path: Path) -> OSError:
 def append_jsonl(path: Path, records: Iterable[Mapping[str, Any]]) -> None:
     """Append records as JSON lines and make them durable (fsync). A write that fails (a full disk)
     takes back what it wrote, so the lines already in the file stay whole, and names the file."""
-    data = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records).encode("utf-8")
+    data = scrub("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)).encode("utf-8")
     if not data:
         return
     path = Path(path)
@@ -139,8 +141,9 @@ def append_jsonl(path: Path, records: Iterable[Mapping[str, Any]]) -> None:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Replace `path` with `text` in one step (see `atomic_write_bytes`)."""
-    atomic_write_bytes(path, text.encode("utf-8"))
+    """Replace `path` with `text`, its secrets masked (`esc.redaction.scrub`), in one step (see
+    `atomic_write_bytes`)."""
+    atomic_write_bytes(path, scrub(text).encode("utf-8"))
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

@@ -39,7 +39,7 @@ from esc.errors import (
 )
 from esc.rundir import RunFolder, refuse_unswept_sweep
 from esc.runinfo import NullManifest, RunManifest
-from esc.secrets import console_masked
+from esc.secrets import console_masked, remember_secrets
 
 COMPLETED, WITH_FAILURES, INTERRUPTED, FAILED = (
     "completed",
@@ -119,6 +119,7 @@ def job_run(
     fingerprint entry (`RunFolder`); `lock=False` for the ranks of a training job other than zero,
     which only check the fingerprint and write no manifest. The block must end in `job.complete`."""
     refuse_unswept_sweep()
+    remember_secrets(config)  # a key in a config file: every file this job writes masks it too
     with RunFolder(out, kind, settings, lock=lock) as folder:
         job = Job(folder, RunManifest(out, config, seed=seed) if lock else NullManifest())
         try:

@@ -193,7 +193,9 @@ class RunFolder:
             return
         recorded = read_settings(self.folder)
         if self.kind in recorded:
-            before = {k: v for k, v in recorded[self.kind].items() if k in self.settings}
+            # every recorded setting but the second phase's (`check_resolved`): a setting this run
+            # leaves out (trajectory.enabled=false on a rated folder) is a difference too
+            before = {k: v for k, v in recorded[self.kind].items() if k in self.settings or k != "resolved"}
             check_same_settings(before, self.settings, str(self.folder))
             return
         self._write({**recorded, self.kind: self.settings})

@@ -1,19 +1,22 @@
 """Keep credentials out of everything a run writes: manifest, Hydra's `.hydra/` files, W&B, logs.
 
-Two nets, because a key can arrive by many roads (an environment variable, a config value, a header
-in `extra_body`, a `+hf_token=...` override on the command line):
+The filter itself (which values are secrets; masking them in a text) is `esc.redaction`, below every
+other module so that the file writers use it too. Two nets, because a key can arrive by many roads
+(an environment variable, a config value, a header in `extra_body`, a `+hf_token=...` override, the
+password of a `base_url`, a model that echoes its key in a reply):
 
 - by *key*: a mapping entry whose name looks like a credential (`api_key`, `token`, `Authorization`,
   ...) has its value replaced by ``***``;
 - by *value*: every secret value known to this process -- credential-like environment variables,
   the variables a config names in `api_key_env`, credential-like config entries and command-line
-  overrides -- is replaced by ``***`` wherever it appears, inside any string.
+  overrides, URL passwords -- is replaced by ``***`` wherever it appears, inside any string.
 
-`RedactHydraFiles` is a Hydra callback (conf/hydra/default.yaml) that keeps Hydra's record of a job
-(`.hydra/config.yaml`, `overrides.yaml`, `hydra.yaml`) masked by the same nets, and only written
-once the run folder has accepted the run (`save_hydra_files`, called by `esc.rundir.RunFolder`); it
-masks a sweep's `multirun.yaml` too. `RedactLogFilter` masks what the logs say, the console included
-(Hydra's launcher echoes each job's overrides: `#0 : +hf_token=...`).
+`RedactHydraFiles` is a Hydra callback (conf/hydra/default.yaml) that registers the job's config
+secrets (`esc.redaction.remember_secrets`), keeps Hydra's record of a job (`.hydra/config.yaml`,
+`overrides.yaml`, `hydra.yaml`) masked by the same nets, and only written once the run folder has
+accepted the run (`save_hydra_files`, called by `esc.rundir.RunFolder`); it masks a sweep's
+`multirun.yaml` too. `RedactLogFilter` masks what the logs say, the console included (Hydra's
+launcher echoes each job's overrides: `#0 : +hf_token=...`); `console_masked` masks every print.
 """
 
 from __future__ import annotations
@@ -25,92 +28,21 @@ import netrc
 import os
 import re
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
 
 from esc.jsonl import atomic_write_text
-
-MASK = "***"
-#: key names that hold credentials (matched at the end of the name, case-insensitive)
-SECRET_KEY = re.compile(
-    r"(api[_-]?key|secret|password|passwd|token|authorization|credentials?|cookie|bearer)$", re.IGNORECASE
+from esc.redaction import (  # noqa: F401  (the filter's names, kept importable from here)
+    MASK,
+    is_secret_key,
+    redact,
+    remember_secrets,
+    scrub_text,
+    secret_values,
 )
-#: credential-like names that are not credentials
-NOT_SECRET = frozenset(
-    {"api_key_env", "pad_token", "eos_token", "bos_token", "unk_token", "max_new_tokens", "max_tokens"}
-)
-#: values shorter than this are never treated as secrets (they would mask ordinary words)
-MIN_SECRET_LENGTH = 8
-
-
-def is_secret_key(name: object) -> bool:
-    text = str(name)
-    return text not in NOT_SECRET and not text.endswith("_env") and bool(SECRET_KEY.search(text))
-
-
-def _config_secrets(obj: Any, found: set[str], env_names: set[str]) -> None:
-    if isinstance(obj, Mapping):
-        for key, value in obj.items():
-            if str(key).endswith("api_key_env") and isinstance(value, str):
-                env_names.add(value)
-            if is_secret_key(key) and isinstance(value, str | int) and not isinstance(value, bool):
-                found.add(str(value))
-            _config_secrets(value, found, env_names)
-    elif isinstance(obj, list | tuple):
-        for value in obj:
-            _config_secrets(value, found, env_names)
-
-
-def _override_secrets(args: Iterable[str]) -> set[str]:
-    found = set()
-    for arg in args:
-        key, sep, value = str(arg).lstrip("+~").partition("=")
-        if sep and is_secret_key(key.rsplit(".", 1)[-1]):
-            found.add(value.strip("'\""))
-    return found
-
-
-def secret_values(config: Any = None, argv: Iterable[str] | None = None) -> list[str]:
-    """Every secret value this process knows of, longest first (so that longer ones mask first)."""
-    found: set[str] = set()
-    env_names = {name for name in os.environ if is_secret_key(name)}
-    _config_secrets(config, found, env_names)
-    found |= _override_secrets(sys.argv[1:] if argv is None else argv)
-    found |= {os.environ[name] for name in env_names if os.environ.get(name)}
-    found = {value.strip() for value in found}
-    found |= {value.split()[-1] for value in found if " " in value}  # "Bearer <key>": the key alone too
-    return sorted((v for v in found if len(v) >= MIN_SECRET_LENGTH and v != MASK), key=len, reverse=True)
-
-
-def scrub_text(text: str, values: Iterable[str]) -> str:
-    for value in values:
-        if value in text:
-            text = text.replace(value, MASK)
-    return text
-
-
-def redact(obj: Any, values: Iterable[str] | None = None) -> Any:
-    """A copy of `obj` with credential-like entries masked and every known secret value masked.
-
-    `values`: the secret values to mask inside strings (default: `secret_values(obj)`).
-    """
-    values = list(secret_values(obj) if values is None else values)
-
-    def walk(item: Any) -> Any:
-        if isinstance(item, Mapping):
-            return {
-                k: (MASK if is_secret_key(k) and v not in (None, "") else walk(v)) for k, v in item.items()
-            }
-        if isinstance(item, list | tuple):
-            return [walk(v) for v in item]
-        if isinstance(item, str):
-            return scrub_text(item, values)
-        return item
-
-    return walk(obj)
 
 
 def redact_command(argv: Iterable[str], values: Iterable[str]) -> list[str]:
@@ -202,12 +134,11 @@ def mask_overrides(text: str, values: Iterable[str]) -> str:
 class _MaskedStream:
     """A text stream that masks secrets in what is written to it (`console_masked`)."""
 
-    def __init__(self, stream: Any, values: list[str]) -> None:
+    def __init__(self, stream: Any) -> None:
         self._stream = stream
-        self._values = values
 
     def write(self, text: str) -> int:
-        self._stream.write(mask_overrides(text, self._values))
+        self._stream.write(mask_overrides(text, secret_values()))  # what is known now (a config's too)
         return len(text)
 
     def close(self) -> None:
@@ -223,9 +154,8 @@ class _MaskedStream:
 def console_masked() -> Iterator[None]:
     """`sys.stdout` and `sys.stderr` with secrets masked while the block runs: what Hydra writes
     itself (a sweep's `Error executing job with overrides: [..., '+hf_token=...']`) and every print."""
-    values = secret_values()
     saved = sys.stdout, sys.stderr
-    masked: Any = _MaskedStream(sys.stdout, values), _MaskedStream(sys.stderr, values)
+    masked: Any = _MaskedStream(sys.stdout), _MaskedStream(sys.stderr)
     sys.stdout, sys.stderr = masked
     try:
         yield
@@ -301,6 +231,7 @@ class RedactHydraFiles(Callback):
         from omegaconf import OmegaConf
 
         hydra_cfg = config.hydra
+        remember_secrets(OmegaConf.to_container(config, resolve=False))
         if hydra_cfg.output_subdir is None:
             _HYDRA_FILES[_folder_key(hydra_cfg.runtime.output_dir)] = _hydra_record(config)
         values = secret_values(OmegaConf.to_container(config, resolve=False), hydra_cfg.overrides.task)

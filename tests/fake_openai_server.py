@@ -8,10 +8,14 @@ fail the way real APIs do, to exercise client retries:
   (and ``retry-after-ms``, so SDK retries wait only briefly); ``"401"`` echoes the bearer token in
   its message, as a careless server might, to check that clients mask it;
 * ``"timeout"``: the reply comes only after ``timeout_sleep_s`` (longer than the client waits);
-* ``"drop"``: the connection is closed without a response.
+* ``"drop"``: the connection is closed without a response;
+* answers without text, with HTTP 200: ``"null_content"`` (``"content": null``), ``"empty_content"``
+  (``""``), ``"no_choices"`` (``"choices": []``), ``"html"`` (an HTML page, as a proxy sends);
+* ``"echo_key"``: a normal reply whose text repeats the bearer token (a model that echoes its key).
 
 Queue faults with ``server.inject(["429", "500", "timeout"])`` (optionally only for requests whose
-last message contains ``match``), or send a header ``X-Fault: 500`` with one request.
+last message contains ``match``), send a header ``X-Fault: 500`` with one request, or give every
+other request one (``fault_every="echo_key"``).
 ``server.requests`` counts the chat requests received and ``server.received`` keeps their bodies
 and Authorization headers; ``server.model_requests`` counts ``GET /v1/models``.
 
@@ -66,6 +70,7 @@ class FakeOpenAIServer:
         strict_models: bool = False,
         response_model: str | None = None,
         system_fingerprint: str | None = "fp_fake_0001",
+        fault_every: str | None = None,
     ) -> None:
         self.backend = backend
         self.model_name = model_name
@@ -75,6 +80,7 @@ class FakeOpenAIServer:
         self.strict_models = strict_models
         self.response_model = response_model
         self.system_fingerprint = system_fingerprint
+        self.fault_every = fault_every  # the fault of every request that has no queued one
         self.model_requests = 0
         self.host = host
         self.port = port
@@ -156,7 +162,7 @@ class FakeOpenAIServer:
                 if match is None or match in last:
                     del self._faults[i]
                     return fault
-        return None
+        return self.fault_every
 
     def complete(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """Answer one chat completions request with the backend."""
@@ -218,6 +224,31 @@ def _logprobs_payload(logprobs: list[dict[str, Any]] | None) -> dict[str, Any] |
     return {"content": content}
 
 
+def _set_content(value: str | None) -> Any:
+    def fault(payload: dict[str, Any], token: str) -> None:
+        payload["choices"][0]["message"]["content"] = value
+
+    return fault
+
+
+def _no_choices(payload: dict[str, Any], token: str) -> None:
+    payload["choices"] = []
+
+
+def _echo_key(payload: dict[str, Any], token: str) -> None:
+    message = payload["choices"][0]["message"]
+    message["content"] = f"{message['content'] or 'I hear you.'} (my key is {token}, Bearer {token})"
+
+
+#: faults that answer HTTP 200 with the reply changed: {fault: change(payload, bearer token)}
+ANSWER_FAULTS = {
+    "null_content": _set_content(None),
+    "empty_content": _set_content(""),
+    "no_choices": _no_choices,
+    "echo_key": _echo_key,
+}
+
+
 def _error(status: int, message: str) -> dict[str, Any]:
     kind = ERROR_TYPES.get(status, "server_error")
     return {"error": {"message": message, "type": kind, "param": None, "code": kind}}
@@ -231,11 +262,19 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        self._send_raw(status, json.dumps(payload, ensure_ascii=False).encode("utf-8"), headers=headers)
+
+    def _send_raw(
+        self,
+        status: int,
+        data: bytes,
+        content_type: str = "application/json",
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self._answered()
         try:
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
             for name, value in (headers or {}).items():
                 self.send_header(name, value)
@@ -307,6 +346,16 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if fault == "timeout":
             time.sleep(state.timeout_sleep_s)
+        elif fault == "html":
+            self._send_raw(200, b"<html><body><h1>502 Bad Gateway</h1></body></html>", "text/html")
+            return
+        elif fault in ANSWER_FAULTS:
+            status, payload = state.complete(body)
+            if status == 200:
+                token = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
+                ANSWER_FAULTS[fault](payload, token)
+            self._send(status, payload)
+            return
         elif fault:
             status = int(fault)
             message = f"injected fault {status}"

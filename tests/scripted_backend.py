@@ -12,7 +12,8 @@ from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, regis
 
 @register_backend("scripted")
 class ScriptedBackend(ChatBackend):
-    """Replies `<label> #<n>: <digest of the conversation>`; fails when the conversation mentions `fail_on`.
+    """Replies `<label> #<n>: <digest of the conversation>`; fails when the conversation mentions `fail_on`,
+    answers without text (a blank reply that succeeded) when it mentions `empty_on`.
 
     Every batch it receives is recorded in `calls` (sizes and messages), so tests can check batching
     and what each side saw.
@@ -30,11 +31,13 @@ class ScriptedBackend(ChatBackend):
         max_concurrency: int | None = None,
         slow_on: str | None = None,
         slow_s: float = 0.0,
+        empty_on: str | None = None,
     ) -> None:
         self.label, self.fail_on = label, fail_on
         self.context_window, self.price = context_window, price
         self.max_concurrency = max_concurrency  # set: it acts as an API (the engine streams)
         self.slow_on, self.slow_s = slow_on, slow_s  # a conversation mentioning slow_on waits slow_s
+        self.empty_on = empty_on  # a conversation mentioning it gets a reply without text
         self.calls: list[list[list[Message]]] = []
         ScriptedBackend.instances.append(self)
 
@@ -49,6 +52,9 @@ class ScriptedBackend(ChatBackend):
                 replies.append(
                     Reply("", "error", error=f"ScriptedError: planned failure on {self.fail_on!r}")
                 )
+                continue
+            if self.empty_on and self.empty_on in text:
+                replies.append(Reply("  ", "stop", prompt_tokens=len(text.split()), completion_tokens=1))
                 continue
             digest = hashlib.sha256(text.encode()).hexdigest()[:8]
             replies.append(

@@ -104,6 +104,26 @@ CASES: tuple[Case, ...] = (
         keep=(RUN_FILE,),
     ),
     Case(
+        "show-emotion-value-a-word",
+        (*DLG, "show", "{fx}/emotion_word/tiny__tiny__en.jsonl"),
+        ("tiny__tiny__en.jsonl", "line 1", "turn 0 (card 32999)", "`emotion.value` is 'high'"),
+    ),
+    Case(
+        "report-emotion-value-a-word",
+        ("esc", "report", "{fx}/emotion_word_rank", "--out", "{tmp}/site"),
+        ("tiny__tiny__en.jsonl", "line 1", "`emotion.value` is 'high'"),
+    ),
+    Case(
+        "cache-merge-into-read-only-folder",
+        ("esc", "cache", "merge", "{tmp}/job.sqlite", "--into", "{tmp}/read_only/cache.sqlite"),
+        ("read_only", "cannot be written", "--into DST"),
+        setup="read_only_cache_folder",
+        keep=("job.sqlite",),
+        subprocess=True,  # as a user who cannot write there (root can)
+        privileged_write=True,
+        absent=("--out",),
+    ),
+    Case(
         "import-wrong-shape",
         (*IMPORT, "--language", "en", "{fx}/official_list.json"),
         ("official_list.json", "expected a JSON object"),
@@ -386,6 +406,16 @@ CASES: tuple[Case, ...] = (
         (*RK, "mode=trajectory", "dialogues={fx}/tiny__tiny__en.jsonl"),
         ("no rated dialogue", "trajectory.enabled=true"),
     ),
+    Case(
+        "rank-trajectory-emotion-out-of-range",
+        (*RK, "mode=trajectory", "dialogues={fx}/emotion_150"),
+        ("tiny__tiny__en.jsonl", "line 1", "turn 1 (card 32999)", "`emotion.value` is 150", "0 to 100"),
+    ),
+    Case(
+        "rank-empty-target-reply",
+        (*RK, "dialogues={fx}/empty_reply"),
+        ("tiny__tiny__en.jsonl", "line 1", "turn 1 (target) has no text", "never scored"),
+    ),
     Case("rank-dialogues-not-set", RK, ("config `dialogues`", "mandatory")),
     Case("rank-missing-dialogues", (*RK, "dialogues={tmp}/nope"), ("config `dialogues`", "nope")),
     Case("rank-typo-judge", (*RK, "judge=tinyy", "dialogues={tmp}"), ("judge/tinyy",)),
@@ -665,7 +695,34 @@ def fx(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _score_files(root)
     write("cards_two.json", [EN_CARD, {**EN_CARD, "id": 33000}])
     (root / "tiny__tiny__en.jsonl").write_text(_dialogue_line(32999))  # complete, without ratings
+    _trajectory_files(root)
     return root
+
+
+def _rated_line(values: tuple, text: str = "Tell me more.") -> str:
+    """A dialogue of card 32999 rated at its two rating points with `values` (the target's reply: `text`)."""
+    line = json.loads(_dialogue_line(32999).replace("Tell me more.", text))
+    for turn, value in zip(line["turns"], values, strict=True):
+        turn["emotion"] = {"value": value, "status": "valid", "rating": 5}
+    return json.dumps(line) + "\n"
+
+
+def _trajectory_files(root: Path) -> None:
+    """Dialogue files with an emotion rating that is a word, one out of range, and an empty reply;
+    a rank.py folder whose scores name the first (for `esc report`)."""
+    for name, line in (
+        ("emotion_word", _rated_line(("high", 50.0))),
+        ("emotion_150", _rated_line((40.0, 150))),
+        ("empty_reply", _rated_line((40.0, 50.0), text="")),
+    ):
+        (root / name).mkdir()
+        (root / name / "tiny__tiny__en.jsonl").write_text(line)
+    rank = root / "emotion_word_rank"
+    (rank / "scores").mkdir(parents=True)
+    records = (root / "scores" / "tiny__tiny__en__tiny.jsonl").read_text().splitlines()
+    source = str(root / "emotion_word" / "tiny__tiny__en.jsonl")
+    lines = [json.dumps({**json.loads(r), "source": source}) + "\n" for r in records]
+    (rank / "scores" / "tiny__tiny__en__tiny.jsonl").write_text("".join(lines))
 
 
 def _annotation_files(root: Path) -> None:
@@ -732,6 +789,15 @@ def _setup(name: str, tmp: Path) -> None:
         if name == "read_only_run":
             for path in (dialogues.parent, dialogues):
                 path.chmod(0o555)
+    elif name == "read_only_cache_folder":
+        from esc.chat.base import Reply
+        from esc.chat.cache import RequestCache
+
+        cache = RequestCache(tmp / "job.sqlite")
+        cache.put_many([("a request", Reply("a reply", "stop"))])
+        cache.close()
+        (tmp / "read_only").mkdir()
+        (tmp / "read_only").chmod(0o555)
     elif name == "charts":
         (tmp / "out" / "charts").mkdir(parents=True)
         for chart in ("radar_en.png", "average_en.png"):

@@ -562,6 +562,46 @@ def test_openai_exhausted_retries_fail_one_conversation_only(fresh_server):
     assert fresh_server.requests == len(batch) + 2
 
 
+@pytest.mark.parametrize(
+    ("fault", "reason"),
+    [
+        ("null_content", "the server's reply has no text (content null, finish_reason "),
+        ("empty_content", "the server's reply has no text (content empty, finish_reason "),
+        ("no_choices", "the server's answer has no choices (an empty `choices` list)"),
+        ("html", "the server's answer is not JSON (it starts: '<html><body><h1>502 Bad Gateway"),
+    ],
+)
+def test_openai_an_answer_without_text_is_a_failure_retried_never_a_reply(fault, reason, fresh_server):
+    """Issue 36 (5): `content: null` was a reply of "" (a turn, then scored); no choices and an HTML page
+    failed with `IndexError` and `AttributeError`, which say nothing to a user."""
+    backend = api(fresh_server, max_retries=1)
+    try:
+        fresh_server.inject([fault] * 2)  # the first try and the retry
+        [failed] = backend.generate([CONVERSATIONS[0]], GREEDY)
+        fresh_server.inject([fault])  # the first try only: the retry gets the reply
+        [recovered] = backend.generate([CONVERSATIONS[0]], GREEDY)
+    finally:
+        backend.close()
+    assert failed.finish_reason == "error" and failed.text == ""
+    assert failed.error.startswith(reason) and failed.error.endswith("(2 tries)")
+    assert "\n" not in failed.error
+    assert recovered.ok and recovered.text.strip()
+    assert fresh_server.requests == 4
+
+
+def test_openai_a_reply_that_echoes_the_key_is_masked(fresh_server, monkeypatch):
+    """Issue 36 (1): a key in a model's reply was kept as it came, and written to every file."""
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    backend = api(fresh_server, api_key_env=KEY_ENV)
+    try:
+        fresh_server.inject(["echo_key"])
+        [reply] = backend.generate([CONVERSATIONS[0]], GREEDY)
+    finally:
+        backend.close()
+    assert fresh_server.received[0]["authorization"] == f"Bearer {SECRET}"
+    assert reply.ok and "(my key is ***, Bearer ***)" in reply.text and SECRET not in reply.text
+
+
 def test_openai_missing_key_fails_before_any_request(fresh_server, monkeypatch):
     monkeypatch.delenv(KEY_ENV, raising=False)
     backend = api(fresh_server, api_key_env=KEY_ENV)

@@ -272,3 +272,12 @@ def test_rank_with_an_unpriced_judge_prints_nothing(tmp_path: Path, capsys: pyte
     out = tmp_path / "out"
     rank(rank_cfg(out, _dialogues(tmp_path), "max_cost=0", price=None))
     assert "Cost estimate" not in capsys.readouterr().out and "cost_estimate" not in manifest(out)
+
+
+def test_dollars_keep_two_significant_digits_below_a_hundredth_of_a_cent() -> None:
+    """Issue 36: `max_cost=0.00001` printed "over the budget of $0.0000"."""
+    from esc.chat.cost import usd
+
+    assert [usd(x) for x in (12.345, 0.5, 0.0001, 0.00001, 0.0000123, 0)] == [
+        "$12.35", "$0.5000", "$0.0001", "$0.000010", "$0.000012", "$0.0000"
+    ]  # fmt: skip

@@ -98,6 +98,23 @@ def test_failed_dialogue_is_recorded_and_only_it_is_retried(tmp_path: Path) -> N
     assert len(list(read_dialogues(tmp_path / "dialogues" / "tiny__tiny__en.jsonl"))) == 3
 
 
+def test_a_reply_without_text_fails_its_dialogue_and_is_never_a_turn(tmp_path: Path) -> None:
+    """Issue 36 (5): a blank reply that the backend called a success was a turn; the dialogue was
+    'complete' and a judge scored it."""
+    from esc.cards import load_cards
+
+    card = load_cards(language="en", limit=3)[1]
+    # the role-player reads the card, so its reply is the blank one (the target's would fail the same way)
+    result = evaluate(scripted_cfg(tmp_path, "cards.languages=[en]", rp={"empty_on": card.problem[:40]}))
+    assert result.counts["failed"] == 1 and result.counts["completed"] == 2
+    assert result.incomplete()  # exit code 3: a rerun plays it again
+    [failed] = read_dialogues(tmp_path / "dialogues" / "tiny__tiny__en.failed.jsonl")
+    assert failed.card_id == card.id and failed.error == "roleplayer tiny: empty reply (finish_reason stop)"
+    complete = list(read_dialogues(tmp_path / "dialogues" / "tiny__tiny__en.jsonl"))
+    assert card.id not in [d.card_id for d in complete]
+    assert all(t.text.strip() for d in complete for t in d.turns)
+
+
 def test_context_overflow_drops_oldest_exchanges(tmp_path: Path) -> None:
     ScriptedBackend.instances.clear()
     args = ["cards.languages=[en]", "cards.limit=1", "roleplayer.generation.max_new_tokens=8"]

@@ -5,6 +5,7 @@ the dialogue and score file formats evaluate.py and rank.py write), so nothing h
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -209,6 +210,23 @@ def test_a_new_build_replaces_an_old_site_but_never_another_folder(tmp_path: Pat
     with pytest.raises(Exception, match="holds the run folder"):
         build_site([rank], rank.parent)
     assert not list(tmp_path.glob(".*building*"))
+
+
+def test_a_build_removes_what_a_killed_build_left_and_keeps_a_running_ones(tmp_path: Path) -> None:
+    """Issue 36: kill -9 of `esc report` left `.site.building-PID` behind after the next good build."""
+    import subprocess
+    import sys
+
+    rank = synthetic_run(tmp_path / "run", cards=2, targets=1, dims=7, seed=3)
+    script = "import os; print(os.getpid())"
+    gone = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    dead_pid = int(gone.stdout)  # a process that has ended
+    for kind in ("building", "old"):
+        (tmp_path / f".site.{kind}-{dead_pid}" / "dialogues").mkdir(parents=True)
+    running = tmp_path / f".site.building-{os.getppid()}"  # a live process's build: not ours to remove
+    running.mkdir()
+    build_site([rank], tmp_path / "site", n_resamples=10)
+    assert sorted(p.name for p in tmp_path.glob(".site.*")) == [running.name]
 
 
 def test_the_cli_builds_a_site_and_says_where(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

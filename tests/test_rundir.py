@@ -48,6 +48,22 @@ def test_a_folder_keeps_one_set_of_settings_per_kind(tmp_path: Path) -> None:
     assert not (tmp_path / OWNER_FILE).exists()  # released
 
 
+def test_a_setting_left_out_on_resume_is_a_difference_too(tmp_path: Path) -> None:
+    """Issue 36: a folder written with `trajectory.enabled=true` resumed with it off (exit 0, an unrated
+    dialogue added to rated ones); a changed rater was refused, a dropped one was not."""
+    rated = {**SETTINGS, "trajectory": {"rater": "roleplayer", "method": "distribution"}}
+    with RunFolder(tmp_path, "evaluate", rated):
+        pass
+    dropped = r"trajectory\.rater=\"roleplayer\", this run has trajectory\.rater=\"<absent>\""
+    with pytest.raises(UserError, match=dropped):
+        with RunFolder(tmp_path, "evaluate", SETTINGS):
+            pass
+    with RunFolder(tmp_path, "evaluate", rated) as folder:  # the same settings resume; the second phase
+        folder.check_resolved({"model": "x"})  # (`resolved`) is recorded later and not a difference
+    with RunFolder(tmp_path, "evaluate", rated):
+        pass
+
+
 def test_a_second_process_is_refused_and_a_killed_one_leaves_no_stale_lock(tmp_path: Path) -> None:
     holder = subprocess.Popen(
         [

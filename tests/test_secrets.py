@@ -105,11 +105,28 @@ def test_logs_and_the_console_are_masked(
     assert captured.out == f"the token is {MASK}\n"
 
 
-def test_closing_the_masked_console_leaves_the_real_one_open() -> None:
+def test_a_url_password_is_a_secret_wherever_it_is_written() -> None:
+    """Issue 36 (10): `base_url=http://user:SECRET@host/v1` reached `.hydra/`, the manifest, the log and
+    the console. The password, and the HTTP Basic credentials the client makes of it, are secrets."""
+    import base64
+
+    url = "http://esc:URLPASS-1234@127.0.0.1:8000/v1"
+    config = {"target": {"backend": {"base_url": url}}}
+    basic = base64.b64encode(b"esc:URLPASS-1234").decode()
+    assert {"URLPASS-1234", basic} <= set(secret_values(config, argv=[]))
+    assert {"URLPASS-1234", basic} <= set(secret_values(None, argv=[f"target.backend.base_url={url}"]))
+    assert redact(config)["target"]["backend"]["base_url"] == "http://***@127.0.0.1:8000/v1"
+    assert redact_command([f"target.backend.base_url={url}"], secret_values(config, argv=[])) == [
+        "target.backend.base_url=http://***@127.0.0.1:8000/v1"
+    ]
+
+
+def test_closing_the_masked_console_leaves_the_real_one_open(monkeypatch: pytest.MonkeyPatch) -> None:
     """absl's log handler, made while the mask is on, closes its stream whenever logging is configured
     again (each Hydra run): that must not close the process's stdout or stderr under it."""
+    monkeypatch.setenv("CONSOLE_TEST_TOKEN", CLI_TOKEN)
     real = io.StringIO()
-    masked = _MaskedStream(real, [CLI_TOKEN])
+    masked = _MaskedStream(real)
     masked.write(f"token {CLI_TOKEN}\n")
     masked.close()
     assert not real.closed

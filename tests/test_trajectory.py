@@ -222,6 +222,23 @@ def _rated(card: int, target: str, values: list[float | None]) -> Dialogue:
     return d
 
 
+def test_a_rating_point_left_unrated_counts_as_missing_and_invalid() -> None:
+    """Issue 36: two target turns without a rating in a rated dialogue were not counted ("0 of 22
+    invalid" instead of 24), and a dialogue whose final rating was missing kept its area."""
+    dialogue = _rated(1, "supportive", [50, 60, 70, 80])
+    dialogue.turns[4].emotion = None  # the target's 2nd reply (a middle point: bridged)
+    dialogue.turns[6].emotion = None  # the target's 3rd and last reply: no final rating
+    figures = trajectory_figures(dialogue)
+    assert (figures.rated, figures.invalid, figures.missing) == (4, 2, 2)
+    assert figures.points == ((0, 50.0), (1, 60.0)) and figures.final is None and figures.area is None
+    [row] = target_rows(rated_dialogues([(dialogue, "a.jsonl")])[0], n_resamples=10)
+    assert (row.invalid, row.ratings, row.missing) == (2, 4, 2)
+    unrated = _rated(2, "supportive", [50, 60])
+    for turn in unrated.turns:
+        turn.emotion = None
+    assert trajectory_figures(unrated).rated == 0  # a dialogue never rated has no missing points
+
+
 def test_figures_and_paired_differences_match_hand_counts() -> None:
     # supportive: start 50, then 60, 70; dismissive: 50, 40, 30; card 2 has an invalid final rating
     dialogues = [

@@ -39,6 +39,7 @@ from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply
 from esc.config_rules import Rule, Section, boolean, keys, number, one_of
 from esc.errors import ConfigError, DataError, UserError
 from esc.models.revision import adapter_hash
+from esc.redaction import scrub
 
 log = logging.getLogger(__name__)
 
@@ -268,8 +269,9 @@ class RequestCache:
     def put_many(self, items: Iterable[tuple[str, Reply]]) -> int:
         """Store the successful replies among `items` (errors never); how many were stored (0 when
         SQLite fails)."""
-        rows = [
-            (key, json.dumps({f: getattr(reply, f) for f in STORED_FIELDS}, ensure_ascii=False), time.time())
+        now = time.time()
+        rows = [  # secrets masked: a key a model echoed never reaches the cache file
+            (key, scrub(json.dumps({f: getattr(reply, f) for f in STORED_FIELDS}, ensure_ascii=False)), now)
             for key, reply in items
             if reply.ok
         ]
@@ -408,6 +410,12 @@ def merge_caches(sources: Sequence[str | os.PathLike[str]], into: str | os.PathL
             raise UserError(f"{path}: no such cache file")
         if path.absolute() == target:
             raise UserError(f"{path}: a source cannot be the target of the merge")
+    place = target
+    while not place.exists() and place != place.parent:
+        place = place.parent  # the file, or the nearest folder it would be made in
+    if not os.access(place, os.W_OK):
+        why = "cannot be written (permission or a read-only disk)"
+        raise UserError(f"{place}: {why}; choose another --into DST")
     dest = RequestCache(target, timeout_s=60.0)
     report: dict[str, Any] = {"into": str(target), "sources": []}
     try:
@@ -439,7 +447,10 @@ def merge_caches(sources: Sequence[str | os.PathLike[str]], into: str | os.PathL
             )
         report["entries"] = int(conn.execute("SELECT COUNT(*) FROM replies").fetchone()[0])
     except sqlite3.DatabaseError as err:
-        raise UserError(f"{target}: merging failed ({type(err).__name__}: {err})") from None
+        raise UserError(
+            f"{target}: merging failed ({type(err).__name__}: {err}); if it cannot be written, choose "
+            "another --into DST"
+        ) from None
     finally:
         dest.close()
     return report

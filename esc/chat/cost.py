@@ -54,10 +54,16 @@ def count_prompt(backend: ChatBackend, messages: Sequence[Message]) -> tuple[int
 
 
 def usd(amount: float | None) -> str:
-    """Dollars as the printout shows them: cents, or four decimals under a dollar."""
+    """Dollars as the printout shows them: cents, four decimals under a dollar, and two significant
+    digits under a hundredth of a cent (a budget of $0.00001 is not "$0.0000")."""
     if amount is None:
         return "no price"
-    return f"${amount:,.2f}" if amount >= 1 else f"${amount:.4f}"
+    if amount >= 1:
+        return f"${amount:,.2f}"
+    if amount == 0 or amount >= 0.0001:
+        return f"${amount:.4f}"
+    digits = 1 - math.floor(math.log10(abs(amount)))
+    return f"${amount:.{digits}f}"
 
 
 def n_requests(n: int) -> str:

@@ -8,7 +8,7 @@ import logging
 import sys
 
 from esc.chat.cache import merge_caches
-from esc.errors import ArgumentParser
+from esc.errors import ArgumentParser, environment_error
 
 HELP = "Request cache files."
 
@@ -24,7 +24,10 @@ def parser(prog: str) -> ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    report = merge_caches(args.sources, args.into)
+    try:
+        report = merge_caches(args.sources, args.into)
+    except OSError as err:  # a read-only or full place: name the option that chooses it
+        raise environment_error(err, "--into DST") or err from None
     for source in report["sources"]:
         counts = f"{source['entries']} entries, {source['added']} added, {source['present']} already there"
         print(f"{source['path']}: {counts}")

@@ -134,6 +134,12 @@ def dialogue_lines(dialogue: Dialogue, path: Path, lineno: int) -> tuple[tuple[s
                 f"line {lineno}",
                 f"turn {i} is by {turn.speaker!r}, expected {expected!r} (turns missing?)",
             )
-        if not isinstance(turn.text, str):
-            raise DataError(path, f"line {lineno}", f"turn {i} has no text")
+        if not isinstance(turn.text, str) or not turn.text.strip():
+            raise DataError(
+                path,
+                f"line {lineno}",
+                f"turn {i} ({turn.speaker}) has no text: a dialogue with an empty reply is never scored "
+                "(evaluate.py fails such a dialogue; delete this line and rerun evaluate.py on the folder "
+                "to play the card again)",
+            )
     return tuple(dialogue.lines())

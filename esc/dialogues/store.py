@@ -16,7 +16,7 @@ from typing import Any
 
 from esc.dialogues.record import Dialogue
 from esc.errors import DataError
-from esc.jsonl import append_jsonl, atomic_write_text, drop_partial_last_line, find_jsonl_files
+from esc.jsonl import append_jsonl, atomic_write_text, drop_partial_last_line, find_jsonl_files, loads
 from esc.paths import REPO_ROOT
 
 log = logging.getLogger(__name__)
@@ -63,14 +63,37 @@ def read_dialogues(path: Path) -> Iterator[Dialogue]:
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = loads(line)
                 if not isinstance(record, dict):
                     raise TypeError(f"a JSON {type(record).__name__}, not an object")
                 dialogue = Dialogue.from_dict(record)
-            except (json.JSONDecodeError, TypeError, KeyError, ValueError, AttributeError) as err:
+            except (TypeError, KeyError, ValueError, AttributeError) as err:  # a JSONDecodeError too
                 raise DataError(path, f"line {lineno}", f"not a dialogue record ({err})") from None
             _check_texts(dialogue, path, lineno)
+            _check_emotions(dialogue, path, lineno)
             yield dialogue
+
+
+def _check_emotions(dialogue: Dialogue, path: Path, lineno: int) -> None:
+    """Every emotion rating is an object whose `value` is null (no valid rating) or a number from 0 to
+    100: a word ("high") or 150 in a hand-edited file is a DataError naming the turn, never a crash in
+    a report or a figure moved by an impossible value."""
+    for i, turn in enumerate(dialogue.turns):
+        emotion = turn.emotion
+        if emotion is None:
+            continue
+        where = f"turn {i} (card {dialogue.card_id})"
+        if not isinstance(emotion, dict):
+            raise DataError(path, f"line {lineno}", f"{where}: `emotion` should be an object: {emotion!r}")
+        value = emotion.get("value")
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 100:
+            raise DataError(
+                path,
+                f"line {lineno}",
+                f"{where}: `emotion.value` is {value!r}: a rating is a number from 0 to 100 (null: invalid)",
+            )
 
 
 def _check_texts(dialogue: Dialogue, path: Path, lineno: int) -> None:

@@ -12,7 +12,9 @@ the chatbot's k-th reply. Invalid ratings are left out and counted; they never c
   rating is invalid has no area (its valid points would cover a shorter span than the others').
 
 A figure whose points are missing (an invalid start or final rating) is None, and reports count
-those dialogues apart rather than drop them silently.
+those dialogues apart rather than drop them silently. In a rated dialogue every rating point (the
+seeker's first message, each chatbot reply) should carry a rating: one that has none (a hand-edited
+or cut file) is counted as missing, and as invalid.
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ from esc.dialogues.record import Dialogue
 class TrajectoryFigures:
     points: tuple[tuple[int, float], ...]  # (exchange, value 0-100) of the valid ratings
     exchanges: int  # the chatbot's replies
-    rated: int  # ratings recorded (valid or invalid)
-    invalid: int
+    rated: int  # rating points of a rated dialogue (valid, invalid or missing)
+    invalid: int  # those without a valid rating, the missing ones included
+    missing: int  # rating points with no rating at all
     start: float | None
     final: float | None
     change: float | None
@@ -44,15 +47,18 @@ class TrajectoryFigures:
 def trajectory_figures(dialogue: Dialogue) -> TrajectoryFigures:
     """The figures of `dialogue`'s trajectory (see the module docstring)."""
     points: list[tuple[int, float]] = []
-    rated = invalid = 0
+    rated = invalid = missing = 0
     exchange = 0
+    any_rating = any(turn.emotion is not None for turn in dialogue.turns)
     for index, turn in enumerate(dialogue.turns):
         if turn.speaker == "target":
             exchange += 1
-        if turn.emotion is None:
-            continue
         if turn.speaker == "roleplayer" and index != 0:
             continue  # ratings follow the seeker's first message and the target's replies only
+        if turn.emotion is None:
+            if any_rating:  # a rated dialogue with a point left unrated
+                rated, invalid, missing = rated + 1, invalid + 1, missing + 1
+            continue
         rated += 1
         value = turn.emotion.get("value") if turn.emotion.get("status") == "valid" else None
         if value is None:
@@ -67,6 +73,7 @@ def trajectory_figures(dialogue: Dialogue) -> TrajectoryFigures:
         exchange,
         rated,
         invalid,
+        missing,
         start,
         final,
         None if start is None or final is None else round(final - start, 4),

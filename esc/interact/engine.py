@@ -195,6 +195,9 @@ class DialogueEngine:
             if not reply.ok:
                 dialogue.fail(f"{speaker} {side.name}: {reply.error or 'generation failed'}")
                 continue
+            if not reply.text.strip():  # whatever the backend: a turn without text is never played on
+                dialogue.fail(f"{speaker} {side.name}: empty reply (finish_reason {reply.finish_reason})")
+                continue
             dialogue.turns.append(Turn.from_reply(speaker, reply, context_dropped=n))
 
     def _fit(

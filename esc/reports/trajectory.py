@@ -66,7 +66,8 @@ class TargetRow:
     target: str
     dialogues: int
     ratings: int
-    invalid: int
+    invalid: int  # the missing ones included
+    missing: int
     means: dict[str, Mean]
     stops: dict[str, int]  # stop reason -> dialogues
 
@@ -151,6 +152,7 @@ def target_rows(rated: Sequence[Rated], n_resamples: int = 1000, seed: int = 0) 
                 len(members),
                 sum(r.figures.rated for r in members),
                 sum(r.figures.invalid for r in members),
+                sum(r.figures.missing for r in members),
                 means,
                 dict(sorted(stops.items())),
             )
@@ -237,9 +239,10 @@ def to_markdown(rows: Sequence[TargetRow], diffs: Sequence[Difference]) -> str:
     for row in rows:
         stops = ", ".join(f"{k} {v}" for k, v in row.stops.items()) or "-"
         cells = " | ".join(_cell(row.means[m]) for m in METRICS)
+        missing = f" ({row.missing} missing)" if row.missing else ""
         lines.append(
             f"| {row.roleplayer} | {row.target} | {row.dialogues} | {cells} "
-            f"| {row.invalid} of {row.ratings} | {stops} |"
+            f"| {row.invalid} of {row.ratings}{missing} | {stops} |"
         )
     if diffs:
         lines += [
@@ -271,6 +274,7 @@ def to_csv(rated: Sequence[Rated]) -> str:
             *METRICS,
             "ratings",
             "invalid",
+            "missing",
             "stop_reason",
             "trajectory",
         ]
@@ -279,7 +283,7 @@ def to_csv(rated: Sequence[Rated]) -> str:
         f = r.figures
         writer.writerow(
             [r.roleplayer, r.target, r.language, r.card_id, *(getattr(f, m) for m in METRICS), f.rated,
-             f.invalid, f.stop_reason or "", ";".join(f"{x}:{v:.2f}" for x, v in f.points)]
+             f.invalid, f.missing, f.stop_reason or "", ";".join(f"{x}:{v:.2f}" for x, v in f.points)]
         )  # fmt: skip
     return buffer.getvalue()
 

@@ -3,7 +3,8 @@ as W&B tables, the charts as images, and (mode=score) a dialogue table, one row 
 with its transcript and its scores, as the report site shows them; one run per rank.py call.
 
 Without credentials (WANDB_API_KEY or ~/.netrc) the run is written offline under OUT/wandb and
-`wandb sync` uploads it later, as training does. The config sent is redacted (no API keys).
+`wandb sync` uploads it later, as training does. The config and the transcripts sent are redacted
+(no API keys, even one a model echoed).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from esc.prompts.speakers import speaker_lines
 from esc.scoring.judge import VALID
 from esc.scoring.rubrics import DIMENSION_KEYS
 from esc.scoring.store import ScoreRecord
-from esc.secrets import argv_redacted, redact, wandb_has_credentials
+from esc.secrets import argv_redacted, redact, secret_values, wandb_has_credentials
 
 log = logging.getLogger(__name__)
 TABLES = ("leaderboard.csv", "agreement.csv", "correlation.csv")
@@ -92,7 +93,7 @@ def log_reports(
         payload.update({f"charts/{Path(c).stem}": wandb.Image(str(c)) for c in charts})
         if records:
             columns, rows = dialogue_rows(records)
-            payload["dialogues"] = wandb.Table(columns=columns, data=rows)
+            payload["dialogues"] = wandb.Table(columns=columns, data=redact(rows, secret_values(config)))
         run.log(payload)
         return str(run.dir) if mode != "disabled" else None
     finally:

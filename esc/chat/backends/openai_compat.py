@@ -6,6 +6,8 @@ timeouts and connection errors. A call's conversations are sent concurrently, at
 ``max_concurrency`` at a time, from a private event loop on a background thread, so `generate` is
 a plain blocking call that works from sync code (and even from inside someone else's event loop).
 A request that still fails after its retries becomes an error reply; the rest of the batch goes on.
+An answer without text (null or empty content, no choices, an HTML page) is a failure too, retried the
+same number of times, and its reason says what came back.
 
 The API key is read from the environment variable named by ``api_key_env`` when the client is
 made and handed to the SDK client; it appears in no repr, identity, log line or error message (it is
@@ -28,12 +30,38 @@ import openai
 from esc.chat.backends._common import error_reply, one_line, plain
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, check_features, register_backend
 from esc.errors import ConfigError, UserError
-from esc.secrets import redact
+from esc.redaction import redact, scrub_text, secret_values, url_passwords
 
 log = logging.getLogger(__name__)
 
 DUMMY_KEY = "EMPTY"  # local servers (vLLM, SGLang, TGI) accept any key when started without one
 PROBE_TIMEOUT_S = 10.0  # the readiness request's timeout (at most the backend's own)
+
+
+FILTERED = "the server filtered the reply"
+EMPTY_BACKOFF_S, EMPTY_BACKOFF_MAX_S = 0.5, 8.0  # retry waits for an answer without text
+
+
+def empty_answer(response: Any) -> str | None:
+    """What is wrong with a chat completions answer that has no reply text, in words a user can act
+    on; None when it has text. The SDK hands back a plain string when the body is not JSON (an HTML
+    error page from a proxy, say)."""
+    if isinstance(response, str | bytes):
+        text = response.decode("utf-8", "replace") if isinstance(response, bytes) else response
+        start = " ".join(text.split())[:80]
+        return f"the server's answer is not JSON (it starts: {start!r}): check base_url and the server"
+    choices = getattr(response, "choices", None)
+    if not choices:
+        return "the server's answer has no choices (an empty `choices` list)"
+    choice = choices[0]
+    content = getattr(getattr(choice, "message", None), "content", None)
+    if content is not None and content.strip():
+        return None
+    reason = getattr(choice, "finish_reason", None)
+    if reason == "content_filter":
+        return f"{FILTERED} (finish_reason content_filter) and sent no text"
+    what = "null" if content is None else "empty"
+    return f"the server's reply has no text (content {what}, finish_reason {reason})"
 
 
 def _logprobs(choice: Any) -> list[dict[str, Any]] | None:
@@ -235,7 +263,9 @@ class OpenAIBackend(ChatBackend):
             }
             if self.base_url:
                 kwargs["base_url"] = self.base_url
-            self._secrets = (key,) if key != DUMMY_KEY else ()
+            # the key, and the credentials of a base_url with a password (sent as HTTP Basic auth)
+            secrets = {key} - {DUMMY_KEY} | url_passwords(self.base_url or "")
+            self._secrets = tuple(sorted(secrets, key=len, reverse=True))
             self._loop, self._thread = loop, thread
             self._client = self._run(self._make_client(openai.AsyncOpenAI, kwargs))
 
@@ -273,27 +303,44 @@ class OpenAIBackend(ChatBackend):
     async def _one(
         self, semaphore: asyncio.Semaphore, messages: Sequence[Message], settings: GenerationSettings
     ) -> Reply:
+        """One conversation's reply. An answer without text (null or empty content, no choices, a body
+        that is not JSON) is retried like an HTTP failure, `max_retries` times with backoff, and is then
+        an error reply that says what came back: never a turn."""
         async with semaphore:
             t0 = time.perf_counter()
-            try:
-                request = self._request(messages, settings)
-                response = await self._client.chat.completions.create(**request)
-                choice = response.choices[0]
-                usage = response.usage
-                return Reply(
-                    text=(choice.message.content or "").strip(),
-                    finish_reason=choice.finish_reason or "stop",
-                    prompt_tokens=getattr(usage, "prompt_tokens", None),
-                    completion_tokens=getattr(usage, "completion_tokens", None),
-                    latency_s=time.perf_counter() - t0,
-                    logprobs=_logprobs(choice) if settings.top_logprobs else None,
-                    model=getattr(response, "model", None) or None,
-                    system_fingerprint=getattr(response, "system_fingerprint", None) or None,
-                )
-            except Exception as err:  # retries are exhausted (or the request was never valid)
-                reply = error_reply(err, time.perf_counter() - t0, self._secrets)
-                log.warning("%s request failed: %s", self.kind, reply.error)
-                return reply
+            for attempt in range(self.max_retries + 1):
+                try:
+                    request = self._request(messages, settings)
+                    response = await self._client.chat.completions.create(**request)
+                except Exception as err:  # the SDK's retries are exhausted (or the request was never valid)
+                    reply = error_reply(err, time.perf_counter() - t0, self._secrets)
+                    log.warning("%s request failed: %s", self.kind, reply.error)
+                    return reply
+                problem = empty_answer(response)
+                if problem is None:
+                    return self._reply(response, settings, time.perf_counter() - t0)
+                if attempt < self.max_retries and not problem.startswith(FILTERED):
+                    log.info("%s: %s; retrying (%d of %d)", self.kind, problem, attempt + 1, self.max_retries)
+                    await asyncio.sleep(min(EMPTY_BACKOFF_S * 2**attempt, EMPTY_BACKOFF_MAX_S))
+            tries = f" ({self.max_retries + 1} tries)" if self.max_retries else ""
+            error = scrub_text(f"{problem}{tries}", [*self._secrets, *secret_values()])
+            log.warning("%s request failed: %s", self.kind, error)
+            return Reply(text="", finish_reason="error", latency_s=time.perf_counter() - t0, error=error)
+
+    def _reply(self, response: Any, settings: GenerationSettings, latency_s: float) -> Reply:
+        choice = response.choices[0]
+        usage = response.usage
+        return Reply(
+            # the key this backend holds (or any known secret) masked, should the model echo it
+            text=scrub_text(choice.message.content.strip(), [*self._secrets, *secret_values()]),
+            finish_reason=choice.finish_reason or "stop",
+            prompt_tokens=getattr(usage, "prompt_tokens", None),
+            completion_tokens=getattr(usage, "completion_tokens", None),
+            latency_s=latency_s,
+            logprobs=_logprobs(choice) if settings.top_logprobs else None,
+            model=getattr(response, "model", None) or None,
+            system_fingerprint=getattr(response, "system_fingerprint", None) or None,
+        )
 
     async def _gather(self, batch: Sequence[Sequence[Message]], settings: GenerationSettings) -> list[Reply]:
         # one semaphore for all calls (created on, and used only from, the private loop): concurrent

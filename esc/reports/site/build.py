@@ -39,6 +39,7 @@ from markupsafe import Markup
 from esc.cards import load_taxonomy
 from esc.dialogues.trajectory import trajectory_figures
 from esc.errors import UserError
+from esc.redaction import scrub
 from esc.reports.bootstrap import interval_text
 from esc.reports.charts import pyplot
 from esc.reports.leaderboard import TABLE_ORDER, Cell, Row, chart_figures, leaderboard, no_interval_reason
@@ -239,7 +240,7 @@ class _Site:
         if path.parent not in self.folders:
             path.parent.mkdir(parents=True, exist_ok=True)
             self.folders.add(path.parent)
-        data = text.encode("utf-8")
+        data = scrub(text).encode("utf-8")  # a key a model echoed in its reply is shown as ***
         path.write_bytes(data)
         self.pages[counted_as] += 1
         return len(data)
@@ -832,6 +833,28 @@ def _check_out(out: Path, sources: Sequence[Path]) -> None:
         )
 
 
+def _remove_leftovers(out: Path) -> None:
+    """Remove the temporary folders a killed build left beside `out` (`.NAME.building-PID`,
+    `.NAME.old-PID` of a process that is gone); those of a build still running stay."""
+    for path in out.parent.glob(f".{out.name}.*-*"):
+        kind, _, pid = path.name.removeprefix(f".{out.name}.").rpartition("-")
+        if kind not in ("building", "old") or not pid.isdigit() or not path.is_dir():
+            continue
+        if int(pid) != os.getpid() and _alive(int(pid)):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 def build_site(
     sources: Sequence[Path],
     out: Path,
@@ -855,6 +878,7 @@ def build_site(
         title = "ESC-Eval report: " + (", ".join(names) if len(names) <= 3 else f"{len(names)} runs")
     out.parent.mkdir(parents=True, exist_ok=True)
     building = out.parent / f".{out.name}.building-{os.getpid()}"
+    _remove_leftovers(out)
     shutil.rmtree(building, ignore_errors=True)
     try:
         site = _Site(data, building, title, n, seed_)
