@@ -58,8 +58,9 @@ def redact_command(argv: Iterable[str], values: Iterable[str]) -> list[str]:
 
 def command_redacted(values: Iterable[str]) -> list[str]:
     """This process's command line (the script's name and its arguments) with secrets masked: what a
-    run's manifest records. This module is the one place outside argument parsing that reads
-    `sys.argv`: to record it masked, and to mask it for the libraries that record it themselves."""
+    run's manifest records. This module and `esc.redaction` (the secret values of overrides) are the
+    places outside argument parsing that read `sys.argv`: to record it masked, and to mask it for the
+    libraries that record it themselves."""
     return redact_command([Path(sys.argv[0]).name, *sys.argv[1:]], values)
 
 
