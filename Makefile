@@ -80,6 +80,8 @@ test: install data browser
 
 # The report's browser test drives the system Chromium headless (Playwright downloads none here):
 # Debian's `chromium` is installed where this runs as root; elsewhere the test is skipped and says why.
+# Half of the benchmark is Chinese: without a CJK font Chromium draws it as boxes, so one is installed
+# too (Debian's fonts-wqy-zenhei, 8 MB; fonts-noto-cjk is the larger alternative).
 browser:
 	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then \
 	  echo "browser: $$(command -v chromium || command -v chromium-browser)"; \
@@ -89,6 +91,16 @@ browser:
 	    || echo "browser: apt-get could not install chromium; the browser test will be skipped"; \
 	else \
 	  echo "browser: no chromium and not root: the browser test will be skipped (apt-get install chromium)"; \
+	fi
+	@if [ -n "$$(fc-list :lang=zh 2>/dev/null)" ]; then \
+	  echo "browser: CJK font: $$(fc-list :lang=zh family | head -n 1)"; \
+	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "browser: installing a CJK font (fonts-wqy-zenhei) so that Chinese text is drawn, not boxes"; \
+	  (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-wqy-zenhei || \
+	   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-wqy-zenhei)) >/dev/null 2>&1 \
+	    || echo "browser: apt-get could not install a CJK font; Chinese text will show as boxes"; \
+	else \
+	  echo "browser: no CJK font and not root: Chinese text will show as boxes (apt-get install fonts-wqy-zenhei)"; \
 	fi
 
 test-slow: install data

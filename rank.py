@@ -25,13 +25,17 @@ OUT/agreement.{md,csv,json}; mode=correlation: OUT/correlation.{md,csv,json}). R
 `hydra.run.dir` judges only what is missing or failed.
 """
 
-import hydra
-from omegaconf import DictConfig
+from esc.cpu import fit_threads_to_load
 
-from esc.config_schema import validate
-from esc.errors import exit_on_user_error
-from esc.jobs.rank import rank
-from esc.lifecycle import report, run_hydra
+fit_threads_to_load()  # before torch loads: passive OpenMP waiting, one thread per free core
+
+import hydra  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from esc.config_schema import validate  # noqa: E402
+from esc.errors import exit_on_user_error  # noqa: E402
+from esc.jobs.rank import rank  # noqa: E402
+from esc.lifecycle import report, run_hydra  # noqa: E402
 
 
 @hydra.main(config_path="conf", config_name="rank", version_base="1.3")

@@ -19,13 +19,17 @@
 Rerunning a command with the same `hydra.run.dir` resumes from its `last.ckpt`.
 """
 
-import hydra
-from hydra.utils import instantiate
-from omegaconf import DictConfig
+from esc.cpu import fit_threads_to_load
 
-from esc.config_schema import validate
-from esc.errors import exit_on_user_error
-from esc.lifecycle import report, run_hydra
+fit_threads_to_load()  # before torch loads: passive OpenMP waiting, one thread per free core
+
+import hydra  # noqa: E402
+from hydra.utils import instantiate  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from esc.config_schema import validate  # noqa: E402
+from esc.errors import exit_on_user_error  # noqa: E402
+from esc.lifecycle import report, run_hydra  # noqa: E402
 
 
 @hydra.main(config_path="conf", config_name="train", version_base="1.3")

@@ -37,7 +37,7 @@ from esc.errors import (
     environment_error,
     exit_with_error,
 )
-from esc.rundir import RunFolder, refuse_unswept_sweep
+from esc.rundir import RunFolder, refuse_unswept_sweep, remove_created_folders
 from esc.runinfo import NullManifest, RunManifest
 from esc.secrets import console_masked, remember_secrets
 
@@ -207,9 +207,15 @@ def run_hydra(main: Callable[[], Any]) -> Any:
     Hydra prints these itself on several lines and exits with 1, unless HYDRA_FULL_ERROR=1 asks it to
     raise them instead, which this sets for the call. Other errors keep their full traceback. What
     reaches the console has its secrets masked (a sweep echoes each job's overrides, a token among them).
+    A start refused with exit code 2 removes the run folder Hydra made for it (`esc.rundir`).
     """
     with console_masked():
-        return _run_hydra(main)
+        try:
+            return _run_hydra(main)
+        except SystemExit as stop:
+            if stop.code == 2:  # a refused start: the run folder Hydra made for it goes too
+                remove_created_folders()
+            raise
 
 
 def _run_hydra(main: Callable[[], Any]) -> Any:

@@ -9,7 +9,9 @@ settings differ stops with one line naming the first difference, before any work
 A second process on the same folder stops at once (`OUT/.lock`, an OS-level lock that dies with its
 process, so a killed run leaves no stale lock behind).
 
-A refused or failed start leaves the folder as it was. Nothing of a run reaches the folder before it
+A refused or failed start leaves the folder as it was, and a folder the run made (Hydra makes
+`hydra.run.dir` before the job starts) is removed again when the start is refused
+(`RemoveRefusedRunFolder`, `remove_created_folders`). Nothing of a run reaches the folder before it
 is accepted (locked, settings checked): Hydra's record of the job (`.hydra/`, `esc.secrets`) is
 written then, and its log file (`FolderLogHandler`) opened then. A start that fails after that but
 before any work (no output file changed: a value only the Trainer checks, a model that does not load)
@@ -32,6 +34,7 @@ from types import TracebackType
 from typing import Any
 
 from filelock import FileLock, Timeout
+from hydra.experimental.callback import Callback
 
 from esc.errors import ConfigError, UserError
 from esc.jsonl import atomic_write_bytes, atomic_write_text
@@ -412,3 +415,50 @@ def refuse_unswept_sweep() -> None:
             f"this experiment sweeps {key} over {params[key]}: add -m to run the sweep, or pick one "
             f"cell with {key}=VALUE",
         )
+
+
+#: the folders Hydra is about to make for this process's run (`hydra.run.dir` and any missing parents),
+#: deepest first
+_CREATED: list[Path] = []
+
+
+class RemoveRefusedRunFolder(Callback):
+    """Hydra callback (conf/hydra/default.yaml): note which folders the run's `hydra.run.dir` will
+    create, so that a start refused with one `error:` line leaves none of them behind
+    (`remove_created_folders`, called by `esc.lifecycle.run_hydra`)."""
+
+    def on_run_start(self, config: Any, **kwargs: Any) -> None:
+        folder = Path(str(config.hydra.run.dir)).absolute()  # `now` is cached: the folder Hydra makes
+        _CREATED.clear()
+        while not folder.exists() and folder != folder.parent:
+            _CREATED.append(folder)
+            folder = folder.parent
+
+
+def remove_created_folders() -> list[Path]:
+    """Remove the folders this run made (`RemoveRefusedRunFolder`) that hold nothing but an empty log
+    or this process's lock; the folders removed. A folder with anything else in it stays."""
+    removed = []
+    for folder in _CREATED:
+        try:
+            leftovers = list(folder.iterdir())
+        except OSError:
+            break
+        if any(not _disposable(p) for p in leftovers):
+            break
+        try:
+            for path in leftovers:
+                path.unlink()
+            folder.rmdir()
+        except OSError:
+            break
+        removed.append(folder)
+    _CREATED.clear()
+    return removed
+
+
+def _disposable(path: Path) -> bool:
+    """A file a refused start may leave: the folder's lock, or an empty log."""
+    if path.name in (LOCK_FILE, OWNER_FILE):
+        return path.is_file()
+    return path.suffix == ".log" and path.is_file() and path.stat().st_size == 0

@@ -22,8 +22,11 @@ def main(strategy: str, out: str) -> None:
     from peft import LoraConfig, get_peft_model
 
     from esc.models.loading import load_causal_lm
+    from esc.train.extensions import clear_stale_build_locks
     from esc.train.strategies import deepspeed_config
     from tests.helpers import compose
+
+    clear_stale_build_locks()  # an interrupted first build would make this wait until the timeout
 
     cfg = compose([f"strategy={strategy}", "model=tiny"])
     ds_config = deepspeed_config(cfg.strategy)

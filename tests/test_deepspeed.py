@@ -54,7 +54,7 @@ def test_the_gpu_recipe_stops_without_cuda_and_says_how_to_run_on_cpu(tmp_path: 
     args = [a for a in FAST_TRAIN if not a.startswith("cpu_fallback=")]
     result = run_entry(
         "train.py",
-        ["+exp=train/esc_role", *args, "trainer.max_steps=1", f"hydra.run.dir={tmp_path / 'run'}"],
+        ["+exp=train/esc_role", *args, "trainer.max_steps=1", f"hydra.run.dir={tmp_path / 'run' / 'job'}"],
         timeout=300,
     )
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
@@ -62,7 +62,29 @@ def test_the_gpu_recipe_stops_without_cuda_and_says_how_to_run_on_cpu(tmp_path: 
     assert len(lines) == 1, result.stderr[-3000:]
     assert "config `cpu_fallback`" in lines[0] and "DeepSpeedStrategy" in lines[0]
     assert "trainer.precision bf16-mixed" in lines[0] and "model=tiny cpu_fallback=true" in lines[0]
-    assert not (tmp_path / "run" / "manifest.json").exists()
+    assert not (tmp_path / "run").exists()  # issue 37: the refused start left an empty run folder
+
+
+def test_a_lock_left_by_an_interrupted_build_is_removed_and_a_live_one_kept(tmp_path: Path) -> None:
+    """Issue 37: a first `make test` stopped while DeepSpeed JIT-compiled its CPU op left
+    torch_extensions/py311_cpu/deepspeed_shm_comm/lock; every later ZeRO test then waited 900 s."""
+    from esc.train.extensions import clear_stale_build_locks
+
+    def lock(name: str, age_s: float) -> Path:
+        path = tmp_path / "py311_cpu" / name / "lock"
+        path.parent.mkdir(parents=True)
+        path.touch()
+        os.utime(path, (path.stat().st_atime - age_s, path.stat().st_mtime - age_s))
+        return path
+
+    stale, fresh, busy = lock("stale_op", 600), lock("fresh_op", 5), lock("busy_op", 600)
+    compiler = subprocess.Popen(["sleep", "30"], cwd=busy.parent)  # a build still working in its folder
+    try:
+        assert clear_stale_build_locks(tmp_path) == [stale]
+    finally:
+        compiler.kill()
+        compiler.wait()
+    assert not stale.exists() and fresh.exists() and busy.exists()
 
 
 ZERO3_CONFIG = {"zero_optimization": {"stage": 3}, "train_micro_batch_size_per_gpu": 1}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -68,6 +69,38 @@ def test_dialogues_advance_in_turn_synchronous_batches_with_flipped_views(tmp_pa
         assert dialogues[0].meta["prompt"]["version"] >= 1
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["usage"]["roleplayer"]["requests"] == 30 and manifest["counts"]["completed"] == 6
+
+
+def test_progress_counts_messages_as_they_come_and_ends_at_the_total(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 37: the dialogue bar moved only when a whole dialogue ended (27 minutes at 0/2 under
+    load) and drew nothing readable in a log file. Off a terminal it is plain lines; the count is of
+    messages (each side's reply, every turn), with dialogues, failures and tokens/s beside it."""
+    from esc.cards import load_cards
+
+    caplog.set_level(logging.INFO, logger="esc.progress")
+    card = load_cards(language="en", limit=3)[1]
+    cfg = scripted_cfg(
+        tmp_path, "engine.progress=true", "dialogue.turns=2", rp={"fail_on": card.problem[:40]}
+    )
+    evaluate(cfg)
+    lines = [r.getMessage() for r in caplog.records if r.name == "esc.progress"]
+    assert lines[0] == "tiny × tiny: 0/24 messages"  # 6 dialogues x 2 exchanges x 2 sides
+    assert lines[-1].startswith("tiny × tiny: 24/24 messages (100%)")  # the failed one's count too
+    assert "dialogues=6/6" in lines[-1] and "failed=1" in lines[-1] and "tok_s=" in lines[-1]
+
+
+def test_a_plain_progress_line_says_what_it_counts_and_the_time_left() -> None:
+    from esc.progress import Progress, duration
+
+    with Progress(40, "message", "a × b", tty=False, every_s=3600) as bar:
+        bar._start -= 10  # 10 s in
+        bar.update(10, failed=0)
+        line = bar.line()
+    assert line.startswith("a × b: 10/40 messages (25%), 1 messages/s, about 30 s left, 10 s so far")
+    assert line.endswith("failed=0")
+    assert [duration(s) for s in (42, 185, 4320)] == ["42 s", "3 min 5 s", "1 h 12 min"]
 
 
 def test_rerun_writes_nothing_new(tmp_path: Path) -> None:

@@ -442,3 +442,26 @@ def test_a_folder_judged_before_rubric_hashes_still_resumes() -> None:
     settings = output_settings("score", {}, judge)
     assert settings["judge"]["prompt"] == {"style": "official", "version": 2}
     assert len(judge.identity()["prompt"]["sha256"]) == 64
+
+
+def test_a_judge_that_gives_one_answer_is_named_beside_its_numbers() -> None:
+    """Issue 37: the demo's leaderboard read "0.00 [0.0, 0.0]" in 5 of 7 dimensions (SmolLM2 as judge),
+    which a newcomer reads as a broken tool. The table now says the judge gave one answer there."""
+    from esc.reports.leaderboard import TABLE_ORDER, Cell, Row, one_answer_dimensions, to_markdown
+
+    def row(target: str, empathy: float) -> Row:
+        cells = {k: Cell(4, 0, 0, 0.0, 0.0, 0.0, cards=4) for k in TABLE_ORDER}
+        cells["empathy"] = Cell(4, 0, 0, empathy, empathy - 10, empathy + 10, cards=4)
+        cells["overall"] = Cell(4, 0, 0, 50.0, 50.0, 50.0, cards=4)  # one answer (2), in both rows
+        return Row(target, "rp", "en", "smollm2", 4, cells, Cell(28, 0, 0, 10.0, 5.0, 15.0, cards=4))
+
+    rows = [row("a", 25.0), row("b", 50.0)]
+    found = one_answer_dimensions(rows)
+    assert found == {
+        "smollm2": [(k, 0.0) for k in TABLE_ORDER if k not in ("empathy", "overall")] + [("overall", 2.0)]
+    }
+    text = to_markdown(rows)
+    assert "Note: smollm2 gave every valid judgment the same score in 6 of 7 dimensions: Fluency (0)" in text
+    assert "Overall (2)" in text and "Empathy" not in text.split("Note:")[1]
+    rows[1].cells["overall"] = Cell(4, 0, 0, 75.0, 75.0, 75.0, cards=4)  # another answer for b: not one
+    assert ("overall", 2.0) not in one_answer_dimensions(rows)["smollm2"]

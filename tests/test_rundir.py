@@ -128,7 +128,11 @@ def test_concurrent_and_changed_reruns_are_refused_and_lose_nothing(tmp_path: Pa
     deadline = time.time() + 120
     while not (out / OWNER_FILE).exists() and first.poll() is None and time.time() < deadline:
         time.sleep(0.2)
-    second = run_entry("evaluate.py", [*EVAL, "cards.limit=3", f"hydra.run.dir={out}"])
+    first.send_signal(signal.SIGSTOP)  # paused while it holds the folder: the second finds it in use
+    try:
+        second = run_entry("evaluate.py", [*EVAL, "cards.limit=3", f"hydra.run.dir={out}"])
+    finally:
+        first.send_signal(signal.SIGCONT)
     _, first_err = first.communicate(timeout=300)
     assert first.returncode == 0, first_err[-2000:]
     assert second.returncode == 2, second.stderr[-2000:]

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import logging
+import re
+
 import pytest
 import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from esc.train.progress import StepsRichProgressBar, StepsTQDMProgressBar, build_progress_bar
+from esc.train.progress import (
+    PlainLinesProgress,
+    StepsRichProgressBar,
+    StepsTQDMProgressBar,
+    build_progress_bar,
+)
 
 
 class Linear(pl.LightningModule):
@@ -81,7 +89,34 @@ def test_a_resumed_epoch_counts_from_the_checkpoint(tmp_path) -> None:
     assert seen.totals == [8] and seen.counts == [8]  # batches 4-8 of the epoch, shown as 4/8..8/8
 
 
-def test_the_bar_is_lightnings_kind() -> None:
+def test_the_bar_is_lightnings_kind_on_a_terminal_and_plain_lines_elsewhere() -> None:
     from pytorch_lightning.utilities.imports import _RICH_AVAILABLE
 
-    assert isinstance(build_progress_bar(), StepsRichProgressBar if _RICH_AVAILABLE else StepsTQDMProgressBar)
+    kind = StepsRichProgressBar if _RICH_AVAILABLE else StepsTQDMProgressBar
+    assert isinstance(build_progress_bar(tty=True), kind)
+    assert isinstance(build_progress_bar(tty=False), PlainLinesProgress)
+
+
+class Logged(Linear):
+    def training_step(self, batch, batch_idx):
+        loss = super().training_step(batch, batch_idx)
+        self.log("train/loss", loss)
+        return loss
+
+
+def test_plain_lines_say_the_step_loss_and_time_left(caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 37: in a file or a pipe the rich bar printed nothing for 30 minutes, then one line."""
+    caplog.set_level(logging.INFO, logger="esc.progress")
+    bar = PlainLinesProgress(every_s=3600)  # the first step, then only the end in this short run
+    trainer = pl.Trainer(
+        max_steps=6, callbacks=[bar], logger=False, enable_checkpointing=False,
+        enable_model_summary=False, accelerator="cpu",
+    )  # fmt: skip
+    trainer.fit(Logged(), DataLoader(TensorDataset(torch.randn(40, 2)), batch_size=2))
+    lines = [r.getMessage() for r in caplog.records if r.name == "esc.progress"]
+    assert lines[0] == "train: 6 optimizer steps"
+    assert re.fullmatch(
+        r"train: step 1/6, loss -?\d+\.\d{4}, [\d.]+ s/step, about \d+ s left, \d+ s so far", lines[1]
+    )
+    assert re.fullmatch(r"train: step 6/6, loss -?\d+\.\d{4}, [\d.]+ s/step, \d+ s so far", lines[-1])
+    assert len(lines) == 3

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
-from esc.chat.base import ChatBackend, GenerationSettings
+from esc.chat.base import ChatBackend, GenerationSettings, Reply
 from esc.chat.usage import Usage
 from esc.dialogues.record import Dialogue, Turn
 from esc.errors import ConfigError
@@ -79,6 +79,9 @@ class DialogueEngine:
     usage: dict[str, Usage] = dataclasses.field(
         default_factory=lambda: {"roleplayer": Usage(), "target": Usage()}
     )
+    #: called after each batch of replies with (speaker, replies): progress a person can follow
+    #: within a turn (from several threads when streaming)
+    on_replies: Callable[[str, Sequence[Reply]], None] | None = None
 
     def __post_init__(self) -> None:
         if self.context_policy not in CONTEXT_POLICIES:
@@ -189,6 +192,8 @@ class DialogueEngine:
             raise RuntimeError(
                 f"{side.name} backend returned {len(replies)} replies for {len(prompts)} prompts"
             )
+        if self.on_replies is not None and replies:
+            self.on_replies(speaker, replies)
         for (dialogue, _, n), reply in zip(prompts, replies, strict=True):
             with self._usage_lock:
                 self.usage[speaker].add(reply)

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
-from tqdm import tqdm
 
 from esc.cards import RoleCard, select_cards
 from esc.cards.schema import LANGUAGES
-from esc.chat.base import ChatBackend, GenerationSettings, generation_config
+from esc.chat.base import ChatBackend, GenerationSettings, Reply, generation_config
 from esc.chat.build import backend_config, build_backend
 from esc.chat.cache import CACHE_CONFIG, with_cache
 from esc.chat.closed import METHODS
@@ -47,6 +47,7 @@ from esc.interact.engine import (
 from esc.interact.estimate import estimate_dialogues
 from esc.interact.stopping import StopRule
 from esc.lifecycle import Job, JobResult, job_run
+from esc.progress import Progress
 from esc.prompts import example_dialogue, prompt_version, render_roleplayer_prompt
 from esc.prompts.emotion import RATERS
 from esc.rundir import model_settings, refuse_unswept_sweep, resolved_revision
@@ -275,8 +276,11 @@ def auto_wave_size(
         b for side in (roleplayer, target) if (b := side.backend.kept_conversations(tokens)) is not None
     ]
     size = max(1, min(AUTO_WAVE_MAX, len(pending), *bounds))
-    log.info("engine.wave_size auto: %d dialogues a wave (%d pending; kept prefixes hold %s of %d tokens)",
-             size, len(pending), bounds or "any number", tokens)  # fmt: skip
+    held = " and ".join(f"{b:,}" for b in bounds) if bounds else "any number of"
+    log.info(
+        "Playing %d dialogues a wave, %d pending (engine.wave_size=auto: each side's prefix cache holds "
+        "%s dialogues of up to %s tokens)", size, len(pending), held, f"{tokens:,}",
+    )  # fmt: skip
     return size
 
 
@@ -325,20 +329,33 @@ def _play(
     )
     counts = {"selected": len(cards), "skipped": skipped, "completed": 0, "failed": 0}
     job.on_stop(lambda: {"counts": counts, "usage": usage_report(engine)})
-    with tqdm(
-        total=len(pending),
-        unit="dialogue",
-        desc=f"{roleplayer.name} × {target.name}",
-        disable=not cfg.engine.progress,
+    planned = len(pending) * cfg.dialogue.turns * 2  # messages: the seeker's and the target's, per exchange
+    with Progress(
+        planned, "message", f"{roleplayer.name} × {target.name}", enabled=cfg.engine.progress
     ) as bar:
         last_update = [0.0]
+        tokens = [0]
+        lock = threading.Lock()
+        started = time.monotonic()
+
+        def replied(speaker: str, replies: Sequence[Reply]) -> None:
+            with lock:
+                played = [r for r in replies if r.ok and r.text.strip()]  # the others fail their dialogue
+                tokens[0] += sum(r.completion_tokens or 0 for r in played)
+                rate = tokens[0] / max(time.monotonic() - started, 1e-9)
+                bar.update(len(played), tok_s=f"{rate:.1f}")
+
+        engine.on_replies = replied
 
         def finished(dialogues: list[Dialogue]) -> None:
             for dialogue in dialogues:
                 stores[dialogue.language].add(dialogue)
                 counts["completed" if dialogue.status == "complete" else "failed"] += 1
-            bar.update(len(dialogues))
-            bar.set_postfix(failed=counts["failed"])
+            # messages a dialogue will not play (it stopped early or failed) leave the count
+            unplayed = sum(max(cfg.dialogue.turns * 2 - len(d.turns), 0) for d in dialogues)
+            with lock:
+                done = counts["completed"] + counts["failed"]
+                bar.update(unplayed, dialogues=f"{done}/{len(pending)}", failed=counts["failed"])
             # the dialogues are on disk already; the manifest's running counts need not be
             # rewritten for each of them when they stream in (finish() writes the last ones)
             if time.monotonic() - last_update[0] >= MANIFEST_EVERY_S:

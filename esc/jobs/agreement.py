@@ -89,7 +89,7 @@ def run_agreement(job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge
         )
         records = judge_items(
             judge, annotated, store, int(scoring.get("chunk", 64)),
-            bool(scoring.get("progress", True)),
+            bool(scoring.get("progress", True)), what="annotated dialogues", unit="score",
         )  # fmt: skip
         rows[judge.name] = agreement_data.predictions(records)
         label = judge.name

@@ -81,8 +81,9 @@ def run_pairwise(job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge)
     job.on_stop(lambda: {"counts": dict(counts)})
     scoring = resolved.get("scoring") or {}
     records = judge_items(
-        judge, items, store, int(scoring.get("chunk", 64)), bool(scoring.get("progress", True))
-    )
+        judge, items, store, int(scoring.get("chunk", 64)), bool(scoring.get("progress", True)),
+        what="pairs of dialogues, both orders", unit="verdict",
+    )  # fmt: skip
     judged = []
     for pair in found:
         for key in dims:

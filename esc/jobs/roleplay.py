@@ -117,7 +117,10 @@ def run_roleplay(job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge)
     before_spending(
         estimate_items(judge, pending_items(items, store)), resolved.get("max_cost"), job.manifest
     )
-    judge_items(judge, items, store, int(scoring.get("chunk", 64)), bool(scoring.get("progress", True)))
+    judge_items(
+        judge, items, store, int(scoring.get("chunk", 64)), bool(scoring.get("progress", True)),
+        what="role-play replies", unit="rating",
+    )  # fmt: skip
     records = [store.records[(it.item_id, it.dimension)] for it in items]
     n, seed = int(section.get("bootstrap", 1000)), int(resolved.get("seed", 0))
     t1, wins = table1(records, n, seed), win_rates(records, n, seed)

@@ -78,7 +78,10 @@ def run_safety(job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge) -
     for path, found in plan:
         store = stores[path]
         items = [item for _, its in found for item in its]
-        judge_items(judge, items, store, int(scoring.get("chunk", 64)), bool(scoring.get("progress", True)))
+        judge_items(
+            judge, items, store, int(scoring.get("chunk", 64)), bool(scoring.get("progress", True)),
+            what=f"safety checklist of {path.stem}", unit="answer",
+        )  # fmt: skip
         for reply, its in found:
             for item in its:
                 record = store.records[(item.item_id, item.dimension)]

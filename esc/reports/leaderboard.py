@@ -194,7 +194,40 @@ def to_markdown(rows: Sequence[Row]) -> str:
         "intervals resampling role cards (each with all its dialogues); invalid and failed judgments "
         "are counted, never averaged in."
     )
+    note = one_answer_note(rows)
+    if note:
+        lines += ["", note]
     return "\n".join(lines) + "\n"
+
+
+def one_answer_dimensions(rows: Sequence[Row]) -> dict[str, list[tuple[str, float]]]:
+    """Per judge, the dimensions in which every valid judgment of every row has one score (the same
+    mean with an interval of zero width everywhere): (dimension key, that score on 0-4). A judge that
+    answers the same whatever the dialogue (a 135M base model) measures itself there, not the
+    targets, and the report says so beside the numbers."""
+    found: dict[str, list[tuple[str, float]]] = {}
+    for judge in sorted({r.judge for r in rows}):
+        mine = [r for r in rows if r.judge == judge]
+        for key in TABLE_ORDER:
+            cells = [r.cells[key] for r in mine if r.cells[key].n_valid]
+            means = {c.mean for c in cells}
+            if sum(c.n_valid for c in cells) >= 2 and len(means) == 1:
+                if all(c.n_valid == 1 or c.low == c.high == c.mean for c in cells):
+                    found.setdefault(judge, []).append((key, float(next(iter(means))) / 100 * 4))
+    return found
+
+
+def one_answer_note(rows: Sequence[Row]) -> str:
+    """`one_answer_dimensions` in words, one sentence per judge; "" when there are none."""
+    notes = []
+    for judge, dims in one_answer_dimensions(rows).items():
+        names = ", ".join(f"{dimension(k).paper_name} ({score:g})" for k, score in dims)
+        notes.append(
+            f"Note: {judge} gave every valid judgment the same score in {len(dims)} of {len(TABLE_ORDER)} "
+            f"dimensions: {names}. It does not tell these dialogues apart there, so those columns measure "
+            "the judge (a small base model, say), not the targets."
+        )
+    return "\n".join(notes)
 
 
 def write_csv(rows: Sequence[Row], path: Path) -> None:

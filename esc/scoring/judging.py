@@ -14,12 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from esc.chat.cost import CostEstimate, CostPart, count_prompt
 from esc.dialogues.record import dialogue_lines
 from esc.dialogues.store import read_dialogues
 from esc.errors import ConfigError, DataError, UserError
+from esc.progress import Progress
 from esc.scoring.judge import FAILED, INVALID, VALID, Judge, ScoreItem
 from esc.scoring.rubrics import DIMENSION_KEYS, dimension
 from esc.scoring.store import ScoreRecord, ScoreStore
@@ -107,7 +106,8 @@ def score_files(out: Path, judge: Judge, sources: Sequence[Path], dims: Sequence
         plan = score_plan(out, judge, sources, dims, counts)
     total = sum(len(p) for _, p in plan)
     prompt = judge.prompt_identity
-    with tqdm(total=total, unit="score", desc=f"judge {judge.name}", disable=not progress) as bar:
+    desc = f"judge {judge.name}: dialogue x dimension"
+    with Progress(total, "score", desc, enabled=progress) as bar:
         for store, pending in plan:
             for start in range(0, len(pending), chunk):
                 part = pending[start : start + chunk]
@@ -120,8 +120,7 @@ def score_files(out: Path, judge: Judge, sources: Sequence[Path], dims: Sequence
                 ]
                 store.add(records)
                 counts.update(r.status for r in records)
-                bar.update(len(part))
-                bar.set_postfix(invalid=counts[INVALID], failed=counts[FAILED])
+                bar.update(len(part), invalid=counts[INVALID], failed=counts[FAILED])
     return counts
 
 
@@ -217,14 +216,16 @@ def _asked(item: ScoreItem, rubric: dict[str, Any]) -> dict[str, Any]:
 
 
 def judge_items(
-    judge: Judge, items: Sequence[ScoreItem], store: ScoreStore, chunk: int = 32, progress: bool = True
-) -> dict[tuple[str, str], ScoreRecord]:
-    """Judge each item not yet in `store` (appending as it goes); every record of the store. Each
+    judge: Judge, items: Sequence[ScoreItem], store: ScoreStore, chunk: int = 32, progress: bool = True,
+    what: str = "item", unit: str = "judgment",
+) -> dict[tuple[str, str], ScoreRecord]:  # fmt: skip
+    """Judge each item not yet in `store` (appending as it goes); every record of the store; the
+    progress says `judge NAME: what` and counts `unit`s. Each
     record names the prompt it was asked with: the judge's rubric style and version, or the item's
     own `question` (role-play metrics, safety, pairwise: the question file and its version)."""
     rubric = judge.prompt_identity
     pending = pending_items(items, store, rubric)
-    with tqdm(total=len(pending), unit="score", desc=f"judge {judge.name}", disable=not progress) as bar:
+    with Progress(len(pending), unit, f"judge {judge.name}: {what}", enabled=progress) as bar:
         for start in range(0, len(pending), chunk):
             part = pending[start : start + chunk]
             store.add(

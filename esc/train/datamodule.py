@@ -10,6 +10,7 @@ import os
 import shutil
 import socket
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
@@ -157,6 +158,7 @@ class ChatSFTDataModule(pl.LightningDataModule):
         super().__init__()
         self.data_cfg = data
         self.tokenizer = tokenizer
+        self._written: set[Path] = set()  # tokenized caches this process wrote
         self.max_length = max_length
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size or batch_size
@@ -214,12 +216,17 @@ class ChatSFTDataModule(pl.LightningDataModule):
         """Tokenize, reusing an earlier run's result for the same samples, tokenizer and max_length."""
         import datasets
 
+        what = f"{len(samples):,} {split} samples (max_length {self.max_length})"
         if not self.cache:
+            log.info("Tokenizing %s", what)
             return encode_dataset(samples, self.tokenizer, self.max_length, num_proc=self.num_proc)
         path = cache_dir() / "encoded" / f"{split}-{self._fingerprint(samples)}"
         if path.exists():
-            log.info("Reusing tokenized %s data from %s", split, path)
+            if path not in self._written:  # `setup` after this process's own `prepare_data` says nothing
+                log.info("Reusing the tokenized %s from an earlier run (%s)", what, path)
             return datasets.load_from_disk(str(path))
+        log.info("Tokenizing %s; kept for later runs in %s", what, path)
+        self._written.add(path)
         encoded = encode_dataset(samples, self.tokenizer, self.max_length, num_proc=self.num_proc)
         tmp = path.with_name(f"{path.name}.{socket.gethostname()}.{os.getpid()}.tmp")
         encoded.save_to_disk(str(tmp))

@@ -9,6 +9,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from esc.errors import ConfigError
+from esc.train.extensions import clear_stale_build_locks
 
 
 def build_strategy(strategy_cfg: Mapping[str, Any] | str | None) -> Any:
@@ -34,6 +35,7 @@ def build_strategy(strategy_cfg: Mapping[str, Any] | str | None) -> Any:
                 "Lightning's DeepSpeedStrategy needs CUDA GPUs; use strategy=auto "
                 "on CPU (DeepSpeed configs are checked on CPU by tests/test_deepspeed.py)",
             )
+        clear_stale_build_locks()  # DeepSpeed JIT-builds ops: an interrupted build's lock waits forever
     # _convert_: nested nodes arrive as plain dicts and lists; Lightning's DeepSpeedStrategy asserts
     # that its `config` is a dict (a DictConfig failed there, found on an H100: docs/gpu.md)
     return instantiate(cfg, _convert_="all")

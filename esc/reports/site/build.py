@@ -42,7 +42,15 @@ from esc.errors import UserError
 from esc.redaction import scrub
 from esc.reports.bootstrap import interval_text
 from esc.reports.charts import pyplot
-from esc.reports.leaderboard import TABLE_ORDER, Cell, Row, chart_figures, leaderboard, no_interval_reason
+from esc.reports.leaderboard import (
+    TABLE_ORDER,
+    Cell,
+    Row,
+    chart_figures,
+    leaderboard,
+    no_interval_reason,
+    one_answer_note,
+)
 from esc.reports.site.collect import Entry, HumanPairs, Run, SiteData, collect, human_pairs
 from esc.safety.checklist import checklist
 from esc.scoring.judge import FAILED, INVALID, VALID
@@ -94,15 +102,28 @@ class _Names:
         return candidate
 
 
+#: an answer mass under this is marked: the trained judges (conf/judge/esc_rank.yaml) call such a
+#: judgment invalid (`min_answer_mass: 0.5`); a base model judge keeps it (min_answer_mass 0)
+LOW_MASS = 0.5
+
+
+def _below(value: float | None, bound: float) -> bool:
+    return value is not None and value < bound
+
+
 def _num(value: float | None, digits: int = 2) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
 
 def _cell(cell: Cell) -> dict[str, Any]:
+    """A leaderboard cell: `value` (the mean) over `interval` (its interval, or why it has none), on
+    two lines so that the table fits a laptop's screen; `text` is both on one line."""
     if cell.mean is None:
-        return {"text": "n/a", "sort": ""}
-    text = f"{cell.mean:.2f}" + interval_text(cell.low, cell.high, 1) + no_interval_reason(cell)
-    return {"text": text, "sort": f"{cell.mean:.4f}"}
+        return {"text": "n/a", "value": "n/a", "interval": "", "sort": ""}
+    value = f"{cell.mean:.2f}"
+    interval = (interval_text(cell.low, cell.high, 1) + no_interval_reason(cell)).strip()
+    text = f"{value} {interval}".strip()
+    return {"text": text, "value": value, "interval": interval, "sort": f"{cell.mean:.4f}"}
 
 
 def _tex_safe(text: str) -> str:
@@ -173,6 +194,7 @@ class _Site:
     def __init__(self, data: SiteData, root: Path, title: str, n_resamples: int, seed: int) -> None:
         self.data, self.root, self.title = data, root, title
         self.n_resamples, self.seed = n_resamples, seed
+        self.board: list[dict[str, Any]] = []  # the leaderboard's rows (`index`)
         self.env = Environment(
             loader=FileSystemLoader(str(TEMPLATES)),
             autoescape=True,
@@ -300,6 +322,7 @@ class _Site:
                     "failed": sum(c.n_failed for c in row.cells.values()),
                 }
             )
+        self.board = board  # each target page shows its rows
         counts: dict[str, Counter] = defaultdict(Counter)
         for r in data.records:
             counts[r.judge][(r.dimension, r.status)] += 1
@@ -334,6 +357,7 @@ class _Site:
             "overview",
             page_title="Overview",
             board=board,
+            one_answer=one_answer_note(rows) if rows else "",
             several_judges=several,
             dim_names=[dimension(k).paper_name for k in TABLE_ORDER],
             charts=_charts(rows) if rows else [],
@@ -555,6 +579,9 @@ class _Site:
             target=group[0],
             roleplayer=group[1],
             rows=rows,
+            summary=[b for b in self.board if (b["target"], b["roleplayer"]) == group],
+            several_judges=len({b["judge"] for b in self.board}) > 1,
+            n_resamples=self.n_resamples,
             options=options,
             dim_names=[dimension(k).paper_name for k in TABLE_ORDER],
             any_safety=any(e.safety for e in entries),
@@ -621,6 +648,7 @@ class _Site:
                         "score": r.score,
                         "expected": r.expected,
                         "mass": r.answer_mass,
+                        "low_mass": r.status == VALID and _below(r.answer_mass, LOW_MASS),
                         "probs": probs,
                         "raw": r.raw,
                         "error": r.error,
@@ -737,6 +765,7 @@ class _Site:
             compare_href="../../" + compare if compare else None,
             bubbles=self.bubbles(entry),
             judgments=self.judgments(entry),
+            low_mass=LOW_MASS,
             trajectory=self.trajectory(entry),
             safety=self.safety(entry),
             pairwise=self.pairwise(entry),
