@@ -13,8 +13,10 @@ Rerunning with the same `hydra.run.dir` resumes: completed dialogues are skipped
 """
 
 from esc.cpu import fit_threads_to_load
+from esc.quiet import quiet_third_party
 
 fit_threads_to_load()  # before torch loads: passive OpenMP waiting, one thread per free core
+quiet_third_party()  # third-party warnings a user cannot act on, by name
 
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402

@@ -68,6 +68,7 @@ class PlainLinesProgress(ProgressBar):
         self._enabled = True
         self._start = self._last = 0.0
         self._first_step = 0
+        self._said_step = -1  # the step of the last line (the end does not say it twice)
 
     def disable(self) -> None:
         self._enabled = False
@@ -95,11 +96,12 @@ class PlainLinesProgress(ProgressBar):
             self._line(trainer, done)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self._enabled and trainer.is_global_zero:
+        if self._enabled and trainer.is_global_zero and trainer.global_step != self._said_step:
             self._line(trainer, trainer.global_step - self._first_step)
 
     def _line(self, trainer: pl.Trainer, done: int) -> None:
         self._last = time.monotonic()
+        self._said_step = trainer.global_step
         elapsed = self._last - self._start
         steps = trainer.max_steps if trainer.max_steps and trainer.max_steps > 0 else None
         parts = [f"train: step {trainer.global_step}" + (f"/{steps}" if steps else "")]

@@ -204,6 +204,11 @@ def _train(job: Job, cfg: DictConfig, out: Path, fallbacks: list[str], resolved:
     trainer: pl.Trainer = instantiate(cfg.trainer, **trainer_kwargs)
 
     manifest.update(resumed_from=str(ckpt_path) if ckpt_path else None)
+    trainable = sum(p.numel() for p in module.parameters() if p.requires_grad)
+    total = sum(p.numel() for p in module.parameters())
+    if total:  # a module that builds its model in `configure_model` has none yet
+        share = 100 * trainable / total
+        log.info("Parameters: %s trainable of %s (%.2f%%)", f"{trainable:,}", f"{total:,}", share)
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
         trainer.save_checkpoint(out / "last.ckpt")
