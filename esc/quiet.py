@@ -27,6 +27,8 @@ WARNINGS: tuple[tuple[str, str], ...] = (
 #: that makes the record, not at its parents)
 LOG_RECORDS: tuple[tuple[str, str], ...] = (
     ("pytorch_lightning.utilities.rank_zero", r".*\blitlogger\b"),  # an advertisement
+    # DeepSpeed, imported by the libraries on every run, found no GPU: this repo says so itself, per model
+    ("DeepSpeed", r"Setting accelerator to CPU"),
     ("transformers.utils.generic", r".*`past_key_values`/`cache_params` are deprecated"),
 )
 

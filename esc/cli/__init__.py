@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 
 from esc.errors import ArgumentParser, exit_on_user_error
+from esc.quiet import quiet_third_party
 
 #: tool -> (module, one line for `esc --help`)
 TOOLS = {
@@ -55,6 +56,7 @@ def _parser() -> ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `esc TOOL ARGS...`; a usage error or bad input ends with one `error:` line, exit code 2."""
     args = list(sys.argv[1:] if argv is None else argv)
+    quiet_third_party()
     if not args or args[0] not in TOOLS:
         _parser().parse_args(args)  # --help, or a usage error naming the tools
     name, rest = args[0], args[1:]
