@@ -53,7 +53,8 @@ models: $(STAMP)
 	$(PY) -m esc models fetch
 
 # The main job on a real (small) chat model: ESC-Role LoRA on SmolLM2 for a few steps (one row of
-# <= 512 tokens each: a step takes 5-15 s on 2 cores, depending on the machine's load), then the
+# <= 512 tokens each: a step took 2.9-3.4 s on 2 idle cores with AVX512_BF16, 4.2 s beside a CPU-bound
+# process; see README for the whole demo's times), then the
 # trained role-player talks with SmolLM2 about $(DEMO_CARDS) English role cards, one dialogue is printed,
 # SmolLM2 judges them on the 7 dimensions (the leaderboard is printed) and the report site is built.
 # `:=` fixes the folder once, so all three steps share it.
@@ -64,7 +65,7 @@ demo: install data models
 	$(PY) evaluate.py roleplayer=esc_role_smollm2 roleplayer.backend.adapter=$(DEMO_OUT)/train \
 	  target=smollm2 cards.languages=[en] cards.limit=$(DEMO_CARDS) hydra.run.dir=$(DEMO_OUT)/evaluate
 	$(VENV)/bin/esc dialogues show $(DEMO_OUT)/evaluate/dialogues/*.jsonl --limit 1
-	$(PY) rank.py judge=smollm2 dialogues=$(DEMO_OUT)/evaluate scoring.progress=false hydra.run.dir=$(DEMO_OUT)/rank
+	$(PY) rank.py judge=smollm2 dialogues=$(DEMO_OUT)/evaluate hydra.run.dir=$(DEMO_OUT)/rank
 	@echo
 	@echo "ESC-Role adapter (SmolLM2 + LoRA, $(DEMO_STEPS) steps): $(DEMO_OUT)/train"
 	@echo "Dialogues ($(DEMO_CARDS) cards):                       $(DEMO_OUT)/evaluate/dialogues"
