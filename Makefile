@@ -20,7 +20,7 @@ DEMO_CARDS ?= 2
 .PHONY: install data models demo test browser test-slow test-gpu test-vllm lint format clean help
 
 help:
-	@echo "make demo       install, fetch data and SmolLM2, train ESC-Role on SmolLM2, play $(DEMO_CARDS) cards, score them, build the report (CPU, ~6 min)"
+	@echo "make demo       install, fetch data and SmolLM2, train ESC-Role on SmolLM2, play $(DEMO_CARDS) cards, score them, build the report (~6 min on 2 idle cores, README)"
 	@echo "make test       install, fetch data, run the test suite (offline, CPU, embedded tiny model)"
 	@echo "make test-slow  the tests marked slow (minutes each; none needs a GPU)"
 	@echo "make test-gpu   the tests marked gpu (Lightning DeepSpeed/bf16/QLoRA on CUDA)"
