@@ -146,7 +146,7 @@ def exit_on_user_error(fn: F) -> F:
             return fn(*args, **kwargs)
         except UserError as err:
             if in_multirun():  # let the sweep's other jobs run; `run_hydra` exits at the end
-                print(f"error: {err}", file=sys.stderr)
+                print(f"error: {scrub(str(err))}", file=sys.stderr)
                 raise SweepJobFailed(str(err), err.exit_code) from None
             exit_with_error(err, err.exit_code)
         except KeyboardInterrupt:

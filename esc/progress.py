@@ -52,7 +52,7 @@ class Progress:
         self.done = 0
         self.fields: dict[str, Any] = {}
         self._start = self._last = time.monotonic()
-        self._said = ""  # the last plain line (the closing line is not said twice)
+        self._said: tuple = ()  # (count, fields) of the last plain line: the closing line is not said twice
         self._bar: Any = None
 
     def __enter__(self) -> Progress:
@@ -90,10 +90,10 @@ class Progress:
 
     def _log(self) -> None:
         self._last = time.monotonic()
-        line = self.line()
-        if line.split(", ")[0] + str(self.fields) != self._said:
-            log.info("%s", line)
-        self._said = line.split(", ")[0] + str(self.fields)
+        said = (self.done, tuple(self.fields.items()))
+        if said != self._said:
+            log.info("%s", self.line())
+        self._said = said
 
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:

@@ -39,7 +39,7 @@ from markupsafe import Markup
 from esc.cards import load_taxonomy
 from esc.dialogues.trajectory import trajectory_figures
 from esc.errors import UserError
-from esc.redaction import scrub
+from esc.redaction import scrub_text, secret_values
 from esc.reports.bootstrap import interval_text
 from esc.reports.charts import pyplot
 from esc.reports.leaderboard import (
@@ -195,6 +195,7 @@ class _Site:
         self.data, self.root, self.title = data, root, title
         self.n_resamples, self.seed = n_resamples, seed
         self.board: list[dict[str, Any]] = []  # the leaderboard's rows (`index`)
+        self.secrets = secret_values()  # masked in every page (read once: thousands of pages)
         self.env = Environment(
             loader=FileSystemLoader(str(TEMPLATES)),
             autoescape=True,
@@ -262,7 +263,7 @@ class _Site:
         if path.parent not in self.folders:
             path.parent.mkdir(parents=True, exist_ok=True)
             self.folders.add(path.parent)
-        data = scrub(text).encode("utf-8")  # a key a model echoed in its reply is shown as ***
+        data = scrub_text(text, self.secrets).encode("utf-8")  # a key a model echoed is shown as ***
         path.write_bytes(data)
         self.pages[counted_as] += 1
         return len(data)
