@@ -14,7 +14,7 @@ from typing import Any
 
 from esc.config_rules import Rule, Section, integer
 from esc.errors import ConfigError, DataError
-from esc.models.packaged import ensure_packaged_model, packaged_model
+from esc.models.packaged import ensure_packaged_model, no_loading_bar, packaged_model
 from esc.models.tiny import TinySpec, ensure_tiny_model
 
 log = logging.getLogger(__name__)
@@ -189,7 +189,7 @@ def load_causal_lm(
     if quantization is not None:
         kwargs["quantization_config"] = quantization
     log.info("Loading causal LM %s from %s (%s)", model_cfg.get("name"), path, auto_class.__name__)
-    with _no_loading_bar(path):
+    with no_loading_bar(path):
         if not zero3:
             return auto_class.from_pretrained(path, **kwargs)
         zero3_hf_config(deepspeed_config)
@@ -198,23 +198,6 @@ def load_causal_lm(
         kwargs["dtype"] = quantization.bnb_4bit_quant_storage  # one float dtype for ZeRO-3 to shard
         with outside_zero_init():
             return auto_class.from_pretrained(path, **kwargs)
-
-
-@contextlib.contextmanager
-def _no_loading_bar(path: Any) -> Iterator[None]:
-    """transformers 5 draws a "Loading weights" bar for every load, redrawn in place, even for a
-    model read from disk in a second: off for a local folder (a download keeps its bar)."""
-    from transformers.utils import logging as hf_logging
-
-    local = Path(str(path)).is_dir()
-    was_on = hf_logging.is_progress_bar_enabled()
-    if local and was_on:
-        hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if local and was_on:
-            hf_logging.enable_progress_bar()
 
 
 _HF_DEEPSPEED_CONFIG: Any = None  # transformers keeps only a weak reference: this keeps it alive

