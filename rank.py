@@ -25,10 +25,10 @@ OUT/agreement.{md,csv,json}; mode=correlation: OUT/correlation.{md,csv,json}). R
 `hydra.run.dir` judges only what is missing or failed.
 """
 
-from esc.cpu import fit_threads_to_load
+from esc.cpu import wait_passively
 from esc.quiet import quiet_third_party
 
-fit_threads_to_load()  # before torch loads: passive OpenMP waiting, one thread per free core
+wait_passively()  # before torch loads: OpenMP threads sleep while they wait (esc/cpu.py)
 quiet_third_party()  # third-party warnings a user cannot act on, by name
 
 import hydra  # noqa: E402

@@ -19,10 +19,10 @@
 Rerunning a command with the same `hydra.run.dir` resumes from its `last.ckpt`.
 """
 
-from esc.cpu import fit_threads_to_load
+from esc.cpu import wait_passively
 from esc.quiet import quiet_third_party
 
-fit_threads_to_load()  # before torch loads: passive OpenMP waiting, one thread per free core
+wait_passively()  # before torch loads: OpenMP threads sleep while they wait (esc/cpu.py)
 quiet_third_party()  # third-party warnings a user cannot act on, by name
 
 import hydra  # noqa: E402

@@ -1,47 +1,48 @@
-"""Torch threads fitted to the free cores at start (esc.cpu), so a busy machine costs time in proportion."""
+"""OpenMP threads that sleep while they wait (esc.cpu), so a busy machine costs time in proportion."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-import torch
 
 from esc import cpu
 
-
-@pytest.fixture()
-def threads_restored(monkeypatch: pytest.MonkeyPatch):
-    before = torch.get_num_threads()
-    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    monkeypatch.setattr(cpu, "cores", lambda: 2)
-    yield
-    torch.set_num_threads(before)
+REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize(("busy", "threads"), [(0.1, 2), (0.7, 1), (1.2, 1), (5.0, 1), (None, 2)])
-def test_threads_are_the_free_cores_and_at_least_one(
-    threads_restored, monkeypatch, busy, threads, capsys
-) -> None:
-    monkeypatch.setattr(cpu, "busy_cores", lambda sample_s=cpu.SAMPLE_S: busy)
-    assert cpu.fit_threads_to_load() == threads == torch.get_num_threads()
-    said = capsys.readouterr().err
-    assert (f"cores are busy with other work: torch uses {threads} thread" in said) == (threads < 2)
+def test_passive_waiting_is_set_unless_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    assert cpu.wait_passively() is True
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert cpu.wait_passively() is False
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
 
 
-def test_an_explicit_thread_count_is_left_alone(threads_restored, monkeypatch) -> None:
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    monkeypatch.setattr(cpu, "busy_cores", lambda sample_s=cpu.SAMPLE_S: pytest.fail("sampled"))
-    assert cpu.fit_threads_to_load() is None
-
-
-def test_a_busy_neighbour_is_seen_as_a_busy_core() -> None:
-    """The sample reads /proc/stat: one busy loop beside this process is about one busy core."""
-    loop = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        busy = cpu.busy_cores(0.5)
-    finally:
-        loop.kill()
-        loop.wait()
-    assert busy is not None and 0.6 <= busy <= (cpu.cores() + 0.1)
+@pytest.mark.parametrize("entry", ["train.py", "evaluate.py", "rank.py", "build_cards.py"])
+def test_each_entry_point_sets_it_before_torch_loads(entry: str) -> None:
+    """Loading the entry point's module (not running its main) sets the policy, and torch is not
+    imported before it: OpenMP reads its environment once, when torch loads."""
+    code = (
+        "import runpy, sys, os\n"
+        f"runpy.run_path({entry!r}, run_name='loaded')\n"
+        "print(os.environ.get('OMP_WAIT_POLICY'))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    probe = (
+        "import sys, os\n"
+        "class Watch:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'torch' and os.environ.get('OMP_WAIT_POLICY') != 'PASSIVE':\n"
+        "            raise SystemExit('torch imported before OMP_WAIT_POLICY was set')\n"
+        "sys.meta_path.insert(0, Watch())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe + code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "PASSIVE"
