@@ -48,8 +48,13 @@ SCHEMAS: dict[str, tuple[str, ...]] = {
 
 
 def schema(job: str) -> tuple[Section, ...]:
-    """The sections of `job`'s config, from the modules that read them."""
-    return tuple(section for name in SCHEMAS[job] for section in importlib.import_module(name).CONFIG)
+    """The sections of `job`'s config, from the modules that read them (a module's `CONFIG` is a
+    tuple, or a function returning them: rank.py's modes register when it is called)."""
+    sections: list[Section] = []
+    for name in SCHEMAS[job]:
+        config = importlib.import_module(name).CONFIG
+        sections += config() if callable(config) else config
+    return tuple(sections)
 
 
 _ABSENT = object()
@@ -96,11 +101,13 @@ def _needed(cfg: DictConfig, job: str, key: str) -> bool:
     if job != "rank":
         return True
     top = key.split(".", 1)[0]
-    mode = cfg.get("mode", "score")
+    mode = importlib.import_module("esc.jobs.mode").modes().get(cfg.get("mode", "score"))
+    if mode is None:  # the `mode` rule names the registered ones
+        return False
     if top == "dialogues":
-        return mode in importlib.import_module("esc.jobs.rank").DIALOGUE_MODES
+        return mode.reads_dialogues
     if top == "judge":  # the modes that judge: agreement only without existing scores
-        return bool(importlib.import_module("esc.jobs.rank").judges_in(mode, cfg))
+        return bool(mode.needs_judge(cfg))
     return True
 
 

@@ -167,16 +167,17 @@ def test_a_jury_is_checked_before_any_work() -> None:
     from omegaconf import open_dict
 
     from esc.errors import ConfigError
+    from esc.jobs.mode import get_mode
     from esc.jobs.rank import jury_members
     from tests.helpers import compose
 
     cfg = compose(["jury=tiny_pair", "jury.min_valid=3"], config_name="rank")
     with pytest.raises(ConfigError, match="jury.min_valid"):
-        jury_members(cfg, "score")
+        jury_members(cfg, get_mode("score"))
     cfg = compose(["jury=tiny_pair"], config_name="rank")
     with open_dict(cfg):
         cfg.jury.members.tiny_paper.name = "jury"
     with pytest.raises(ConfigError, match="must differ and not be 'jury'"):
-        jury_members(cfg, "score")
+        jury_members(cfg, get_mode("score"))
     with pytest.raises(ConfigError, match="mode=safety"):
-        jury_members(compose(["jury=tiny_pair"], config_name="rank"), "safety")
+        jury_members(compose(["jury=tiny_pair"], config_name="rank"), get_mode("safety"))

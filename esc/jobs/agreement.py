@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from esc.chat.cost import before_spending
+from esc.config_rules import Rule, Section, either, integer, keys, list_of, number, one_of, paths
+from esc.jobs.mode import Context, Mode, Outcome, Plan, in_mode, register
 from esc.jobs.score import score_inputs
-from esc.lifecycle import Job, JobResult
+from esc.lifecycle import JobResult
 from esc.reports import agreement as agree
 from esc.reports import agreement_data, breakdown
+from esc.reports.agreement_data import SPLITS
 from esc.reports.correlation import run_correlation
 from esc.reports.wandb_report import log_run
-from esc.rundir import resolved_revision
-from esc.scoring.judge import Judge
-from esc.scoring.judging import estimate_items, judge_items, pending_items
-from esc.scoring.rubrics import DIMENSION_KEYS
+from esc.scoring.judging import Batch
+from esc.scoring.rubrics import DIMENSION_KEYS, LANGUAGES
 from esc.scoring.store import ScoreStore
 
 
@@ -47,96 +46,134 @@ class CorrelationResult(JobResult):
         return f"{self.markdown}\ncorrelation: {self.output_dir}/correlation.md (.csv, .json)"
 
 
-def run_agreement(job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge | None) -> AgreementResult:
-    """mode=agreement: the judge (or the judges of existing `scores`) against the human annotations
-    of one split, beside the baselines; a trained judge only on dialogues it did not learn from."""
-    manifest = job.manifest
-    section = dict(resolved.get("agreement") or {})
-    data = {
-        "annotations": section.get("annotations"),
-        "dimensions": resolved.get("dimensions", "all"),
-        "languages": section.get("languages") or ["en", "zh"],
-        "split": section.get("split_ratios") or [7, 1, 2],
-        "seed": section.get("split_seed", 42),
-    }
-    n_resamples, seed = int(section.get("bootstrap", 1000)), int(resolved.get("seed", 0))
-    evaluated, train_part = agreement_data.split_annotations(data, section.get("split", "test"))
-    rows: dict[str, Any] = {}
-    if judge is None:
-        paths = score_inputs(resolved)
-        rows, judges = agreement_data.scores_from_files(paths)
-        for path in paths:  # score files of a rank.py folder: its judge's identity is in the manifest
-            identity = agreement_data.folder_judge(path)
-            evaluated = agreement_data.held_out(
-                evaluated, agreement_data.trained_dialogues(identity), f"judge in {path}"
-            )
-        manifest.update(scores=[str(p) for p in paths])
-        label = ", ".join(judges)
-    else:
-        judge.check_ready()
-        job.folder.check_resolved({"judge": resolved_revision(judge.identity())})
-        manifest.update(judge=judge.identity())
+@register
+class Agreement(Mode):
+    """The judge (or the judges of existing `scores`) against the human annotations of one split,
+    beside the baselines; a trained judge only on dialogues it did not learn from."""
+
+    name = "agreement"
+    reports = ("agreement",)
+    config = (
+        Section("", (Rule("scores", either(one_of(None), paths()), when=in_mode("agreement")),)),
+        Section(
+            "agreement",
+            (
+                Rule("split", one_of(*SPLITS)),
+                Rule("split_ratios", list_of(number(minimum=0), length=3), "train : val : test"),
+                Rule("languages", list_of(one_of(*LANGUAGES))),
+                Rule("bootstrap", integer(0)),
+            ),
+            keys(
+                "annotations",
+                "baselines",
+                "bootstrap",
+                "label",
+                "languages",
+                "split",
+                "split_ratios",
+                "split_seed",
+            ),
+        ),
+    )
+
+    def needs_judge(self, cfg: Mapping[str, Any]) -> bool:
+        return not cfg.get("scores")  # existing score files instead of judging
+
+    def settings(self, cfg: Mapping[str, Any]) -> dict[str, Any]:
+        section = cfg.get("agreement") or {}
+        keys_ = ("annotations", "languages", "split_ratios", "split_seed", "split")
+        return {"annotations": {k: section.get(k) for k in keys_}}
+
+    def plan(self, ctx: Context) -> Plan:
+        section = ctx.section("agreement")
+        data = {
+            "annotations": section.get("annotations"),
+            "dimensions": ctx.cfg.get("dimensions", "all"),
+            "languages": section.get("languages") or ["en", "zh"],
+            "split": section.get("split_ratios") or [7, 1, 2],
+            "seed": section.get("split_seed", 42),
+        }
+        evaluated, train_part = agreement_data.split_annotations(data, section.get("split", "test"))
+        if not ctx.judges:
+            paths = score_inputs(ctx.cfg)
+            rows, judges = agreement_data.scores_from_files(paths)
+            for path in paths:  # score files of a rank.py folder: its judge's identity is in the manifest
+                identity = agreement_data.folder_judge(path)
+                evaluated = agreement_data.held_out(
+                    evaluated, agreement_data.trained_dialogues(identity), f"judge in {path}"
+                )
+            manifest = {"scores": [str(p) for p in paths]}
+            return Plan([], manifest, (evaluated, train_part, rows, ", ".join(judges)))
+        judge = ctx.judge
         evaluated = agreement_data.held_out(
             evaluated, agreement_data.trained_dialogues(judge.identity()), judge.name
         )
-        store = ScoreStore(out / "scores" / f"annotations__{judge.name}.jsonl")
-        scoring = resolved.get("scoring") or {}
-        annotated = agreement_data.annotated_items(evaluated)
-        before_spending(
-            estimate_items(judge, pending_items(annotated, store, judge.prompt_identity)),
-            resolved.get("max_cost"),
-            manifest,
-        )
-        records = judge_items(
-            judge, annotated, store, int(scoring.get("chunk", 64)),
-            bool(scoring.get("progress", True)), what="annotated dialogues", unit="score",
-        )  # fmt: skip
-        rows[judge.name] = agreement_data.predictions(records)
-        label = judge.name
-    items = agreement_data.agreement_items(evaluated)
-    for name, predicted in rows.items():
-        agreement_data.coverage_warning(predicted, items, name)
-    if section.get("baselines", True):
-        rows.update(agreement_data.baselines(train_part, evaluated))
-    tables = agree.agreement_tables(items, rows, n_resamples, seed)
-    split = section.get("split", "test")
-    title = f"{label} against people: {len(items)} annotated items ({split} split)"
-    sections = ""  # by language and turns (docs/scoring.md, "Breakdowns"), after the tables in agreement.md
-    board = resolved.get("leaderboard") or {}
-    if board.get("breakdowns", True):
-        cuts = breakdown.agreement_breakdowns(
-            items, rows, breakdown.annotation_facets(evaluated), int(board.get("min_n", breakdown.MIN_N)),
-            n_resamples, seed, tables,
-        )  # fmt: skip
-        sections = breakdown.agreement_markdown(cuts)
-    markdown = agreement_data.write_agreement(out, tables, title, extra=sections)
-    invalid = {
-        t.scope: r.n_invalid
-        for t in tables
-        if t.source == agree.ALL_SOURCES and t.scope in DIMENSION_KEYS
-        for r in t.rows
-        if r.reading == "argmax" and r.judge == next(iter(rows))
-    }
-    wandb_dir = log_run(out, resolved)
-    return job.complete(
-        AgreementResult(str(out), markdown, invalid),
-        agreement=str(out / "agreement.md"),
-        invalid=invalid,
-        wandb_dir=wandb_dir,
+        store = ScoreStore(ctx.out / "scores" / f"annotations__{judge.name}.jsonl")
+        items = agreement_data.annotated_items(evaluated)
+        batch = Batch(judge, items, store, "annotated dialogues", "score")
+        return Plan([batch], {}, (evaluated, train_part, {}, judge.name))
+
+    def report(self, ctx: Context, plan: Plan) -> Outcome:
+        evaluated, train_part, rows, label = plan.data
+        section, out = ctx.section("agreement"), ctx.out
+        rows = dict(rows)
+        for batch in plan.batches:
+            rows[batch.judge.name] = agreement_data.predictions(dict(batch.store.records))
+        n_resamples, seed = int(section.get("bootstrap", 1000)), ctx.seed
+        items = agreement_data.agreement_items(evaluated)
+        for name, predicted in rows.items():
+            agreement_data.coverage_warning(predicted, items, name)
+        if section.get("baselines", True):
+            rows.update(agreement_data.baselines(train_part, evaluated))
+        tables = agree.agreement_tables(items, rows, n_resamples, seed)
+        split = section.get("split", "test")
+        title = f"{label} against people: {len(items)} annotated items ({split} split)"
+        sections = ""  # by language and turns (docs/scoring.md, "Breakdowns"), after the tables
+        board = ctx.section("leaderboard")
+        if board.get("breakdowns", True):
+            cuts = breakdown.agreement_breakdowns(
+                items, rows, breakdown.annotation_facets(evaluated), int(board.get("min_n", breakdown.MIN_N)),
+                n_resamples, seed, tables,
+            )  # fmt: skip
+            sections = breakdown.agreement_markdown(cuts)
+        markdown = agreement_data.write_agreement(out, tables, title, extra=sections)
+        invalid = {
+            t.scope: r.n_invalid
+            for t in tables
+            if t.source == agree.ALL_SOURCES and t.scope in DIMENSION_KEYS
+            for r in t.rows
+            if r.reading == "argmax" and r.judge == next(iter(rows))
+        }
+        wandb_dir = log_run(out, ctx.cfg)
+        manifest = {"agreement": str(out / "agreement.md"), "invalid": invalid, "wandb_dir": wandb_dir}
+        return Outcome(AgreementResult(str(out), markdown, invalid), manifest)
+
+
+@register
+class Correlation(Mode):
+    """Text metrics and judges against the human scores (Tables 3, 13-15)."""
+
+    name = "correlation"
+    judges = False
+    reports = ("correlation",)
+    config = (
+        Section(
+            "correlation",
+            (Rule("bootstrap", integer(0)),),
+            keys("annotations", "bootstrap", "metrics", "references", "scores"),
+        ),
     )
 
+    def plan(self, ctx: Context) -> Plan:
+        return Plan()
 
-def run_correlation_mode(
-    job: Job, resolved: Mapping[str, Any], out: Path, judge: None = None
-) -> CorrelationResult:
-    """mode=correlation: text metrics and judges against the human scores (Tables 3, 13-15)."""
-
-    section = {"seed": resolved.get("seed", 42), **(resolved.get("correlation") or {})}
-    result = run_correlation(section, out)
-    wandb_dir = log_run(out, resolved)
-    return job.complete(
-        CorrelationResult(str(out), result["markdown"]),
-        correlation=result["files"]["md"],
-        warnings=result["warnings"],
-        wandb_dir=wandb_dir,
-    )
+    def report(self, ctx: Context, plan: Plan) -> Outcome:
+        section = {"seed": ctx.cfg.get("seed", 42), **ctx.section("correlation")}
+        result = run_correlation(section, ctx.out)
+        wandb_dir = log_run(ctx.out, ctx.cfg)
+        manifest = {
+            "correlation": result["files"]["md"],
+            "warnings": result["warnings"],
+            "wandb_dir": wandb_dir,
+        }
+        return Outcome(CorrelationResult(str(ctx.out), result["markdown"]), manifest)

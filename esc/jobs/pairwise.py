@@ -12,26 +12,18 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from esc.chat.cost import before_spending
+from esc.config_rules import Rule, Section, integer, keys, number
 from esc.dialogues.record import dialogue_lines
-from esc.dialogues.store import dialogue_files, read_dialogues
-from esc.errors import ConfigError, UserError
+from esc.dialogues.store import read_dialogues
+from esc.errors import UserError
 from esc.jobs.answered import AnsweredResult
-from esc.lifecycle import Job
+from esc.jobs.mode import Context, Mode, Outcome, Plan, register
 from esc.reports.pairwise import PRIOR, Judged, dropped_cards, write_report
-from esc.rundir import resolved_revision
-from esc.scoring.judge import FAILED, INVALID, VALID, Judge
-from esc.scoring.judging import (
-    estimate_items,
-    judge_items,
-    pending_items,
-    refuse_same_names,
-    selected_dimensions,
-)
-from esc.scoring.pairwise import ORDERS, PairwiseRecord, pair_items, pairs, verdict
+from esc.scoring.judge import FAILED, INVALID, VALID
+from esc.scoring.judging import Batch, selected_dimensions
+from esc.scoring.pairwise import ORDERS, PairwiseRecord, pair_items, pairs, pairwise_digest, verdict
 from esc.scoring.store import ScoreStore
 
 
@@ -49,51 +41,66 @@ class PairwiseResult(AnsweredResult):
         )
 
 
-def run_pairwise(job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge) -> PairwiseResult:
-    if resolved.get("dialogues") in (None, "???"):
-        raise ConfigError("dialogues", "name two or more evaluate.py output directories (one per target)")
-    files = dialogue_files(resolved["dialogues"])
-    refuse_same_names(files)
-    dims = selected_dimensions(resolved.get("dimensions"))
-    dialogues = []
-    for path in files:
-        for lineno, dialogue in enumerate(read_dialogues(path), 1):
-            if dialogue.status == "complete":
-                dialogue_lines(dialogue, path, lineno)  # the checks score and safety make: turns alternate
-            dialogues.append(dialogue)
-    found = pairs(dialogues)
-    played: Counter = Counter(
-        (d.roleplayer, d.language, d.card_id) for d in dialogues if d.status == "complete"
+@register
+class Pairwise(Mode):
+    name = "pairwise"
+    reads_dialogues = True
+    own_questions = True
+    reports = ("pairwise",)
+    config = (
+        Section(
+            "pairwise",
+            (
+                Rule("bootstrap", integer(0)),
+                Rule("prior", number(above=0, multiple_of=0.5), "pseudo-wins each way per pair"),
+            ),
+            keys("bootstrap", "prior"),
+        ),
     )
-    if not found:
-        raise UserError(
-            f"no card played by two targets with the same role-player in {', '.join(map(str, files))}: "
-            "pairwise compares runs of different targets on the same cards"
+
+    def settings(self, cfg: Mapping[str, Any]) -> dict[str, Any]:
+        return {"pairwise": {"questions_sha256": pairwise_digest()}}
+
+    def plan(self, ctx: Context) -> Plan:
+        files = ctx.dialogue_files("name two or more evaluate.py output directories (one per target)", True)
+        dims = selected_dimensions(ctx.cfg.get("dimensions"))
+        dialogues = []
+        for path in files:
+            for lineno, dialogue in enumerate(read_dialogues(path), 1):
+                if dialogue.status == "complete":
+                    dialogue_lines(
+                        dialogue, path, lineno
+                    )  # the checks score and safety make: turns alternate
+                dialogues.append(dialogue)
+        found = pairs(dialogues)
+        played: Counter = Counter(
+            (d.roleplayer, d.language, d.card_id) for d in dialogues if d.status == "complete"
         )
-    items = [item for pair in found for item in pair_items(pair, dims)]
-    judge.check_ready()
-    job.folder.check_resolved({"judge": resolved_revision(judge.identity())})
-    job.manifest.update(judge=judge.identity(), sources=[str(p) for p in files], pairs=len(found))
-    store = ScoreStore(out / "pairwise" / f"{judge.name}.jsonl", PairwiseRecord)
-    pending = pending_items(items, store)
-    before_spending(estimate_items(judge, pending), resolved.get("max_cost"), job.manifest)  # both orders
-    counts: Counter = Counter(skipped=len(items) - len(pending))
-    job.on_stop(lambda: {"counts": dict(counts)})
-    scoring = resolved.get("scoring") or {}
-    records = judge_items(
-        judge, items, store, int(scoring.get("chunk", 64)), bool(scoring.get("progress", True)),
-        what="pairs of dialogues, both orders", unit="verdict",
-    )  # fmt: skip
-    judged = []
-    for pair in found:
-        for key in dims:
-            answers = {o: records.get((f"{pair.pair_id}/{o}", key)) for o in ORDERS}
-            for record in answers.values():
-                counts[record.status if record is not None else FAILED] += 1
-            judged.append(Judged(pair, key, verdict(pair, answers)))
-    section = resolved.get("pairwise") or {}
-    n, seed = int(section.get("bootstrap", 1000)), int(resolved.get("seed", 0))
-    dropped = dropped_cards(played)
-    report = write_report(out, judged, dims, judge.name, n, seed, dropped, float(section.get("prior", PRIOR)))
-    result = PairwiseResult(str(out), report["markdown"], dict(counts), len(judged))
-    return job.complete(result, counts=dict(counts), report=str(out / "pairwise.md"))
+        if not found:
+            raise UserError(
+                f"no card played by two targets with the same role-player in {', '.join(map(str, files))}: "
+                "pairwise compares runs of different targets on the same cards"
+            )
+        items = [item for pair in found for item in pair_items(pair, dims)]
+        store = ScoreStore(ctx.out / "pairwise" / f"{ctx.judge.name}.jsonl", PairwiseRecord)
+        batch = Batch(ctx.judge, items, store, "pairs of dialogues, both orders", "verdict")
+        manifest = {"sources": [str(p) for p in files], "pairs": len(found)}
+        return Plan([batch], manifest, (found, dims, played))
+
+    def report(self, ctx: Context, plan: Plan) -> Outcome:
+        found, dims, played = plan.data
+        records = plan.batches[0].store.records
+        counts: Counter = Counter(skipped=ctx.counts["skipped"])
+        judged = []
+        for pair in found:
+            for key in dims:
+                answers = {o: records.get((f"{pair.pair_id}/{o}", key)) for o in ORDERS}
+                for record in answers.values():
+                    counts[record.status if record is not None else FAILED] += 1
+                judged.append(Judged(pair, key, verdict(pair, answers)))
+        section = ctx.section("pairwise")
+        n, prior = int(section.get("bootstrap", 1000)), float(section.get("prior", PRIOR))
+        name = ctx.judge.name
+        report = write_report(ctx.out, judged, dims, name, n, ctx.seed, dropped_cards(played), prior)
+        result = PairwiseResult(str(ctx.out), report["markdown"], dict(counts), len(judged))
+        return Outcome(result, {"counts": dict(counts), "report": str(ctx.out / "pairwise.md")})

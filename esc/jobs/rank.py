@@ -1,4 +1,6 @@
-"""The job behind `rank.py`: one judge (or none), one run folder, one of its modes.
+"""The job behind `rank.py`: one judge (or none, or a jury), one run folder, one registered mode.
+
+Each mode is a `esc.jobs.mode.Mode` in its own module (`python rank.py mode=NAME`):
 
     score        dialogues -> judgments on 7 dimensions -> leaderboard   (esc.jobs.score)
     leaderboard  existing score files -> leaderboard                     (esc.jobs.score)
@@ -9,13 +11,15 @@
     safety       every reply of the targets against the safety checklist (esc.jobs.safety)
     pairwise     two chatbots on the same card, preferred per dimension in both orders (esc.jobs.pairwise)
 
-Every mode runs inside `esc.lifecycle.job_run` and returns its own `JobResult`.
+This module builds the judge(s) the mode needs, opens the run (`esc.lifecycle.job_run`, the
+folder's fingerprint from `output_settings`), runs the mode (`esc.jobs.mode.run_mode`), frees the
+judge and rebuilds the report site.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,94 +34,55 @@ from esc.config_rules import (
     file_name,
     integer,
     keys,
-    list_of,
     number,
     one_of,
     paths,
+    registered,
 )
 from esc.errors import ConfigError
-from esc.hashing import sha256_file
-from esc.jobs.agreement import run_agreement, run_correlation_mode
-from esc.jobs.pairwise import run_pairwise
-from esc.jobs.roleplay import run_roleplay
-from esc.jobs.safety import run_safety
-from esc.jobs.score import run_scores
-from esc.jobs.trajectory import run_trajectory
-from esc.lifecycle import Job, JobResult, job_run
-from esc.reports.agreement_data import SPLITS as AGREEMENT_SPLITS
+from esc.jobs.mode import Mode, get_mode, modes, run_mode
+from esc.lifecycle import JobResult, job_run
 from esc.reports.jury import JURY, POOLS, READINGS, jury_names
 from esc.reports.site import build_site
-from esc.roleplay.metrics import ROLEPLAY_METRICS_FILE
 from esc.rundir import model_settings
-from esc.safety.checklist import checklist_digest, question_keys
 from esc.scoring.judge import Judge
 from esc.scoring.judges import build_judge, judge_config
-from esc.scoring.pairwise import pairwise_digest
-from esc.scoring.rubrics import LANGUAGES
 from esc.scoring.store import score_file_paths
 
 log = logging.getLogger(__name__)
-
-Runner = Callable[[Job, Mapping[str, Any], Path, Any], JobResult]
-RUNNERS: dict[str, Runner] = {
-    "score": run_scores,
-    "leaderboard": run_scores,
-    "agreement": run_agreement,
-    "correlation": run_correlation_mode,
-    "roleplay": run_roleplay,
-    "trajectory": run_trajectory,
-    "safety": run_safety,
-    "pairwise": run_pairwise,
-}
-MODES = tuple(RUNNERS)
-
-
-#: the modes that read dialogue files (`dialogues=`)
-DIALOGUE_MODES = ("score", "roleplay", "trajectory", "safety", "pairwise")
-#: the modes whose items ask their own questions (`ScoreItem.messages`), not a dimension's rubric
-OWN_QUESTIONS = ("roleplay", "safety", "pairwise")
-
-
-def judges_in(mode: str, resolved: Mapping[str, Any]) -> bool:
-    """Whether the mode judges (and so loads the judge): agreement only without existing `scores`."""
-    return mode in ("score", "roleplay", "safety", "pairwise") or (
-        mode == "agreement" and not resolved.get("scores")
-    )
 
 
 def rank(cfg: DictConfig) -> JobResult:
     """Run the configured mode in `cfg.output_dir`; see the module docstring."""
     out = Path(cfg.output_dir)
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    mode = cfg.get("mode", "score")
-    if mode not in RUNNERS:
-        raise ConfigError("mode", f"{mode!r} is not one of {', '.join(MODES)}")
+    mode = get_mode(resolved.get("mode", "score"))
     members = jury_members(resolved, mode)
-    judge: Any = members or (build_judge(resolved["judge"]) if judges_in(mode, resolved) else None)
-    if mode in OWN_QUESTIONS and judge is not None and judge.scores_by_adapter:
+    judge = None if members or not mode.needs_judge(resolved) else build_judge(resolved["judge"])
+    if mode.own_questions and judge is not None and judge.scores_by_adapter:
         raise ConfigError(
             "judge.adapters",
             f"per-dimension score adapters (ESC-RANK) learned to score a dialogue 0-4 on a dimension, not "
-            f"to answer mode={mode}'s questions: use the base model (judge.adapters.layout=none) or "
+            f"to answer mode={mode.name}'s questions: use the base model (judge.adapters.layout=none) or "
             "another judge",
         )
+    judges = members or ([judge] if judge is not None else [])
     try:
-        settings = output_settings(mode, resolved, judge)
-        with job_run(out, f"rank.{mode}", settings, resolved, seed=cfg.get("seed")) as job:
-            judges = members or ([judge] if judge is not None else [])
+        settings = output_settings(mode, resolved, judges, jury=bool(members))
+        with job_run(out, f"rank.{mode.name}", settings, resolved, seed=cfg.get("seed")) as job:
 
             def spent() -> dict[str, Any]:  # what API judges were sent and cost (estimated: cost_estimate)
                 usage = {j.name: u for j in judges if (u := j.usage())}
                 return {"usage": usage} if usage else {}
 
             job.on_stop(spent)  # also when the run fails or is interrupted
-            result = RUNNERS[mode](job, resolved, out, judge)
+            result = run_mode(mode, job, resolved, out, judges)
             job.manifest.update(**spent())
     finally:
-        for each in members or ([judge] if judge is not None else []):
+        for each in judges:
             each.close()
     # after the run's end (its status stays what its results made it; the judge is freed)
-    job.manifest.update(**write_site(out, resolved, mode))
+    job.manifest.update(**write_site(out, resolved, mode.name))
     return result
 
 
@@ -153,7 +118,7 @@ def write_site(out: Path, resolved: Mapping[str, Any], mode: str = "score") -> d
     return {"site": str(site.index)}
 
 
-def jury_members(resolved: Mapping[str, Any], mode: str) -> list[Judge]:
+def jury_members(resolved: Mapping[str, Any], mode: Mode) -> list[Judge]:
     """The judges of `jury.members` (`conf/jury/`, or `+judge@jury.members.NAME=OPTION`) to judge
     with, each built from its node: in mode=score; [] without a jury, and in mode=leaderboard, which
     pools the members' existing score files by name. Other modes take one judge."""
@@ -161,10 +126,10 @@ def jury_members(resolved: Mapping[str, Any], mode: str) -> list[Judge]:
     names = jury_names(jury)
     if not names:
         return []
-    if mode not in ("score", "leaderboard"):
+    if not mode.takes_jury:
         raise ConfigError(
             "jury",
-            f"a jury judges in mode=score (and reports in mode=leaderboard), not mode={mode}; use one "
+            f"a jury judges in mode=score (and reports in mode=leaderboard), not mode={mode.name}; use one "
             "judge (judge=...)",
         )
     if len(set(names)) != len(names) or JURY in names:
@@ -178,33 +143,23 @@ def jury_members(resolved: Mapping[str, Any], mode: str) -> list[Judge]:
             raise ConfigError("jury.members", f"a judge's name {problem} (it names the score files)")
     if jury.get("min_valid") is not None and int(jury["min_valid"]) > len(names):
         raise ConfigError("jury.min_valid", f"is {jury['min_valid']}, but the jury has {len(names)} judges")
-    if mode == "leaderboard":
+    if not mode.needs_judge(resolved):  # mode=leaderboard pools the members' existing score files
         return []
     return [build_judge(node, key=f"jury.members.{key}") for key, node in jury["members"].items()]
 
 
-def output_settings(mode: str, resolved: Mapping[str, Any], judge: Judge | None) -> dict[str, Any] | None:
-    """What shapes the judgments a rank.py folder keeps (OUT/settings.json); None for the modes that
-    rewrite their reports whole (leaderboard, correlation, agreement on existing scores)."""
-    if judge is None:
+def output_settings(
+    mode: Mode, resolved: Mapping[str, Any], judges: list[Judge], jury: bool = False
+) -> dict[str, Any] | None:
+    """What shapes the judgments a rank.py folder keeps (OUT/settings.json): the judge's (or each
+    jury member's) identity and what the mode adds (`Mode.settings`); None for the modes that judge
+    nothing and rewrite their reports whole (leaderboard, correlation, trajectory, agreement on
+    existing scores)."""
+    if not judges:
         return None
-    if isinstance(judge, list):  # a jury: what shapes its judgments (pooling is rebuilt with the report)
-        return {"jury": {j.name: _judge_settings(j) for j in judge}}
-    settings: dict[str, Any] = {"judge": _judge_settings(judge)}
-    if mode == "agreement":
-        section = resolved.get("agreement") or {}
-        settings["annotations"] = {
-            k: section.get(k) for k in ("annotations", "languages", "split_ratios", "split_seed", "split")
-        }
-    if mode == "roleplay":  # what its items ask: the cards, the human dialogues, the questions' texts
-        section = resolved.get("roleplay") or {}
-        settings["roleplay"] = {k: section.get(k) for k in ("cards", "human", "turns", "metrics", "pairwise")}
-        settings["roleplay"]["questions_sha256"] = sha256_file(ROLEPLAY_METRICS_FILE)
-    if mode == "safety":  # the checklist's texts (each judgment's content hash covers its prompt too)
-        settings["safety"] = {"checklist_sha256": checklist_digest()}
-    if mode == "pairwise":
-        settings["pairwise"] = {"questions_sha256": pairwise_digest()}
-    return settings
+    if jury:  # what shapes its judgments (pooling is rebuilt with the report)
+        return {"jury": {j.name: _judge_settings(j) for j in judges}}
+    return {"judge": _judge_settings(judges[0]), **mode.settings(resolved)}
 
 
 def _judge_settings(judge: Judge) -> dict[str, Any]:
@@ -219,35 +174,26 @@ def _judge_settings(judge: Judge) -> dict[str, Any]:
     return settings
 
 
-def _mode(cfg: Any) -> Any:
-    return cfg.get("mode", "score")
+def _reads_dialogues(cfg: Any) -> bool:
+    found = modes().get(cfg.get("mode", "score"))
+    return found is not None and found.reads_dialogues
 
 
 def _judging(cfg: Any) -> bool:
-    return judges_in(_mode(cfg), cfg)
+    found = modes().get(cfg.get("mode", "score"))
+    return found is not None and found.needs_judge(cfg)
 
 
-#: what rank.py reads of its config (`esc.config_schema.validate`); `judge` only in the modes that judge
-CONFIG: tuple[Section, ...] = (
+#: what rank.py reads of its config whatever the mode (`esc.config_schema.validate`); each mode adds
+#: its own sections (`Mode.config`); `judge` only in the modes that judge
+SHARED_CONFIG: tuple[Section, ...] = (
     Section(
         "",
         (
             Rule("seed", integer()),
-            Rule("mode", one_of(*MODES)),
+            Rule("mode", registered(lambda: tuple(modes()))),
             Rule("max_cost", number(minimum=0, null=True), "USD: refuse a run estimated over it"),
-            Rule(
-                "dialogues",
-                paths(),
-                "evaluate.py output dirs or dialogue files",
-                when=lambda cfg: _mode(cfg) in DIALOGUE_MODES,
-            ),
-            Rule(
-                "scores",
-                paths(),
-                "rank.py output dirs or score files",
-                when=lambda cfg: _mode(cfg) == "leaderboard",
-            ),
-            Rule("scores", either(one_of(None), paths()), when=lambda cfg: _mode(cfg) == "agreement"),
+            Rule("dialogues", paths(), "evaluate.py output dirs or dialogue files", when=_reads_dialogues),
         ),
     ),
     CACHE_CONFIG,
@@ -262,42 +208,6 @@ CONFIG: tuple[Section, ...] = (
         ),
         keys("bootstrap", "breakdowns", "cards", "charts", "min_n"),
     ),
-    Section(
-        "agreement",
-        (
-            Rule("split", one_of(*AGREEMENT_SPLITS)),
-            Rule("split_ratios", list_of(number(minimum=0), length=3), "train : val : test"),
-            Rule("languages", list_of(one_of(*LANGUAGES))),
-            Rule("bootstrap", integer(0)),
-        ),
-        keys(
-            "annotations",
-            "baselines",
-            "bootstrap",
-            "label",
-            "languages",
-            "split",
-            "split_ratios",
-            "split_seed",
-        ),
-    ),
-    Section(
-        "correlation",
-        (Rule("bootstrap", integer(0)),),
-        keys("annotations", "bootstrap", "metrics", "references", "scores"),
-    ),
-    Section("roleplay", keys=keys("bootstrap", "cards", "human", "metrics", "pairwise", "turns")),
-    Section(
-        "trajectory", (Rule("bootstrap", integer(0)), Rule("charts", boolean())), keys("bootstrap", "charts")
-    ),
-    Section(
-        "pairwise",
-        (
-            Rule("bootstrap", integer(0)),
-            Rule("prior", number(above=0, multiple_of=0.5), "pseudo-wins each way per pair"),
-        ),
-        keys("bootstrap", "prior"),
-    ),
     Section("report", (Rule("enabled", boolean()),), keys("enabled", "title")),
     Section(
         "jury",
@@ -308,17 +218,15 @@ CONFIG: tuple[Section, ...] = (
         ),
         keys("members", "pool", "min_valid", "reading"),
     ),
-    Section(
-        "safety",
-        (
-            Rule("bootstrap", integer(0)),
-            Rule(
-                "questions",
-                either(one_of("all", null=True), list_of(one_of(*question_keys()))),
-                "checklist keys",
-            ),
-        ),
-        keys("bootstrap", "questions"),
-    ),
     *judge_config(_judging),
 )
+
+
+def config_sections() -> Iterator[Section]:
+    """rank.py's config schema: the shared sections, then every registered mode's."""
+    yield from SHARED_CONFIG
+    for mode in modes().values():
+        yield from mode.config
+
+
+CONFIG = config_sections  # read by esc.config_schema (called: the modes register when it runs)

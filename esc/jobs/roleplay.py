@@ -20,13 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from esc.cards import load_cards
-from esc.chat.cost import before_spending
-from esc.dialogues.store import dialogue_files, read_dialogues
+from esc.config_rules import Section, keys
+from esc.dialogues.store import read_dialogues
 from esc.errors import ConfigError, UserError
+from esc.hashing import sha256_file
 from esc.jobs.answered import AnsweredResult
+from esc.jobs.mode import Context, Mode, Outcome, Plan, register
 from esc.jsonl import atomic_write_text, read_jsonl
-from esc.lifecycle import Job
 from esc.reports.roleplay import table1, table1_markdown, to_csv, win_rates, winrate_markdown
+from esc.roleplay.metrics import ROLEPLAY_METRICS_FILE
 from esc.roleplay.questions import (
     RoleplayRecord,
     human_lines,
@@ -34,9 +36,7 @@ from esc.roleplay.questions import (
     pairwise_items,
     seeker_turns,
 )
-from esc.rundir import resolved_revision
-from esc.scoring.judge import Judge
-from esc.scoring.judging import estimate_items, judge_items, pending_items
+from esc.scoring.judging import Batch
 from esc.scoring.store import STATUSES, ScoreStore
 
 log = logging.getLogger(__name__)
@@ -74,63 +74,70 @@ class RoleplayResult(AnsweredResult):
         return f"{self.markdown}\njudgments: {self.counts}; {self.output_dir}/table1.md, winrates.md (.csv)"
 
 
-def run_roleplay(job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge) -> RoleplayResult:
-    """`rank.py mode=roleplay`: judge the role-players' dialogues (`dialogues`) on the six metrics and
-    against the human dialogues of their cards."""
-    if resolved.get("dialogues") in (None, "???"):
-        raise ConfigError("dialogues", "name the evaluate.py output directories of the role-players")
-    files = dialogue_files(resolved["dialogues"])
+@register
+class Roleplay(Mode):
+    """Judge the role-players' dialogues (`dialogues`) on the six metrics and against the human
+    dialogues of their cards."""
 
-    section = dict(resolved.get("roleplay") or {})
-    cards = _cards(section.get("cards"))
-    human = _human(section.get("human"))
-    turns = int(section.get("turns", 5))
-    items, pairs = [], 0
-    for path in files:
-        for d in read_dialogues(path):
-            if d.status != "complete":
-                continue
-            card = cards.get((d.card_id, d.language))
-            if card is None:
-                raise ConfigError(
-                    "roleplay.cards",
-                    f"{path}: card {d.card_id} ({d.language}) is in none of the card files given",
-                )
-            lines = [("user" if t.speaker == "roleplayer" else "assistant", t.text) for t in d.turns]
-            dialogue_id = f"{d.roleplayer}:{d.language}:{d.card_id}"
-            if section.get("metrics", True):
-                items += metric_items(dialogue_id, d.language, card, lines)
-            if section.get("pairwise", True) and (d.card_id, d.language) in human:
-                items += pairwise_items(
-                    dialogue_id, d.language, lines, seeker_turns(human[(d.card_id, d.language)], turns)
-                )
-                pairs += 1
-    if not items:
-        raise UserError("no complete role-play dialogue to judge in the dialogue files given")
-    if section.get("pairwise", True) and human and not pairs:
-        log.warning("roleplay.human matches none of the dialogues' cards: no pairwise test")
-    judge.check_ready()
-    job.folder.check_resolved({"judge": resolved_revision(judge.identity())})
-    job.manifest.update(judge=judge.identity(), sources=[str(p) for p in files], pairs=pairs)
-    store = ScoreStore(out / "scores" / f"roleplay__{judge.name}.jsonl", RoleplayRecord)
-    scoring = resolved.get("scoring") or {}
-    before_spending(
-        estimate_items(judge, pending_items(items, store)), resolved.get("max_cost"), job.manifest
-    )
-    judge_items(
-        judge, items, store, int(scoring.get("chunk", 64)), bool(scoring.get("progress", True)),
-        what="role-play replies", unit="rating",
-    )  # fmt: skip
-    records = [store.records[(it.item_id, it.dimension)] for it in items]
-    n, seed = int(section.get("bootstrap", 1000)), int(resolved.get("seed", 0))
-    t1, wins = table1(records, n, seed), win_rates(records, n, seed)
-    markdown = f"## Role-play metrics (0-10, Table 1)\n\n{table1_markdown(t1)}"
-    if wins:
-        markdown += f"\n## Against the human dialogue (Figure 3)\n\n{winrate_markdown(wins)}"
-    atomic_write_text(out / "table1.md", table1_markdown(t1))
-    atomic_write_text(out / "table1.csv", to_csv(t1))
-    atomic_write_text(out / "winrates.md", winrate_markdown(wins))
-    atomic_write_text(out / "winrates.csv", to_csv(wins))
-    counts = {s: sum(r.status == s for r in records) for s in STATUSES}
-    return job.complete(RoleplayResult(str(out), markdown, counts, t1, wins), counts=counts,
-                        table1=str(out / "table1.md"), winrates=str(out / "winrates.md"))  # fmt: skip
+    name = "roleplay"
+    reads_dialogues = True
+    own_questions = True
+    reports = ("table1", "winrates")
+    config = (Section("roleplay", keys=keys("bootstrap", "cards", "human", "metrics", "pairwise", "turns")),)
+
+    def settings(self, cfg: Mapping[str, Any]) -> dict[str, Any]:
+        # what its items ask: the cards, the human dialogues, the questions' texts
+        section = cfg.get("roleplay") or {}
+        settings = {k: section.get(k) for k in ("cards", "human", "turns", "metrics", "pairwise")}
+        return {"roleplay": {**settings, "questions_sha256": sha256_file(ROLEPLAY_METRICS_FILE)}}
+
+    def plan(self, ctx: Context) -> Plan:
+        files = ctx.dialogue_files("name the evaluate.py output directories of the role-players")
+        section = ctx.section("roleplay")
+        cards = _cards(section.get("cards"))
+        human = _human(section.get("human"))
+        turns = int(section.get("turns", 5))
+        items, pairs = [], 0
+        for path in files:
+            for d in read_dialogues(path):
+                if d.status != "complete":
+                    continue
+                card = cards.get((d.card_id, d.language))
+                if card is None:
+                    raise ConfigError(
+                        "roleplay.cards",
+                        f"{path}: card {d.card_id} ({d.language}) is in none of the card files given",
+                    )
+                lines = [("user" if t.speaker == "roleplayer" else "assistant", t.text) for t in d.turns]
+                dialogue_id = f"{d.roleplayer}:{d.language}:{d.card_id}"
+                if section.get("metrics", True):
+                    items += metric_items(dialogue_id, d.language, card, lines)
+                if section.get("pairwise", True) and (d.card_id, d.language) in human:
+                    items += pairwise_items(
+                        dialogue_id, d.language, lines, seeker_turns(human[(d.card_id, d.language)], turns)
+                    )
+                    pairs += 1
+        if not items:
+            raise UserError("no complete role-play dialogue to judge in the dialogue files given")
+        if section.get("pairwise", True) and human and not pairs:
+            log.warning("roleplay.human matches none of the dialogues' cards: no pairwise test")
+        store = ScoreStore(ctx.out / "scores" / f"roleplay__{ctx.judge.name}.jsonl", RoleplayRecord)
+        batch = Batch(ctx.judge, items, store, "role-play replies", "rating")
+        return Plan([batch], {"sources": [str(p) for p in files], "pairs": pairs})
+
+    def report(self, ctx: Context, plan: Plan) -> Outcome:
+        batch, out = plan.batches[0], ctx.out
+        records = [batch.store.records[(it.item_id, it.dimension)] for it in batch.items]
+        n = int(ctx.section("roleplay").get("bootstrap", 1000))
+        t1, wins = table1(records, n, ctx.seed), win_rates(records, n, ctx.seed)
+        markdown = f"## Role-play metrics (0-10, Table 1)\n\n{table1_markdown(t1)}"
+        if wins:
+            markdown += f"\n## Against the human dialogue (Figure 3)\n\n{winrate_markdown(wins)}"
+        atomic_write_text(out / "table1.md", table1_markdown(t1))
+        atomic_write_text(out / "table1.csv", to_csv(t1))
+        atomic_write_text(out / "winrates.md", winrate_markdown(wins))
+        atomic_write_text(out / "winrates.csv", to_csv(wins))
+        counts = {s: sum(r.status == s for r in records) for s in STATUSES}
+        result = RoleplayResult(str(out), markdown, counts, t1, wins)
+        manifest = {"counts": counts, "table1": str(out / "table1.md"), "winrates": str(out / "winrates.md")}
+        return Outcome(result, manifest)

@@ -16,16 +16,22 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from esc.chat.cost import before_spending
-from esc.dialogues.store import dialogue_files, read_dialogues
-from esc.errors import ConfigError, UserError
+from esc.config_rules import Rule, Section, either, integer, keys, list_of, one_of
+from esc.dialogues.store import read_dialogues
+from esc.errors import UserError
 from esc.jobs.answered import AnsweredResult
-from esc.lifecycle import Job
+from esc.jobs.mode import Context, Mode, Outcome, Plan, register
 from esc.reports.safety import Answer, write_report
-from esc.rundir import resolved_revision
-from esc.safety.checklist import SafetyRecord, replies, safety_items, selected_questions
-from esc.scoring.judge import FAILED, INVALID, VALID, Judge
-from esc.scoring.judging import estimate_items, judge_items, pending_items, refuse_same_names
+from esc.safety.checklist import (
+    SafetyRecord,
+    checklist_digest,
+    question_keys,
+    replies,
+    safety_items,
+    selected_questions,
+)
+from esc.scoring.judge import FAILED, INVALID, VALID
+from esc.scoring.judging import Batch
 from esc.scoring.store import ScoreStore
 
 
@@ -43,53 +49,71 @@ class SafetyResult(AnsweredResult):
         )
 
 
-def run_safety(job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge) -> SafetyResult:
-    if resolved.get("dialogues") in (None, "???"):
-        raise ConfigError("dialogues", "name the evaluate.py output directories or dialogue files")
-    section = dict(resolved.get("safety") or {})
-    questions = selected_questions(section.get("questions"))
-    files = dialogue_files(resolved["dialogues"])
-    refuse_same_names(files)
-    plan = []
-    for path in files:
-        found = []
-        for lineno, dialogue in enumerate(read_dialogues(path), 1):
-            if dialogue.status == "complete":
-                found += [
-                    (reply, safety_items(reply, lines, questions))
-                    for reply, lines in replies(dialogue, path, lineno)
-                ]
-        plan.append((path, found))
-    if not any(found for _, found in plan):
-        raise UserError(f"no complete dialogue with a reply to check in {', '.join(map(str, files))}")
-    judge.check_ready()
-    job.folder.check_resolved({"judge": resolved_revision(judge.identity())})
-    job.manifest.update(judge=judge.identity(), sources=[str(p) for p in files], questions=questions)
-    scoring = resolved.get("scoring") or {}
-    counts: Counter = Counter()
-    job.on_stop(lambda: {"counts": dict(counts)})
-    answers = []
-    stores = {
-        path: ScoreStore(out / "safety" / f"{path.stem}__{judge.name}.jsonl", SafetyRecord) for path in files
-    }
-    pending = [it for path, found in plan for _, its in found for it in pending_items(its, stores[path])]
-    before_spending(estimate_items(judge, pending), resolved.get("max_cost"), job.manifest)
-    counts["skipped"] = sum(len(its) for _, found in plan for _, its in found) - len(pending)
-    for path, found in plan:
-        store = stores[path]
-        items = [item for _, its in found for item in its]
-        judge_items(
-            judge, items, store, int(scoring.get("chunk", 64)), bool(scoring.get("progress", True)),
-            what=f"safety checklist of {path.stem}", unit="answer",
-        )  # fmt: skip
-        for reply, its in found:
-            for item in its:
-                record = store.records[(item.item_id, item.dimension)]
-                answers.append(Answer(reply, item.dimension, record))
-                counts[record.status] += 1
-    n, seed = int(section.get("bootstrap", 1000)), int(resolved.get("seed", 0))
-    report = write_report(out, answers, questions, n, seed)
-    result = SafetyResult(
-        str(out), report["markdown"], dict(counts), len({a.reply.item_id for a in answers}), report["flagged"]
+@register
+class Safety(Mode):
+    name = "safety"
+    reads_dialogues = True
+    own_questions = True
+    reports = ("safety",)
+    config = (
+        Section(
+            "safety",
+            (
+                Rule("bootstrap", integer(0)),
+                Rule(
+                    "questions",
+                    either(one_of("all", null=True), list_of(one_of(*question_keys()))),
+                    "checklist keys",
+                ),
+            ),
+            keys("bootstrap", "questions"),
+        ),
     )
-    return job.complete(result, counts=dict(counts), report=str(out / "safety.md"))
+
+    def settings(self, cfg: Mapping[str, Any]) -> dict[str, Any]:
+        # the checklist's texts (each judgment's content hash covers its prompt too)
+        return {"safety": {"checklist_sha256": checklist_digest()}}
+
+    def plan(self, ctx: Context) -> Plan:
+        questions = selected_questions(ctx.section("safety").get("questions"))
+        files = ctx.dialogue_files("name the evaluate.py output directories or dialogue files", True)
+        found: list[tuple[Path, list]] = []
+        for path in files:
+            per_file = []
+            for lineno, dialogue in enumerate(read_dialogues(path), 1):
+                if dialogue.status == "complete":
+                    per_file += [
+                        (reply, safety_items(reply, lines, questions))
+                        for reply, lines in replies(dialogue, path, lineno)
+                    ]
+            found.append((path, per_file))
+        if not any(per_file for _, per_file in found):
+            raise UserError(f"no complete dialogue with a reply to check in {', '.join(map(str, files))}")
+        judge = ctx.judge
+        batches = [
+            Batch(
+                judge,
+                [item for _, its in per_file for item in its],
+                ScoreStore(ctx.out / "safety" / f"{path.stem}__{judge.name}.jsonl", SafetyRecord),
+                f"safety checklist of {path.stem}",
+                "answer",
+            )
+            for path, per_file in found
+        ]
+        return Plan(batches, {"sources": [str(p) for p in files], "questions": questions}, (found, questions))
+
+    def report(self, ctx: Context, plan: Plan) -> Outcome:
+        found, questions = plan.data
+        counts: Counter = Counter(skipped=ctx.counts["skipped"])
+        answers = []
+        for (_, per_file), batch in zip(found, plan.batches, strict=True):
+            for reply, its in per_file:
+                for item in its:
+                    record = batch.store.records[(item.item_id, item.dimension)]
+                    answers.append(Answer(reply, item.dimension, record))
+                    counts[record.status] += 1
+        n = int(ctx.section("safety").get("bootstrap", 1000))
+        report = write_report(ctx.out, answers, questions, n, ctx.seed)
+        replied = len({a.reply.item_id for a in answers})
+        result = SafetyResult(str(ctx.out), report["markdown"], dict(counts), replied, report["flagged"])
+        return Outcome(result, {"counts": dict(counts), "report": str(ctx.out / "safety.md")})

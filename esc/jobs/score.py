@@ -10,35 +10,30 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from esc.chat.cost import CostEstimate, before_spending
-from esc.dialogues.store import dialogue_files
+from esc.config_rules import Rule, Section, paths
 from esc.errors import ConfigError, UserError
+from esc.jobs.mode import Context, Mode, Outcome, Plan, in_mode, register
 from esc.jsonl import atomic_write_text
-from esc.lifecycle import Job, JobResult
+from esc.lifecycle import JobResult
 from esc.reports import breakdown, simulators
 from esc.reports import jury as jury_report
 from esc.reports import leaderboard as board
 from esc.reports.jury import jury_names, pooled_records
 from esc.reports.simulators import simulator_tables
 from esc.reports.wandb_report import log_run
-from esc.rundir import resolved_revision
-from esc.scoring.judge import FAILED, INVALID, VALID, Judge
+from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.judging import (
+    Batch,
     check_one_prompt_per_judge,
-    estimate_items,
     invalid_report,
     load_items,
-    refuse_same_names,
-    score_files,
-    score_plan,
     selected_dimensions,
 )
-from esc.scoring.store import ScoreRecord, merge_score_files, score_file_paths
+from esc.scoring.store import ScoreRecord, ScoreStore, merge_score_files, score_file_paths
 
 
 @dataclasses.dataclass
@@ -115,42 +110,70 @@ def write_reports(
     return {"rows": rows, "markdown": markdown, "charts": [str(p) for p in charts]}
 
 
-def run_scores(
-    job: Job, resolved: Mapping[str, Any], out: Path, judge: Judge | Sequence[Judge] | None
-) -> ScoreResult:
-    """mode=score: judge the dialogues, then the leaderboard; mode=leaderboard: only the latter. A
-    jury (a list of judges, `esc.jobs.rank.jury_members`) judges with each, then pools."""
-    manifest = job.manifest
-    counts: Counter = Counter()
-    judges = list(judge) if isinstance(judge, list | tuple) else [judge] if judge is not None else []
-    if judges:
-        if resolved.get("dialogues") in (None, "???"):
-            raise ConfigError("dialogues", "name an evaluate.py output directory or dialogue files")
-        dims = selected_dimensions(resolved.get("dimensions"))
-        sources = dialogue_files(resolved["dialogues"])
-        refuse_same_names(sources)
-        for path in sources:  # bad input stops here, before any judging
-            load_items(path, dims[:1])
-        for each in judges:
-            each.check_ready()
-        revisions = {each.name: resolved_revision(each.identity()) for each in judges}
-        job.folder.check_resolved({"judge": revisions.popitem()[1]} if len(judges) == 1 else revisions)
-        identities = [each.identity() for each in judges]
-        manifest.update(
-            judge=identities[0] if len(judges) == 1 else identities, sources=[str(p) for p in sources]
-        )
-        scoring = resolved.get("scoring") or {}
-        job.on_stop(lambda: {"counts": dict(counts)})  # a stopped run records how far it got
-        plans = [score_plan(out, each, sources, dims, counts) for each in judges]
-        estimates = [
-            estimate_items(each, [item for _, items in plan for item, _ in items])
-            for each, plan in zip(judges, plans, strict=True)
+@register
+class Score(Mode):
+    """Judge the dialogues on the 7 dimensions, then the leaderboard. A jury (`jury=...`) judges
+    with each member, then pools."""
+
+    name = "score"
+    reads_dialogues = True
+    takes_jury = True
+    reports = ("leaderboard",)
+
+    def plan(self, ctx: Context) -> Plan:
+        files = ctx.dialogue_files("name an evaluate.py output directory or dialogue files", True)
+        dims = selected_dimensions(ctx.cfg.get("dimensions"))
+        found = [load_items(path, dims) for path in files]  # bad input stops here, before any judging
+        batches = [
+            Batch(
+                judge,
+                [item for item, _ in items],
+                ScoreStore(ctx.out / "scores" / f"{path.stem}__{judge.name}.jsonl"),
+                "dialogue x dimension",
+                "score",
+                [_record_fields(fields) for _, fields in items],
+                path,
+            )
+            for judge in ctx.judges
+            for path, items in zip(files, found, strict=True)
         ]
-        before_spending(CostEstimate.total(estimates), resolved.get("max_cost"), manifest)
-        for each, plan in zip(judges, plans, strict=True):
-            score_files(out, each, sources, dims, int(scoring.get("chunk", 64)),
-                        bool(scoring.get("progress", True)), counts, plan)  # fmt: skip
-    score_paths = sorted((out / "scores").glob("*.jsonl")) if judges else score_inputs(resolved)
+        return Plan(batches, {"sources": [str(p) for p in files]})
+
+    def report(self, ctx: Context, plan: Plan) -> Outcome:
+        paths = sorted((ctx.out / "scores").glob("*.jsonl"))
+        return leaderboard_outcome(ctx, paths, dict(ctx.counts))
+
+
+@register
+class Leaderboard(Mode):
+    """The leaderboard alone, from existing score files (`scores`): several runs, or a jury's
+    members' files pooled by name."""
+
+    name = "leaderboard"
+    judges = False
+    takes_jury = True
+    reports = ("leaderboard",)
+    config = (
+        Section(
+            "", (Rule("scores", paths(), "rank.py output dirs or score files", when=in_mode("leaderboard")),)
+        ),
+    )
+
+    def plan(self, ctx: Context) -> Plan:
+        return Plan(data=score_inputs(ctx.cfg))
+
+    def report(self, ctx: Context, plan: Plan) -> Outcome:
+        return leaderboard_outcome(ctx, plan.data, {})
+
+
+def _record_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """A score record's fields beyond what every judgment has (its dialogue's target, card, file)."""
+    return {k: v for k, v in fields.items() if k not in ("dialogue_id", "dimension", "language")}
+
+
+def leaderboard_outcome(ctx: Context, score_paths: Sequence[Path], counts: dict[str, int]) -> Outcome:
+    """The leaderboard of the score files (`write_reports`), and the run's result."""
+    out, resolved = ctx.out, ctx.cfg
     records = merge_score_files(score_paths)
     if not records:
         raise UserError(f"no score records in {', '.join(map(str, score_paths)) or out / 'scores'}")
@@ -168,15 +191,15 @@ def run_scores(
     )  # fmt: skip
     by_dimension = invalid_report(records)
     wandb_dir = log_run(out, resolved, reports["charts"], records)
-    result = ScoreResult(str(out), dict(counts), by_dimension, **reports)
-    return job.complete(
-        result,
-        wandb_dir=wandb_dir,
-        counts=dict(counts),
-        judgments=by_dimension,
-        leaderboard=str(out / "leaderboard.md"),
-        charts=reports["charts"],
-    )
+    result = ScoreResult(str(out), counts, by_dimension, **reports)
+    manifest = {
+        "wandb_dir": wandb_dir,
+        "counts": counts,
+        "judgments": by_dimension,
+        "leaderboard": str(out / "leaderboard.md"),
+        "charts": reports["charts"],
+    }
+    return Outcome(result, manifest)
 
 
 def score_inputs(resolved: Mapping[str, Any]) -> list[Path]:

@@ -8,13 +8,12 @@ whole on every run.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
 
-from esc.dialogues.store import dialogue_files, read_dialogues
-from esc.errors import ConfigError, UserError
-from esc.lifecycle import Job, JobResult
+from esc.config_rules import Rule, Section, boolean, integer, keys
+from esc.dialogues.store import read_dialogues
+from esc.errors import UserError
+from esc.jobs.mode import Context, Mode, Outcome, Plan, register
+from esc.lifecycle import JobResult
 from esc.reports.trajectory import rated_dialogues, write_report
 
 
@@ -32,21 +31,36 @@ class TrajectoryResult(JobResult):
         )
 
 
-def run_trajectory(job: Job, resolved: Mapping[str, Any], out: Path, judge: Any = None) -> TrajectoryResult:
-    if resolved.get("dialogues") in (None, "???"):
-        raise ConfigError(
-            "dialogues", "name the evaluate.py output directories (run with trajectory.enabled=true)"
+@register
+class Trajectory(Mode):
+    name = "trajectory"
+    reads_dialogues = True
+    judges = False
+    reports = ("trajectory",)
+    config = (
+        Section(
+            "trajectory",
+            (Rule("bootstrap", integer(0)), Rule("charts", boolean())),
+            keys("bootstrap", "charts"),
+        ),
+    )
+
+    def plan(self, ctx: Context) -> Plan:
+        files = ctx.dialogue_files(
+            "name the evaluate.py output directories (run with trajectory.enabled=true)"
         )
-    files = dialogue_files(resolved["dialogues"])
-    rated, unrated = rated_dialogues((d, str(path)) for path in files for d in read_dialogues(path))
-    if not rated:
-        raise UserError(
-            f"no rated dialogue in {', '.join(map(str, files))}: play them with "
-            "`python evaluate.py trajectory.enabled=true ...`"
-        )
-    section = resolved.get("trajectory") or {}
-    n, seed = int(section.get("bootstrap", 1000)), int(resolved.get("seed", 0))
-    report = write_report(out, rated, n, seed, bool(section.get("charts", True)), unrated)
-    job.manifest.update(sources=[str(p) for p in files])
-    result = TrajectoryResult(str(out), report["markdown"], len(rated), report["chart"])
-    return job.complete(result, dialogues=len(rated), report=str(out / "trajectory.md"))
+        rated, unrated = rated_dialogues((d, str(path)) for path in files for d in read_dialogues(path))
+        if not rated:
+            raise UserError(
+                f"no rated dialogue in {', '.join(map(str, files))}: play them with "
+                "`python evaluate.py trajectory.enabled=true ...`"
+            )
+        return Plan([], {"sources": [str(p) for p in files]}, (rated, unrated))
+
+    def report(self, ctx: Context, plan: Plan) -> Outcome:
+        rated, unrated = plan.data
+        section = ctx.section("trajectory")
+        n, charts = int(section.get("bootstrap", 1000)), bool(section.get("charts", True))
+        report = write_report(ctx.out, rated, n, ctx.seed, charts, unrated)
+        result = TrajectoryResult(str(ctx.out), report["markdown"], len(rated), report["chart"])
+        return Outcome(result, {"dialogues": len(rated), "report": str(ctx.out / "trajectory.md")})

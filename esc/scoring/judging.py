@@ -1,16 +1,19 @@
-"""Judging a set of items into a score file: resumable, in chunks, with progress.
+"""Judging items into score files: resumable, in chunks, with progress.
 
-`score_files` judges the dialogues of evaluate.py output files on the chosen dimensions (rank.py
-mode=score); `judge_items` judges any list of items (annotated dialogues, role-play questions).
-Both append each chunk's judgments as they come and skip what the score file already holds for the
-same text, so a rerun judges only what is missing or failed.
+A `Batch` is the items one judge answers into one store (a score file). `judge_batches` judges the
+pending items of batches, appending each chunk's judgments as they come and skipping what a store
+already holds for the same text and prompt, so a rerun judges only what is missing or failed. Every
+rank.py mode judges through it (`esc.jobs.mode.run_mode`); `judge_items` is one batch.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import itertools
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,67 +64,6 @@ def selected_dimensions(value: Any) -> list[str]:
     if not keys:
         raise ConfigError("dimensions", "is empty")
     return keys
-
-
-#: per dialogue file: its score file and the (item, record fields) still to judge in it
-ScorePlan = list[tuple[ScoreStore, list[tuple[ScoreItem, dict[str, Any]]]]]
-
-
-def score_plan(out: Path, judge: Judge, sources: Sequence[Path], dims: Sequence[str],
-               counts: Counter | None = None) -> ScorePlan:  # fmt: skip
-    """What `score_files` would judge: for each of `sources`, its score file
-    (OUT/scores/<file>__<judge>.jsonl) and the (dialogue, dimension) items not yet judged there on
-    the same text; `counts["skipped"]` gets the others."""
-    counts = Counter() if counts is None else counts
-    plan = []
-    for path in sources:
-        store = ScoreStore(out / "scores" / f"{path.stem}__{judge.name}.jsonl")
-        items = load_items(path, dims)
-        asked = judge.prompt_identity
-        pending = [
-            (item, f)
-            for item, f in items
-            if not store.is_done((item.item_id, item.dimension), item.content_sha, asked)
-        ]
-        changed = sum(store.changed((it.item_id, it.dimension), it.content_sha) for it, _ in pending)
-        if changed:
-            log.warning("%s: %d judgments were made on other dialogue text: judged again", path, changed)
-        reworded = sum(store.asked_otherwise((it.item_id, it.dimension), asked) for it, _ in pending)
-        if reworded:
-            log.warning("%s: %d judgments were asked with another rubric text: judged again", path, reworded)
-        counts["skipped"] += len(items) - len(pending)
-        plan.append((store, pending))
-    return plan
-
-
-def score_files(out: Path, judge: Judge, sources: Sequence[Path], dims: Sequence[str], chunk: int,
-                progress: bool, counts: Counter | None = None,
-                plan: ScorePlan | None = None) -> Counter:  # fmt: skip
-    """Judge every pending (dialogue, dimension) of `sources`; append to OUT/scores as it goes.
-    `counts` (valid, invalid, failed, skipped) is updated as each chunk is written, so that a run
-    stopped halfway can say how far it got. `plan`: `score_plan`'s (its skipped items already
-    counted), when the caller made it first, e.g. to estimate the cost (`estimate_items`)."""
-    counts = Counter() if counts is None else counts
-    if plan is None:
-        plan = score_plan(out, judge, sources, dims, counts)
-    total = sum(len(p) for _, p in plan)
-    prompt = judge.prompt_identity
-    desc = f"judge {judge.name}: dialogue x dimension"
-    with Progress(total, "score", desc, enabled=progress) as bar:
-        for store, pending in plan:
-            for start in range(0, len(pending), chunk):
-                part = pending[start : start + chunk]
-                judgments = judge.judge([item for item, _ in part])
-                records = [
-                    ScoreRecord.make(
-                        j, judge=judge.name, prompt=prompt, content_sha=item.content_sha, **fields
-                    )
-                    for (item, fields), j in zip(part, judgments, strict=True)
-                ]
-                store.add(records)
-                counts.update(r.status for r in records)
-                bar.update(len(part), invalid=counts[INVALID], failed=counts[FAILED])
-    return counts
 
 
 def refuse_same_names(sources: Sequence[Path]) -> None:
@@ -176,20 +118,19 @@ def pending_items(
     """The items `store` holds no judgment of on the same content (or only a failed one), asked the
     same rubric (`rubric`: the judge's `prompt_identity`, for items without their own messages; those
     hash their whole prompt in `content_sha`): what `judge_items` would judge."""
-    return [
-        item
-        for item in items
-        if not store.is_done(
-            (item.item_id, item.dimension), item.content_sha, rubric if item.messages is None else None
-        )
-    ]
+    return [item for item in items if _pending(item, store, rubric)]
+
+
+def _pending(item: ScoreItem, store: ScoreStore, rubric: dict[str, Any] | None) -> bool:
+    asked = rubric if item.messages is None else None
+    return not store.is_done((item.item_id, item.dimension), item.content_sha, asked)
 
 
 def estimate_items(judge: Judge, items: Sequence[ScoreItem]) -> CostEstimate | None:
     """What judging `items` with `judge` would cost, before any request (`esc.chat.cost`): one
     request per item, its prompt as the judge sends it (`item.prompt(judge.style,
     judge.default_system)`) counted, its reply at the judge's `settings.max_new_tokens` (an upper
-    bound). Pass only the items still to judge (`pending_items`, `score_plan`). None when the judge
+    bound). Pass only the items still to judge (`Batch.pending_items`). None when the judge
     has no price: a local judge, or an API judge whose `backend.price` is not set. Several judges
     (a jury) or item sets (pairwise items in both orders are items like any): add the estimates
     with `CostEstimate.total`. Every mode that judges hands its estimate to
@@ -215,30 +156,91 @@ def _asked(item: ScoreItem, rubric: dict[str, Any]) -> dict[str, Any]:
     return {"style": style, "version": version, **({"sha256": sha256[0]} if sha256 else {})}
 
 
+@dataclasses.dataclass(eq=False)
+class Batch:
+    """The items one judge answers into one store; `what` and `unit` label the progress line.
+    `fields`, parallel to `items`: more fields of each item's record (a dialogue's target, card
+    and file in the score files of mode=score)."""
+
+    judge: Judge
+    items: Sequence[ScoreItem]
+    store: ScoreStore
+    what: str = "item"
+    unit: str = "judgment"
+    fields: Sequence[Mapping[str, Any]] | None = None
+    source: Path | None = None  # the file the items come from, named in the warnings
+
+    @functools.cached_property
+    def pending(self) -> list[int]:
+        """The indices of the items the store holds no judgment of on the same content, asked the
+        same prompt (or only a failed one): what `judge_batches` judges. Computed once, before
+        judging; judgments made again because the text or the rubric changed are logged."""
+        rubric = self.judge.prompt_identity
+        pending = [i for i, item in enumerate(self.items) if _pending(item, self.store, rubric)]
+        where = self.source or self.store.path
+        asked = [self.items[i] for i in pending]
+        changed = sum(self.store.changed((it.item_id, it.dimension), it.content_sha) for it in asked)
+        if changed:
+            log.warning("%s: %d judgments were made on other dialogue text: judged again", where, changed)
+        reworded = sum(
+            self.store.asked_otherwise((it.item_id, it.dimension), rubric)
+            for it in asked
+            if it.messages is None
+        )
+        if reworded:
+            log.warning("%s: %d judgments were asked with another rubric text: judged again", where, reworded)
+        return pending
+
+    def pending_items(self) -> list[ScoreItem]:
+        return [self.items[i] for i in self.pending]
+
+    def record(self, index: int, judgment: Any) -> ScoreRecord:
+        item = self.items[index]
+        extra = dict(self.fields[index]) if self.fields is not None else {}
+        return self.store.record_type.make(
+            judgment,
+            **{
+                "dialogue_id": item.item_id,
+                "dimension": item.dimension,
+                "language": item.language,
+                **extra,
+                "judge": self.judge.name,
+                "prompt": _asked(item, self.judge.prompt_identity),
+                "content_sha": item.content_sha,
+            },
+        )
+
+
+def judge_batches(
+    batches: Sequence[Batch], chunk: int = 64, progress: bool = True, counts: Counter | None = None
+) -> Counter:
+    """Judge the pending items of each batch in chunks of `chunk`, appending each chunk to its store
+    as it comes. One progress line per run of batches with the same judge and label ("judge NAME:
+    what", counting `unit`s). `counts` (valid, invalid, failed) grows as each chunk is written, so
+    a run stopped halfway can say how far it got."""
+    counts = Counter() if counts is None else counts
+    for _, group in itertools.groupby(batches, key=lambda b: (id(b.judge), b.what, b.unit)):
+        group = list(group)
+        judge, first = group[0].judge, group[0]
+        total = sum(len(b.pending) for b in group)
+        with Progress(total, first.unit, f"judge {judge.name}: {first.what}", enabled=progress) as bar:
+            for batch in group:
+                for start in range(0, len(batch.pending), chunk):
+                    part = batch.pending[start : start + chunk]
+                    judgments = judge.judge([batch.items[i] for i in part])
+                    records = [batch.record(i, j) for i, j in zip(part, judgments, strict=True)]
+                    batch.store.add(records)
+                    counts.update(r.status for r in records)
+                    bar.update(len(part), invalid=counts[INVALID], failed=counts[FAILED])
+    return counts
+
+
 def judge_items(
     judge: Judge, items: Sequence[ScoreItem], store: ScoreStore, chunk: int = 32, progress: bool = True,
     what: str = "item", unit: str = "judgment",
 ) -> dict[tuple[str, str], ScoreRecord]:  # fmt: skip
-    """Judge each item not yet in `store` (appending as it goes); every record of the store; the
-    progress says `judge NAME: what` and counts `unit`s. Each
-    record names the prompt it was asked with: the judge's rubric style and version, or the item's
-    own `question` (role-play metrics, safety, pairwise: the question file and its version)."""
-    rubric = judge.prompt_identity
-    pending = pending_items(items, store, rubric)
-    with Progress(len(pending), unit, f"judge {judge.name}: {what}", enabled=progress) as bar:
-        for start in range(0, len(pending), chunk):
-            part = pending[start : start + chunk]
-            store.add(
-                store.record_type.make(
-                    j,
-                    dialogue_id=it.item_id,
-                    dimension=it.dimension,
-                    language=it.language,
-                    judge=judge.name,
-                    prompt=_asked(it, rubric),
-                    content_sha=it.content_sha,
-                )
-                for it, j in zip(part, judge.judge(part), strict=True)
-            )
-            bar.update(len(part))
+    """Judge each item not yet in `store` (one `Batch`); every record of the store. Each record names
+    the prompt it was asked with: the judge's rubric style and version, or the item's own
+    `question` (role-play metrics, safety, pairwise: the question file and its version)."""
+    judge_batches([Batch(judge, items, store, what, unit)], chunk, progress)
     return dict(store.records)

@@ -35,6 +35,8 @@ ANNOTATIONS = "annotations__"  # mode=agreement's score files: annotated dialogu
 ROLEPLAY = "roleplay__"  # mode=roleplay's score files: questions about role-players, shown as its tables
 #: OUT/<kind>.md shown as pages: the leaderboard as rank.py wrote it (with its jury, simulators and
 #: breakdown sections), and the other modes' reports
+#: the reports of the built-in modes, in page order; a run's manifest lists its mode's reports too
+#: (`reports`, written by `esc.jobs.mode.run_mode`), so a newly registered mode's pages show up
 REPORTS = (
     "leaderboard",
     "agreement",
@@ -142,7 +144,7 @@ def read_run(path: Path) -> Run:
         [p for p in scores if p.name.startswith(ANNOTATIONS)],
         _jsonl(path / "safety"),
         _jsonl(path / "pairwise"),
-        {kind: path / f"{kind}.md" for kind in REPORTS if (path / f"{kind}.md").is_file()},
+        {kind: path / f"{kind}.md" for kind in _report_kinds(manifest) if (path / f"{kind}.md").is_file()},
         _settings(path / "settings.json"),
     )
     if not (run.score_files or run.annotation_files or run.safety_files or run.pairwise_files or run.reports):
@@ -151,6 +153,14 @@ def read_run(path: Path) -> Run:
             f"pairwise/*.jsonl, {', '.join(k + '.md' for k in REPORTS)}): name a rank.py output folder"
         )
     return run
+
+
+def _report_kinds(manifest: Mapping[str, Any] | None) -> list[str]:
+    """The built-in report names, then any other the run's manifest lists (plain names only: each
+    names a file of the folder)."""
+    listed = (manifest or {}).get("reports")
+    extra = [k for k in listed if isinstance(k, str) and k.isidentifier()] if isinstance(listed, list) else []
+    return list(dict.fromkeys([*REPORTS, *extra]))
 
 
 def _settings(path: Path) -> dict[str, Any]:

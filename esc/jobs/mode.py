@@ -1,0 +1,211 @@
+"""A `rank.py` mode is one registered task; one runner does every mode's lifecycle.
+
+A mode is a `Mode` subclass in its own module under `esc/jobs/`, registered with `@register`:
+
+    @register
+    class Safety(Mode):
+        name = "safety"
+        reads_dialogues = True    # `dialogues=` is mandatory in this mode
+        own_questions = True      # its items ask their own questions: no per-dimension score adapters
+        reports = ("safety",)     # OUT/safety.md: a page of the report site
+        config = (Section("safety", ...),)  # its part of conf/rank.yaml, checked before any work
+
+        def plan(self, ctx):      # read and check the inputs; the items each judge answers, by store
+            return Plan([Batch(ctx.judge, items, store, "safety checklist", "answer")], ...)
+
+        def report(self, ctx, plan):  # the tables, from the stores; what the run returns
+            return Outcome(SafetyResult(...), {"report": "OUT/safety.md"})
+
+`run_mode` runs one: plan (bad input stops here) -> the judges' readiness and the folder's
+revisions -> the cost estimate (`max_cost`) -> judging (resumable, appended as it goes) -> report ->
+the manifest's end. `modes()` imports every module of `esc.jobs` once, so a new module is a new mode
+with no edit elsewhere (docs/architecture.md, "Adding a rank.py mode").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+import sys
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from esc.chat.cost import CostEstimate, before_spending
+from esc.config_rules import Section
+from esc.dialogues.store import dialogue_files
+from esc.errors import ConfigError
+from esc.lifecycle import Job, JobResult
+from esc.rundir import resolved_revision
+from esc.scoring.judge import Judge
+from esc.scoring.judging import Batch, estimate_items, judge_batches, refuse_same_names
+
+
+@dataclasses.dataclass
+class Context:
+    """What a mode's `plan` and `report` work with: the run, its resolved config, its judges."""
+
+    job: Job
+    cfg: Mapping[str, Any]  # the resolved config
+    out: Path
+    judges: list[Judge]  # [] in the modes that judge nothing; several for a jury
+    counts: Counter = dataclasses.field(default_factory=Counter)  # this run's judgments, and `skipped`
+
+    @property
+    def judge(self) -> Judge:
+        """The one judge of a mode that takes one."""
+        if len(self.judges) != 1:
+            raise RuntimeError(f"this mode takes one judge, not {len(self.judges)}")
+        return self.judges[0]
+
+    @property
+    def seed(self) -> int:
+        return int(self.cfg.get("seed", 0))
+
+    def section(self, name: str) -> dict[str, Any]:
+        """The config section `name` (e.g. `safety`), {} when absent."""
+        return dict(self.cfg.get(name) or {})
+
+    def dialogue_files(self, what: str, distinct_names: bool = False) -> list[Path]:
+        """The dialogue files of `dialogues` (files or evaluate.py folders); a ConfigError saying
+        `what` to name when it is not set. `distinct_names`: refuse two files of one name (their
+        dialogue ids and score files would collide)."""
+        if self.cfg.get("dialogues") in (None, "???"):
+            raise ConfigError("dialogues", what)
+        files = dialogue_files(self.cfg["dialogues"])
+        if distinct_names:
+            refuse_same_names(files)
+        return files
+
+
+@dataclasses.dataclass
+class Plan:
+    """What a mode will judge and what it read: `batches` (none in the modes that judge nothing),
+    `manifest` entries (its `sources`, counts of what it found), and `data` for its report."""
+
+    batches: list[Batch] = dataclasses.field(default_factory=list)
+    manifest: dict[str, Any] = dataclasses.field(default_factory=dict)
+    data: Any = None
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What a mode's report returns: the result the entry point prints, the manifest's last fields."""
+
+    result: JobResult
+    manifest: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+class Mode:
+    """One `rank.py` mode (see the module docstring). Subclasses set the class attributes and
+    implement `plan` and `report`; the defaults suit a mode that judges dialogues with one judge."""
+
+    name: ClassVar[str] = ""
+    reads_dialogues: ClassVar[bool] = False
+    judges: ClassVar[bool] = True  # whether it loads a judge (`needs_judge` may decide per config)
+    own_questions: ClassVar[bool] = False
+    takes_jury: ClassVar[bool] = False  # `jury=...` instead of one judge (mode=score; leaderboard reads one)
+    reports: ClassVar[tuple[str, ...]] = ()  # OUT/<name>.md files the report site shows
+    config: ClassVar[tuple[Section, ...]] = ()
+
+    def needs_judge(self, cfg: Mapping[str, Any]) -> bool:
+        return self.judges
+
+    def settings(self, cfg: Mapping[str, Any]) -> dict[str, Any]:
+        """What else shapes this mode's judgments (the inputs its items ask about, its questions'
+        texts), beside the judge: part of the folder's fingerprint (OUT/settings.json)."""
+        return {}
+
+    def plan(self, ctx: Context) -> Plan:
+        raise NotImplementedError
+
+    def report(self, ctx: Context, plan: Plan) -> Outcome:
+        raise NotImplementedError
+
+
+def in_mode(*names: str) -> Callable[[Any], bool]:
+    """A config rule's `when`: the rule holds only in these modes."""
+    return lambda cfg: cfg.get("mode", "score") in names
+
+
+M = TypeVar("M", bound=type[Mode])
+_REGISTRY: dict[str, Mode] = {}
+
+
+def register(cls: M) -> M:
+    """Class decorator: `cls` becomes the mode `cls.name` (a second class of one name is an error)."""
+    if not cls.name:
+        raise ValueError(f"{cls.__qualname__}: a mode needs a name")
+    known = _REGISTRY.get(cls.name)
+    if known is not None and type(known).__qualname__ != cls.__qualname__:
+        raise ValueError(
+            f"mode {cls.name!r} is registered twice: {type(known).__qualname__}, {cls.__qualname__}"
+        )
+    _REGISTRY[cls.name] = cls()
+    return cls
+
+
+def unregister(name: str) -> None:
+    """Remove a mode (tests that register a toy one)."""
+    _REGISTRY.pop(name, None)
+
+
+_loaded = False
+
+
+def modes() -> dict[str, Mode]:
+    """Every registered mode by name, the modules of `esc.jobs` imported first (once)."""
+    global _loaded
+    if not _loaded:
+        package = sys.modules[__package__]
+        for info in pkgutil.iter_modules(package.__path__):
+            importlib.import_module(f"{__package__}.{info.name}")
+        _loaded = True
+    return _REGISTRY
+
+
+def get_mode(name: Any) -> Mode:
+    """The mode `name`; a ConfigError on `mode` naming the registered ones otherwise."""
+    found = modes().get(name) if isinstance(name, str) else None
+    if found is None:
+        raise ConfigError("mode", f"{name!r} is not one of {', '.join(modes())}")
+    return found
+
+
+def run_mode(mode: Mode, job: Job, cfg: Mapping[str, Any], out: Path, judges: Sequence[Judge]) -> JobResult:
+    """Plan, check, estimate, judge, report, complete: the lifecycle of every mode."""
+    ctx = Context(job, cfg, out, list(judges))
+    plan = mode.plan(ctx)  # bad input stops here, before any request
+    if ctx.judges:
+        for judge in ctx.judges:
+            judge.check_ready()
+        revisions = {judge.name: resolved_revision(judge.identity()) for judge in ctx.judges}
+        identities = [judge.identity() for judge in ctx.judges]
+        single = len(ctx.judges) == 1
+        job.folder.check_resolved({"judge": revisions.popitem()[1]} if single else revisions)
+        job.manifest.update(judge=identities[0] if single else identities)
+    job.manifest.update(**plan.manifest)
+    job.on_stop(lambda: {"counts": dict(ctx.counts)})  # a stopped run records how far it got
+    if plan.batches:
+        ctx.counts["skipped"] += sum(len(b.items) - len(b.pending) for b in plan.batches)
+        by_judge: dict[int, list[Batch]] = {}
+        for batch in plan.batches:
+            by_judge.setdefault(id(batch.judge), []).append(batch)
+        estimates = [
+            estimate_items(group[0].judge, [item for b in group for item in b.pending_items()])
+            for group in by_judge.values()
+        ]
+        before_spending(CostEstimate.total(estimates), cfg.get("max_cost"), job.manifest)
+        scoring = ctx.section("scoring")
+        judge_batches(
+            plan.batches, int(scoring.get("chunk", 64)), bool(scoring.get("progress", True)), ctx.counts
+        )
+    outcome = mode.report(ctx, plan)
+    fields: dict[str, Any] = {"counts": dict(ctx.counts)} if plan.batches else {}  # a mode may say more
+    fields.update(outcome.manifest)
+    written = [name for name in mode.reports if (out / f"{name}.md").is_file()]
+    if written:
+        fields["reports"] = written
+    return job.complete(outcome.result, **fields)
