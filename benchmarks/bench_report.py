@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_report.py                       # 655 cards x 14 targets x 7 dimensions
     .venv/bin/python benchmarks/bench_report.py --cards 100 --targets 4 --browser   # + page loads in Chromium
 
-A synthetic rank.py folder (`esc.reports.site.synthetic.synthetic_run`: dialogue files with emotion
+A synthetic rank.py folder (`tests.synthetic_run.synthetic_run`: dialogue files with emotion
 ratings and score files of the given size, random but well-formed) is written once, then the site is
 built from it as `esc report` builds it (`build_site`, the leaderboard's 1,000 bootstrap resamples
 included), timed wall-clock, with the peak memory of this process. Prints the build time, the pages
@@ -27,7 +27,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from esc.reports.site import build_site  # noqa: E402
-from esc.reports.site.synthetic import synthetic_run  # noqa: E402
+from tests.synthetic_run import synthetic_run  # noqa: E402
 
 
 def folder_bytes(path: Path) -> int:

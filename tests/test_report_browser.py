@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from esc.reports.site import build_site, slugify
-from esc.reports.site.synthetic import inject_text, synthetic_run
 from esc.scoring.store import latest, read_scores
+from tests.synthetic_run import inject_text, synthetic_run
 
 pytestmark = pytest.mark.browser
 

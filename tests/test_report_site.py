@@ -1,5 +1,5 @@
 """The report site (`esc report`, esc/reports/site/): pages that open from disk and show what the
-run folders hold, model text escaped. Runs are synthetic (`esc.reports.site.synthetic.synthetic_run`:
+run folders hold, model text escaped. Runs are synthetic (`tests.synthetic_run.synthetic_run`:
 the dialogue and score file formats evaluate.py and rank.py write), so nothing here loads a model."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 
 from esc.cli import main
 from esc.reports.site import build_site, slugify
-from esc.reports.site.synthetic import inject_text, synthetic_run
 from esc.scoring.store import latest, read_scores
+from tests.synthetic_run import inject_text, synthetic_run
 
 INJECTION = "<script>alert(1)</script>"
 DIMENSIONS = ("fluency", "diversity", "empathy", "suggestion", "skill", "humanoid", "overall")  # Table 2

@@ -164,10 +164,6 @@ def write_annotations(annotations: Iterable[Annotation], path: Path) -> int:
 # --- ESConv: the seekers' own ratings, mapped to the dimensions they measure -------------------------
 
 
-def _window(lines: list[tuple[str, str]], max_lines: int | None) -> list[tuple[str, str]]:
-    return lines[:max_lines] if max_lines else lines
-
-
 def _feedback_overall(ratings: Sequence[int]) -> int | None:
     """Mean per-turn feedback (1-5) -> 0-4, half up; None without ratings."""
     if not ratings:

@@ -160,21 +160,13 @@ class DialogueStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         drop_partial_last_line(self.path)
         self._done = {d.key for d in read_dialogues(self.path)} if self.path.exists() else set()
-        self._previous_failures = (
-            {d.key: d.error for d in read_dialogues(self.failed_path)} if self.failed_path.exists() else {}
-        )
+        if self.failed_path.exists():  # a damaged failure file stops the run here, before any work
+            for _ in read_dialogues(self.failed_path):
+                pass
         self._failed: list[Dialogue] = []
 
     def is_done(self, card_id: int, language: str) -> bool:
         return (card_id, language) in self._done
-
-    @property
-    def n_done(self) -> int:
-        return len(self._done)
-
-    @property
-    def previous_failures(self) -> dict[tuple[int, str], str | None]:
-        return dict(self._previous_failures)
 
     def add(self, dialogue: Dialogue) -> None:
         """Record a finished dialogue: completed ones are appended and flushed to disk at once."""

@@ -197,13 +197,6 @@ def _local_dir(model_cfg: Mapping[str, Any], materialize: bool) -> Path | None:
     return converted_dir(spec) if is_converted(spec) else None
 
 
-def is_hub_id(model_cfg: Mapping[str, Any]) -> bool:
-    """True when the model comes from the hub by id (not tiny, packaged or a local directory)."""
-    if model_cfg.get("tiny") or model_cfg.get("packaged"):
-        return False
-    return not Path(str(model_cfg.get("name_or_path") or "")).expanduser().is_dir()
-
-
 def resolve_revision(
     model_cfg: Mapping[str, Any], materialize: bool = False, hub_cache: str | Path | None = None
 ) -> Revision:

@@ -59,11 +59,6 @@ class Interval:
     high: float
     undefined: float  # 0..1; NaN when no resampling was done
 
-    @property
-    def reliable(self) -> bool:
-        """Computed, and undefined in no more than `MAX_UNDEFINED` of the resamples."""
-        return not (math.isnan(self.low) or math.isnan(self.high)) and self.undefined <= MAX_UNDEFINED
-
 
 NO_INTERVAL = Interval(math.nan, math.nan, math.nan)
 

@@ -1,6 +1,6 @@
 """A synthetic rank.py run of any size, for timing the report site and for its tests.
 
-    from esc.reports.site.synthetic import synthetic_run
+    from tests.synthetic_run import synthetic_run
     rank_out = synthetic_run(tmp / "run", cards=655, targets=14, dims=7, seed=0)   # the paper's size
     build_site([rank_out], tmp / "site")
 
