@@ -15,6 +15,7 @@ import pytest
 
 from esc.annotate.human_scores import default_esconv_path
 from esc.errors import ConfigError, DataError
+from esc.jobs.correlation import run_correlation
 from esc.reports import correlation as corr
 from esc.reports.textmetrics import bleu, distinct, meteor, rouge_l, tokenize
 
@@ -175,7 +176,7 @@ def test_run_correlation_end_to_end(files: dict[str, Path], tmp_path: Path) -> N
         "seed": 1,
     }
     out = tmp_path / "out"
-    result = corr.run_correlation(cfg, out)
+    result = run_correlation(cfg, out)
     assert {Path(p).name for p in result["files"].values()} == {
         f"correlation.{k}" for k in ("md", "csv", "json")
     }
@@ -217,7 +218,7 @@ def test_run_correlation_end_to_end(files: dict[str, Path], tmp_path: Path) -> N
 
 def test_reference_metrics_are_not_invented(files: dict[str, Path], tmp_path: Path) -> None:
     cfg = {"annotations": str(files["annotations"]), "metrics": ["bleu4", "distinct2"], "bootstrap": 0}
-    result = corr.run_correlation(cfg, tmp_path)
+    result = run_correlation(cfg, tmp_path)
     assert result["summary"]["metrics"]["BLEU-4"]["computed"] is False
     assert "BLEU-4: not computed: no references file" in result["markdown"]
     assert "BLEU-4" not in result["summary"]["sample"]
@@ -235,16 +236,16 @@ def test_bad_inputs_name_the_file_and_line(files: dict[str, Path], tmp_path: Pat
     with pytest.raises(DataError, match=r"line 2"):
         corr.read_references(bad)
     with pytest.raises(ConfigError, match="correlation.metrics"):
-        corr.run_correlation({"annotations": str(files["annotations"]), "metrics": ["bleu3"]}, tmp_path)
+        run_correlation({"annotations": str(files["annotations"]), "metrics": ["bleu3"]}, tmp_path)
     with pytest.raises(ConfigError, match="correlation.scores"):
-        corr.run_correlation(
+        run_correlation(
             {"annotations": str(files["annotations"]), "scores": [str(tmp_path / "no")]}, tmp_path
         )
 
 
 @pytest.mark.skipif(not default_esconv_path().is_file(), reason="data/annotations not built: run `make data`")
 def test_shipped_esconv_annotations_have_no_references(tmp_path: Path) -> None:
-    result = corr.run_correlation({"metrics": ["distinct1", "rouge_l"], "bootstrap": 0}, tmp_path)
+    result = run_correlation({"metrics": ["distinct1", "rouge_l"], "bootstrap": 0}, tmp_path)
     summary = result["summary"]
     assert summary["dimensions"] == ["fluency", "empathy", "overall", "average"]
     assert summary["metrics"]["ROUGE-L"]["computed"] is False

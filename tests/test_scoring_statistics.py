@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from esc.jobs.correlation import run_correlation
 from esc.reports import agreement as agree
 from esc.reports import correlation as corr
 from esc.reports.bootstrap import MAX_UNDEFINED, format_figure, ratio_interval, unit_intervals
@@ -132,9 +133,7 @@ def test_run_correlation_reads_inputs_and_systems_from_annotations(tmp_path: Pat
             })  # fmt: skip
     path = tmp_path / "ann.jsonl"
     path.write_text("".join(json.dumps(a) + "\n" for a in anns))
-    result = corr.run_correlation(
-        {"annotations": str(path), "metrics": ["distinct1"], "bootstrap": 50}, tmp_path
-    )
+    result = run_correlation({"annotations": str(path), "metrics": ["distinct1"], "bootstrap": 50}, tmp_path)
     summary = result["summary"]
     assert summary["inputs"] == 20 and summary["systems"] == [f"sys{s}" for s in range(5)]
     sample = summary["sample"]["Distinct-1"]["overall"]

@@ -1,5 +1,5 @@
-"""`rank.py mode=agreement` and `mode=correlation`: a judge (or existing score files) against the
-human scores of one split, beside the baselines; text metrics and judges against people."""
+"""`rank.py mode=agreement`: a judge (or existing score files) against the human scores of one split,
+beside the baselines."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from esc.lifecycle import JobResult
 from esc.reports import agreement as agree
 from esc.reports import agreement_data, breakdown
 from esc.reports.agreement_data import SPLITS
-from esc.reports.correlation import run_correlation
 from esc.reports.wandb_report import log_run
 from esc.scoring.judging import Batch
 from esc.scoring.rubrics import DIMENSION_KEYS, LANGUAGES
@@ -34,16 +33,6 @@ class AgreementResult(JobResult):
             f"{self.markdown}\ninvalid judgments by dimension: {invalid or 'none'}\n"
             f"agreement: {self.output_dir}/agreement.md (.csv, .json)"
         )
-
-
-@dataclasses.dataclass
-class CorrelationResult(JobResult):
-    """mode=correlation: text metrics and judges against the human scores."""
-
-    markdown: str = ""
-
-    def summary(self) -> str:
-        return f"{self.markdown}\ncorrelation: {self.output_dir}/correlation.md (.csv, .json)"
 
 
 @register
@@ -147,33 +136,3 @@ class Agreement(Mode):
         wandb_dir = log_run(out, ctx.cfg)
         manifest = {"agreement": str(out / "agreement.md"), "invalid": invalid, "wandb_dir": wandb_dir}
         return Outcome(AgreementResult(str(out), markdown, invalid), manifest)
-
-
-@register
-class Correlation(Mode):
-    """Text metrics and judges against the human scores (Tables 3, 13-15)."""
-
-    name = "correlation"
-    judges = False
-    reports = ("correlation",)
-    config = (
-        Section(
-            "correlation",
-            (Rule("bootstrap", integer(0)),),
-            keys("annotations", "bootstrap", "metrics", "references", "scores"),
-        ),
-    )
-
-    def plan(self, ctx: Context) -> Plan:
-        return Plan()
-
-    def report(self, ctx: Context, plan: Plan) -> Outcome:
-        section = {"seed": ctx.cfg.get("seed", 42), **ctx.section("correlation")}
-        result = run_correlation(section, ctx.out)
-        wandb_dir = log_run(ctx.out, ctx.cfg)
-        manifest = {
-            "correlation": result["files"]["md"],
-            "warnings": result["warnings"],
-            "wandb_dir": wandb_dir,
-        }
-        return Outcome(CorrelationResult(str(ctx.out), result["markdown"]), manifest)

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import json
 import logging
 import math
 import warnings
@@ -43,15 +42,14 @@ from typing import Any
 
 import numpy as np
 
-from esc.annotate.human_scores import Annotation, default_esconv_path, human_reference, read_annotations
-from esc.errors import ConfigError, DataError, UserError
-from esc.jsonl import atomic_write_text, read_jsonl
-from esc.reports.agreement_data import folder_judge, held_out, trained_dialogues
+from esc.annotate.human_scores import Annotation, human_reference
+from esc.errors import ConfigError, DataError
+from esc.jsonl import read_jsonl
 from esc.reports.bootstrap import NO_INTERVAL, Interval, expand, format_figure, unit_index, unit_intervals
 from esc.reports.textmetrics import METRICS as TEXT_METRICS
 from esc.scoring.judge import VALID
 from esc.scoring.rubrics import DIMENSION_KEYS, dimension
-from esc.scoring.store import ScoreRecord, read_scores, score_file_paths
+from esc.scoring.store import ScoreRecord, score_file_paths
 
 log = logging.getLogger(__name__)
 
@@ -490,104 +488,3 @@ def summary(cells: Sequence[Cell], metrics: Sequence[Metric]) -> dict[str, Any]:
         for m in metrics
     }
     return out
-
-
-# --- entry point ------------------------------------------------------------------------------------
-
-
-def _config(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    names = cfg.get("metrics")
-    names = list(TEXT_METRICS) if names is None else [str(n) for n in names]
-    unknown = [n for n in names if n not in TEXT_METRICS]
-    if unknown:
-        raise ConfigError("correlation.metrics", f"unknown {unknown}; known: {', '.join(TEXT_METRICS)}")
-    n_resamples = int(cfg.get("bootstrap", 1000))
-    if n_resamples < 0:
-        raise ConfigError("correlation.bootstrap", "resamples must be >= 0 (0: no intervals)")
-    return {
-        "annotations": Path(str(cfg.get("annotations") or default_esconv_path())),
-        "scores": score_paths(cfg.get("scores")),
-        "references": None if not cfg.get("references") else Path(str(cfg["references"])),
-        "metrics": names,
-        "bootstrap": n_resamples,
-        "seed": int(cfg.get("seed", 42)),
-    }
-
-
-def _trained_on(paths: Sequence[Path]) -> set[str]:
-    """The annotated dialogues any judge of these score files was trained on."""
-    found: set[str] = set()
-    for path in paths:
-        found |= trained_dialogues(folder_judge(path))
-    return found
-
-
-def run_correlation(cfg: Mapping[str, Any], out: Path) -> dict[str, Any]:
-    """The analysis of `cfg` (keys: annotations, scores, references, metrics, bootstrap, seed);
-    writes OUT/correlation.{md,csv,json} and returns their content and paths."""
-    conf = _config(cfg)
-    out = Path(out)
-    log.info("Reading annotations from %s", conf["annotations"])
-    annotations = read_annotations(conf["annotations"])
-    records = [r for p in conf["scores"] for r in read_scores(p)]
-    if conf["scores"] and not records:
-        raise UserError(
-            f"no score records in {', '.join(map(str, conf['scores']))} (config `correlation.scores`)"
-        )
-    annotations = held_out(annotations, _trained_on(conf["scores"]), "a judge of correlation.scores")
-    items = load_items(annotations, records)
-    known = {it.dialogue_id for it in items}
-    warns: list[str] = []
-    references = None
-    if conf["references"] is not None:
-        references = read_references(conf["references"])
-        unknown = sorted(set(references) - known)
-        if unknown:
-            warns.append(
-                f"references {conf['references']}: {len(unknown)} of {len(references)} dialogue ids match no "
-                f"annotation (e.g. {', '.join(unknown[:3])}); left out"
-            )
-    judge_rows, judge_warns = judge_metrics(records, items)
-    warns += judge_warns
-    metrics = text_metrics(items, conf["metrics"], references) + judge_rows
-    common = common_dialogues(items, metrics)
-    if len(common) < len(items):
-        warns.append(
-            f"{len(items) - len(common)} of {len(items)} annotated dialogues lack a value of some row "
-            f"(no reference, no valid judgment): every row is computed on the other {len(common)}"
-        )
-    for warning in warns:
-        log.warning(warning)
-    cells = analyse(items, metrics, conf["bootstrap"], conf["seed"])
-    columns = human_columns(items)
-    systems = sorted({str(it.system) for it in common if it.system is not None})
-    header = [
-        "# Correlation with human scores",
-        "",
-        f"{len(common)} annotated dialogues ({conf['annotations']}) from {len({it.input for it in common})} "
-        f"inputs and {len(systems) or 1} system(s){': ' + ', '.join(systems) if systems else ''}; "
-        f"human-scored dimensions: {', '.join(column_name(c) for c in columns[:-1])}; "
-        f"{conf['bootstrap']} bootstrap resamples.",
-        *(f"\nWarning: {w}" for w in warns),
-    ]
-    markdown = to_markdown(cells, metrics, columns, header)
-    result = {
-        "annotations": str(conf["annotations"]),
-        "scores": [str(p) for p in conf["scores"]],
-        "references": None if conf["references"] is None else str(conf["references"]),
-        "dialogues": len(items),
-        "common_dialogues": len(common),
-        "inputs": len({it.input for it in common}),
-        "systems": systems,
-        "dimensions": columns,
-        "bootstrap": conf["bootstrap"],
-        "seed": conf["seed"],
-        "warnings": warns,
-        **summary(cells, metrics),
-    }
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "correlation.md", markdown)
-    write_csv(cells, out / "correlation.csv")
-    atomic_write_text(out / "correlation.json", json.dumps(result, indent=2, ensure_ascii=False) + "\n")
-    files = {k: str(out / f"correlation.{k}") for k in ("md", "csv", "json")}
-    return {"markdown": markdown, "files": files, "warnings": warns, "summary": result}
