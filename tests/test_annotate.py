@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import tests.scripted_backend  # noqa: F401  (registers backend kind "scripted")
-from esc.annotate.agreement import agreement, resolve
+from esc.annotate.annotator_agreement import agreement, resolve
 from esc.annotate.human_scores import read_annotations
 from esc.annotate.kinds import task_kind
 from esc.annotate.tasks import Label, import_labels, read_tasks, to_esc_rank

@@ -16,7 +16,7 @@ from esc.config_schema import validate
 from esc.dialogues.record import Dialogue, Turn
 from esc.errors import ConfigError
 from esc.jobs.score import write_reports
-from esc.reports import agreement as agree
+from esc.reports import judge_agreement as agree
 from esc.reports.breakdown import (
     UNKNOWN,
     Facets,

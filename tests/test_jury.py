@@ -12,7 +12,8 @@ import pytest
 
 from esc.dialogues.record import Dialogue, Turn
 from esc.reports import leaderboard as board
-from esc.reports.jury import JURY, agreement, leniency, pooled_records, rankings
+from esc.reports.jury import JURY, leniency, pooled_records, rankings
+from esc.reports.jury import agreement_between_judges as agreement
 from esc.reports.simulators import kendalls_w, simulator_tables, to_markdown, variance_shares
 from esc.scoring.rubrics import DIMENSION_KEYS
 from esc.scoring.store import ScoreRecord

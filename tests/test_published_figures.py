@@ -283,7 +283,7 @@ def hand_ordinal_alpha(table: np.ndarray) -> float:
 def test_the_jurys_alpha_is_ordinal_on_stated_scores() -> None:
     """Defect 9: with `jury.reading=stated` the scores are ordinal categories 0-4, but alpha was
     interval-level; it is now the ordinal alpha (checked against the definition)."""
-    from esc.reports.jury import agreement
+    from esc.reports.jury import agreement_between_judges as agreement
 
     a = [0, 1, 1, 2, 3, 4, 4, 2, 0, 3, 1, 4]
     b = [0, 1, 2, 2, 4, 4, 3, 1, 0, 3, 2, 4]
@@ -352,7 +352,7 @@ def test_a_changed_rubric_text_needs_a_new_version_and_re_judges(tmp_path, monke
     [
         ("esc.safety.checklist", "CHECKLIST_FILE", "checklist", "safety"),
         ("esc.scoring.pairwise", "PAIRWISE_FILE", "pairwise_prompts", "pairwise"),
-        ("esc.roleplay.metrics", "ROLEPLAY_METRICS_FILE", "roleplay_metrics", "roleplay_metrics"),
+        ("esc.roleplay_eval.metrics", "ROLEPLAY_METRICS_FILE", "roleplay_metrics", "roleplay_metrics"),
     ],
 )
 def test_every_question_file_refuses_a_text_changed_without_a_new_version(

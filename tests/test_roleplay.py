@@ -11,8 +11,8 @@ import pytest
 
 from esc.interact.run import evaluate
 from esc.paths import data_dir
-from esc.reports.roleplay import table1, win_rates
-from esc.roleplay.questions import PAIRWISE, RoleplayRecord, metric_items, metric_keys, pairwise_items
+from esc.reports.roleplay_eval import table1, win_rates
+from esc.roleplay_eval.questions import PAIRWISE, RoleplayRecord, metric_items, metric_keys, pairwise_items
 from esc.scoring.judge import INVALID, VALID
 from esc.scoring.judges import build_judge
 from esc.scoring.store import ScoreRecord

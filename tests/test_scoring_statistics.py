@@ -14,8 +14,8 @@ import pytest
 from scipy import stats
 
 from esc.jobs.correlation import run_correlation
-from esc.reports import agreement as agree
 from esc.reports import correlation as corr
+from esc.reports import judge_agreement as agree
 from esc.reports.bootstrap import MAX_UNDEFINED, format_figure, ratio_interval, unit_intervals
 
 

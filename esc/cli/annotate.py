@@ -17,7 +17,12 @@ import argparse
 import json
 from pathlib import Path
 
-from esc.annotate.agreement import agreement, agreement_markdown, resolve_labels, write_agreement_files
+from esc.annotate.annotator_agreement import (
+    agreement,
+    agreement_markdown,
+    resolve_labels,
+    write_agreement_files,
+)
 from esc.annotate.human_scores import (
     default_esconv_path,
     esconv_annotations,

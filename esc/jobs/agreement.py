@@ -11,9 +11,9 @@ from esc.config_rules import Rule, Section, either, integer, keys, list_of, numb
 from esc.jobs.mode import Context, Mode, Outcome, Plan, in_mode, register
 from esc.jobs.score import score_inputs
 from esc.lifecycle import JobResult
-from esc.reports import agreement as agree
-from esc.reports import agreement_data, breakdown
-from esc.reports.agreement_data import SPLITS
+from esc.reports import breakdown, judge_agreement_data
+from esc.reports import judge_agreement as agree
+from esc.reports.judge_agreement_data import SPLITS
 from esc.reports.wandb_report import log_run
 from esc.scoring.judging import Batch
 from esc.scoring.rubrics import DIMENSION_KEYS, LANGUAGES
@@ -82,23 +82,23 @@ class Agreement(Mode):
             "split": section.get("split_ratios") or [7, 1, 2],
             "seed": section.get("split_seed", 42),
         }
-        evaluated, train_part = agreement_data.split_annotations(data, section.get("split", "test"))
+        evaluated, train_part = judge_agreement_data.split_annotations(data, section.get("split", "test"))
         if not ctx.judges:
             paths = score_inputs(ctx.cfg)
-            rows, judges = agreement_data.scores_from_files(paths)
+            rows, judges = judge_agreement_data.scores_from_files(paths)
             for path in paths:  # score files of a rank.py folder: its judge's identity is in the manifest
-                identity = agreement_data.folder_judge(path)
-                evaluated = agreement_data.held_out(
-                    evaluated, agreement_data.trained_dialogues(identity), f"judge in {path}"
+                identity = judge_agreement_data.folder_judge(path)
+                evaluated = judge_agreement_data.held_out(
+                    evaluated, judge_agreement_data.trained_dialogues(identity), f"judge in {path}"
                 )
             manifest = {"scores": [str(p) for p in paths]}
             return Plan([], manifest, (evaluated, train_part, rows, ", ".join(judges)))
         judge = ctx.judge
-        evaluated = agreement_data.held_out(
-            evaluated, agreement_data.trained_dialogues(judge.identity()), judge.name
+        evaluated = judge_agreement_data.held_out(
+            evaluated, judge_agreement_data.trained_dialogues(judge.identity()), judge.name
         )
         store = ScoreStore(ctx.out / "scores" / f"annotations__{judge.name}.jsonl")
-        items = agreement_data.annotated_items(evaluated)
+        items = judge_agreement_data.annotated_items(evaluated)
         batch = Batch(judge, items, store, "annotated dialogues", "score")
         return Plan([batch], {}, (evaluated, train_part, {}, judge.name))
 
@@ -107,13 +107,13 @@ class Agreement(Mode):
         section, out = ctx.section("agreement"), ctx.out
         rows = dict(rows)
         for batch in plan.batches:
-            rows[batch.judge.name] = agreement_data.predictions(dict(batch.store.records))
+            rows[batch.judge.name] = judge_agreement_data.predictions(dict(batch.store.records))
         n_resamples, seed = int(section.get("bootstrap", 1000)), ctx.seed
-        items = agreement_data.agreement_items(evaluated)
+        items = judge_agreement_data.agreement_items(evaluated)
         for name, predicted in rows.items():
-            agreement_data.coverage_warning(predicted, items, name)
+            judge_agreement_data.coverage_warning(predicted, items, name)
         if section.get("baselines", True):
-            rows.update(agreement_data.baselines(train_part, evaluated))
+            rows.update(judge_agreement_data.baselines(train_part, evaluated))
         tables = agree.agreement_tables(items, rows, n_resamples, seed)
         split = section.get("split", "test")
         title = f"{label} against people: {len(items)} annotated items ({split} split)"
@@ -125,7 +125,7 @@ class Agreement(Mode):
                 n_resamples, seed, tables,
             )  # fmt: skip
             sections = breakdown.agreement_markdown(cuts)
-        markdown = agreement_data.write_agreement(out, tables, title, extra=sections)
+        markdown = judge_agreement_data.write_agreement(out, tables, title, extra=sections)
         invalid = {
             t.scope: r.n_invalid
             for t in tables

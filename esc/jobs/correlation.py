@@ -19,7 +19,6 @@ from esc.errors import ConfigError, UserError
 from esc.jobs.mode import Context, Mode, Outcome, Plan, register
 from esc.jsonl import atomic_write_text
 from esc.lifecycle import JobResult
-from esc.reports.agreement_data import folder_judge, held_out, trained_dialogues
 from esc.reports.correlation import (
     analyse,
     column_name,
@@ -34,6 +33,7 @@ from esc.reports.correlation import (
     to_markdown,
     write_csv,
 )
+from esc.reports.judge_agreement_data import folder_judge, held_out, trained_dialogues
 from esc.reports.textmetrics import METRICS as TEXT_METRICS
 from esc.reports.wandb_report import log_run
 from esc.scoring.store import read_scores

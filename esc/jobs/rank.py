@@ -6,7 +6,7 @@ Each mode is a `esc.jobs.mode.Mode` in its own module (`python rank.py mode=NAME
     leaderboard  existing score files -> leaderboard                     (esc.jobs.score)
     agreement    a judge, or score files, against the human scores       (esc.jobs.agreement)
     correlation  text metrics and judges against the human scores        (esc.jobs.correlation)
-    roleplay     role-players on the six role-play metrics, and against people (esc.jobs.roleplay)
+    roleplay     role-players on the six role-play metrics, and against people (esc.jobs.roleplay_eval)
     trajectory   the seekers' emotion trajectories of evaluate.py runs, no judge (esc.jobs.trajectory)
     safety       every reply of the targets against the safety checklist (esc.jobs.safety)
     pairwise     two chatbots on the same card, preferred per dimension in both orders (esc.jobs.pairwise)

@@ -89,7 +89,7 @@ def write_reports(
         on_reading = board.leaderboard([*jury_report.reading_records(judged, reading), *pooled], 0, seed)
         jury_section = jury_report.to_markdown(
             jury_report.leniency(judged, members, pool, reading, n, seed),
-            jury_report.agreement(judged, members, reading, n, seed),
+            jury_report.agreement_between_judges(judged, members, reading, n, seed),
             jury_report.rankings(on_reading, members), pool, members, reading,
         )  # fmt: skip
     else:

@@ -16,7 +16,7 @@ judgment has no average: it is in no cell, and each cell counts such dialogues (
 cell with n below `min_n` is written "n=4 (< 10)", never as a number. The tier-2 table keeps only
 the groups that reach `min_n` in some row and names those it leaves out.
 
-Agreement breakdown (`agreement_breakdowns`): the agreement tables (`esc.reports.agreement`) computed
+Agreement breakdown (`agreement_breakdowns`): the agreement tables (`esc.reports.judge_agreement`) computed
 again on the annotated items of each language and each number of turns, every row (judge and
 baselines) on the same items; shown per facet value for all dimensions pooled. A column whose
 resampling units (annotated dialogues) number fewer than `min_n` is not computed and is written as
@@ -42,7 +42,7 @@ from esc.cards.schema import SOURCES
 from esc.dialogues.store import played_by_source
 from esc.errors import DataError, UserError
 from esc.jsonl import atomic_write_text
-from esc.reports import agreement as agree
+from esc.reports import judge_agreement as agree
 from esc.reports.bootstrap import (
     NO_INTERVAL,
     Interval,

@@ -166,7 +166,7 @@ def _cell(by_judge: Mapping[str, ScoreRecord], member: str, reading: str) -> flo
     return _value(record, reading) if record is not None and record.status == VALID else math.nan
 
 
-def agreement(
+def agreement_between_judges(
     records: Sequence[ScoreRecord],
     members: Sequence[str],
     reading: str = "expected",

@@ -6,7 +6,7 @@ by dialogue) are scored by the judge — resumably, into ``OUT/scores/<judge>.js
 existing rank.py score files whose dialogue ids are the annotations'. A judge trained by
 `train.py +exp=train/esc_rank` is never measured on the dialogues it learned from: its adapters' folder
 names them (`trained_on.json`) and they are left out. Each judgment is compared with the human score
-(`esc.reports.agreement`), beside the trivial baselines fitted on the training split (majority
+(`esc.reports.judge_agreement`), beside the trivial baselines fitted on the training split (majority
 score, dialogue length), every row on the same items.
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 from esc.annotate.human_scores import Annotation, human_reference, splits
 from esc.errors import ConfigError, DataError, UserError
 from esc.jsonl import atomic_write_text
-from esc.reports import agreement as agree
+from esc.reports import judge_agreement as agree
 from esc.scoring.judge import VALID, ScoreItem
 from esc.scoring.rubrics import DIMENSION_KEYS
 from esc.scoring.store import ScoreRecord, merge_score_files

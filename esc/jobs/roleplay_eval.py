@@ -5,10 +5,10 @@ GPT-4 / Baichuan-NPC baselines, `+exp=evaluate/roleplay_dialogues`), the role ca
 (`roleplay.cards`; null: the released cards), and optionally the human dialogues those cards were
 made from (`roleplay.human`: the `human_dialogues.jsonl` that `python build_cards.py` writes
 for multi-turn sources). The judge answers the six metric questions for every dialogue and, for
-every card with a human dialogue, the pairwise question in both orders (`esc.roleplay.questions`).
+every card with a human dialogue, the pairwise question in both orders (`esc.roleplay_eval.questions`).
 
 Outputs in OUT: `scores/roleplay__<judge>.jsonl` (every judgment, resumable: a rerun asks only
-what is missing or failed), `table1.md|csv` and `winrates.md|csv` (`esc.reports.roleplay`).
+what is missing or failed), `table1.md|csv` and `winrates.md|csv` (`esc.reports.roleplay_eval`).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from esc.hashing import sha256_file
 from esc.jobs.answered import AnsweredResult
 from esc.jobs.mode import Context, Mode, Outcome, Plan, register
 from esc.jsonl import atomic_write_text, read_jsonl
-from esc.reports.roleplay import table1, table1_markdown, to_csv, win_rates, winrate_markdown
-from esc.roleplay.metrics import ROLEPLAY_METRICS_FILE
-from esc.roleplay.questions import (
+from esc.reports.roleplay_eval import table1, table1_markdown, to_csv, win_rates, winrate_markdown
+from esc.roleplay_eval.metrics import ROLEPLAY_METRICS_FILE
+from esc.roleplay_eval.questions import (
     RoleplayRecord,
     human_lines,
     metric_items,

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from esc.prompts.speakers import speaker_lines
-from esc.roleplay.metrics import roleplay_metrics, roleplay_question
+from esc.roleplay_eval.metrics import roleplay_metrics, roleplay_question
 from esc.scoring.judge import ScoreItem
 from esc.scoring.store import ScoreRecord
 

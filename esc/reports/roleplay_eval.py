@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from esc.reports.bootstrap import interval_text, mean_interval
-from esc.roleplay.questions import ORDERS, PAIRWISE, metric_keys, roleplay_won
+from esc.roleplay_eval.questions import ORDERS, PAIRWISE, metric_keys, roleplay_won
 from esc.scoring.judge import VALID
 
 SCALE = 5.0  # 0-2 shown as 0-10, as Table 1 does
