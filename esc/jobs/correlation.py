@@ -70,7 +70,7 @@ class Correlation(Mode):
         return Plan()
 
     def report(self, ctx: Context, plan: Plan) -> Outcome:
-        section = {"seed": ctx.cfg.get("seed", 42), **ctx.section("correlation")}
+        section = {"seed": ctx.seed, **ctx.section("correlation")}
         result = run_correlation(section, ctx.out)
         wandb_dir = log_run(ctx.out, ctx.cfg)
         manifest = {

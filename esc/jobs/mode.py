@@ -62,7 +62,8 @@ class Context:
 
     @property
     def seed(self) -> int:
-        return int(self.cfg.get("seed", 0))
+        """The run's seed (conf/rank.yaml: bootstrap resampling), stated once there."""
+        return int(self.cfg["seed"])
 
     def section(self, name: str) -> dict[str, Any]:
         """The config section `name` (e.g. `safety`), {} when absent."""

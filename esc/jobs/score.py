@@ -186,7 +186,7 @@ def leaderboard_outcome(ctx: Context, score_paths: Sequence[Path], counts: dict[
             "jury.members", f"no score of judge(s) {missing} in {', '.join(map(str, score_paths))}"
         )
     reports = write_reports(
-        out, records, {**(resolved.get("leaderboard") or {}), "seed": resolved.get("seed", 0)},
+        out, records, {**ctx.section("leaderboard"), "seed": ctx.seed},
         {**jury, "members": members} if members else None,
     )  # fmt: skip
     by_dimension = invalid_report(records)
