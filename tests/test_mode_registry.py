@@ -179,8 +179,8 @@ def test_the_mode_list_is_the_registry(toy_mode) -> None:
     with pytest.raises(ValueError, match="registered twice"):
 
         @register
-        class Another(Mode):
-            name = "toy_asks"
+        class Another(AsksAQuestion):
+            """Another class of the same name."""
 
 
 def test_a_mode_that_asks_its_own_questions_refuses_score_adapters(toy_mode, tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ with no edit elsewhere (docs/architecture.md, "Adding a rank.py mode").
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import importlib
 import pkgutil
@@ -99,9 +100,9 @@ class Outcome:
     manifest: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
-class Mode:
+class Mode(abc.ABC):
     """One `rank.py` mode (see the module docstring). Subclasses set the class attributes and
-    implement `plan` and `report`; the defaults suit a mode that judges dialogues with one judge."""
+    implement `plan` and `report`. By default a mode takes one judge and reads no dialogues."""
 
     name: ClassVar[str] = ""
     reads_dialogues: ClassVar[bool] = False
@@ -119,11 +120,13 @@ class Mode:
         texts), beside the judge: part of the folder's fingerprint (OUT/settings.json)."""
         return {}
 
+    @abc.abstractmethod
     def plan(self, ctx: Context) -> Plan:
-        raise NotImplementedError
+        """Read and check the inputs; the batches to judge, manifest entries, data for `report`."""
 
+    @abc.abstractmethod
     def report(self, ctx: Context, plan: Plan) -> Outcome:
-        raise NotImplementedError
+        """The tables, from the stores (every judgment, this run's and earlier ones)."""
 
 
 def in_mode(*names: str) -> Callable[[Any], bool]:
