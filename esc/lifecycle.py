@@ -26,7 +26,13 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from hydra.errors import ConfigCompositionException, OverrideParseException, SearchPathException
+from hydra.errors import (
+    ConfigCompositionException,
+    MissingConfigException,
+    OverrideParseException,
+    SearchPathException,
+)
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from esc.errors import INTERRUPTED as INTERRUPTED_EXIT
 from esc.errors import (
@@ -146,20 +152,27 @@ def report(result: JobResult) -> None:
 
 def hydra_error_line(err: Exception) -> UserError:
     """Hydra's refusal to compose a config (unknown key, unknown option, bad override syntax) as one
-    line; Hydra itself prints several."""
-    cause = str(err.__cause__ or "").strip().splitlines()
-    if getattr(err, "override", None):  # OverrideParseException: bad override syntax
+    line; Hydra itself prints several. Read from the exceptions' own fields where they have them
+    (the override, the missing config file, the key OmegaConf refused); the text otherwise."""
+    cause = err.__cause__
+    if isinstance(err, OverrideParseException) and err.override:  # bad override syntax
         first = str(err).strip().splitlines()[0]
         return UserError(
             f"cannot parse the override `{err.override}`: {first} (see Hydra's override grammar)"
         )
-    override = re.match(r"Could not override '([^']+)'", str(err))
-    if override and cause:
-        key = override.group(1)
-        if "not in struct" in cause[0]:
-            return ConfigError(key, f"no such key; check the spelling (to add a new key: +{key}=VALUE)")
-        return ConfigError(key, cause[0])
-    experiment = _experiment_hint(str(err))
+    missing = str(err.missing_cfg_file or "") if isinstance(err, MissingConfigException) else ""
+    if missing.startswith("exp/"):
+        return ConfigError("exp", _missing_experiment(missing.removeprefix("exp/")))
+    if "/" in missing and getattr(err, "options", None):  # a config group's option of no such name
+        group, option = missing.rsplit("/", 1)
+        options = ", ".join(str(o) for o in err.options)
+        return ConfigError(group, f"no option {option!r} (conf/{missing}.yaml); one of {options}")
+    key = getattr(cause, "full_key", None) if isinstance(cause, OmegaConfBaseException) else None
+    if key and isinstance(cause, ConfigAttributeError | ConfigKeyError):  # an override of no such key
+        return ConfigError(key, f"no such key; check the spelling (to add a new key: +{key}=VALUE)")
+    if key:  # an override OmegaConf refused for another reason (a value of the wrong type)
+        return ConfigError(key, (str(cause).strip().splitlines() or ["refused"])[0])
+    experiment = _foreign_experiment(str(err))
     if experiment:
         return ConfigError("exp", experiment)
     parts = []
@@ -170,28 +183,30 @@ def hydra_error_line(err: Exception) -> UserError:
             parts.append(f"{lines[0]} {', '.join(lines[1:])}")
         elif lines:
             parts.append(" ".join(lines))
-    return UserError("; ".join(parts + cause[:1]))
+    first_cause = str(cause or "").strip().splitlines()
+    return UserError("; ".join(parts + first_cause[:1]))
 
 
 EXPERIMENTS = Path(__file__).resolve().parent.parent / "conf" / "exp"  # conf/exp/<entry point>/<name>.yaml
 SCRIPTS = {"train": "train.py", "evaluate": "evaluate.py", "rank": "rank.py", "cards": "build_cards.py"}
 
 
-def _experiment_hint(text: str) -> str | None:
-    """What to write instead when an experiment (`+exp=...`) is missing or belongs to another entry
-    point; None for any other error."""
-    missing = re.search(r"Could not find 'exp/([^']+)'", text)
-    if missing:
-        name = missing.group(1)
-        found = sorted(
-            p.relative_to(EXPERIMENTS).with_suffix("").as_posix() for p in EXPERIMENTS.glob(f"*/{name}.yaml")
-        )
-        hint = (
-            f"did you mean +exp={' or +exp='.join(found)}?"
-            if found
-            else "experiments are conf/exp/<entry point>/<name>.yaml"
-        )
-        return f"no experiment {name!r} ({hint})"
+def _missing_experiment(name: str) -> str:
+    """What to write instead of `+exp=NAME` when no such experiment exists."""
+    found = sorted(
+        p.relative_to(EXPERIMENTS).with_suffix("").as_posix() for p in EXPERIMENTS.glob(f"*/{name}.yaml")
+    )
+    hint = (
+        f"did you mean +exp={' or +exp='.join(found)}?"
+        if found
+        else "experiments are conf/exp/<entry point>/<name>.yaml"
+    )
+    return f"no experiment {name!r} ({hint})"
+
+
+def _foreign_experiment(text: str) -> str | None:
+    """What to run instead when an experiment of another entry point failed to compose (Hydra
+    names the file only in its text); None for any other error."""
     foreign = re.match(r"In 'exp/(\w+)/([^']+)'", text)
     if foreign and foreign.group(1) in SCRIPTS:
         owner, name = foreign.groups()
