@@ -120,6 +120,10 @@ class Mode(abc.ABC):
         texts), beside the judge: part of the folder's fingerprint (OUT/settings.json)."""
         return {}
 
+    def site_sources(self, out: Path, cfg: Mapping[str, Any]) -> list[Path]:
+        """The folders the run's report site shows: OUT, and any other rank.py folder it reports."""
+        return [out]
+
     @abc.abstractmethod
     def plan(self, ctx: Context) -> Plan:
         """Read and check the inputs; the batches to judge, manifest entries, data for `report`."""

@@ -47,7 +47,6 @@ from esc.reports.site import build_site
 from esc.rundir import model_settings
 from esc.scoring.judge import Judge
 from esc.scoring.judges import build_judge, judge_config
-from esc.scoring.store import score_file_paths
 
 log = logging.getLogger(__name__)
 
@@ -87,16 +86,8 @@ def rank(cfg: DictConfig) -> JobResult:
 
 
 def site_sources(out: Path, resolved: Mapping[str, Any], mode: str) -> list[Path]:
-    """The folders the run's site shows: OUT, and for mode=leaderboard the rank.py folders whose
-    score files it read (`scores`: folders, or files under a folder's `scores/`)."""
-    if mode != "leaderboard":
-        return [out]
-    folders = []
-    for path in score_file_paths(resolved.get("scores"), "scores"):
-        folder = path.parent.parent if path.parent.name == "scores" else path.parent
-        if folder not in folders:
-            folders.append(folder)
-    return [out, *folders]  # OUT: the leaderboard.md this run wrote
+    """The folders the run's site shows (`Mode.site_sources`): OUT, and the folders a mode read."""
+    return get_mode(mode).site_sources(out, resolved)
 
 
 def write_site(out: Path, resolved: Mapping[str, Any], mode: str = "score") -> dict[str, Any]:

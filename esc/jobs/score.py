@@ -159,6 +159,16 @@ class Leaderboard(Mode):
         ),
     )
 
+    def site_sources(self, out: Path, cfg: Mapping[str, Any]) -> list[Path]:
+        """OUT (the leaderboard.md this run wrote), and the rank.py folders whose score files it read
+        (`scores`: folders, or files under a folder's `scores/`)."""
+        folders = []
+        for path in score_file_paths(cfg.get("scores"), "scores"):
+            folder = path.parent.parent if path.parent.name == "scores" else path.parent
+            if folder not in folders:
+                folders.append(folder)
+        return [out, *folders]
+
     def plan(self, ctx: Context) -> Plan:
         return Plan(data=score_inputs(ctx.cfg))
 
