@@ -56,8 +56,8 @@ models: $(STAMP)
 	$(PY) -m esc models fetch
 
 # The main job on a real (small) chat model: ESC-Role LoRA on SmolLM2 for a few steps (one row of
-# <= 512 tokens each: a step took 2.9-3.4 s on 2 idle cores with AVX512_BF16, 4.2 s beside a CPU-bound
-# process; see README for the whole demo's times), then the
+# <= 512 tokens each: a step took 2.9-3.4 s on 2 idle cores with AVX512_BF16, 4.7-4.9 s beside a
+# CPU-bound process; see README for the whole demo's times), then the
 # trained role-player talks with SmolLM2 about $(DEMO_CARDS) English role cards, one dialogue is printed,
 # SmolLM2 judges them on the 7 dimensions (the leaderboard is printed) and the report site is built.
 # `:=` fixes the folder once, so all three steps share it.

@@ -101,7 +101,7 @@ def _needed(cfg: DictConfig, job: str, key: str) -> bool:
     if job != "rank":
         return True
     top = key.split(".", 1)[0]
-    mode = importlib.import_module("esc.jobs.mode").modes().get(cfg.get("mode", "score"))
+    mode = importlib.import_module("esc.jobs.mode").configured_mode(cfg)
     if mode is None:  # the `mode` rule names the registered ones
         return False
     if top == "dialogues":

@@ -418,7 +418,11 @@ CASES: tuple[Case, ...] = (
     ),
     Case("rank-dialogues-not-set", RK, ("config `dialogues`", "mandatory")),
     Case("rank-missing-dialogues", (*RK, "dialogues={tmp}/nope"), ("config `dialogues`", "nope")),
-    Case("rank-typo-judge", (*RK, "judge=tinyy", "dialogues={tmp}"), ("judge/tinyy",)),
+    Case(
+        "rank-typo-judge",
+        (*RK, "judge=tinyy", "dialogues={tmp}"),
+        ("config `judge`", "judge/tinyy", "tiny_vllm"),
+    ),
     Case(
         "rank-judge-key-its-class-lacks",
         (*RK, "+judge.batchsize=2", "dialogues={tmp}"),

@@ -174,6 +174,13 @@ def modes() -> dict[str, Mode]:
     return _REGISTRY
 
 
+def configured_mode(cfg: Any) -> Mode | None:
+    """The registered mode a config names (`mode`, default score); None for an unknown name, which
+    the config schema's `mode` rule reports."""
+    name = cfg.get("mode", "score")
+    return modes().get(name) if isinstance(name, str) else None
+
+
 def get_mode(name: Any) -> Mode:
     """The mode `name`; a ConfigError on `mode` naming the registered ones otherwise."""
     found = modes().get(name) if isinstance(name, str) else None

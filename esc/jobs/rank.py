@@ -40,7 +40,7 @@ from esc.config_rules import (
     registered,
 )
 from esc.errors import ConfigError
-from esc.jobs.mode import Mode, get_mode, modes, run_mode
+from esc.jobs.mode import Mode, configured_mode, get_mode, modes, run_mode
 from esc.lifecycle import JobResult, job_run
 from esc.reports.jury import JURY, POOLS, READINGS, jury_names
 from esc.reports.site import build_site
@@ -166,12 +166,12 @@ def _judge_settings(judge: Judge) -> dict[str, Any]:
 
 
 def _reads_dialogues(cfg: Any) -> bool:
-    found = modes().get(cfg.get("mode", "score"))
+    found = configured_mode(cfg)
     return found is not None and found.reads_dialogues
 
 
 def _judging(cfg: Any) -> bool:
-    found = modes().get(cfg.get("mode", "score"))
+    found = configured_mode(cfg)
     return found is not None and found.needs_judge(cfg)
 
 

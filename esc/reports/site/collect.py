@@ -33,10 +33,9 @@ from esc.scoring.store import ScoreRecord, latest, merge_score_files, read_score
 
 ANNOTATIONS = "annotations__"  # mode=agreement's score files: annotated dialogues, not a leaderboard's
 ROLEPLAY = "roleplay__"  # mode=roleplay's score files: questions about role-players, shown as its tables
-#: OUT/<kind>.md shown as pages: the leaderboard as rank.py wrote it (with its jury, simulators and
-#: breakdown sections), and the other modes' reports
-#: the reports of the built-in modes, in page order; a run's manifest lists its mode's reports too
-#: (`reports`, written by `esc.jobs.mode.run_mode`), so a newly registered mode's pages show up
+#: OUT/<kind>.md shown as pages, in page order: the leaderboard as rank.py wrote it (with its jury,
+#: simulators and breakdown sections), and the built-in modes' reports. A run's manifest lists its
+#: mode's reports too (`reports`, written by `esc.jobs.mode.run_mode`), so a new mode's pages show up.
 REPORTS = (
     "leaderboard",
     "agreement",
