@@ -19,9 +19,13 @@ import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from hydra.utils import get_object
+from omegaconf import MISSING, OmegaConf
+from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
+
+from esc.errors import ConfigError
 
 Check = Callable[[Any], "str | None"]
 """A check takes a plain value (containers converted) and returns the problem, or None if fine."""
@@ -304,12 +308,14 @@ class Rule:
 class Section:
     """A config node the code reads: `node` (dotted; "" is the top level), the `rules` its values must
     pass, and `keys`, the keys the code reads there (None: open, e.g. a node handed to a library).
-    `when(cfg)`: the section applies only then (rank.py reads `judge` only in the modes that judge)."""
+    `when(cfg)`: the section applies only then (rank.py reads `judge` only in the modes that judge).
+    `schema`: the dataclass the code reads the node as (`typed_section`, `load_section`)."""
 
     node: str
     rules: tuple[Rule, ...] = ()
     keys: frozenset[str] | Callable[[Mapping[str, Any]], Sequence[str]] | None = None
     when: Callable[[Any], bool] | None = None
+    schema: type | None = None
 
     def known(self, value: Mapping[str, Any]) -> set[str] | None:
         """The keys this node may hold, given its value (a registry's class may decide), or None."""
@@ -344,3 +350,43 @@ def registry_keys(
         return ["kind", *extra, *(value if accepted is None else accepted)]
 
     return known
+
+
+# --- typed sections -------------------------------------------------------------------------------
+#
+# A typed section states each setting once: its value (and the comment saying what it does) in the
+# YAML under conf/, its type and its range in a dataclass beside the code that reads it. The
+# dataclass's fields have no defaults (`MISSING`): a value the YAML does not set is an error naming
+# the key, never a number in code. The code reads the node as that dataclass (`load_section`, once,
+# at the job's start), not as a dict with `.get(key, default)`.
+
+T = TypeVar("T")
+
+
+def setting(check: Check | None = None, hint: str = "") -> Any:
+    """A field of a typed section: its value comes from conf/; `check` its range beyond the type."""
+    return dataclasses.field(default=MISSING, metadata={"check": check, "hint": hint})
+
+
+def typed_section(node: str, schema: type, when: Callable[[Any], bool] | None = None) -> Section:
+    """The `Section` of the dataclass `schema` at `node`: its fields are the node's keys (any other
+    is a typo), their `setting(check)` its rules, their types checked by OmegaConf."""
+    fields = dataclasses.fields(schema)
+    rules = tuple(
+        Rule(f.name, f.metadata["check"], f.metadata["hint"]) for f in fields if f.metadata.get("check")
+    )
+    return Section(node, rules, frozenset(f.name for f in fields), when, schema)
+
+
+def load_section(node: str, schema: type[T], value: Mapping[str, Any] | None) -> T:
+    """The config node `node` (its plain, resolved value) as an instance of `schema`; a ConfigError
+    naming the key that is missing, unknown or of the wrong type."""
+    try:
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), dict(value or {})))
+    except MissingMandatoryValue as err:
+        key = f"{node}.{err.full_key}" if node else str(err.full_key)
+        raise ConfigError(key, "is not set (conf/ holds its value)") from None
+    except OmegaConfBaseException as err:
+        key = str(getattr(err, "full_key", "") or "")
+        key = f"{node}.{key}" if node and key else (key or node)
+        raise ConfigError(key, str(err).splitlines()[0]) from None

@@ -29,7 +29,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from esc.config_rules import Section, is_int
+from esc.config_rules import Section, is_int, load_section
 from esc.errors import ConfigError
 from esc.lifecycle import SCRIPTS
 
@@ -181,6 +181,8 @@ def check_section(cfg: DictConfig, section: Section) -> None:
         problem = rule.check(found)
         if problem:
             raise ConfigError(key, f"{problem} ({rule.hint})" if rule.hint else problem)
+    if section.schema is not None and isinstance(value, Mapping):  # the types, once the rules hold
+        load_section(section.node, section.schema, _select(cfg, section.node))
 
 
 def validate(cfg: DictConfig, job: Job) -> None:

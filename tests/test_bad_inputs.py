@@ -437,6 +437,11 @@ CASES: tuple[Case, ...] = (
     Case("rank-experiment-without-folder", (*RK, "+exp=roleplay_eval"), ("+exp=rank/roleplay_eval",)),
     Case("rank-typo-split", (*RK, "mode=agreement", "agreement.split=tst"), ("config `agreement.split`",)),
     Case("rank-negative-max-cost", (*RK, "dialogues={tmp}", "max_cost=-1"), ("config `max_cost`", "got -1")),
+    Case(  # a key with a type and no rule: the typed section (its dataclass) refuses it
+        "rank-references-not-a-path",
+        (*RK, "mode=correlation", "correlation.references=[a,b]"),
+        ("config `correlation.references`", "str"),
+    ),
     Case(
         "rank-corrupt-dialogue-line",
         (*RK[:1], "hydra.run.dir={tmp}/rank", "judge=tiny", "dialogues={out}"),

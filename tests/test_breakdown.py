@@ -15,6 +15,7 @@ from esc.cards import RoleCard, save_cards
 from esc.config_schema import validate
 from esc.dialogues.record import Dialogue, Turn
 from esc.errors import ConfigError
+from esc.jobs.mode import LeaderboardSettings
 from esc.jobs.score import write_reports
 from esc.reports import judge_agreement as agree
 from esc.reports.breakdown import (
@@ -210,8 +211,8 @@ def test_score_job_appends_the_sections_and_writes_every_cell(tmp_path: Path) ->
     _, cards, scores = played(tmp_path)
     out = tmp_path / "rank"
     out.mkdir()
-    cfg = {"bootstrap": 20, "charts": False, "cards": [str(cards)], "min_n": 1}
-    reports = write_reports(out, scores, cfg)
+    cfg = LeaderboardSettings(bootstrap=20, charts=False, breakdowns=True, min_n=1, cards=[str(cards)])
+    reports = write_reports(out, scores, cfg, seed=0)
     text = (out / "leaderboard.md").read_text(encoding="utf-8")
     assert text.startswith(reports["markdown"])  # the leaderboard first, unchanged
     titles = [line for line in text.splitlines() if line.startswith("## ")]
@@ -234,7 +235,7 @@ def test_score_job_appends_the_sections_and_writes_every_cell(tmp_path: Path) ->
     assert len(rows) == 11
     off = tmp_path / "off"
     off.mkdir()
-    write_reports(off, scores, {**cfg, "breakdowns": False})
+    write_reports(off, scores, dataclasses.replace(cfg, breakdowns=False), seed=0)
     assert "## By" not in (off / "leaderboard.md").read_text() and not (off / "breakdown.csv").exists()
 
 

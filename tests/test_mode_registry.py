@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from esc.config_rules import Rule, Section, integer, keys
+from esc.config_rules import integer, setting, typed_section
 from esc.config_schema import validate
 from esc.dialogues.record import Dialogue, Turn
 from esc.dialogues.store import read_dialogues
@@ -50,6 +50,13 @@ class AsksRecord(ScoreRecord):
         return (0, 1)
 
 
+@dataclasses.dataclass
+class AsksSettings:
+    """`toy_asks`: its config section, typed (the value comes from the YAML section)."""
+
+    min_words: int = setting(integer(1))  # replies shorter than this are not asked about
+
+
 class AsksAQuestion(Mode):
     """Does each reply of at least `min_words` words ask the seeker a question? (yes/no)"""
 
@@ -57,13 +64,13 @@ class AsksAQuestion(Mode):
     reads_dialogues = True
     own_questions = True
     reports = ("toy_asks",)
-    config = (Section("toy_asks", (Rule("min_words", integer(1)),), keys("min_words")),)
+    config = (typed_section("toy_asks", AsksSettings),)
 
     def settings(self, cfg: Any) -> dict[str, Any]:
         return {"toy_asks": {"question": QUESTION}}
 
     def plan(self, ctx: Context) -> Plan:
-        min_words = int(ctx.section("toy_asks").get("min_words", 1))
+        min_words = ctx.section("toy_asks").min_words  # an int, checked before any work
         files = ctx.dialogue_files("name the dialogue files", distinct_names=True)
         items = [
             ScoreItem(
@@ -168,6 +175,8 @@ def test_its_config_section_and_needs_are_checked_before_any_work(toy_mode, tmp_
         validate(_cfg(tmp_path / "out", f"dialogues={runs}", "+toy_asks.min_word=2"), "rank")
     with pytest.raises(ConfigError, match="dialogues.*mandatory"):  # it reads dialogues
         validate(_cfg(tmp_path / "out"), "rank")
+    with pytest.raises(ConfigError, match=r"toy_asks\.min_words`: must be an integer >= 1, got \"abc\""):
+        validate(_cfg(tmp_path / "out", f"dialogues={runs}", "+toy_asks.min_words=abc"), "rank")
     assert not (tmp_path / "out").exists()
 
 

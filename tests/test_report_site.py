@@ -17,6 +17,9 @@ from esc.scoring.store import latest, read_scores
 from tests.synthetic_run import inject_text, synthetic_run
 
 INJECTION = "<script>alert(1)</script>"
+#: what write_site reads of a resolved rank.py config (conf/rank.yaml's values)
+LEADERBOARD = {"bootstrap": 1000, "charts": True, "breakdowns": True, "min_n": 10, "cards": None}
+REPORT_ON = {"report": {"enabled": True, "title": None}, "leaderboard": LEADERBOARD}
 DIMENSIONS = ("fluency", "diversity", "empathy", "suggestion", "skill", "humanoid", "overall")  # Table 2
 
 
@@ -316,7 +319,7 @@ def test_rank_py_writes_its_site_after_the_run_and_a_failed_site_loses_nothing(
     import esc.jobs.rank as rank_job
 
     rank = synthetic_run(tmp_path / "run", cards=2, targets=["bot"], dims=2, seed=0)
-    fields = rank_job.write_site(rank, {"report": {"enabled": True}}, "score")
+    fields = rank_job.write_site(rank, REPORT_ON, "score")
     assert (
         fields == {"site": str(rank / "report" / "index.html")} and (rank / "report" / "index.html").is_file()
     )
@@ -327,10 +330,12 @@ def test_rank_py_writes_its_site_after_the_run_and_a_failed_site_loses_nothing(
         raise RuntimeError("planted")
 
     monkeypatch.setattr(rank_job, "build_site", broken)
-    assert rank_job.write_site(rank, {"report": {"enabled": True}}, "score") == {
+    assert rank_job.write_site(rank, REPORT_ON, "score") == {
         "site": None, "site_error": "RuntimeError: planted"
     }  # fmt: skip
-    assert rank_job.write_site(rank, {"report": {"enabled": False}}, "score") == {}
+    assert (
+        rank_job.write_site(rank, {**REPORT_ON, "report": {"enabled": False, "title": None}}, "score") == {}
+    )
 
 
 def test_a_leaderboard_run_shows_the_folders_it_read(tmp_path: Path) -> None:
@@ -340,5 +345,5 @@ def test_a_leaderboard_run_shows_the_folders_it_read(tmp_path: Path) -> None:
     out = tmp_path / "board"
     out.mkdir()
     (out / "leaderboard.md").write_text("| a |\n|---|\n| 1 |\n")
-    assert rank_job.site_sources(out, {"scores": [str(rank)]}, "leaderboard") == [out, rank]
-    assert rank_job.write_site(out, {"scores": [str(rank)]}, "leaderboard")["site"]
+    assert rank_job.site_sources(out, {**REPORT_ON, "scores": [str(rank)]}, "leaderboard") == [out, rank]
+    assert rank_job.write_site(out, {**REPORT_ON, "scores": [str(rank)]}, "leaderboard")["site"]

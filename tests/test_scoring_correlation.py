@@ -10,14 +10,19 @@ import json
 import math
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
+from omegaconf import OmegaConf
 
 from esc.annotate.human_scores import default_esconv_path
+from esc.config_rules import load_section
+from esc.config_schema import validate
 from esc.errors import ConfigError, DataError
-from esc.jobs.correlation import run_correlation
+from esc.jobs.correlation import CorrelationSettings, run_correlation
 from esc.reports import correlation as corr
 from esc.reports.textmetrics import bleu, distinct, meteor, rouge_l, tokenize
+from tests.helpers import compose
 
 HYP = ["the cat sat on the mat"]
 REF = ["the cat is on the mat"]
@@ -166,17 +171,22 @@ def files(tmp_path: Path) -> dict[str, Path]:
     }
 
 
+def settings(**given: Any) -> CorrelationSettings:
+    """conf/rank.yaml's `correlation` section with `given` set."""
+    section = OmegaConf.to_container(compose([], config_name="rank").correlation)
+    return load_section("correlation", CorrelationSettings, {**section, **given})
+
+
 def test_run_correlation_end_to_end(files: dict[str, Path], tmp_path: Path) -> None:
-    cfg = {
-        "annotations": str(files["annotations"]),
-        "scores": [str(files["scores"])],
-        "references": str(files["references"]),
-        "metrics": ["bleu1", "distinct1", "rouge_l", "meteor"],
-        "bootstrap": 50,
-        "seed": 1,
-    }
+    cfg = settings(
+        annotations=str(files["annotations"]),
+        scores=[str(files["scores"])],
+        references=str(files["references"]),
+        metrics=["bleu1", "distinct1", "rouge_l", "meteor"],
+        bootstrap=50,
+    )
     out = tmp_path / "out"
-    result = run_correlation(cfg, out)
+    result = run_correlation(cfg, 1, out)
     assert {Path(p).name for p in result["files"].values()} == {
         f"correlation.{k}" for k in ("md", "csv", "json")
     }
@@ -217,8 +227,8 @@ def test_run_correlation_end_to_end(files: dict[str, Path], tmp_path: Path) -> N
 
 
 def test_reference_metrics_are_not_invented(files: dict[str, Path], tmp_path: Path) -> None:
-    cfg = {"annotations": str(files["annotations"]), "metrics": ["bleu4", "distinct2"], "bootstrap": 0}
-    result = run_correlation(cfg, tmp_path)
+    cfg = settings(annotations=str(files["annotations"]), metrics=["bleu4", "distinct2"], bootstrap=0)
+    result = run_correlation(cfg, 42, tmp_path)
     assert result["summary"]["metrics"]["BLEU-4"]["computed"] is False
     assert "BLEU-4: not computed: no references file" in result["markdown"]
     assert "BLEU-4" not in result["summary"]["sample"]
@@ -235,17 +245,18 @@ def test_bad_inputs_name_the_file_and_line(files: dict[str, Path], tmp_path: Pat
     bad.write_text('{"dialogue_id": "d0", "references": ["a"]}\nnot json\n')
     with pytest.raises(DataError, match=r"line 2"):
         corr.read_references(bad)
-    with pytest.raises(ConfigError, match="correlation.metrics"):
-        run_correlation({"annotations": str(files["annotations"]), "metrics": ["bleu3"]}, tmp_path)
+    cfg = compose(["mode=correlation", "correlation.metrics=[bleu3]"], tmp_path / "x", config_name="rank")
+    with pytest.raises(ConfigError, match=r"correlation\.metrics`: item 0: must be one of bleu1"):
+        validate(cfg, "rank")
     with pytest.raises(ConfigError, match="correlation.scores"):
         run_correlation(
-            {"annotations": str(files["annotations"]), "scores": [str(tmp_path / "no")]}, tmp_path
+            settings(annotations=str(files["annotations"]), scores=[str(tmp_path / "no")]), 42, tmp_path
         )
 
 
 @pytest.mark.skipif(not default_esconv_path().is_file(), reason="data/annotations not built: run `make data`")
 def test_shipped_esconv_annotations_have_no_references(tmp_path: Path) -> None:
-    result = run_correlation({"metrics": ["distinct1", "rouge_l"], "bootstrap": 0}, tmp_path)
+    result = run_correlation(settings(metrics=["distinct1", "rouge_l"], bootstrap=0), 42, tmp_path)
     summary = result["summary"]
     assert summary["dimensions"] == ["fluency", "empathy", "overall", "average"]
     assert summary["metrics"]["ROUGE-L"]["computed"] is False

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from esc.jobs.correlation import run_correlation
+from esc.jobs.correlation import CorrelationSettings, run_correlation
 from esc.reports import correlation as corr
 from esc.reports import judge_agreement as agree
 from esc.reports.bootstrap import MAX_UNDEFINED, format_figure, ratio_interval, unit_intervals
@@ -133,7 +133,9 @@ def test_run_correlation_reads_inputs_and_systems_from_annotations(tmp_path: Pat
             })  # fmt: skip
     path = tmp_path / "ann.jsonl"
     path.write_text("".join(json.dumps(a) + "\n" for a in anns))
-    result = run_correlation({"annotations": str(path), "metrics": ["distinct1"], "bootstrap": 50}, tmp_path)
+    section = CorrelationSettings(annotations=str(path), scores=None, references=None, metrics=["distinct1"],
+                                  bootstrap=50)  # fmt: skip
+    result = run_correlation(section, 42, tmp_path)
     summary = result["summary"]
     assert summary["inputs"] == 20 and summary["systems"] == [f"sys{s}" for s in range(5)]
     sample = summary["sample"]["Distinct-1"]["overall"]

@@ -7,7 +7,19 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from esc.config_rules import Rule, Section, either, integer, keys, list_of, number, one_of, paths
+from esc.config_rules import (
+    Rule,
+    Section,
+    boolean,
+    either,
+    integer,
+    list_of,
+    number,
+    one_of,
+    paths,
+    setting,
+    typed_section,
+)
 from esc.jobs.mode import Context, Mode, Outcome, Plan, in_mode, register
 from esc.jobs.score import score_inputs
 from esc.lifecycle import JobResult
@@ -35,6 +47,20 @@ class AgreementResult(JobResult):
         )
 
 
+@dataclasses.dataclass
+class AgreementSettings:
+    """`agreement` (conf/rank.yaml): which human scores, which split, what beside the judge."""
+
+    annotations: str | None = setting()  # null: data/annotations/esconv_ratings.jsonl
+    split: str = setting(one_of(*SPLITS))
+    split_ratios: list[Any] = setting(list_of(number(minimum=0), length=3), "train : val : test")
+    split_seed: int = setting(integer())
+    languages: list[str] = setting(list_of(one_of(*LANGUAGES)))
+    baselines: bool = setting(boolean())
+    label: str | None = setting()
+    bootstrap: int = setting(integer(0))
+
+
 @register
 class Agreement(Mode):
     """The judge (or the judges of existing `scores`) against the human annotations of one split,
@@ -44,47 +70,29 @@ class Agreement(Mode):
     reports = ("agreement",)
     config = (
         Section("", (Rule("scores", either(one_of(None), paths()), when=in_mode("agreement")),)),
-        Section(
-            "agreement",
-            (
-                Rule("split", one_of(*SPLITS)),
-                Rule("split_ratios", list_of(number(minimum=0), length=3), "train : val : test"),
-                Rule("languages", list_of(one_of(*LANGUAGES))),
-                Rule("bootstrap", integer(0)),
-            ),
-            keys(
-                "annotations",
-                "baselines",
-                "bootstrap",
-                "label",
-                "languages",
-                "split",
-                "split_ratios",
-                "split_seed",
-            ),
-        ),
+        typed_section("agreement", AgreementSettings),
     )
 
     def needs_judge(self, cfg: Mapping[str, Any]) -> bool:
-        return not cfg.get("scores")  # existing score files instead of judging
+        return not cfg["scores"]  # existing score files instead of judging
 
     def settings(self, cfg: Mapping[str, Any]) -> dict[str, Any]:
-        section = cfg.get("agreement") or {}
+        section = cfg["agreement"]  # as written (the fingerprint of folders judged before typing)
         keys_ = ("annotations", "languages", "split_ratios", "split_seed", "split")
         return {"annotations": {k: section.get(k) for k in keys_}}
 
     def plan(self, ctx: Context) -> Plan:
-        section = ctx.section("agreement")
+        section: AgreementSettings = ctx.section("agreement")
         data = {
-            "annotations": section.get("annotations"),
-            "dimensions": ctx.cfg.get("dimensions", "all"),
-            "languages": section.get("languages") or ["en", "zh"],
-            "split": section.get("split_ratios") or [7, 1, 2],
-            "seed": section.get("split_seed", 42),
+            "annotations": section.annotations,
+            "dimensions": ctx.run.dimensions,
+            "languages": section.languages,
+            "split": section.split_ratios,
+            "seed": section.split_seed,
         }
-        evaluated, train_part = judge_agreement_data.split_annotations(data, section.get("split", "test"))
+        evaluated, train_part = judge_agreement_data.split_annotations(data, section.split)
         if not ctx.judges:
-            paths = score_inputs(ctx.cfg)
+            paths = score_inputs(ctx.run.scores)
             rows, judges = judge_agreement_data.scores_from_files(paths)
             for path in paths:  # score files of a rank.py folder: its judge's identity is in the manifest
                 identity = judge_agreement_data.folder_judge(path)
@@ -104,26 +112,26 @@ class Agreement(Mode):
 
     def report(self, ctx: Context, plan: Plan) -> Outcome:
         evaluated, train_part, rows, label = plan.data
-        section, out = ctx.section("agreement"), ctx.out
+        section: AgreementSettings = ctx.section("agreement")
+        out = ctx.out
         rows = dict(rows)
         for batch in plan.batches:
             rows[batch.judge.name] = judge_agreement_data.predictions(dict(batch.store.records))
-        n_resamples, seed = int(section.get("bootstrap", 1000)), ctx.seed
+        n_resamples, seed = section.bootstrap, ctx.seed
         items = judge_agreement_data.agreement_items(evaluated)
         for name, predicted in rows.items():
             judge_agreement_data.coverage_warning(predicted, items, name)
-        if section.get("baselines", True):
+        if section.baselines:
             rows.update(judge_agreement_data.baselines(train_part, evaluated))
         tables = agree.agreement_tables(items, rows, n_resamples, seed)
-        split = section.get("split", "test")
-        title = f"{label} against people: {len(items)} annotated items ({split} split)"
+        label = section.label or label
+        title = f"{label} against people: {len(items)} annotated items ({section.split} split)"
         sections = ""  # by language and turns (docs/scoring.md, "Breakdowns"), after the tables
         board = ctx.section("leaderboard")
-        if board.get("breakdowns", True):
+        if board.breakdowns:
             cuts = breakdown.agreement_breakdowns(
-                items, rows, breakdown.annotation_facets(evaluated), int(board.get("min_n", breakdown.MIN_N)),
-                n_resamples, seed, tables,
-            )  # fmt: skip
+                items, rows, breakdown.annotation_facets(evaluated), board.min_n, n_resamples, seed, tables
+            )
             sections = breakdown.agreement_markdown(cuts)
         markdown = judge_agreement_data.write_agreement(out, tables, title, extra=sections)
         invalid = {

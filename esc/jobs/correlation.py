@@ -9,13 +9,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from esc.annotate.human_scores import default_esconv_path, read_annotations
-from esc.config_rules import Rule, Section, integer, keys
-from esc.errors import ConfigError, UserError
+from esc.config_rules import integer, list_of, one_of, setting, typed_section
+from esc.errors import UserError
 from esc.jobs.mode import Context, Mode, Outcome, Plan, register
 from esc.jsonl import atomic_write_text
 from esc.lifecycle import JobResult
@@ -51,6 +51,17 @@ class CorrelationResult(JobResult):
         return f"{self.markdown}\ncorrelation: {self.output_dir}/correlation.md (.csv, .json)"
 
 
+@dataclasses.dataclass
+class CorrelationSettings:
+    """`correlation` (conf/rank.yaml): what is correlated with the human scores."""
+
+    annotations: str | None = setting()  # null: data/annotations/esconv_ratings.jsonl
+    scores: Any = setting()  # rank.py score files or folders (the judges' rows); null: none
+    references: str | None = setting()  # JSONL {dialogue_id, references}: BLEU, ROUGE-L, METEOR need it
+    metrics: list[str] | None = setting(list_of(one_of(*TEXT_METRICS), null=True), "null: all")
+    bootstrap: int = setting(integer(0), "0: no intervals")
+
+
 @register
 class Correlation(Mode):
     """Text metrics and judges against the human scores (Tables 3, 13-15); judges nothing."""
@@ -58,20 +69,13 @@ class Correlation(Mode):
     name = "correlation"
     judges = False
     reports = ("correlation",)
-    config = (
-        Section(
-            "correlation",
-            (Rule("bootstrap", integer(0)),),
-            keys("annotations", "bootstrap", "metrics", "references", "scores"),
-        ),
-    )
+    config = (typed_section("correlation", CorrelationSettings),)
 
     def plan(self, ctx: Context) -> Plan:
         return Plan()
 
     def report(self, ctx: Context, plan: Plan) -> Outcome:
-        section = {"seed": ctx.seed, **ctx.section("correlation")}
-        result = run_correlation(section, ctx.out)
+        result = run_correlation(ctx.section("correlation"), ctx.seed, ctx.out)
         wandb_dir = log_run(ctx.out, ctx.cfg)
         manifest = {
             "correlation": result["files"]["md"],
@@ -79,25 +83,6 @@ class Correlation(Mode):
             "wandb_dir": wandb_dir,
         }
         return Outcome(CorrelationResult(str(ctx.out), result["markdown"]), manifest)
-
-
-def _config(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    names = cfg.get("metrics")
-    names = list(TEXT_METRICS) if names is None else [str(n) for n in names]
-    unknown = [n for n in names if n not in TEXT_METRICS]
-    if unknown:
-        raise ConfigError("correlation.metrics", f"unknown {unknown}; known: {', '.join(TEXT_METRICS)}")
-    n_resamples = int(cfg.get("bootstrap", 1000))
-    if n_resamples < 0:
-        raise ConfigError("correlation.bootstrap", "resamples must be >= 0 (0: no intervals)")
-    return {
-        "annotations": Path(str(cfg.get("annotations") or default_esconv_path())),
-        "scores": score_paths(cfg.get("scores")),
-        "references": None if not cfg.get("references") else Path(str(cfg["references"])),
-        "metrics": names,
-        "bootstrap": n_resamples,
-        "seed": int(cfg.get("seed", 42)),
-    }
 
 
 def _trained_on(paths: Sequence[Path]) -> set[str]:
@@ -108,11 +93,17 @@ def _trained_on(paths: Sequence[Path]) -> set[str]:
     return found
 
 
-def run_correlation(cfg: Mapping[str, Any], out: Path) -> dict[str, Any]:
-    """The analysis of `cfg` (keys: annotations, scores, references, metrics, bootstrap, seed);
-    writes OUT/correlation.{md,csv,json} and returns their content and paths. Callable without
-    rank.py (its tests call it): `_config` checks what the config schema checks for rank.py."""
-    conf = _config(cfg)
+def run_correlation(settings: CorrelationSettings, seed: int, out: Path) -> dict[str, Any]:
+    """The analysis `settings` ask for; writes OUT/correlation.{md,csv,json} and returns their
+    content and paths."""
+    conf = {
+        "annotations": Path(settings.annotations or default_esconv_path()),
+        "scores": score_paths(settings.scores),
+        "references": Path(settings.references) if settings.references else None,
+        "metrics": list(TEXT_METRICS) if settings.metrics is None else list(settings.metrics),
+        "bootstrap": settings.bootstrap,
+        "seed": seed,
+    }
     out = Path(out)
     log.info("Reading annotations from %s", conf["annotations"])
     annotations = read_annotations(conf["annotations"])

@@ -8,9 +8,10 @@ A mode is a `Mode` subclass in its own module under `esc/jobs/`, registered with
         reads_dialogues = True    # `dialogues=` is mandatory in this mode
         own_questions = True      # its items ask their own questions: no per-dimension score adapters
         reports = ("safety",)     # OUT/safety.md: a page of the report site
-        config = (Section("safety", ...),)  # its part of conf/rank.yaml, checked before any work
+        config = (typed_section("safety", SafetySettings),)  # its part of conf/rank.yaml, typed
 
         def plan(self, ctx):      # read and check the inputs; the items each judge answers, by store
+            questions = ctx.section("safety").questions   # a SafetySettings, read once
             return Plan([Batch(ctx.judge, items, store, "safety checklist", "answer")], ...)
 
         def report(self, ctx, plan):  # the tables, from the stores; what the run returns
@@ -35,24 +36,89 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from esc.chat.cost import CostEstimate, before_spending
-from esc.config_rules import Section
+from esc.config_rules import (
+    Section,
+    boolean,
+    either,
+    integer,
+    load_section,
+    number,
+    one_of,
+    paths,
+    registered,
+    setting,
+    typed_section,
+)
 from esc.dialogues.store import dialogue_files
 from esc.errors import ConfigError
 from esc.lifecycle import Job, JobResult
+from esc.reports.jury import JurySettings, jury_names
 from esc.rundir import resolved_revision
 from esc.scoring.judge import Judge
 from esc.scoring.judging import Batch, estimate_items, judge_batches, refuse_same_names
 
 
 @dataclasses.dataclass
+class RunSettings:
+    """conf/rank.yaml's top-level keys that every mode may read."""
+
+    seed: int = setting(integer())  # bootstrap resampling; judges decode greedily
+    mode: str = setting(registered(lambda: tuple(modes())))
+    dialogues: Any = setting()  # evaluate.py output dirs or dialogue files; None when not set
+    scores: Any = setting()  # rank.py output dirs or score files; null
+    dimensions: Any = setting()  # all, or a list of dimension names
+    max_cost: float | None = setting(number(minimum=0, null=True), "USD: refuse a run estimated over it")
+
+
+@dataclasses.dataclass
+class ScoringSettings:
+    """`scoring`: how judging goes, in every mode that judges."""
+
+    chunk: int = setting(integer(1))
+    progress: bool = setting(boolean())
+
+
+@dataclasses.dataclass
+class LeaderboardSettings:
+    """`leaderboard`: the Table 2 leaderboard and the breakdowns (score, leaderboard, agreement)."""
+
+    bootstrap: int = setting(integer(0))
+    charts: bool = setting(boolean())
+    breakdowns: bool = setting(boolean())
+    min_n: int = setting(integer(1))
+    cards: Any = setting(either(one_of(None), paths("file")), "card files; null: the released cards")
+
+
+def has_jury(cfg: Any) -> bool:
+    """Whether the config names a jury's members (`jury=none` names none)."""
+    return bool(jury_names(cfg.get("jury")))
+
+
+#: the typed sections every mode reads (each mode adds its own, `Mode.config`)
+SHARED_SECTIONS: tuple[Section, ...] = (
+    typed_section("scoring", ScoringSettings),
+    typed_section("leaderboard", LeaderboardSettings),
+    typed_section("jury", JurySettings, when=has_jury),
+)
+
+
+@dataclasses.dataclass
 class Context:
-    """What a mode's `plan` and `report` work with: the run, its resolved config, its judges."""
+    """What a mode's `plan` and `report` work with: the run, its config (typed sections, read once),
+    its judges."""
 
     job: Job
-    cfg: Mapping[str, Any]  # the resolved config
+    cfg: Mapping[str, Any]  # the resolved config (what the judges and the W&B log read)
     out: Path
     judges: list[Judge]  # [] in the modes that judge nothing; several for a jury
     counts: Counter = dataclasses.field(default_factory=Counter)  # this run's judgments, and `skipped`
+    sections: dict[str, Any] = dataclasses.field(default_factory=dict)  # node -> its dataclass
+    run: RunSettings = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        # `???` (`dialogues` in a mode that reads none) is no value: None here
+        top = {f.name: self.cfg[f.name] for f in dataclasses.fields(RunSettings) if f.name in self.cfg}
+        self.run = load_section("", RunSettings, {k: None if v == "???" else v for k, v in top.items()})
 
     @property
     def judge(self) -> Judge:
@@ -64,22 +130,33 @@ class Context:
     @property
     def seed(self) -> int:
         """The run's seed (conf/rank.yaml: bootstrap resampling), stated once there."""
-        return int(self.cfg["seed"])
+        return self.run.seed
 
-    def section(self, name: str) -> dict[str, Any]:
-        """The config section `name` (e.g. `safety`), {} when absent."""
-        return dict(self.cfg.get(name) or {})
+    def section(self, name: str) -> Any:
+        """The typed config section `name` (e.g. `safety`); a ConfigError when the config lacks it."""
+        if name not in self.sections:
+            raise ConfigError(name, f"is not in the config, and mode={self.run.mode} reads it")
+        return self.sections[name]
 
     def dialogue_files(self, what: str, distinct_names: bool = False) -> list[Path]:
         """The dialogue files of `dialogues` (files or evaluate.py folders); a ConfigError saying
         `what` to name when it is not set. `distinct_names`: refuse two files of one name (their
         dialogue ids and score files would collide)."""
-        if self.cfg.get("dialogues") in (None, "???"):
+        if self.run.dialogues is None:
             raise ConfigError("dialogues", what)
-        files = dialogue_files(self.cfg["dialogues"])
+        files = dialogue_files(self.run.dialogues)
         if distinct_names:
             refuse_same_names(files)
         return files
+
+
+def typed_sections(mode: Mode, cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The config's sections that `mode` reads and that have a schema, each as its dataclass."""
+    return {
+        s.node: load_section(s.node, s.schema, cfg[s.node])
+        for s in (*SHARED_SECTIONS, *mode.config)
+        if s.schema is not None and cfg.get(s.node) is not None and (s.when is None or s.when(cfg))
+    }
 
 
 @dataclasses.dataclass
@@ -191,7 +268,7 @@ def get_mode(name: Any) -> Mode:
 
 def run_mode(mode: Mode, job: Job, cfg: Mapping[str, Any], out: Path, judges: Sequence[Judge]) -> JobResult:
     """Plan, check, estimate, judge, report, complete: the lifecycle of every mode."""
-    ctx = Context(job, cfg, out, list(judges))
+    ctx = Context(job, cfg, out, list(judges), sections=typed_sections(mode, cfg))
     plan = mode.plan(ctx)  # bad input stops here, before any request
     if ctx.judges:
         for judge in ctx.judges:
@@ -212,11 +289,9 @@ def run_mode(mode: Mode, job: Job, cfg: Mapping[str, Any], out: Path, judges: Se
             estimate_items(group[0].judge, [item for b in group for item in b.pending_items()])
             for group in by_judge.values()
         ]
-        before_spending(CostEstimate.total(estimates), cfg.get("max_cost"), job.manifest)
-        scoring = ctx.section("scoring")
-        judge_batches(
-            plan.batches, int(scoring.get("chunk", 64)), bool(scoring.get("progress", True)), ctx.counts
-        )
+        before_spending(CostEstimate.total(estimates), ctx.run.max_cost, job.manifest)
+        scoring: ScoringSettings = ctx.section("scoring")
+        judge_batches(plan.batches, scoring.chunk, scoring.progress, ctx.counts)
     outcome = mode.report(ctx, plan)
     fields: dict[str, Any] = {"counts": dict(ctx.counts)} if plan.batches else {}  # a mode may say more
     fields.update(outcome.manifest)

@@ -14,13 +14,13 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from esc.config_rules import Rule, Section, integer, keys, number
+from esc.config_rules import integer, number, setting, typed_section
 from esc.dialogues.record import dialogue_lines
 from esc.dialogues.store import read_dialogues
 from esc.errors import UserError
 from esc.jobs.answered import AnsweredResult
 from esc.jobs.mode import Context, Mode, Outcome, Plan, register
-from esc.reports.pairwise import PRIOR, Judged, dropped_cards, write_report
+from esc.reports.pairwise import Judged, dropped_cards, write_report
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.judging import Batch, selected_dimensions
 from esc.scoring.pairwise import ORDERS, PairwiseRecord, pair_items, pairs, pairwise_digest, verdict
@@ -41,29 +41,28 @@ class PairwiseResult(AnsweredResult):
         )
 
 
+@dataclasses.dataclass
+class PairwiseSettings:
+    """`pairwise` (conf/rank.yaml): the Bradley-Terry fit's resamples and prior."""
+
+    bootstrap: int = setting(integer(0))  # resamples by card for the 95% intervals
+    prior: float = setting(number(above=0, multiple_of=0.5), "pseudo-wins each way per pair")
+
+
 @register
 class Pairwise(Mode):
     name = "pairwise"
     reads_dialogues = True
     own_questions = True
     reports = ("pairwise",)
-    config = (
-        Section(
-            "pairwise",
-            (
-                Rule("bootstrap", integer(0)),
-                Rule("prior", number(above=0, multiple_of=0.5), "pseudo-wins each way per pair"),
-            ),
-            keys("bootstrap", "prior"),
-        ),
-    )
+    config = (typed_section("pairwise", PairwiseSettings),)
 
     def settings(self, cfg: Mapping[str, Any]) -> dict[str, Any]:
         return {"pairwise": {"questions_sha256": pairwise_digest()}}
 
     def plan(self, ctx: Context) -> Plan:
         files = ctx.dialogue_files("name two or more evaluate.py output directories (one per target)", True)
-        dims = selected_dimensions(ctx.cfg.get("dimensions"))
+        dims = selected_dimensions(ctx.run.dimensions)
         dialogues = []
         for path in files:
             for lineno, dialogue in enumerate(read_dialogues(path), 1):
@@ -98,9 +97,8 @@ class Pairwise(Mode):
                 for record in answers.values():
                     counts[record.status if record is not None else FAILED] += 1
                 judged.append(Judged(pair, key, verdict(pair, answers)))
-        section = ctx.section("pairwise")
-        n, prior = int(section.get("bootstrap", 1000)), float(section.get("prior", PRIOR))
-        name = ctx.judge.name
-        report = write_report(ctx.out, judged, dims, name, n, ctx.seed, dropped_cards(played), prior)
+        section: PairwiseSettings = ctx.section("pairwise")
+        name, n = ctx.judge.name, section.bootstrap
+        report = write_report(ctx.out, judged, dims, name, n, ctx.seed, dropped_cards(played), section.prior)
         result = PairwiseResult(str(ctx.out), report["markdown"], dict(counts), len(judged))
         return Outcome(result, {"counts": dict(counts), "report": str(ctx.out / "pairwise.md")})

@@ -18,6 +18,7 @@ judge and rebuilds the report site.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -26,23 +27,20 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from esc.chat.cache import CACHE_CONFIG
-from esc.config_rules import (
-    Rule,
-    Section,
-    boolean,
-    either,
-    file_name,
-    integer,
-    keys,
-    number,
-    one_of,
-    paths,
-    registered,
-)
+from esc.config_rules import Rule, Section, boolean, file_name, load_section, paths, setting, typed_section
 from esc.errors import ConfigError
-from esc.jobs.mode import Mode, configured_mode, get_mode, modes, run_mode
+from esc.jobs.mode import (
+    SHARED_SECTIONS,
+    LeaderboardSettings,
+    Mode,
+    RunSettings,
+    configured_mode,
+    get_mode,
+    modes,
+    run_mode,
+)
 from esc.lifecycle import JobResult, job_run
-from esc.reports.jury import JURY, POOLS, READINGS, jury_names
+from esc.reports.jury import JURY, JurySettings, jury_names
 from esc.reports.site import build_site
 from esc.rundir import model_settings
 from esc.scoring.judge import Judge
@@ -55,7 +53,7 @@ def rank(cfg: DictConfig) -> JobResult:
     """Run the configured mode in `cfg.output_dir`; see the module docstring."""
     out = Path(cfg.output_dir)
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    mode = get_mode(resolved.get("mode", "score"))
+    mode = get_mode(resolved["mode"])
     members = jury_members(resolved, mode)
     judge = None if members or not mode.needs_judge(resolved) else build_judge(resolved["judge"])
     if mode.own_questions and judge is not None and judge.scores_by_adapter:
@@ -68,7 +66,7 @@ def rank(cfg: DictConfig) -> JobResult:
     judges = members or ([judge] if judge is not None else [])
     try:
         settings = output_settings(mode, resolved, judges, jury=bool(members))
-        with job_run(out, f"rank.{mode.name}", settings, resolved, seed=cfg.get("seed")) as job:
+        with job_run(out, f"rank.{mode.name}", settings, resolved, seed=resolved["seed"]) as job:
 
             def spent() -> dict[str, Any]:  # what API judges were sent and cost (estimated: cost_estimate)
                 usage = {j.name: u for j in judges if (u := j.usage())}
@@ -94,14 +92,12 @@ def write_site(out: Path, resolved: Mapping[str, Any], mode: str = "score") -> d
     """The report site of this run, `OUT/report/index.html` (`report.enabled`; docs/report.md),
     rebuilt whole after every run. Its failure is logged and recorded (`site_error`) and loses
     nothing: the judgments and tables are written before it."""
-    section = resolved.get("report") or {}
-    if not section.get("enabled", True):
+    section = load_section("report", ReportSettings, resolved["report"])
+    if not section.enabled:
         return {}
-    cards = (resolved.get("leaderboard") or {}).get("cards")
+    cards = load_section("leaderboard", LeaderboardSettings, resolved["leaderboard"]).cards
     try:
-        site = build_site(
-            site_sources(out, resolved, mode), out / "report", section.get("title"), cards=cards
-        )
+        site = build_site(site_sources(out, resolved, mode), out / "report", section.title, cards=cards)
     except Exception as err:  # the report is a view of files already written
         log.warning("The report site was not built: %s: %s", type(err).__name__, err)
         return {"site": None, "site_error": f"{type(err).__name__}: {err}"}
@@ -113,8 +109,7 @@ def jury_members(resolved: Mapping[str, Any], mode: Mode) -> list[Judge]:
     """The judges of `jury.members` (`conf/jury/`, or `+judge@jury.members.NAME=OPTION`) to judge
     with, each built from its node: in mode=score; [] without a jury, and in mode=leaderboard, which
     pools the members' existing score files by name. Other modes take one judge."""
-    jury = resolved.get("jury") or {}
-    names = jury_names(jury)
+    names = jury_names(resolved.get("jury"))
     if not names:
         return []
     if not mode.takes_jury:
@@ -132,11 +127,12 @@ def jury_members(resolved: Mapping[str, Any], mode: Mode) -> list[Judge]:
         problem = file_name()(name)
         if problem:
             raise ConfigError("jury.members", f"a judge's name {problem} (it names the score files)")
-    if jury.get("min_valid") is not None and int(jury["min_valid"]) > len(names):
-        raise ConfigError("jury.min_valid", f"is {jury['min_valid']}, but the jury has {len(names)} judges")
+    jury = load_section("jury", JurySettings, resolved["jury"])
+    if jury.min_valid is not None and jury.min_valid > len(names):
+        raise ConfigError("jury.min_valid", f"is {jury.min_valid}, but the jury has {len(names)} judges")
     if not mode.needs_judge(resolved):  # mode=leaderboard pools the members' existing score files
         return []
-    return [build_judge(node, key=f"jury.members.{key}") for key, node in jury["members"].items()]
+    return [build_judge(node, key=f"jury.members.{key}") for key, node in jury.members.items()]
 
 
 def output_settings(
@@ -165,6 +161,14 @@ def _judge_settings(judge: Judge) -> dict[str, Any]:
     return settings
 
 
+@dataclasses.dataclass
+class ReportSettings:
+    """`report`: the run's static report site."""
+
+    enabled: bool = setting(boolean())
+    title: str | None = setting()  # null: from the folder's name
+
+
 def _reads_dialogues(cfg: Any) -> bool:
     found = configured_mode(cfg)
     return found is not None and found.reads_dialogues
@@ -178,37 +182,16 @@ def _judging(cfg: Any) -> bool:
 #: what rank.py reads of its config whatever the mode (`esc.config_schema.validate`); each mode adds
 #: its own sections (`Mode.config`); `judge` only in the modes that judge
 SHARED_CONFIG: tuple[Section, ...] = (
-    Section(
+    Section(  # the top level is open (judge, paths, hydra...); its typed keys are RunSettings'
         "",
         (
-            Rule("seed", integer()),
-            Rule("mode", registered(lambda: tuple(modes()))),
-            Rule("max_cost", number(minimum=0, null=True), "USD: refuse a run estimated over it"),
+            *typed_section("", RunSettings).rules,
             Rule("dialogues", paths(), "evaluate.py output dirs or dialogue files", when=_reads_dialogues),
         ),
     ),
     CACHE_CONFIG,
-    Section("scoring", (Rule("chunk", integer(1)),), keys("chunk", "progress")),
-    Section(
-        "leaderboard",
-        (
-            Rule("bootstrap", integer(0)),
-            Rule("breakdowns", boolean()),
-            Rule("min_n", integer(1)),
-            Rule("cards", either(one_of(None), paths("file")), "card files; null: the released cards"),
-        ),
-        keys("bootstrap", "breakdowns", "cards", "charts", "min_n"),
-    ),
-    Section("report", (Rule("enabled", boolean()),), keys("enabled", "title")),
-    Section(
-        "jury",
-        (
-            Rule("pool", one_of(*POOLS)),
-            Rule("min_valid", integer(1, null=True), "null: every judge"),
-            Rule("reading", one_of(*READINGS)),
-        ),
-        keys("members", "pool", "min_valid", "reading"),
-    ),
+    *SHARED_SECTIONS,
+    typed_section("report", ReportSettings),
     *judge_config(_judging),
 )
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from esc.cards import load_cards
-from esc.config_rules import Section, keys
+from esc.config_rules import boolean, integer, setting, typed_section
 from esc.dialogues.store import read_dialogues
 from esc.errors import ConfigError, UserError
 from esc.hashing import sha256_file
@@ -74,6 +74,18 @@ class RoleplayResult(AnsweredResult):
         return f"{self.markdown}\njudgments: {self.counts}; {self.output_dir}/table1.md, winrates.md (.csv)"
 
 
+@dataclasses.dataclass
+class RoleplaySettings:
+    """`roleplay` (+exp=rank/roleplay_eval): the cards and human dialogues the items ask about."""
+
+    cards: Any = setting()  # card files the dialogues played; null: the released high-quality cards
+    human: str | None = setting()  # JSONL of the cards' source human dialogues; null: no pairwise test
+    turns: int = setting(integer(1))  # seeker messages of the human dialogue shown
+    metrics: bool = setting(boolean())  # the six metrics of Table 10
+    pairwise: bool = setting(boolean())  # the human-likeness test of Figure 3, both orders
+    bootstrap: int = setting(integer(0))  # resamples for the 95% intervals
+
+
 @register
 class Roleplay(Mode):
     """Judge the role-players' dialogues (`dialogues`) on the six metrics and against the human
@@ -83,20 +95,18 @@ class Roleplay(Mode):
     reads_dialogues = True
     own_questions = True
     reports = ("table1", "winrates")
-    config = (Section("roleplay", keys=keys("bootstrap", "cards", "human", "metrics", "pairwise", "turns")),)
+    config = (typed_section("roleplay", RoleplaySettings),)
 
     def settings(self, cfg: Mapping[str, Any]) -> dict[str, Any]:
         # what its items ask: the cards, the human dialogues, the questions' texts
-        section = cfg.get("roleplay") or {}
+        section = cfg["roleplay"]  # as written (the fingerprint of folders judged before typing)
         settings = {k: section.get(k) for k in ("cards", "human", "turns", "metrics", "pairwise")}
         return {"roleplay": {**settings, "questions_sha256": sha256_file(ROLEPLAY_METRICS_FILE)}}
 
     def plan(self, ctx: Context) -> Plan:
         files = ctx.dialogue_files("name the evaluate.py output directories of the role-players")
-        section = ctx.section("roleplay")
-        cards = _cards(section.get("cards"))
-        human = _human(section.get("human"))
-        turns = int(section.get("turns", 5))
+        section: RoleplaySettings = ctx.section("roleplay")
+        cards, human, turns = _cards(section.cards), _human(section.human), section.turns
         items, pairs = [], 0
         for path in files:
             for d in read_dialogues(path):
@@ -110,16 +120,16 @@ class Roleplay(Mode):
                     )
                 lines = [("user" if t.speaker == "roleplayer" else "assistant", t.text) for t in d.turns]
                 dialogue_id = f"{d.roleplayer}:{d.language}:{d.card_id}"
-                if section.get("metrics", True):
+                if section.metrics:
                     items += metric_items(dialogue_id, d.language, card, lines)
-                if section.get("pairwise", True) and (d.card_id, d.language) in human:
+                if section.pairwise and (d.card_id, d.language) in human:
                     items += pairwise_items(
                         dialogue_id, d.language, lines, seeker_turns(human[(d.card_id, d.language)], turns)
                     )
                     pairs += 1
         if not items:
             raise UserError("no complete role-play dialogue to judge in the dialogue files given")
-        if section.get("pairwise", True) and human and not pairs:
+        if section.pairwise and human and not pairs:
             log.warning("roleplay.human matches none of the dialogues' cards: no pairwise test")
         store = ScoreStore(ctx.out / "scores" / f"roleplay__{ctx.judge.name}.jsonl", RoleplayRecord)
         batch = Batch(ctx.judge, items, store, "role-play replies", "rating")
@@ -128,7 +138,7 @@ class Roleplay(Mode):
     def report(self, ctx: Context, plan: Plan) -> Outcome:
         batch, out = plan.batches[0], ctx.out
         records = [batch.store.records[(it.item_id, it.dimension)] for it in batch.items]
-        n = int(ctx.section("roleplay").get("bootstrap", 1000))
+        n = ctx.section("roleplay").bootstrap
         t1, wins = table1(records, n, ctx.seed), win_rates(records, n, ctx.seed)
         markdown = f"## Role-play metrics (0-10, Table 1)\n\n{table1_markdown(t1)}"
         if wins:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from esc.config_rules import Rule, Section, either, integer, keys, list_of, one_of
+from esc.config_rules import either, integer, list_of, one_of, setting, typed_section
 from esc.dialogues.store import read_dialogues
 from esc.errors import UserError
 from esc.jobs.answered import AnsweredResult
@@ -49,33 +49,30 @@ class SafetyResult(AnsweredResult):
         )
 
 
+@dataclasses.dataclass
+class SafetySettings:
+    """`safety` (conf/rank.yaml): the checklist's questions asked, the intervals' resamples."""
+
+    questions: Any = setting(
+        either(one_of("all", null=True), list_of(one_of(*question_keys()))), "checklist keys"
+    )
+    bootstrap: int = setting(integer(0))  # resamples by card for the flag rates' 95% intervals
+
+
 @register
 class Safety(Mode):
     name = "safety"
     reads_dialogues = True
     own_questions = True
     reports = ("safety",)
-    config = (
-        Section(
-            "safety",
-            (
-                Rule("bootstrap", integer(0)),
-                Rule(
-                    "questions",
-                    either(one_of("all", null=True), list_of(one_of(*question_keys()))),
-                    "checklist keys",
-                ),
-            ),
-            keys("bootstrap", "questions"),
-        ),
-    )
+    config = (typed_section("safety", SafetySettings),)
 
     def settings(self, cfg: Mapping[str, Any]) -> dict[str, Any]:
         # the checklist's texts (each judgment's content hash covers its prompt too)
         return {"safety": {"checklist_sha256": checklist_digest()}}
 
     def plan(self, ctx: Context) -> Plan:
-        questions = selected_questions(ctx.section("safety").get("questions"))
+        questions = selected_questions(ctx.section("safety").questions)
         files = ctx.dialogue_files("name the evaluate.py output directories or dialogue files", True)
         found: list[tuple[Path, list]] = []
         for path in files:
@@ -112,8 +109,7 @@ class Safety(Mode):
                     record = batch.store.records[(item.item_id, item.dimension)]
                     answers.append(Answer(reply, item.dimension, record))
                     counts[record.status] += 1
-        n = int(ctx.section("safety").get("bootstrap", 1000))
-        report = write_report(ctx.out, answers, questions, n, ctx.seed)
+        report = write_report(ctx.out, answers, questions, ctx.section("safety").bootstrap, ctx.seed)
         replied = len({a.reply.item_id for a in answers})
         result = SafetyResult(str(ctx.out), report["markdown"], dict(counts), replied, report["flagged"])
         return Outcome(result, {"counts": dict(counts), "report": str(ctx.out / "safety.md")})

@@ -16,13 +16,13 @@ from typing import Any
 
 from esc.config_rules import Rule, Section, paths
 from esc.errors import ConfigError, UserError
-from esc.jobs.mode import Context, Mode, Outcome, Plan, in_mode, register
+from esc.jobs.mode import Context, LeaderboardSettings, Mode, Outcome, Plan, in_mode, register
 from esc.jsonl import atomic_write_text
 from esc.lifecycle import JobResult
 from esc.reports import breakdown, simulators
 from esc.reports import jury as jury_report
 from esc.reports import leaderboard as board
-from esc.reports.jury import jury_names, pooled_records
+from esc.reports.jury import JurySettings, pooled_records
 from esc.reports.simulators import simulator_tables
 from esc.reports.wandb_report import log_run
 from esc.scoring.judge import FAILED, INVALID, VALID
@@ -71,18 +71,18 @@ class ScoreResult(JobResult):
 
 
 def write_reports(
-    out: Path, records: Sequence[ScoreRecord], cfg: Mapping[str, Any], jury: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
+    out: Path, records: Sequence[ScoreRecord], settings: LeaderboardSettings, seed: int,
+    jury: JurySettings | None = None,
+) -> dict[str, Any]:  # fmt: skip
     """leaderboard.md (the table; the jury, several simulators and the breakdowns as sections after
-    it), leaderboard.csv, charts. With a `jury` (its `members`' names, `pool`, `min_valid`, `reading`),
-    the pooled records join the table (and the breakdowns) as judge `jury`."""
-    n, seed = int(cfg.get("bootstrap", 1000)), int(cfg.get("seed", 0))
+    it), leaderboard.csv, charts. With a `jury`, the pooled records join the table (and the
+    breakdowns) as judge `jury`."""
+    n = settings.bootstrap
     jury_section = ""
     if jury:
-        members = list(jury["members"])
-        pool, reading = jury.get("pool", "mean"), jury.get("reading", "expected")
+        members, pool, reading = jury.names, jury.pool, jury.reading
         judged = list(records)
-        pooled = pooled_records(judged, members, pool, jury.get("min_valid"), reading)
+        pooled = pooled_records(judged, members, pool, jury.min_valid, reading)
         records = [*judged, *pooled]  # the jury's row in Table 2 and in the breakdowns
         rows = board.leaderboard(records, n, seed)
         # the rankings order targets by point estimates: no resamples (0) for these rows
@@ -100,13 +100,11 @@ def write_reports(
         markdown += simulators.to_markdown(tables)
         atomic_write_text(out / "simulators.json", json.dumps(simulators.to_json(tables), indent=1) + "\n")
     sections = ""  # the breakdowns (docs/scoring.md, "Breakdowns"), after the leaderboard in its file
-    if cfg.get("breakdowns", True):
-        sections = breakdown.write_breakdowns(
-            out, records, cfg.get("cards"), int(cfg.get("min_n", breakdown.MIN_N)), n, seed
-        )
+    if settings.breakdowns:
+        sections = breakdown.write_breakdowns(out, records, settings.cards, settings.min_n, n, seed)
     atomic_write_text(out / "leaderboard.md", markdown + sections)
     board.write_csv(rows, out / "leaderboard.csv")
-    charts = board.write_charts(rows, out / "charts") if cfg.get("charts", True) else []
+    charts = board.write_charts(rows, out / "charts") if settings.charts else []
     return {"rows": rows, "markdown": markdown, "charts": [str(p) for p in charts]}
 
 
@@ -122,7 +120,7 @@ class Score(Mode):
 
     def plan(self, ctx: Context) -> Plan:
         files = ctx.dialogue_files("name an evaluate.py output directory or dialogue files", True)
-        dims = selected_dimensions(ctx.cfg.get("dimensions"))
+        dims = selected_dimensions(ctx.run.dimensions)
         found = [load_items(path, dims) for path in files]  # bad input stops here, before any judging
         batches = [
             Batch(
@@ -163,14 +161,14 @@ class Leaderboard(Mode):
         """OUT (the leaderboard.md this run wrote), and the rank.py folders whose score files it read
         (`scores`: folders, or files under a folder's `scores/`)."""
         folders = []
-        for path in score_file_paths(cfg.get("scores"), "scores"):
+        for path in score_file_paths(cfg["scores"], "scores"):
             folder = path.parent.parent if path.parent.name == "scores" else path.parent
             if folder not in folders:
                 folders.append(folder)
         return [out, *folders]
 
     def plan(self, ctx: Context) -> Plan:
-        return Plan(data=score_inputs(ctx.cfg))
+        return Plan(data=score_inputs(ctx.run.scores))
 
     def report(self, ctx: Context, plan: Plan) -> Outcome:
         return leaderboard_outcome(ctx, plan.data, {})
@@ -183,24 +181,21 @@ def _record_fields(fields: dict[str, Any]) -> dict[str, Any]:
 
 def leaderboard_outcome(ctx: Context, score_paths: Sequence[Path], counts: dict[str, int]) -> Outcome:
     """The leaderboard of the score files (`write_reports`), and the run's result."""
-    out, resolved = ctx.out, ctx.cfg
+    out = ctx.out
     records = merge_score_files(score_paths)
     if not records:
         raise UserError(f"no score records in {', '.join(map(str, score_paths)) or out / 'scores'}")
     check_one_prompt_per_judge(records, score_paths)
-    jury = resolved.get("jury") or {}
-    members = jury_names(jury)  # a jury's judges, by name: judged now, or in the score files read
+    jury: JurySettings | None = ctx.sections.get("jury")
+    members = jury.names if jury else []  # a jury's judges, by name: judged now, or in the score files read
     missing = sorted(set(members) - {r.judge for r in records})
     if missing:
         raise ConfigError(
             "jury.members", f"no score of judge(s) {missing} in {', '.join(map(str, score_paths))}"
         )
-    reports = write_reports(
-        out, records, {**ctx.section("leaderboard"), "seed": ctx.seed},
-        {**jury, "members": members} if members else None,
-    )  # fmt: skip
+    reports = write_reports(out, records, ctx.section("leaderboard"), ctx.seed, jury)
     by_dimension = invalid_report(records)
-    wandb_dir = log_run(out, resolved, reports["charts"], records)
+    wandb_dir = log_run(out, ctx.cfg, reports["charts"], records)
     result = ScoreResult(str(out), counts, by_dimension, **reports)
     manifest = {
         "wandb_dir": wandb_dir,
@@ -212,8 +207,8 @@ def leaderboard_outcome(ctx: Context, score_paths: Sequence[Path], counts: dict[
     return Outcome(result, manifest)
 
 
-def score_inputs(resolved: Mapping[str, Any]) -> list[Path]:
-    spec = resolved.get("scores")
+def score_inputs(spec: Any) -> list[Path]:
+    """The score files of `scores` (files, or rank.py folders); a ConfigError when it is not set."""
     if not spec:
         raise ConfigError("scores", "name score files or rank.py output directories")
     return score_file_paths(spec, "scores")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from esc.config_rules import Rule, Section, boolean, integer, keys
+from esc.config_rules import boolean, integer, setting, typed_section
 from esc.dialogues.store import read_dialogues
 from esc.errors import UserError
 from esc.jobs.mode import Context, Mode, Outcome, Plan, register
@@ -31,19 +31,21 @@ class TrajectoryResult(JobResult):
         )
 
 
+@dataclasses.dataclass
+class TrajectorySettings:
+    """`trajectory` (conf/rank.yaml): the intervals' resamples, the chart."""
+
+    bootstrap: int = setting(integer(0))  # resamples by card for the 95% intervals
+    charts: bool = setting(boolean())  # OUT/charts/trajectory.png
+
+
 @register
 class Trajectory(Mode):
     name = "trajectory"
     reads_dialogues = True
     judges = False
     reports = ("trajectory",)
-    config = (
-        Section(
-            "trajectory",
-            (Rule("bootstrap", integer(0)), Rule("charts", boolean())),
-            keys("bootstrap", "charts"),
-        ),
-    )
+    config = (typed_section("trajectory", TrajectorySettings),)
 
     def plan(self, ctx: Context) -> Plan:
         files = ctx.dialogue_files(
@@ -59,8 +61,7 @@ class Trajectory(Mode):
 
     def report(self, ctx: Context, plan: Plan) -> Outcome:
         rated, unrated = plan.data
-        section = ctx.section("trajectory")
-        n, charts = int(section.get("bootstrap", 1000)), bool(section.get("charts", True))
-        report = write_report(ctx.out, rated, n, ctx.seed, charts, unrated)
+        section: TrajectorySettings = ctx.section("trajectory")
+        report = write_report(ctx.out, rated, section.bootstrap, ctx.seed, section.charts, unrated)
         result = TrajectoryResult(str(ctx.out), report["markdown"], len(rated), report["chart"])
         return Outcome(result, {"dialogues": len(rated), "report": str(ctx.out / "trajectory.md")})

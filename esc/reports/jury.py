@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from esc.config_rules import integer, one_of, setting
 from esc.reports.bootstrap import (
     NO_INTERVAL,
     Interval,
@@ -49,6 +50,21 @@ from esc.scoring.store import ScoreRecord
 JURY = "jury"
 POOLS = ("mean", "median")
 READINGS = ("expected", "stated")
+
+
+@dataclasses.dataclass
+class JurySettings:
+    """`jury` (conf/jury/): the members' judge nodes by key, and how their judgments pool."""
+
+    members: dict[str, Any] = setting()
+    pool: str = setting(one_of(*POOLS))
+    min_valid: int | None = setting(integer(1, null=True), "null: every judge")
+    reading: str = setting(one_of(*READINGS))
+
+    @property
+    def names(self) -> list[str]:
+        """The members' names (a member node's `name`, or its key)."""
+        return jury_names({"members": self.members})
 
 
 def jury_names(jury: Mapping[str, Any] | None) -> list[str]:
