@@ -20,7 +20,7 @@ from esc.dialogues.store import read_dialogues
 from esc.dialogues.trajectory import trajectory_figures
 from esc.errors import ConfigError
 from esc.interact.emotion import EmotionRater, rating_record
-from esc.interact.engine import DialogueEngine, Side
+from esc.interact.engine import DialogueEngine, DialogueSettings, Side
 from esc.interact.stopping import StopRule
 from esc.prompts.emotion import RATINGS, observer_messages, parse_rating, roleplayer_messages, to_percent
 from esc.reports.trajectory import differences, rated_dialogues, target_rows
@@ -130,7 +130,7 @@ def _engine(plans: dict[str, list[str]], turns: int, stop: StopRule | None, rate
     engine = DialogueEngine(
         Side("seeker", seeker, GenerationSettings()),
         Side("helper", helper, GenerationSettings()),
-        turns=turns,
+        DialogueSettings(turns, "truncate_oldest"),
         rater=EmotionRater(rater, question, cards),
         stop=stop,
     )

@@ -23,8 +23,8 @@ from typing import Any
 
 from esc.chat.base import ChatBackend, GenerationSettings, Reply
 from esc.chat.usage import Usage
+from esc.config_rules import boolean, either, integer, one_of, setting
 from esc.dialogues.record import Dialogue, Turn
-from esc.errors import ConfigError
 from esc.interact.context import ContextFit, fit_context
 from esc.interact.emotion import EmotionRater
 from esc.interact.stopping import StopRule
@@ -49,31 +49,45 @@ CONTEXT_POLICIES = ("truncate_oldest", "fail")
 ENGINE_MODES = ("auto", "waves", "streaming")
 
 
-def streaming_concurrency(sides: Sequence[Side], mode: str, concurrency: int | None) -> int | None:
+@dataclasses.dataclass
+class EngineSettings:
+    """`engine` (conf/evaluate.yaml): how dialogues advance, typed (`esc.config_rules`)."""
+
+    mode: str = setting(one_of(*ENGINE_MODES), "auto streams when every side is an API/server")
+    wave_size: Any = setting(either(one_of("auto"), integer(1)), "auto: as many as memory allows")
+    concurrency: int | None = setting(integer(1, null=True), "streaming: dialogues in flight")
+    progress: bool = setting(boolean())
+
+
+def streaming_concurrency(sides: Sequence[Side], engine: EngineSettings) -> int | None:
     """Dialogues in flight when dialogues should stream (see the module docstring), else None.
 
-    `mode` auto streams when every side's backend takes concurrent requests (`max_concurrency`);
-    streaming forces it (local sides then get one conversation per call); waves never streams.
-    `concurrency` (null: the smallest `max_concurrency` of the sides) bounds the dialogues in flight.
+    `engine.mode` auto streams when every side's backend takes concurrent requests
+    (`max_concurrency`); streaming forces it (local sides then get one conversation per call); waves
+    never streams. `engine.concurrency` (null: the smallest `max_concurrency` of the sides) bounds
+    the dialogues in flight.
     """
-    if mode not in ENGINE_MODES:
-        raise ConfigError("engine.mode", f"must be one of {', '.join(ENGINE_MODES)}, got {mode!r}")
     limits = [side.backend.max_concurrency for side in sides]
-    if mode == "waves" or (mode == "auto" and not all(limits)):
+    if engine.mode == "waves" or (engine.mode == "auto" and not all(limits)):
         return None
-    if concurrency is not None:
-        if int(concurrency) < 1:
-            raise ConfigError("engine.concurrency", f"must be at least 1 or null, got {concurrency}")
-        return int(concurrency)
+    if engine.concurrency is not None:
+        return engine.concurrency
     return min((n for n in limits if n), default=1)
+
+
+@dataclasses.dataclass
+class DialogueSettings:
+    """`dialogue` (conf/evaluate.yaml): how a dialogue is played, typed (`esc.config_rules`)."""
+
+    turns: int = setting(integer(1))  # exchanges; with `stop`, the most a dialogue may take
+    context_policy: str = setting(one_of(*CONTEXT_POLICIES))  # a prompt too long for a window
 
 
 @dataclasses.dataclass
 class DialogueEngine:
     roleplayer: Side
     target: Side
-    turns: int = 5  # exchanges; with `stop`, the most a dialogue may take
-    context_policy: str = "truncate_oldest"  # or "fail" (CONTEXT_POLICIES)
+    dialogue: DialogueSettings
     rater: EmotionRater | None = None  # the seeker's emotion after its first message and each reply
     stop: StopRule | None = None  # end a dialogue early on its emotion (needs `rater`)
     usage: dict[str, Usage] = dataclasses.field(
@@ -84,10 +98,6 @@ class DialogueEngine:
     on_replies: Callable[[str, Sequence[Reply]], None] | None = None
 
     def __post_init__(self) -> None:
-        if self.context_policy not in CONTEXT_POLICIES:
-            raise ConfigError("dialogue.context_policy", f"must be one of {', '.join(CONTEXT_POLICIES)}")
-        if self.turns < 1:
-            raise ConfigError("dialogue.turns", f"must be at least 1, got {self.turns}")
         self._usage_lock = threading.Lock()  # streaming: replies are counted from several threads
 
     def run_streaming(
@@ -119,7 +129,7 @@ class DialogueEngine:
                 stop.set()  # closed early (an exception, Ctrl-C): no new turns; in-flight requests end
 
     def _play_one(self, dialogue: Dialogue, stop: threading.Event) -> Dialogue:
-        for exchange in range(1, self.turns + 1):
+        for exchange in range(1, self.dialogue.turns + 1):
             for side, speaker, view, head in (
                 (self.roleplayer, "roleplayer", Dialogue.roleplayer_view, 2),
                 (self.target, "target", Dialogue.target_view, None),
@@ -140,7 +150,7 @@ class DialogueEngine:
     def run_wave(self, dialogues: Sequence[Dialogue]) -> list[Dialogue]:
         """Play `turns` exchanges for every dialogue (fewer where `stop` ends one); each ends
         complete or failed with a reason."""
-        for exchange in range(1, self.turns + 1):
+        for exchange in range(1, self.dialogue.turns + 1):
             self._step(dialogues, self.roleplayer, "roleplayer", Dialogue.roleplayer_view, keep_head=2)
             if exchange == 1:
                 self._rate(dialogues)  # the start: before any reply of the target
@@ -215,10 +225,10 @@ class DialogueEngine:
         alone are too long). A prompt over the window is never sent."""
         head = keep_head if keep_head is not None else int(bool(dialogue.target_system_prompt))
         window, reserve = side.backend.context_window, side.settings.max_new_tokens
-        truncate = self.context_policy == "truncate_oldest"
+        truncate = self.dialogue.context_policy == "truncate_oldest"
         fit = fit_context(messages, side.backend.count_tokens, window, reserve, head, truncate=truncate)
         if not fit.fits:
-            reason = f"{speaker} {overflow_reason(fit, window, reserve, self.context_policy)}"
+            reason = f"{speaker} {overflow_reason(fit, window, reserve, self.dialogue.context_policy)}"
             log.warning("card %s: failed: %s", dialogue.card_id, reason)
             dialogue.fail(reason)
             return None

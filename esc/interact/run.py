@@ -23,23 +23,24 @@ from esc.config_rules import (
     Rule,
     Section,
     boolean,
-    either,
     file_name,
     integer,
     keys,
     list_of,
+    load_section,
     number,
     one_of,
     path,
+    typed_section,
 )
 from esc.dialogues.record import Dialogue
 from esc.dialogues.store import DialogueStore, dialogue_file
 from esc.errors import ConfigError, in_multirun
 from esc.interact.emotion import EmotionRater, build_rater
 from esc.interact.engine import (
-    CONTEXT_POLICIES,
-    ENGINE_MODES,
     DialogueEngine,
+    DialogueSettings,
+    EngineSettings,
     Side,
     streaming_concurrency,
     usage_report,
@@ -191,6 +192,8 @@ def evaluate(cfg: DictConfig) -> EvaluateResult:
         )
     cards = select_cards(resolved["cards"], resolved.get("shard"))
     roleplayer_cfg, target_cfg = resolved["roleplayer"], resolved["target"]
+    dialogue = load_section("dialogue", DialogueSettings, resolved["dialogue"])
+    engine = load_section("engine", EngineSettings, resolved["engine"])
     cache_cfg = resolved.get("cache")
 
     roleplayer = _side(roleplayer_cfg, "roleplayer", cache_cfg)
@@ -200,17 +203,17 @@ def evaluate(cfg: DictConfig) -> EvaluateResult:
     sides = (roleplayer, target, *([observer] if observer else []))
     try:
         check_ready(sides)
-        rater = _rater(trajectory, roleplayer, observer, cards, resolved["dialogue"]["context_policy"])
+        rater = _rater(trajectory, roleplayer, observer, cards, dialogue.context_policy)
         stop = StopRule.from_config(trajectory.get("stop") or {}) if _stopping(trajectory) else None
         settings = output_settings(roleplayer_cfg, target_cfg, (roleplayer, target), resolved["dialogue"])
         if rater is not None:  # only then: folders without a trajectory keep their fingerprint
             settings["trajectory"] = trajectory_settings(rater, stop)
         estimate = estimate_dialogues(  # requests, tokens and dollars, when a side has a price
-            out, cards, DialogueFactory(roleplayer_cfg, target_cfg, {}), roleplayer, target,
-            int(resolved["dialogue"]["turns"]), rater,
+            out, cards, DialogueFactory(roleplayer_cfg, target_cfg, {}), roleplayer, target, dialogue.turns,
+            rater,
         )  # fmt: skip
         before_spending(estimate, resolved.get("max_cost"))  # printed; over max_cost: refused here
-        with job_run(out, "evaluate", settings, resolved, seed=cfg.get("seed")) as job:
+        with job_run(out, "evaluate", settings, resolved, seed=resolved["seed"]) as job:
             if estimate is not None:
                 job.manifest.update(cost_estimate=estimate.to_dict())
             for side in sides:
@@ -223,7 +226,8 @@ def evaluate(cfg: DictConfig) -> EvaluateResult:
                     for side, s in zip((*SIDES, "observer"), sides, strict=False)
                 }
             )
-            return _play(job, cfg, resolved, out, cards, roleplayer, target, rater, stop)
+            nodes = (roleplayer_cfg, target_cfg)
+            return _play(job, out, cards, nodes, roleplayer, target, dialogue, engine, rater, stop)
     finally:
         for side in sides:
             side.backend.close()
@@ -291,10 +295,11 @@ def trajectory_settings(rater: EmotionRater, stop: StopRule | None) -> dict[str,
 
 
 def _play(
-    job: Job, cfg: DictConfig, resolved: dict[str, Any], out: Path, cards: list[RoleCard], roleplayer: Side,
-    target: Side, rater: EmotionRater | None = None, stop: StopRule | None = None,
+    job: Job, out: Path, cards: list[RoleCard], nodes: tuple[Mapping[str, Any], Mapping[str, Any]],
+    roleplayer: Side, target: Side,
+    dialogue: DialogueSettings, engine_settings: EngineSettings, rater: EmotionRater | None = None,
+    stop: StopRule | None = None,
 ) -> EvaluateResult:  # fmt: skip
-    roleplayer_cfg, target_cfg = resolved["roleplayer"], resolved["target"]
     manifest = job.manifest
     models = {"roleplayer": roleplayer.backend.identity(), "target": target.backend.identity()}
     if rater is not None and rater.rater == "observer":
@@ -313,25 +318,21 @@ def _play(
         )
     meta = {
         "generation": {"roleplayer": roleplayer.settings.to_dict(), "target": target.settings.to_dict()},
-        "turns": cfg.dialogue.turns,
+        "turns": dialogue.turns,
     }
     if rater is not None:
         meta["trajectory"] = trajectory_settings(rater, stop)
-    factory = DialogueFactory(roleplayer_cfg, target_cfg, meta)
-    engine = DialogueEngine(
-        roleplayer, target, turns=cfg.dialogue.turns, context_policy=cfg.dialogue.context_policy,
-        rater=rater, stop=stop,
-    )  # fmt: skip
-    engine_cfg = resolved["engine"]
+    factory = DialogueFactory(*nodes, meta)  # the role-player's and the target's config nodes
+    engine = DialogueEngine(roleplayer, target, dialogue, rater=rater, stop=stop)
     rating = [Side("rater", rater.question.backend, GenerationSettings())] if rater else []
-    concurrency = streaming_concurrency(  # a local rater makes the dialogues advance in waves too
-        (roleplayer, target, *rating), engine_cfg.get("mode", "auto"), engine_cfg.get("concurrency")
-    )
+    # a local rater makes the dialogues advance in waves too
+    concurrency = streaming_concurrency((roleplayer, target, *rating), engine_settings)
     counts = {"selected": len(cards), "skipped": skipped, "completed": 0, "failed": 0}
     job.on_stop(lambda: {"counts": counts, "usage": usage_report(engine)})
-    planned = len(pending) * cfg.dialogue.turns * 2  # messages: the seeker's and the target's, per exchange
+    turns = dialogue.turns
+    planned = len(pending) * turns * 2  # messages: the seeker's and the target's, per exchange
     with Progress(
-        planned, "message", f"{roleplayer.name} × {target.name}", enabled=cfg.engine.progress
+        planned, "message", f"{roleplayer.name} × {target.name}", enabled=engine_settings.progress
     ) as bar:
         last_update = [0.0]
         tokens = [0]
@@ -352,7 +353,7 @@ def _play(
                 stores[dialogue.language].add(dialogue)
                 counts["completed" if dialogue.status == "complete" else "failed"] += 1
             # messages a dialogue will not play (it stopped early or failed) leave the count
-            unplayed = sum(max(cfg.dialogue.turns * 2 - len(d.turns), 0) for d in dialogues)
+            unplayed = sum(max(turns * 2 - len(d.turns), 0) for d in dialogues)
             with lock:
                 done = counts["completed"] + counts["failed"]
                 bar.update(unplayed, dialogues=f"{done}/{len(pending)}", failed=counts["failed"])
@@ -368,9 +369,9 @@ def _play(
                 finished([dialogue])
         else:  # local models: turn-synchronous batches, one wave at a time
             wave_size = (
-                auto_wave_size(pending, factory, roleplayer, target, cfg.dialogue.turns)
-                if str(cfg.engine.wave_size) == "auto"
-                else max(1, int(cfg.engine.wave_size))
+                auto_wave_size(pending, factory, roleplayer, target, turns)
+                if engine_settings.wave_size == "auto"
+                else engine_settings.wave_size
             )
             for start in range(0, len(pending), wave_size):
                 finished(engine.run_wave([factory(card) for card in pending[start : start + wave_size]]))
@@ -405,21 +406,8 @@ CONFIG: tuple[Section, ...] = (
         ),
         keys("ids", "languages", "limit", "paths", "subset"),
     ),
-    Section(
-        "dialogue",
-        (Rule("turns", integer(1)), Rule("context_policy", one_of(*CONTEXT_POLICIES))),
-        keys("turns", "context_policy"),
-    ),
-    Section(
-        "engine",
-        (
-            Rule("wave_size", either(one_of("auto"), integer(1)), "auto: as many as memory allows"),
-            Rule("mode", one_of(*ENGINE_MODES), "auto streams when every side is an API/server"),
-            Rule("concurrency", integer(1, null=True), "streaming: dialogues in flight"),
-            Rule("progress", boolean()),
-        ),
-        keys("wave_size", "mode", "concurrency", "progress"),
-    ),
+    typed_section("dialogue", DialogueSettings),
+    typed_section("engine", EngineSettings),
     Section(
         "trajectory",
         (
