@@ -10,8 +10,10 @@ Export (`export_tasks`) writes a task folder:
   interface, one Choices block per field with each value's rule as its hint, and the tasks).
 
 Import (`import_labels`) reads filled CSV or JSON-lines files (``task_id``, ``annotator`` and one
-column per field) or Label Studio JSON exports, and returns one `Label` per (task, annotator,
-field). An unknown task id, a field the kind does not have or a value out of range stops with one
+column per field), Label Studio JSON exports, or the JSONL files the rating pages export
+(`esc annotate site`, `esc.annotate.rating_site`: records of format ``esc-rating/1``, each naming
+its task by `task_key` and the task file by its checksum), and returns one `Label` per (task,
+annotator, field). An unknown task id, a field the kind does not have or a value out of range stops with one
 line naming the file and record; nothing is written until every file has been read.
 """
 
@@ -19,8 +21,10 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import hashlib
 import io
 import json
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -57,6 +61,15 @@ class Label:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+#: the records the rating pages export (`esc.annotate.rating_site`)
+RATING_FORMAT = "esc-rating/1"
+
+
+def task_key(tasks_sha256: str, task_id: str) -> str:
+    """The opaque name of a task on the rating pages: nothing of its id (the target's name) shows."""
+    return hashlib.sha256(f"{tasks_sha256}:{task_id}".encode()).hexdigest()[:16]
 
 
 # --- making tasks ------------------------------------------------------------------------------------
@@ -107,6 +120,29 @@ def card_tasks(cards: Iterable[Any]) -> list[Task]:
         Task(f"card:{c.language}:{c.id}", "card", c.language, c.to_text(), {"card": c.to_dict()})
         for c in cards
     ]
+
+
+def sample_tasks(tasks: Sequence[Task], n: int, seed: int = 0) -> list[Task]:
+    """`n` of the dialogue tasks, stratified by target and language: each (target, language) gets
+    an equal share (the remainder to the first strata in sorted order; a stratum with fewer tasks
+    gives its unused share to the others), drawn within it by a seeded hash of the task id, so the
+    same call picks the same tasks on every machine. Kept in the tasks' order."""
+    if n < 1:
+        raise UserError(f"--sample must be at least 1, got {n}")
+    strata: dict[tuple[str, str], list[Task]] = {}
+    for task in tasks:
+        strata.setdefault((str(task.payload.get("target")), task.language), []).append(task)
+    for members in strata.values():
+        members.sort(key=lambda t: hashlib.sha256(f"sample:{seed}:{t.task_id}".encode()).hexdigest())
+    quota = {key: 0 for key in strata}
+    left = min(n, len(tasks))
+    while left:  # one more to each stratum with tasks to spare, in sorted order, until n
+        for key in sorted(strata):
+            if left and quota[key] < len(strata[key]):
+                quota[key] += 1
+                left -= 1
+    chosen = {t.task_id for key, members in strata.items() for t in members[: quota[key]]}
+    return [t for t in tasks if t.task_id in chosen]
 
 
 # --- export ------------------------------------------------------------------------------------------
@@ -308,11 +344,43 @@ def _json_type(value: Any) -> str:
     return names.get(type(value), "number")
 
 
-def import_labels(tasks: dict[str, Task], files: Sequence[Path]) -> list[Label]:
-    """Every label of the given files (CSV, JSON lines, Label Studio JSON), checked against the
-    tasks; a (task, annotator, field) labelled twice is an error naming both places."""
+def _rating_row(
+    tasks: dict[str, Task], path: Path, where: str, row: dict[str, Any], tasks_sha256: str | None,
+    keys: dict[str, str], skipped: Counter | None,
+) -> list[Label]:  # fmt: skip
+    """The labels of one record the rating pages exported ([] for a skipped dialogue)."""
+    if tasks_sha256 is None or row.get("tasks_sha256") != tasks_sha256:
+        raise DataError(
+            path, where, "rated on the pages of another task file (tasks_sha256 "
+            f"{row.get('tasks_sha256')!r}, this one's is {tasks_sha256!r}): a task changed since its pages "
+            "were made; rate the pages of this task folder (esc annotate site TASKS)",
+        )  # fmt: skip
+    task_id = keys.get(str(row.get("task")))
+    if task_id is None:
+        raise DataError(path, where, f"task {row.get('task')!r} is none of this task folder's")
+    if row.get("skipped"):
+        if skipped is not None:
+            skipped[str(row.get("rater"))] += 1
+        return []
+    scores = row.get("scores")
+    if not isinstance(scores, dict) or not scores:
+        raise DataError(path, where, "a rating without `scores` (and not skipped)")
+    return _check(tasks, path, where, task_id, row.get("rater"), scores)
+
+
+def import_labels(
+    tasks: dict[str, Task], files: Sequence[Path], tasks_sha256: str | None = None,
+    existing: Sequence[Label] = (), skipped: Counter | None = None,
+) -> list[Label]:  # fmt: skip
+    """Every label of the given files (CSV, JSON lines, Label Studio JSON, the rating pages' JSONL),
+    checked against the tasks; a (task, annotator, field) labelled twice, or already in `existing`,
+    is an error naming both places. `tasks_sha256`: the task file's checksum, which a rating page's
+    record must carry; `skipped` counts the dialogues each rater skipped there."""
     labels: list[Label] = []
-    seen: dict[tuple[str, str, str], str] = {}
+    seen: dict[tuple[str, str, str], str] = {
+        (x.task_id, x.annotator, x.field): "the labels already imported" for x in existing
+    }
+    keys = {task_key(tasks_sha256, tid): tid for tid in tasks} if tasks_sha256 else {}
     for path in map(user_file, files):
         if path.suffix == ".json":
             found = _labelstudio_labels(tasks, path)
@@ -321,6 +389,11 @@ def import_labels(tasks: dict[str, Task], files: Sequence[Path]) -> list[Label]:
             found, places = [], []
             fields = {"task_id", "annotator", "text", "kind", "language"}
             for where, row in _read_rows(path):
+                if row.get("format") == RATING_FORMAT:
+                    new = _rating_row(tasks, path, where, row, tasks_sha256, keys, skipped)
+                    found += new
+                    places += [f"{path.name} {where}"] * len(new)
+                    continue
                 values = {k: v for k, v in row.items() if k not in fields}
                 new = _check(tasks, path, where, row.get("task_id"), row.get("annotator"), values)
                 found += new

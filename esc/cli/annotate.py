@@ -3,7 +3,10 @@
 esc annotate export dialogue --dialogues OUT_OF_EVALUATE --out TASKS   # 7 dimensions, 0-4
 esc annotate export roleplay --dialogues OUT_OF_EVALUATE --out TASKS   # 6 metrics, 0-2 [--cards]
 esc annotate export card --cards cards.json --out TASKS                # grade + category
+esc annotate export dialogue --dialogues RUN_A RUN_B --sample 40 --out TASKS  # 40, by target and language
+esc annotate site TASKS --out RATE                                     # blind rating pages (RATE/index.html)
 esc annotate import TASKS filled.csv ann2.jsonl labelstudio.json --out labels.jsonl
+esc annotate import TASKS ratings-ana.jsonl ratings-ben.jsonl --out labels.jsonl [--add]
 esc annotate agreement labels.jsonl --out agreement                    # .md .csv .json
 esc annotate resolve labels.jsonl --first a1 --second a2 --third a3 --out resolved.json
 esc annotate to-esc-rank labels.jsonl --tasks TASKS --out data/annotations/mine.jsonl
@@ -15,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 from esc.annotate.annotator_agreement import (
@@ -31,18 +36,23 @@ from esc.annotate.human_scores import (
     write_annotations,
 )
 from esc.annotate.kinds import KINDS
+from esc.annotate.rating_site import write_rating_site
 from esc.annotate.tasks import (
+    Label,
     export_tasks,
     gather_tasks,
     import_labels,
     read_labels,
     read_tasks,
+    sample_tasks,
     to_esc_rank,
+    user_file,
     write_labels,
 )
 from esc.cards import load_cards
 from esc.cli.outputs import new_output
 from esc.errors import ArgumentParser, UserError
+from esc.hashing import sha256_file
 from esc.jsonl import atomic_write_text
 
 HELP = "Annotation tasks out, labels in; the human scores ESC-RANK learns."
@@ -59,12 +69,29 @@ def parser(prog: str) -> ArgumentParser:
         help="card files (default: the released ones): to grade, or the cards `roleplay` dialogues played",
     )  # fmt: skip
     export.add_argument("--language", choices=["en", "zh"], help="only this language")
+    export.add_argument(
+        "--sample", type=int, default=None,
+        help="dialogue/roleplay: only N of them, an equal share per target and language",
+    )  # fmt: skip
+    export.add_argument("--seed", type=int, default=0, help="--sample's draw (the same seed, the same tasks)")
     export.add_argument("--out", type=Path, required=True, help="the task folder to write")
+    site = sub.add_parser("site", help="blind rating pages of a dialogue task folder, opened from disk")
+    site.add_argument("tasks", type=Path, help="the task folder (its tasks.jsonl)")
+    site.add_argument("--out", type=Path, required=True, help="the folder of the pages (OUT/index.html)")
+    site.add_argument("--cards", type=Path, action="append", help="card files played (default: released)")
+    site.add_argument(
+        "--seed", type=int, default=0, help="with the rater id, each rater's order of dialogues"
+    )
+    site.add_argument("--title", default=None)
     imp = sub.add_parser("import", help="read filled CSV / JSONL / Label Studio exports into labels.jsonl")
     imp.add_argument("tasks", type=Path, help="the task folder (its tasks.jsonl)")
     imp.add_argument("files", nargs="+", type=Path)
     imp.add_argument("--out", type=Path, required=True)
     imp.add_argument("--force", action="store_true", help="replace --out if it exists")
+    imp.add_argument(
+        "--add", action="store_true",
+        help="add these files' labels to --out's (another rater's); a rating given twice is refused",
+    )  # fmt: skip
     agree = sub.add_parser("agreement", help="Cohen's, Fleiss' kappa, Krippendorff's alpha per field")
     agree.add_argument("labels", type=Path)
     agree.add_argument("--out", type=Path, help="write OUT.md, OUT.csv and OUT.json too")
@@ -90,6 +117,24 @@ def parser(prog: str) -> ArgumentParser:
     return parser
 
 
+def strata_counts(tasks: Sequence) -> str:
+    """`target/language: n` for each stratum of a sample."""
+    counts = Counter(f"{t.payload.get('target')}/{t.language}" for t in tasks)
+    return ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
+
+
+def rater_counts(labels: Sequence[Label], skipped: Counter) -> dict[str, str]:
+    """Per rater: the tasks rated (and skipped, on the rating pages)."""
+    rated: dict[str, set[str]] = {}
+    for label in labels:
+        rated.setdefault(label.annotator, set()).add(label.task_id)
+    return {
+        rater: f"{len(rated.get(rater, ()))} rated"
+        + (f", {skipped[rater]} skipped" if skipped[rater] else "")
+        for rater in sorted({*rated, *skipped})
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     if args.command == "export":
         if args.out.exists() and not args.out.is_dir():
@@ -100,15 +145,35 @@ def run(args: argparse.Namespace) -> int:
         elif args.kind == "roleplay":  # the card each role-player played, as its judge reads it
             cards = load_cards(args.cards)
         tasks = gather_tasks(args.kind, args.dialogues, cards, args.language)
+        if args.sample is not None:
+            if args.kind == "card":
+                raise UserError("--sample draws dialogues by target and language: not for card tasks")
+            found = len(tasks)
+            tasks = sample_tasks(tasks, args.sample, args.seed)
+            print(f"sampled {len(tasks)} of {found} dialogues ({strata_counts(tasks)}; seed {args.seed})")
         written = export_tasks(tasks, args.out)
         print(f"{len(tasks)} {args.kind} tasks: " + ", ".join(str(p) for p in written.values()))
         return 0
+    if args.command == "site":
+        index = write_rating_site(args.tasks, args.out, args.cards, args.seed, args.title)
+        print(f"rating pages: {index} (open it in a browser; no server needed)")
+        return 0
     if args.command == "import":
         task_file = args.tasks / "tasks.jsonl" if args.tasks.is_dir() else args.tasks
-        new_output(args.out, [task_file, *args.files], args.force)
-        labels = import_labels(read_tasks(args.tasks), args.files)
-        write_labels(labels, args.out)
-        print(f"{len(labels)} labels from {len(args.files)} files: {args.out}")
+        existing = []
+        if args.add and args.out.is_file():
+            existing = read_labels(args.out)
+        else:
+            new_output(args.out, [task_file, *args.files], args.force)
+        skipped: Counter = Counter()
+        labels = import_labels(
+            read_tasks(args.tasks), args.files, sha256_file(user_file(task_file)), existing, skipped
+        )
+        write_labels([*existing, *labels], args.out)
+        print(f"{len(labels)} labels from {len(args.files)} files: {args.out}"
+              + (f" (added to its {len(existing)})" if existing else ""))  # fmt: skip
+        for rater, count in rater_counts([*existing, *labels], skipped).items():
+            print(f"  {rater}: {count}")
         return 0
     if args.command == "build-esconv":
         out = args.out or default_esconv_path()

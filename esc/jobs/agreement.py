@@ -4,6 +4,7 @@ beside the baselines."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,8 +23,9 @@ from esc.config_rules import (
 )
 from esc.jobs.mode import Context, Mode, Outcome, Plan, in_mode, register
 from esc.jobs.score import score_inputs
+from esc.jsonl import atomic_write_text
 from esc.lifecycle import JobResult
-from esc.reports import breakdown, judge_agreement_data
+from esc.reports import breakdown, judge_agreement_data, rater_agreement
 from esc.reports import judge_agreement as agree
 from esc.reports.judge_agreement_data import SPLITS
 from esc.reports.wandb_report import log_run
@@ -121,6 +123,7 @@ class Agreement(Mode):
         items = judge_agreement_data.agreement_items(evaluated)
         for name, predicted in rows.items():
             judge_agreement_data.coverage_warning(predicted, items, name)
+        judges = dict(rows)  # the judges, before the baselines join them
         if section.baselines:
             rows.update(judge_agreement_data.baselines(train_part, evaluated))
         tables = agree.agreement_tables(items, rows, n_resamples, seed)
@@ -133,7 +136,14 @@ class Agreement(Mode):
                 items, rows, breakdown.annotation_facets(evaluated), board.min_n, n_resamples, seed, tables
             )
             sections = breakdown.agreement_markdown(cuts)
-        markdown = judge_agreement_data.write_agreement(out, tables, title, extra=sections)
+        raters = sorted({a.annotator for a in evaluated})
+        people = ""  # several raters: their agreement, the ceiling, beside each judge's with each
+        if len(raters) > 1:
+            found_raters, people_rows = rater_agreement.rater_rows(evaluated, judges, n_resamples, seed)
+            people = rater_agreement.to_markdown(found_raters, people_rows, list(judges))
+            summary = rater_agreement.to_json(found_raters, people_rows)
+            atomic_write_text(out / "rater_agreement.json", json.dumps(summary, indent=2) + "\n")
+        markdown = judge_agreement_data.write_agreement(out, tables, title, extra=people + sections) + people
         invalid = {
             t.scope: r.n_invalid
             for t in tables

@@ -1,0 +1,130 @@
+"""Blind rating pages: people rate dialogues on the 7 dimensions in a browser, from disk.
+
+`esc annotate site TASKS --out DIR` writes DIR/index.html (with rate.js and rate.css beside it) from
+a `dialogue` task folder (`esc annotate export dialogue`). Opened from disk (file://), with no server
+and no network, it shows one dialogue at a time, **blind**: no target or role-player name, no task
+id, no judge score. Each dialogue is known to the page only by an opaque key (`task_key`: a hash of
+the task file's checksum and the task id), the items are sorted by that key (the export's order
+groups by target), and each rater gets their own order (shuffled in the browser with a seed made
+from the site's seed and the rater id, recorded with every rating). Beside the dialogue: the card
+the seeker played, and the 7 dimensions with the paper's annotation rules (Table 16) and their 0-4
+anchors, in English, or in Chinese for a Chinese dialogue (this repository's translation,
+`rating/rules_zh.yaml`). Ratings stay in the browser (localStorage, per rater) and are exported as
+one JSONL file, one record per rated or skipped dialogue:
+
+    {"format": "esc-rating/1", "rater": "ana", "task": KEY, "scores": {"fluency": 3, ...},
+     "comment": "", "skipped": false, "rated_at": ISO-8601, "tasks_sha256": ..., "order_seed": ...}
+
+`esc annotate import TASKS ratings-ana.jsonl ratings-ben.jsonl --out labels.jsonl` reads them back
+(`esc.annotate.tasks.import_labels`): a record of another task file (its checksum differs) is
+refused, and so is a rating given twice.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from esc.annotate.tasks import RATING_FORMAT, Task, read_tasks, task_key
+from esc.cards import load_cards
+from esc.errors import UserError
+from esc.hashing import sha256_file
+from esc.scoring.rubrics import annotation_rules, dimensions
+
+ASSETS = Path(__file__).with_name("rating")
+SPEAKERS = {"en": ("Seeker", "Assistant"), "zh": ("求助者", "助手")}
+
+
+def rubrics() -> dict[str, Any]:
+    """The 7 dimensions' rules by language: what to focus on, and what each score 0-4 means."""
+    english = annotation_rules()
+    chinese = yaml.safe_load((ASSETS / "rules_zh.yaml").read_text(encoding="utf-8"))
+    out: dict[str, Any] = {"en": {}, "zh": {}}
+    for dim in dimensions():
+        rule = english[dim.key]
+        out["en"][dim.key] = {
+            "title": dim.paper_name,
+            "focus": rule["focus"],
+            "levels": [rule["levels"][s] for s in range(5)],
+        }
+        rule_zh = chinese[dim.key]
+        out["zh"][dim.key] = {
+            "title": f"{rule_zh['title']} ({dim.paper_name})",
+            "focus": rule_zh["focus"],
+            "levels": [rule_zh["levels"][s] for s in range(5)],
+        }
+    out["zh_source"] = chinese["source"]
+    return out
+
+
+def _card_texts(tasks: Sequence[Task], cards: Sequence[Path] | None) -> dict[tuple[int, str], str]:
+    texts: dict[tuple[int, str], str] = {}
+    for language in sorted({t.language for t in tasks}):
+        for card in load_cards(list(cards) if cards else None, language=language):
+            texts[(card.id, card.language)] = card.to_text()
+    return texts
+
+
+def site_data(tasks_path: Path, cards: Sequence[Path] | None = None, seed: int = 0) -> dict[str, Any]:
+    """What the pages hold: the opaque items (language, card, dialogue lines) and the rubrics."""
+    checksum = sha256_file(tasks_path)
+    tasks = list(read_tasks(tasks_path).values())
+    kinds = {t.kind for t in tasks}
+    if kinds != {"dialogue"}:
+        raise UserError(
+            f"{tasks_path}: the rating pages show `dialogue` tasks (7 dimensions, 0-4), not {sorted(kinds)}"
+        )
+    texts = _card_texts(tasks, cards)
+    items = []
+    for task in tasks:
+        card = texts.get((int(task.payload["card_id"]), task.language))
+        items.append(
+            {
+                "key": task_key(checksum, task.task_id),
+                "language": task.language,
+                "card": card,
+                "lines": [[m["role"], m["content"]] for m in task.payload["dialogue"]],
+            }
+        )
+    items.sort(key=lambda item: item["key"])
+    return {
+        "format": RATING_FORMAT,
+        "tasks_sha256": checksum,
+        "tasks_file": tasks_path.name,
+        "seed": int(seed),
+        "dimensions": [d.key for d in dimensions()],
+        "rubrics": rubrics(),
+        "speakers": SPEAKERS,
+        "items": items,
+    }
+
+
+def _script_json(data: Any) -> str:
+    """JSON that can sit inside a <script> element: no `</script>` or `<!--` can close it early."""
+    return json.dumps(data, ensure_ascii=False).replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+def write_rating_site(
+    tasks: Path, out: Path, cards: Sequence[Path] | None = None, seed: int = 0, title: str | None = None
+) -> Path:
+    """DIR/index.html, rate.js and rate.css for the tasks of `tasks` (a task folder or its
+    tasks.jsonl); returns the page's path."""
+    tasks_path = Path(tasks) / "tasks.jsonl" if Path(tasks).is_dir() else Path(tasks)
+    data = site_data(tasks_path, cards, seed)
+    env = Environment(loader=FileSystemLoader(ASSETS), autoescape=True, undefined=StrictUndefined)
+    page = env.get_template("page.jinja").render(
+        title=title or "Rate dialogues", data_json=_script_json(data), n=len(data["items"])
+    )
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ("rate.js", "rate.css"):
+        shutil.copyfile(ASSETS / name, out / name)
+    index = out / "index.html"
+    index.write_text(page, encoding="utf-8")
+    return index

@@ -1,0 +1,161 @@
+"""People against people, and each judge against each person: the ceiling beside the judges.
+
+Where two or more people rated the same dialogues (`esc annotate site`, then `import` and
+`to-esc-rank`), `rank.py mode=agreement` adds this section to agreement.md. Per dimension:
+
+- **people**: Krippendorff's alpha (ordinal, 0-4) between the raters, every rating used (a rater who
+  skipped a dialogue leaves a gap, as alpha allows); how far people agree with each other is the
+  most a judge can be expected to agree with one of them;
+- **judge vs person**: per judge and rater, alpha between the judge's score (its stated score, Table
+  2's reading; invalid or failed judgments are gaps) and that rater's, on the dialogues both scored.
+
+Each figure has n (the dialogues in it) and a 95% interval resampling the independent unit (the
+role card the dialogue was played from); "n/a" where alpha is undefined (fewer than 4 scores, or
+one value only), and "n/a (undefined in k% of resamples)" where too many resamples were.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from esc.annotate.annotator_agreement import krippendorff_alpha
+from esc.annotate.human_scores import Annotation
+from esc.reports.bootstrap import NO_INTERVAL, Interval, format_figure, unit_index, unit_intervals
+from esc.scoring.rubrics import DIMENSION_KEYS, SCORES, dimension
+
+VALUES = [str(s) for s in SCORES]
+
+
+@dataclasses.dataclass(frozen=True)
+class Figure:
+    """Alpha on `n` dialogues, with its interval (NaN: undefined)."""
+
+    value: float
+    interval: Interval
+    n: int
+
+    def text(self) -> str:
+        return f"{format_figure(self.value, self.interval)}, n={self.n}"
+
+
+@dataclasses.dataclass(frozen=True)
+class DimensionRow:
+    dimension: str
+    people: Figure
+    judges: dict[tuple[str, str], Figure]  # (judge, rater) -> figure
+
+
+def _alpha(table: Sequence[Sequence[int | None]]) -> float:
+    rows = [[None if x is None else str(x) for x in row] for row in table]
+    value = krippendorff_alpha(rows, VALUES, ordinal=True)
+    return math.nan if value is None else value
+
+
+def _figure(table: list[list[int | None]], units: list[str], n_resamples: int, seed: int) -> Figure:
+    """Alpha of a coders x dialogues table, resampling the dialogues' units."""
+    if not units:
+        return Figure(math.nan, NO_INTERVAL, 0)
+    distinct, members = unit_index(units)
+    data = np.array([[np.nan if x is None else x for x in row] for row in table], dtype=float)
+
+    def statistic(picked: np.ndarray) -> float:
+        columns = np.concatenate([members[i] for i in picked])
+        part = data[:, columns]
+        return _alpha([[None if np.isnan(x) else int(x) for x in row] for row in part])
+
+    value = statistic(np.arange(len(distinct)))
+    (interval,) = unit_intervals(len(distinct), statistic, n_resamples, seed)
+    return Figure(value, interval, len(units))
+
+
+def rater_rows(
+    annotations: Sequence[Annotation], judges: Mapping[str, Mapping[tuple[str, str], Any]], n_resamples: int,
+    seed: int,
+) -> tuple[list[str], list[DimensionRow]]:  # fmt: skip
+    """The raters, and per dimension the people's alpha and each judge's against each rater
+    (`judges`: name -> {(dialogue id, dimension): Prediction})."""
+    by_item: dict[tuple[str, str], dict[str, int]] = {}
+    unit_of: dict[str, str] = {}
+    for ann in annotations:
+        by_item.setdefault((ann.dialogue_id, ann.dimension), {})[ann.annotator] = ann.score
+        unit_of[ann.dialogue_id] = ann.unit
+    raters = sorted({ann.annotator for ann in annotations})
+    rows = []
+    for dim in DIMENSION_KEYS:
+        dialogues = sorted(d for (d, k) in by_item if k == dim)
+        if not dialogues:
+            continue
+        shared = [d for d in dialogues if len(by_item[(d, dim)]) >= 2]
+        people = _figure(
+            [[by_item[(d, dim)].get(r) for d in shared] for r in raters],
+            [unit_of[d] for d in shared], n_resamples, seed,
+        )  # fmt: skip
+        judged: dict[tuple[str, str], Figure] = {}
+        for name, predictions in judges.items():
+            for rater in raters:
+                both = [
+                    d
+                    for d in dialogues
+                    if rater in by_item[(d, dim)]
+                    and getattr(predictions.get((d, dim)), "score", None) is not None
+                ]
+                table = [
+                    [predictions[(d, dim)].score for d in both],
+                    [by_item[(d, dim)][rater] for d in both],
+                ]
+                judged[(name, rater)] = _figure(table, [unit_of[d] for d in both], n_resamples, seed)
+        rows.append(DimensionRow(dim, people, judged))
+    return raters, rows
+
+
+def to_markdown(raters: Sequence[str], rows: Sequence[DimensionRow], judges: Sequence[str]) -> str:
+    """The section of agreement.md: one table, a row per dimension."""
+    pairs = [(j, r) for j in judges for r in raters]
+    header = ["Dimension", "people (alpha between raters)", *(f"{j} vs {r}" for j, r in pairs)]
+    lines = [
+        "",
+        "## People against people, and each judge against each person",
+        "",
+        f"Krippendorff's alpha (ordinal, 0-4) between the {len(raters)} raters ({', '.join(raters)}): the "
+        "ceiling a judge can be expected to reach; then each judge's stated score against each rater's. "
+        "n: dialogues in the figure; 95% intervals resample role cards; n/a: undefined (fewer than 4 "
+        "scores, or every score the same).",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
+    for row in rows:
+        cells = [dimension(row.dimension).paper_name, row.people.text()]
+        cells += [row.judges[pair].text() for pair in pairs]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def to_json(raters: Sequence[str], rows: Sequence[DimensionRow]) -> dict[str, Any]:
+    def number(x: float) -> float | None:
+        return None if math.isnan(x) else x
+
+    def figure(f: Figure) -> dict[str, Any]:
+        return {
+            "alpha": number(f.value),
+            "low": number(f.interval.low),
+            "high": number(f.interval.high),
+            "undefined_share": number(f.interval.undefined),
+            "n": f.n,
+        }
+
+    return {
+        "raters": list(raters),
+        "dimensions": {
+            row.dimension: {
+                "people": figure(row.people),
+                "judges": {f"{j} vs {r}": figure(f) for (j, r), f in row.judges.items()},
+            }
+            for row in rows
+        },
+    }
