@@ -169,3 +169,25 @@ def test_the_cli_makes_pages_and_adds_a_raters_file(tasks_dir: Path, tmp_path: P
         esc_main(["annotate", "import", str(tasks_dir), str(ben), "--out", str(labels), "--add"])
     assert stopped.value.code == 2 and "labelled twice" in capsys.readouterr().err
     assert len(labels.read_text().splitlines()) == 3 * 7
+
+
+def test_the_annotators_agreement_has_intervals_by_card() -> None:
+    from esc.annotate.annotator_agreement import agreement
+    from esc.annotate.tasks import Label
+    from esc.reports.rater_agreement import annotator_markdown, label_intervals
+
+    scores = [0, 1, 2, 3, 4, 0, 1, 2, 3, 4]
+    labels = [Label(f"t{i}", "dialogue", who, "empathy", str(s)) for who in ("ana", "ben")
+              for i, s in enumerate(scores)]  # fmt: skip
+    units = {f"t{i}": f"card{i // 2}" for i in range(10)}  # two tasks per card: 5 units
+    intervals = label_intervals(labels, units, 200, 0)["empathy"]
+    alpha = intervals["krippendorff_alpha"]
+    assert (alpha.low, alpha.high, alpha.undefined) == (1.0, 1.0, 0.0)  # the same scores: alpha 1 always
+    table = annotator_markdown(agreement(labels), {"empathy": intervals}, "role card")
+    assert "| empathy | 10 | 2 | 1.000 |" in table and "every resample 1.000" in table
+    assert "resample role cards" in table
+
+    disagree = [*labels[:10], *[Label(f"t{i}", "dialogue", "ben", "empathy", str(4 - s))
+                                for i, s in enumerate(scores)]]  # fmt: skip
+    alpha = label_intervals(disagree, units, 200, 0)["empathy"]["krippendorff_alpha"]
+    assert alpha.high < 0  # the opposite scores: every resample below 0

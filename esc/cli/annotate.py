@@ -7,7 +7,7 @@ esc annotate export dialogue --dialogues RUN_A RUN_B --sample 40 --out TASKS  # 
 esc annotate site TASKS --out RATE                                     # blind rating pages (RATE/index.html)
 esc annotate import TASKS filled.csv ann2.jsonl labelstudio.json --out labels.jsonl
 esc annotate import TASKS ratings-ana.jsonl ratings-ben.jsonl --out labels.jsonl [--add]
-esc annotate agreement labels.jsonl --out agreement                    # .md .csv .json
+esc annotate agreement labels.jsonl --out agreement [--tasks TASKS]    # .md .csv .json, intervals by card
 esc annotate resolve labels.jsonl --first a1 --second a2 --third a3 --out resolved.json
 esc annotate to-esc-rank labels.jsonl --tasks TASKS --out data/annotations/mine.jsonl
 esc annotate build-esconv [--out FILE] [--max-lines 12]   # human scores from ESConv's seekers' ratings
@@ -22,12 +22,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from esc.annotate.annotator_agreement import (
-    agreement,
-    agreement_markdown,
-    resolve_labels,
-    write_agreement_files,
-)
+from esc.annotate.annotator_agreement import agreement, resolve_labels, write_agreement_files
 from esc.annotate.human_scores import (
     default_esconv_path,
     esconv_annotations,
@@ -54,6 +49,7 @@ from esc.cli.outputs import new_output
 from esc.errors import ArgumentParser, UserError
 from esc.hashing import sha256_file
 from esc.jsonl import atomic_write_text
+from esc.reports.rater_agreement import annotator_markdown, label_intervals, task_units, with_intervals
 
 HELP = "Annotation tasks out, labels in; the human scores ESC-RANK learns."
 
@@ -95,6 +91,11 @@ def parser(prog: str) -> ArgumentParser:
     agree = sub.add_parser("agreement", help="Cohen's, Fleiss' kappa, Krippendorff's alpha per field")
     agree.add_argument("labels", type=Path)
     agree.add_argument("--out", type=Path, help="write OUT.md, OUT.csv and OUT.json too")
+    agree.add_argument("--tasks", type=Path, help="the task folder: intervals resample role cards, not tasks")
+    agree.add_argument(
+        "--bootstrap", type=int, default=1000, help="resamples for the 95%% intervals (0: none)"
+    )
+    agree.add_argument("--seed", type=int, default=0, help="the resampling's seed")
     res = sub.add_parser("resolve", help="the paper's two-annotators-and-a-third correction rule")
     res.add_argument("labels", type=Path)
     res.add_argument("--first", required=True)
@@ -189,9 +190,11 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{args.labels}: no labels")
     if args.command == "agreement":
         rows = agreement(labels)
-        print(agreement_markdown(rows), end="")
+        units = task_units(read_tasks(args.tasks)) if args.tasks else None
+        intervals = label_intervals(labels, units, args.bootstrap, args.seed) if args.bootstrap > 0 else {}
+        print(annotator_markdown(rows, intervals, "role card" if units else "task"), end="")
         if args.out:
-            write_agreement_files(rows, args.out)
+            write_agreement_files(with_intervals(rows, intervals), args.out)
         return 0
     if args.command == "resolve":
         new_output(args.out, [args.labels], args.force)

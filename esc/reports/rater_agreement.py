@@ -23,8 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from esc.annotate.annotator_agreement import krippendorff_alpha
+from esc.annotate.annotator_agreement import agreement, krippendorff_alpha
 from esc.annotate.human_scores import Annotation
+from esc.annotate.tasks import Label
 from esc.reports.bootstrap import NO_INTERVAL, Interval, format_figure, unit_index, unit_intervals
 from esc.scoring.rubrics import DIMENSION_KEYS, SCORES, dimension
 
@@ -159,3 +160,90 @@ def to_json(raters: Sequence[str], rows: Sequence[DimensionRow]) -> dict[str, An
             for row in rows
         },
     }
+
+
+# --- `esc annotate agreement`: intervals for the annotators' agreement --------------------------
+
+
+def label_intervals(
+    labels: Sequence[Label], units: Mapping[str, str] | None, n_resamples: int, seed: int
+) -> dict[str, dict[str, Interval]]:
+    """Per field, 95% intervals of Krippendorff's alpha and Cohen's kappa (`agreement`'s figures),
+    resampling units: a task's role card where `units` (task id -> unit) says, else the task. A
+    task drawn twice counts twice (its copies get their own ids)."""
+    tasks = sorted({x.task_id for x in labels})
+    by_task: dict[str, list[Label]] = {}
+    for label in labels:
+        by_task.setdefault(label.task_id, []).append(label)
+    distinct, members = unit_index([(units or {}).get(t, t) for t in tasks])
+    fields = [row["field"] for row in agreement(labels)]
+
+    def statistic(picked: np.ndarray) -> np.ndarray:
+        drawn = [
+            dataclasses.replace(label, task_id=f"{label.task_id}#{k}")
+            for k, i in enumerate(np.concatenate([members[u] for u in picked]))
+            for label in by_task[tasks[i]]
+        ]
+        rows = {row["field"]: row for row in agreement(drawn)}
+        values = []
+        for name in fields:
+            row = rows.get(name, {})
+            values += [row.get("krippendorff_alpha"), row.get("cohen_kappa")]
+        return np.array([math.nan if v is None else v for v in values], dtype=float)
+
+    intervals = unit_intervals(len(distinct), statistic, n_resamples, seed)
+    return {
+        name: {"krippendorff_alpha": intervals[2 * k], "cohen_kappa": intervals[2 * k + 1]}
+        for k, name in enumerate(fields)
+    }
+
+
+def task_units(tasks: Mapping[str, Any]) -> dict[str, str]:
+    """Task id -> the role card its dialogue was played from (`language:card id`), where known."""
+    units = {}
+    for task_id, task in tasks.items():
+        card = task.payload.get("card_id") if isinstance(task.payload, dict) else None
+        if card is None and isinstance(task.payload, dict) and isinstance(task.payload.get("card"), dict):
+            card = task.payload["card"].get("id")
+        if card is not None:
+            units[task_id] = f"{task.language}:{card}"
+    return units
+
+
+def with_intervals(
+    rows: Sequence[Mapping[str, Any]], intervals: Mapping[str, Mapping[str, Interval]]
+) -> list[dict[str, Any]]:
+    """`agreement`'s rows with each interval's ends and undefined share as columns."""
+    out = []
+    for row in rows:
+        extra: dict[str, Any] = {}
+        for stat, interval in intervals.get(row["field"], {}).items():
+            extra[f"{stat}_low"] = None if math.isnan(interval.low) else interval.low
+            extra[f"{stat}_high"] = None if math.isnan(interval.high) else interval.high
+            extra[f"{stat}_undefined"] = None if math.isnan(interval.undefined) else interval.undefined
+        out.append({**row, **extra})
+    return out
+
+
+def annotator_markdown(
+    rows: Sequence[Mapping[str, Any]], intervals: Mapping[str, Mapping[str, Interval]], unit: str
+) -> str:
+    """`esc annotate agreement`'s table with Cohen's kappa and Krippendorff's alpha as
+    "value [95% interval]" (resampling `unit`s), n/a where undefined or unstable."""
+
+    def figure(row: Mapping[str, Any], stat: str) -> str:
+        value = row[stat]
+        interval = intervals.get(row["field"], {}).get(stat, NO_INTERVAL)
+        return format_figure(math.nan if value is None else value, interval)
+
+    def show(x: Any) -> str:
+        return "n/a" if x is None else f"{x:.3f}" if isinstance(x, float) else str(x)
+
+    head = ["field", "tasks", "annotators", "agreement", "cohen_kappa", "cohen_kappa_quadratic",
+            "fleiss_kappa", "krippendorff_alpha"]  # fmt: skip
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [show(r[h]) for h in head]
+        cells[4], cells[7] = figure(r, "cohen_kappa"), figure(r, "krippendorff_alpha")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + f"\n\n95% intervals resample {unit}s (each with all its tasks).\n"
