@@ -164,8 +164,9 @@
   document.addEventListener("keydown", (e) => {
     if (!rater || e.target.tagName === "INPUT" && e.target.type !== "radio" || e.target.tagName === "TEXTAREA") return;
     if (e.ctrlKey || e.metaKey || e.altKey) return;
+    if ($("work").hidden && e.key !== "ArrowLeft" && e.key !== "e") return;  // all done: back, or export
     const it = item();
-    if (/^[0-4]$/.test(e.key) && !$("work").hidden) {
+    if (/^[0-4]$/.test(e.key)) {
       drafts[it.key][dims[focus]] = Number(e.key); focus = Math.min(focus + 1, dims.length - 1); render();
     } else if (e.key === "ArrowDown") { focus = Math.min(focus + 1, dims.length - 1); render(); }
     else if (e.key === "ArrowUp") { focus = Math.max(focus - 1, 0); render(); }
