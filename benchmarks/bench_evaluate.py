@@ -6,6 +6,8 @@
     .venv/bin/python benchmarks/bench_evaluate.py --model smollm2 --cpu-bf16 false,true --official-cards 8
                                       # ours in float32 and bfloat16; the official loop on 8 cards, scaled
     .venv-vllm/bin/python benchmarks/bench_evaluate.py --model smollm2 --backend vllm   # on vLLM (CPU)
+    .venv-vllm/bin/python benchmarks/bench_evaluate.py --model smollm2 --official-cards 8 \
+        --runs hf:float32,hf:bfloat16,vllm:float32,vllm:bfloat16    # both engines side by side, one run
 
 The same model plays both sides (the role-player with the official ESC-Role prompt and opener, the
 target with the official "You are a helpful assistant!"), 5 turns, greedy, `max_new_tokens` per
@@ -20,11 +22,17 @@ message on both sides, the model's decoding settings (SmolLM2's `no_repeat_ngram
   vllm` (run with the vLLM environment's Python, `make .venv-vllm/.installed`): both sides on one
   in-process vLLM engine (automatic prefix caching, continuous batching).
 
+`--runs ENGINE:DTYPE,...` runs ours once per item (hf: `cpu_bf16` false or true; vllm: the
+models' `dtype`), one after another in this process (the vLLM environment's Python has both
+engines); with a vLLM run every run and the official loop decode plain greedy, so all are compared
+on the same decoding.
+
 Ours is timed end to end as `evaluate.py` runs it, loading both sides included (after an untimed
 one-card warm-up; a vLLM engine is started once, before, and kept), the official loop's one model
-load is not: the ratio leans against ours. Prints seconds and dialogues/hour for each, the ratio, and
-the share of dialogues (and of turns) whose texts are identical (with a Wilson 95% interval over
-the cards).
+load is not: the ratio leans against ours. Prints seconds, dialogues/hour, tokens/s and the peak
+resident memory of this process and its children during each run (sampled every 0.2 s: vLLM's
+engine core is a child process), the ratio, and the share of dialogues (and of turns) whose texts
+are identical (with a Wilson 95% interval over the cards).
 """
 
 from __future__ import annotations
@@ -33,8 +41,11 @@ import argparse
 import functools
 import sys
 import tempfile
+import threading
 import time
 import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -62,6 +73,42 @@ def model_overrides(model_config: str | None, dtype: str | None = None) -> list[
     sides = ("roleplayer", "target")
     overrides = [f"model@{side}.backend.model={model_config}" for side in sides] if model_config else []
     return overrides + ([f"{side}.backend.model.dtype={dtype}" for side in sides] if dtype else [])
+
+
+@contextmanager
+def peak_rss() -> Iterator[Callable[[], float]]:
+    """The largest resident memory (GB) of this process and its children while the block runs."""
+    import psutil
+
+    me, peak, done = psutil.Process(), [0], threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            total = 0
+            for proc in (me, *me.children(recursive=True)):
+                try:
+                    total += proc.memory_info().rss
+                except psutil.Error:  # a child that just ended
+                    pass
+            peak[0] = max(peak[0], total)
+            done.wait(0.2)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        yield lambda: peak[0] / 1e9
+    finally:
+        done.set()
+        thread.join()
+
+
+#: a run of ours, `ENGINE:DTYPE` -> (backend, cpu_bf16, the models' dtype override)
+RUNS = {
+    "hf:float32": ("hf", "false", None),
+    "hf:bfloat16": ("hf", "true", None),
+    "vllm:float32": ("vllm", "false", "float32"),
+    "vllm:bfloat16": ("vllm", "false", "bfloat16"),
+}
 
 
 def ours(
@@ -264,6 +311,11 @@ def main() -> int:
     parser.add_argument("--cards", type=int, default=32)
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--backend", choices=["hf", "vllm"], default="hf", help="ours: transformers or vLLM")
+    parser.add_argument(
+        "--runs", default=None,
+        help=f"ours once per ENGINE:DTYPE, e.g. hf:float32,vllm:float32 (of {', '.join(RUNS)}); "
+        "default: --backend with each --cpu-bf16",
+    )  # fmt: skip
     parser.add_argument("--skip-official", action="store_true", help="time ours only")
     parser.add_argument(
         "--decode", choices=["auto", "generate"], default="auto",
@@ -302,37 +354,53 @@ def main() -> int:
         torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
     model = args.model
-    plain_greedy = args.plain_greedy or args.backend == "vllm"
-    settings = args.cpu_bf16.split(",")
+    if args.runs:
+        unknown = [r for r in args.runs.split(",") if r not in RUNS]
+        if unknown:
+            parser.error(f"--runs: {unknown} not among {', '.join(RUNS)}")
+        specs = {name: RUNS[name] for name in args.runs.split(",")}
+    else:  # the older flags: one engine, each cpu_bf16 setting
+        specs = {f"cpu_bf16={s}": (args.backend, s, args.dtype) for s in args.cpu_bf16.split(",")}
+    engines = {backend for backend, _, _ in specs.values()}
+    plain_greedy = args.plain_greedy or "vllm" in engines
     runs: dict[str, tuple[float, dict[int, list[str]], int]] = {}
-    for setting in settings:
-        with tempfile.TemporaryDirectory() as tmp:
-            runs[setting] = ours(
-                Path(tmp) / "ours", model, args.cards, args.max_new_tokens, args.backend, plain_greedy,
-                args.decode, setting, args.model_config, args.dtype,
+    peaks: dict[str, float] = {}
+    for name, (backend, setting, dtype) in specs.items():
+        with tempfile.TemporaryDirectory() as tmp, peak_rss() as peak:
+            runs[name] = ours(
+                Path(tmp) / "ours", model, args.cards, args.max_new_tokens, backend, plain_greedy,
+                args.decode, setting, args.model_config, dtype or args.dtype,
             )  # fmt: skip
+            peaks[name] = peak()
     decoding = "plain greedy" if plain_greedy else "greedy + the model's generation_config"
     print(
-        f"{args.cards} English cards, {model} as role-player and target (ours on {args.backend}), "
+        f"{args.cards} English cards, {model} as role-player and target "
+        f"(ours on {', '.join(sorted(engines))}), "
         f"{TURNS} turns, max_new_tokens={args.max_new_tokens}, {decoding}, decode={args.decode}, "
         f"engine.wave_size=auto, batch_size=auto, {device_label()}, torch {torch.__version__}"
     )
-    print(f"{'':24}{'seconds':>10}{'dialogues/h':>14}{'new tokens':>12}{'tokens/s':>10}")
-    for setting, (seconds, _, tokens) in runs.items():
-        name = f"ours (cpu_bf16={setting})"
+    print(f"{'':24}{'seconds':>10}{'dialogues/h':>14}{'new tokens':>12}{'tokens/s':>10}{'peak RSS GB':>13}")
+    for name, (seconds, _, tokens) in runs.items():
         per_hour = 3600 * args.cards / seconds
-        print(f"{name:24}{seconds:>10.1f}{per_hour:>14.1f}{tokens:>12,}{tokens / seconds:>10.1f}")
+        print(
+            f"{'ours (' + name + ')':24}{seconds:>10.1f}{per_hour:>14.1f}{tokens:>12,}{tokens / seconds:>10.1f}"
+            f"{peaks[name]:>13.2f}"
+        )
     flops, _, _ = model_shape(model, args.model_config)
     rows = min(args.cards, 256)
-    for setting, (seconds, _, tokens) in runs.items():
+    for name, (seconds, _, tokens) in runs.items():
+        backend, setting, dtype_name = specs[name]
         if torch.cuda.is_available():  # cpu_bf16 has no effect on a GPU: the model config's dtype
-            dtype = getattr(torch, str(side_config(model, args.model_config, args.dtype).dtype))
+            config = side_config(model, args.model_config, dtype_name or args.dtype)
+            dtype = getattr(torch, str(config.dtype))
+        elif backend == "vllm":
+            dtype = getattr(torch, dtype_name or "float32")
         else:
             dtype = torch.bfloat16 if setting == "true" else torch.float32  # auto: see the log's choice
         gemm = gemm_rate(model, rows, dtype, args.model_config)
         effective = tokens / seconds * flops / 1e9
         print(
-            f"ours (cpu_bf16={setting}): new tokens x {flops / 1e9:.3f} GFLOP of linear layers = "
+            f"ours ({name}): new tokens x {flops / 1e9:.3f} GFLOP of linear layers = "
             f"{effective:.1f} GF/s, {effective / gemm:.0%} of this device's {str(dtype).split('.')[-1]} "
             f"GEMM at the model's MLP shape, m={rows} (the most rows a call may have): {gemm:.0f} GF/s "
             "(prefill and attention not counted)"
@@ -340,28 +408,30 @@ def main() -> int:
     if args.skip_official:
         return 0
     n_official = min(args.official_cards or args.cards, args.cards)
-    official_s, official_texts, tokens, llm, selected = official(
-        model, n_official, args.max_new_tokens, plain_greedy, args.model_config, args.dtype
-    )
+    with peak_rss() as peak:
+        official_s, official_texts, tokens, llm, selected = official(
+            model, n_official, args.max_new_tokens, plain_greedy, args.model_config, args.dtype
+        )
+        official_peak = peak()
     label = "official shape" if n_official == args.cards else f"official ({n_official} cards)"
     print(
         f"{label:24}{official_s:>10.1f}{3600 * n_official / official_s:>14.1f}"
-        f"{tokens:>12,}{tokens / official_s:>10.1f}"
+        f"{tokens:>12,}{tokens / official_s:>10.1f}{official_peak:>13.2f}"
     )
     scaled = official_s * args.cards / n_official
     if n_official != args.cards:
         print(f"official shape: {n_official} of {args.cards} cards run, its time scaled to {scaled:.1f} s")
-    for setting, (seconds, texts, _) in runs.items():
+    for name, (seconds, texts, _) in runs.items():
         same = sum(texts[c] == official_texts[c] for c in official_texts)
         turns = [a == b for c in official_texts for a, b in zip(texts[c], official_texts[c], strict=True)]
         n = len(official_texts)
         low, high = binomtest(same, n).proportion_ci(method="wilson")
         print(
-            f"ours (cpu_bf16={setting}): speed-up {scaled / seconds:.1f}x   identical to the official loop: "
+            f"ours ({name}): speed-up {scaled / seconds:.1f}x   identical to the official loop: "
             f"{same}/{n} dialogues ({same / n:.0%}, Wilson 95% [{low:.0%}, {high:.0%}]), "
             f"turns: {sum(turns)}/{len(turns)}"
         )
-        if setting == "false":  # the official loop's dtype: trace each difference to its token
+        if specs[name][1:] in (("false", None), ("false", "float32")):  # float32: trace each difference
             differing = [card for card in selected if texts[card.id] != official_texts[card.id]]
             for card in differing[: args.max_traces]:
                 print("  " + first_difference(llm, card, official_texts[card.id], texts[card.id]))
