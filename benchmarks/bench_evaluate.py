@@ -382,8 +382,9 @@ def main() -> int:
     print(f"{'':24}{'seconds':>10}{'dialogues/h':>14}{'new tokens':>12}{'tokens/s':>10}{'peak RSS GB':>13}")
     for name, (seconds, _, tokens) in runs.items():
         per_hour = 3600 * args.cards / seconds
+        label = f"ours ({name})"
         print(
-            f"{'ours (' + name + ')':24}{seconds:>10.1f}{per_hour:>14.1f}{tokens:>12,}{tokens / seconds:>10.1f}"
+            f"{label:24}{seconds:>10.1f}{per_hour:>14.1f}{tokens:>12,}{tokens / seconds:>10.1f}"
             f"{peaks[name]:>13.2f}"
         )
     flops, _, _ = model_shape(model, args.model_config)
