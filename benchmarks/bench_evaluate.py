@@ -372,6 +372,9 @@ def main() -> int:
                 args.decode, setting, args.model_config, dtype or args.dtype,
             )  # fmt: skip
             peaks[name] = peak()
+        seconds, _, tokens = runs[name]  # as it ends: a long run's finished rows are not lost
+        print(f"[{name}: {seconds:.1f} s, {tokens:,} new tokens, {tokens / seconds:.1f} tokens/s, "
+              f"peak RSS {peaks[name]:.2f} GB]", flush=True)  # fmt: skip
     decoding = "plain greedy" if plain_greedy else "greedy + the model's generation_config"
     print(
         f"{args.cards} English cards, {model} as role-player and target "
