@@ -17,8 +17,9 @@ may run other float kernels: identical tokens are checked by tests against `gene
 official batch-1 loop, not assumed.
 
 Only what greedy decoding needs is here: sampling, stop strings and per-token log-probabilities go
-through `generate` (`HFBackend._generate_chunk`), as do models whose forward does not take
-`cache` and `logits_to_keep` (e.g. remote-code models).
+through `generate` (`HFBackend._generate_chunk`), as do models whose forward takes no cache object
+(`cache`, or `past_key_values` on older transformers) or no `logits_to_keep` (e.g. remote-code
+models).
 """
 
 from __future__ import annotations
@@ -54,11 +55,27 @@ def unsupported_fields(gen: Any) -> list[str]:
     )
 
 
-def model_supports(model: Any) -> bool:
-    """Whether the causal LM's forward takes `cache` and `logits_to_keep` (transformers' own models)."""
+def cache_keyword(model: Any) -> str | None:
+    """The keyword the causal LM's forward takes its cache object by: `cache` (transformers >= 5.2x),
+    `past_key_values` (before, e.g. the 5.19 that vLLM 0.32 pins); None if it takes neither, or no
+    `logits_to_keep`."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    params = inspect.signature(base.forward).parameters
-    return "cache" in params and "logits_to_keep" in params
+    found = _CACHE_KEYWORDS.get(type(base), "?")
+    if found == "?":
+        params = inspect.signature(base.forward).parameters
+        names = [k for k in ("cache", "past_key_values") if k in params]
+        found = names[0] if names and "logits_to_keep" in params else None
+        _CACHE_KEYWORDS[type(base)] = found
+    return found
+
+
+_CACHE_KEYWORDS: dict[type, str | None] = {}
+
+
+def model_supports(model: Any) -> bool:
+    """Whether the causal LM's forward takes a cache object and `logits_to_keep` (transformers' own
+    models, under either name of the cache: `cache_keyword`)."""
+    return cache_keyword(model) is not None
 
 
 def processors_for(gen: Any) -> Any:
@@ -269,9 +286,10 @@ def _prefill(model: Any, ids: Any, mask: Any, positions: Any, cache: Any, kwargs
 
 def _decode_step(model: Any, ids: Any, mask: Any, positions: Any, cache: Any, kwargs: dict[str, Any]) -> Any:
     """One forward pass writing into `cache`; the logits of each row's last position."""
+    cache_arg = {cache_keyword(model) or "cache": cache}
     out = model(
-        input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
-        logits_to_keep=1, **kwargs,
+        input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1,
+        **cache_arg, **kwargs,
     )  # fmt: skip
     return out.logits[:, -1, :]
 
