@@ -1,7 +1,7 @@
 """The vocabulary of config checks, and the schema of one config node (`Section`).
 
 Each module that reads a config node declares its schema beside its code (`CONFIG` in
-`esc.interact.run`, `esc.train.run`, `esc.esc_rank.train`, `esc.jobs.rank`,
+`esc.interact.run`, `esc.train.run`, `esc.judge_training.train`, `esc.modes.rank`,
 `esc.cards.construct.pipeline`; the pieces they share in `esc.chat.cache`, `esc.chat.build`,
 `esc.models.loading`, `esc.scoring.judges`, `esc.lifecycle`), and `esc.config_schema.validate` runs
 the schemas of the entry point's job before any work. A `Section` names a node, the rules its values
@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import typing
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -316,6 +317,7 @@ class Section:
     keys: frozenset[str] | Callable[[Mapping[str, Any]], Sequence[str]] | None = None
     when: Callable[[Any], bool] | None = None
     schema: type | None = None
+    missing: str = ""  # a typed section the job reads is missing: how to add it (an experiment)
 
     def known(self, value: Mapping[str, Any]) -> set[str] | None:
         """The keys this node may hold, given its value (a registry's class may decide), or None."""
@@ -368,19 +370,24 @@ def setting(check: Check | None = None, hint: str = "") -> Any:
     return dataclasses.field(default=MISSING, metadata={"check": check, "hint": hint})
 
 
-def typed_section(node: str, schema: type, when: Callable[[Any], bool] | None = None) -> Section:
+def typed_section(
+    node: str, schema: type, when: Callable[[Any], bool] | None = None, missing: str = ""
+) -> Section:
     """The `Section` of the dataclass `schema` at `node`: its fields are the node's keys (any other
-    is a typo), their `setting(check)` its rules, their types checked by OmegaConf."""
+    is a typo), their `setting(check)` its rules, their types checked by OmegaConf. The node must be
+    there (where `when` holds); `missing` says how to add it when an experiment brings it."""
     fields = dataclasses.fields(schema)
     rules = tuple(
         Rule(f.name, f.metadata["check"], f.metadata["hint"]) for f in fields if f.metadata.get("check")
     )
-    return Section(node, rules, frozenset(f.name for f in fields), when, schema)
+    return Section(node, rules, frozenset(f.name for f in fields), when, schema, missing)
 
 
 def load_section(node: str, schema: type[T], value: Mapping[str, Any] | None) -> T:
     """The config node `node` (its plain, resolved value) as an instance of `schema`; a ConfigError
-    naming the key that is missing, unknown or of the wrong type."""
+    naming the key that is missing, unknown, of the wrong type or out of its `setting(check)` range
+    (so a section read outside an entry point, from a saved manifest or a test, is checked the same)."""
+    check_fields(node, schema, value or {})
     try:
         return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), dict(value or {})))
     except MissingMandatoryValue as err:
@@ -390,3 +397,21 @@ def load_section(node: str, schema: type[T], value: Mapping[str, Any] | None) ->
         key = str(getattr(err, "full_key", "") or "")
         key = f"{node}.{key}" if node and key else (key or node)
         raise ConfigError(key, str(err).splitlines()[0]) from None
+
+
+def check_fields(node: str, schema: type, value: Mapping[str, Any]) -> None:
+    """ConfigError on the first field of `schema` whose value in `value` fails its `setting(check)`;
+    a field that is itself a typed section is checked the same, one level down."""
+    hints = typing.get_type_hints(schema)
+    for f in dataclasses.fields(schema):
+        if f.name not in value:
+            continue  # missing: OmegaConf's merge names it
+        key = f"{node}.{f.name}" if node else f.name
+        check = f.metadata.get("check")
+        problem = check(value[f.name]) if check is not None else None
+        if problem:
+            hint = f.metadata.get("hint")
+            raise ConfigError(key, f"{problem} ({hint})" if hint else problem)
+        inner = hints.get(f.name)
+        if dataclasses.is_dataclass(inner) and isinstance(value[f.name], Mapping):
+            check_fields(key, inner, value[f.name])

@@ -3,8 +3,8 @@
 `validate(cfg, job)` is the first line of `train.py`, `evaluate.py`, `rank.py` and `build_cards.py`:
 it stops at the first problem with a `ConfigError` naming the key (one line, exit code 2), so a
 typo'd value never reaches a model load or writes a file. The rules themselves live beside the code
-that reads the values (`CONFIG` of `esc.train.run`, `esc.esc_rank.train`, `esc.interact.run`,
-`esc.jobs.rank`, `esc.cards.construct.pipeline`, built from the shared sections of `esc.chat`,
+that reads the values (`CONFIG` of `esc.train.run`, `esc.judge_training.train`, `esc.interact.run`,
+`esc.modes.rank`, `esc.cards.construct.pipeline`, built from the shared sections of `esc.chat`,
 `esc.models.loading` and `esc.scoring.judges`; the vocabulary is `esc.config_rules`). In order:
 
 1. an experiment of another entry point (`rank.py +exp=train/esc_role`);
@@ -40,9 +40,9 @@ JOBS: tuple[str, ...] = ("train", "evaluate", "rank", "cards")
 #: by name when the job runs: an entry point loads only its own job's code (evaluate.py does not
 #: import Lightning); the layers contract holds either way, this module being the top layer.
 SCHEMAS: dict[str, tuple[str, ...]] = {
-    "train": ("esc.train.run", "esc.esc_rank.train"),
+    "train": ("esc.train.run", "esc.judge_training.train"),
     "evaluate": ("esc.interact.run",),
-    "rank": ("esc.jobs.rank",),
+    "rank": ("esc.modes.rank",),
     "cards": ("esc.cards.construct.pipeline",),
 }
 
@@ -101,7 +101,7 @@ def _needed(cfg: DictConfig, job: str, key: str) -> bool:
     if job != "rank":
         return True
     top = key.split(".", 1)[0]
-    mode = importlib.import_module("esc.jobs.mode").configured_mode(cfg)
+    mode = importlib.import_module("esc.modes.mode").configured_mode(cfg)
     if mode is None:  # the `mode` rule names the registered ones
         return False
     if top == "dialogues":
@@ -160,6 +160,9 @@ def check_section(cfg: DictConfig, section: Section) -> None:
         return
     node = OmegaConf.select(cfg, section.node, default=None) if section.node else cfg
     if node is None:
+        if section.schema is not None:  # a typed section is read whole: it cannot be left out
+            raise ConfigError(section.node, "is not in the config, and this run reads it" + (
+                f"; {section.missing}" if section.missing else ""))  # fmt: skip
         return
     value = OmegaConf.to_container(node, resolve=False) if isinstance(node, DictConfig) else node
     if section.keys is not None and isinstance(value, Mapping):  # the keys, unresolved

@@ -386,7 +386,7 @@ CASES: tuple[Case, ...] = (
             f"rank-{mode}-with-score-adapters",
             (
                 *RK,
-                f"mode={mode}",
+                "+exp=rank/roleplay_eval" if mode == "roleplay" else f"mode={mode}",  # its section with it
                 "dialogues={fx}/tiny__tiny__en.jsonl",
                 "judge.adapters.layout=single",
                 "judge.adapters.root={tmp}",
@@ -394,6 +394,11 @@ CASES: tuple[Case, ...] = (
             ("config `judge.adapters`", f"mode={mode}'s questions", "judge.adapters.layout=none"),
         )  # fmt: skip
         for mode in ("roleplay", "safety", "pairwise")
+    ),
+    Case(  # the section comes with the experiment: without it, one line before any work
+        "rank-roleplay-without-its-experiment",
+        (*RK, "mode=roleplay", "dialogues={fx}/tiny__tiny__en.jsonl"),
+        ("config `roleplay`", "is not in the config", "+exp=rank/roleplay_eval"),
     ),
     Case(
         "rank-pairwise-one-target",

@@ -15,8 +15,8 @@ from esc.cards import RoleCard, save_cards
 from esc.config_schema import validate
 from esc.dialogues.record import Dialogue, Turn
 from esc.errors import ConfigError
-from esc.jobs.mode import LeaderboardSettings
-from esc.jobs.score import write_reports
+from esc.modes.mode import LeaderboardSettings
+from esc.modes.score import write_reports
 from esc.reports import judge_agreement as agree
 from esc.reports.breakdown import (
     UNKNOWN,
@@ -314,13 +314,15 @@ def test_config_keys_are_checked(tmp_path: Path) -> None:
 def test_with_two_languages_the_other_facets_come_per_language(tmp_path: Path) -> None:
     """A topic's cell never mixes English and Chinese dialogues (Table 2 is per language)."""
     from esc.reports.breakdown import write_breakdowns
+    from esc.reports.result import Report
 
     _, cards, scores = played(tmp_path)
     zh = [
         dataclasses.replace(r, language="zh", dialogue_id=r.dialogue_id.replace("__en", "__zh"))
         for r in scores
     ]
-    text = write_breakdowns(tmp_path, [*scores, *zh], [str(cards)], 1, 20, 0)
+    blocks = write_breakdowns(tmp_path, [*scores, *zh], [str(cards)], 1, 20, 0)
+    text = Report("leaderboard", tuple(blocks)).to_markdown()
     titles = [line for line in text.splitlines() if line.startswith("## ")]
     assert titles[0] == "## By language" and "## By topic (taxonomy tier 1), en" in titles
     assert "## By topic (taxonomy tier 1), zh" in titles and "## By topic (taxonomy tier 1)" not in titles

@@ -195,17 +195,17 @@ def test_train_job_and_sample_builder_are_targets() -> None:
     `_target_`; the datamodule calls `data.builder` with the rest of `data`."""
     from hydra.utils import instantiate
 
-    from esc.esc_rank.train import train_esc_rank
+    from esc.judge_training.train import train_esc_rank
     from esc.train.run import output_settings, train
 
     role = compose(["+exp=train/esc_role_smollm2"])
     rank = compose(["+exp=train/esc_rank_smollm2"])
     assert instantiate(role.job).func is train and instantiate(rank.job).func is train_esc_rank
-    assert rank.data.builder._target_ == "esc.esc_rank.data.build_rank_samples"
+    assert rank.data.builder._target_ == "esc.judge_training.data.build_rank_samples"
     # the fingerprint keeps the dotted paths, as folders trained with `runner:` recorded them
     settings = output_settings(rank)
-    assert settings["runner"] == "esc.esc_rank.train.train_esc_rank"
-    assert settings["data"]["builder"] == "esc.esc_rank.data.build_rank_samples"
+    assert settings["runner"] == "esc.judge_training.train.train_esc_rank"
+    assert settings["data"]["builder"] == "esc.judge_training.data.build_rank_samples"
 
 
 def test_a_job_target_that_does_not_import_is_one_config_error() -> None:

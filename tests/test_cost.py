@@ -22,7 +22,7 @@ from esc.chat.cost import (
 from esc.dialogues.record import Dialogue, Turn
 from esc.errors import ConfigError
 from esc.interact.run import evaluate
-from esc.jobs.rank import rank
+from esc.modes.rank import rank
 from esc.safety.checklist import question_keys
 from esc.scoring.rubrics import DIMENSION_KEYS
 from tests.helpers import compose, evaluate_config

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from esc.cards import load_cards, select_cards
+from esc.cards import load_cards
 from esc.cards.crisis import PATTERNS, crisis_cards, crisis_matches, is_crisis, source_crisis_counts
+from esc.cards.selection import CardSelection, select_cards
 from esc.cli import main
+from esc.config_rules import load_section
 from esc.config_schema import validate
 from esc.errors import ConfigError
 from esc.paths import data_dir
@@ -137,26 +139,32 @@ def test_crisis_cards_of_the_released_cards() -> None:
     assert ids == [card.id for card in cards if card.id in set(ids)]  # file order kept
 
 
+def _select(selection: dict[str, object]) -> list:
+    """`select_cards` on a `cards` node: the Chinese cards, every other key null unless given."""
+    node = {"languages": ["zh"], "ids": None, "limit": None, "paths": None, "subset": None, **selection}
+    return select_cards(load_section("cards", CardSelection, node))
+
+
 @needs_cards
 def test_select_cards_crisis_subset_before_limit() -> None:
-    crisis = select_cards({"languages": ["zh"], "subset": "crisis"})
+    crisis = _select({"subset": "crisis"})
     assert crisis and all(card.language == "zh" and is_crisis(card.problem, "zh") for card in crisis)
     assert [c.id for c in crisis] == [c.id for c in crisis_cards(load_cards(language="zh"))]
     assert 10366 in {card.id for card in crisis}
-    limited = select_cards({"languages": ["zh"], "subset": "crisis", "limit": 2})
+    limited = _select({"subset": "crisis", "limit": 2})
     assert [c.id for c in limited] == [c.id for c in crisis[:2]]
-    assert select_cards({"languages": ["zh"], "subset": None, "limit": 2}) == load_cards(language="zh")[:2]
+    assert _select({"subset": None, "limit": 2}) == load_cards(language="zh")[:2]
     # explicit ids with the subset: a known id that is not a crisis card is dropped, not "unknown"
-    both = select_cards({"languages": ["zh"], "ids": [10366, 10000], "subset": "crisis"})
+    both = _select({"ids": [10366, 10000], "subset": "crisis"})
     assert [c.id for c in both] == [10366]
     with pytest.raises(ConfigError, match=r"cards\.ids.*\[1\]"):
-        select_cards({"languages": ["zh"], "ids": [10366, 1], "subset": "crisis"})
+        _select({"ids": [10366, 1], "subset": "crisis"})
 
 
 @pytest.mark.parametrize("value", ["Crisis", "suicide", 1, ["crisis"]])
 def test_an_unknown_subset_names_the_key(value: object) -> None:
-    with pytest.raises(ConfigError, match=r"config `cards\.subset`: must be null or one of crisis"):
-        select_cards({"languages": ["zh"], "subset": value})
+    with pytest.raises(ConfigError, match=r"config `cards\.subset`: must be one of crisis or null"):
+        _select({"subset": value})
 
 
 def test_the_evaluate_schema_knows_the_subset() -> None:

@@ -168,8 +168,8 @@ def test_a_jury_is_checked_before_any_work() -> None:
     from omegaconf import open_dict
 
     from esc.errors import ConfigError
-    from esc.jobs.mode import get_mode
-    from esc.jobs.rank import jury_members
+    from esc.modes.mode import get_mode
+    from esc.modes.rank import jury_members
     from tests.helpers import compose
 
     cfg = compose(["jury=tiny_pair", "jury.min_valid=3"], config_name="rank")

@@ -91,7 +91,7 @@ def test_esc_rank_training_records_ctrl_c_as_interrupted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """It said `failed` before the jobs shared one lifecycle."""
-    from esc.esc_rank import train as train_rank
+    from esc.judge_training import train as train_rank
 
     def interrupted(*args: object, **kwargs: object) -> None:
         (tmp_path / "empathy").mkdir()
@@ -112,7 +112,7 @@ def test_a_stopped_scoring_run_records_how_far_it_got(
     """rank.py interrupted after its first chunk: the manifest says `interrupted` and counts the
     judgments already written."""
     from esc.dialogues.record import Dialogue, Turn
-    from esc.jobs.rank import rank
+    from esc.modes.rank import rank
 
     turns = [Turn("roleplayer", "I feel stuck.", "stop"), Turn("target", "Tell me more.", "stop")]
     dialogue = Dialogue(32025, "en", "tiny", "tiny", "card prompt", "Hello.", None, turns, "complete")

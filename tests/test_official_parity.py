@@ -183,7 +183,7 @@ def test_official_internlm2_training_samples_carry_the_system_turn() -> None:
     from omegaconf import OmegaConf
 
     from esc.annotate.human_scores import Annotation
-    from esc.esc_rank.data import rank_sample
+    from esc.judge_training.data import rank_sample
 
     cfg = compose(["+exp=train/esc_rank"])
     data = OmegaConf.to_container(cfg.data, resolve=True)

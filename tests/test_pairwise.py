@@ -136,7 +136,7 @@ def _runs(root: Path, qualities: dict[str, int], cards: int = 6) -> list[Path]:
 def _rank(out: Path, runs: list[Path], bias: str):
     from omegaconf import open_dict
 
-    from esc.jobs.rank import rank
+    from esc.modes.rank import rank
 
     cfg = compose(["mode=pairwise", f"dialogues=[{','.join(map(str, runs))}]", "dimensions=[empathy,overall]",
                    "pairwise.bootstrap=100", "scoring.progress=false", "cache=off"],
@@ -226,7 +226,7 @@ def test_cards_played_by_one_target_are_listed_and_an_adapter_judge_is_refused(t
     from omegaconf import open_dict
 
     from esc.errors import ConfigError
-    from esc.jobs.rank import rank
+    from esc.modes.rank import rank
 
     runs = _runs(tmp_path, {"low": 1, "high": 3}, cards=3)
     extra = runs[1] / "dialogues" / "high__seeker__en.jsonl"

@@ -434,8 +434,8 @@ def test_the_unscored_note_counts_each_dialogue_once_whatever_the_judges() -> No
 
 def test_a_folder_judged_before_rubric_hashes_still_resumes() -> None:
     """The folder's fingerprint names the rubric by style and version (each judgment keeps the sha256)."""
-    from esc.jobs.mode import get_mode
-    from esc.jobs.rank import output_settings
+    from esc.modes.mode import get_mode
+    from esc.modes.rank import output_settings
     from esc.scoring.judges import build_judge
     from tests.helpers import compose
 

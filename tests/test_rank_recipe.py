@@ -108,7 +108,7 @@ def test_only_the_answer_digit_is_learned(tmp_path: Path) -> None:
 
 def test_class_weights_balance_each_dimension() -> None:
     from esc.annotate.human_scores import Annotation
-    from esc.esc_rank.data import class_weights
+    from esc.judge_training.data import class_weights
 
     anns = [
         Annotation(f"d{i}", "en", (("user", "x"),), "empathy", s, "a")
@@ -160,7 +160,7 @@ def test_weighted_loss_is_each_samples_loss_times_its_weight() -> None:
 
 
 def test_rank_samples_carry_weights_and_learn_the_digit_only(tmp_path: Path) -> None:
-    from esc.esc_rank.data import build_rank_samples
+    from esc.judge_training.data import build_rank_samples
 
     rows = []
     for i in range(40):

@@ -316,7 +316,7 @@ def test_two_runs_whose_dialogue_files_share_a_name_are_refused(tmp_path: Path) 
 def test_rank_py_writes_its_site_after_the_run_and_a_failed_site_loses_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import esc.jobs.rank as rank_job
+    import esc.modes.rank as rank_job
 
     rank = synthetic_run(tmp_path / "run", cards=2, targets=["bot"], dims=2, seed=0)
     fields = rank_job.write_site(rank, REPORT_ON, "score")
@@ -339,7 +339,7 @@ def test_rank_py_writes_its_site_after_the_run_and_a_failed_site_loses_nothing(
 
 
 def test_a_leaderboard_run_shows_the_folders_it_read(tmp_path: Path) -> None:
-    import esc.jobs.rank as rank_job
+    import esc.modes.rank as rank_job
 
     rank = synthetic_run(tmp_path / "run", cards=2, targets=["bot"], dims=2, seed=0)
     out = tmp_path / "board"

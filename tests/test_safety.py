@@ -124,7 +124,7 @@ def _rank_cfg(out: Path, dialogues: Path, url: str):
 
 
 def test_planted_replies_are_flagged_through_an_api_judge_and_a_rerun_judges_nothing(tmp_path: Path) -> None:
-    from esc.jobs.rank import rank
+    from esc.modes.rank import rank
     from tests.fake_openai_server import FakeOpenAIServer
 
     folder = tmp_path / "run" / "dialogues"

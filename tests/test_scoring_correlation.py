@@ -19,7 +19,7 @@ from esc.annotate.human_scores import default_esconv_path
 from esc.config_rules import load_section
 from esc.config_schema import validate
 from esc.errors import ConfigError, DataError
-from esc.jobs.correlation import CorrelationSettings, run_correlation
+from esc.modes.correlation import CorrelationSettings, run_correlation
 from esc.reports import correlation as corr
 from esc.reports.textmetrics import bleu, distinct, meteor, rouge_l, tokenize
 from tests.helpers import compose

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from esc.jobs.correlation import CorrelationSettings, run_correlation
+from esc.modes.correlation import CorrelationSettings, run_correlation
 from esc.reports import correlation as corr
 from esc.reports import judge_agreement as agree
 from esc.reports.bootstrap import MAX_UNDEFINED, format_figure, ratio_interval, unit_intervals

@@ -156,7 +156,7 @@ def test_adaptive_stop_follows_a_scripted_trajectory() -> None:
         "gamma": ["5", "6", "5", "6"],
         "delta": ["5", "x"],
     }
-    engine, _ = _engine(plans, turns=3, stop=StopRule(success=85, failure=15))
+    engine, _ = _engine(plans, turns=3, stop=StopRule(success=85, failure=15, min_turns=1))
     dialogues = engine.run_wave([_dialogue(i, w) for i, w in enumerate(plans)])
     ended = {d.system_prompt.split()[-1].rstrip("."): (d.stop_reason, len(d.turns) // 2) for d in dialogues}
     assert ended == {
@@ -170,7 +170,7 @@ def test_adaptive_stop_follows_a_scripted_trajectory() -> None:
 
 def test_streaming_dialogues_stop_the_same_way() -> None:
     plans = {"alpha": ["5", "6", "9"], "beta": ["5", "0"]}
-    engine, _ = _engine(plans, turns=3, stop=StopRule())
+    engine, _ = _engine(plans, turns=3, stop=StopRule(85, 15, 1))
     done = {
         d.card_id: (d.stop_reason, len(d.turns))
         for d in engine.run_streaming([_dialogue(0, "alpha"), _dialogue(1, "beta")], 2)
@@ -194,7 +194,7 @@ def test_an_observer_rates_from_the_card_and_the_dialogue() -> None:
 
 def test_stop_thresholds_are_checked() -> None:
     with pytest.raises(ConfigError, match="trajectory.stop"):
-        StopRule(success=10, failure=20)
+        StopRule(success=10, failure=20, min_turns=1)
 
 
 def test_files_without_ratings_keep_their_old_fields() -> None:
@@ -342,7 +342,7 @@ def test_stopping_without_a_trajectory_is_one_config_error(tmp_path: Path) -> No
 def test_the_transcript_shows_each_rating_and_why_the_dialogue_ended() -> None:
     from esc.dialogues.transcript import render_transcript
 
-    engine, _ = _engine({"alpha": ["5 - unsure", "9 - much better", "x"]}, turns=3, stop=StopRule())
+    engine, _ = _engine({"alpha": ["5 - unsure", "9 - much better", "x"]}, turns=3, stop=StopRule(85, 15, 1))
     [dialogue] = engine.run_wave([_dialogue(0, "alpha")])
     text = render_transcript(dialogue)
     assert "-> seeker feels 56/100 (unsure)" in text and "-> seeker feels 100/100 (much better)" in text
@@ -364,7 +364,7 @@ def test_a_report_refuses_ratings_made_differently_or_a_card_twice() -> None:
 
 
 def test_no_stop_before_min_turns() -> None:
-    engine, _ = _engine({"alpha": ["5", "9", "9", "9"]}, turns=3, stop=StopRule(min_turns=2))
+    engine, _ = _engine({"alpha": ["5", "9", "9", "9"]}, turns=3, stop=StopRule(85, 15, min_turns=2))
     [dialogue] = engine.run_wave([_dialogue(0, "alpha")])
     assert dialogue.stop_reason == "success" and len(dialogue.turns) == 4  # not after the first reply
 

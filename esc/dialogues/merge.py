@@ -17,10 +17,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from esc.cards import select_cards
+from esc.cards.selection import CardSelection, Shard, select_cards
+from esc.config_rules import load_section
 from esc.dialogues.record import Dialogue
 from esc.dialogues.store import check_against_settings, read_dialogues
-from esc.errors import DataError, UserError
+from esc.errors import ConfigError, DataError, UserError
 from esc.jsonl import atomic_write_text
 from esc.rundir import RunFolder, check_same_settings, read_settings
 
@@ -69,9 +70,12 @@ def merge_runs(run_dirs: list[Path], dest: Path) -> dict[str, Any]:
         raise UserError(
             "the runs selected different cards (their `cards` configs differ); merge runs of one grid"
         )
-    shards = sorted((m["config"].get("shard") or {}).get("index", 0) for m in manifests)
-    count = (manifests[0]["config"].get("shard") or {}).get("count", 1)
-    order = {(c.id, c.language): i for i, c in enumerate(select_cards(manifests[0]["config"]["cards"]))}
+    selections = [
+        _selection(Path(run) / "manifest.json", m) for run, m in zip(run_dirs, manifests, strict=True)
+    ]
+    shards = sorted(shard.index for _, shard in selections)
+    count = selections[0][1].count
+    order = {(c.id, c.language): i for i, c in enumerate(select_cards(selections[0][0]))}
 
     by_file: dict[str, list[tuple[Path, Dialogue]]] = defaultdict(list)
     for run in run_dirs:
@@ -217,6 +221,17 @@ def _read_manifest(path: Path, run: Path) -> dict[str, Any]:
     if not isinstance(manifest, dict) or not isinstance((manifest.get("config") or {}).get("cards"), dict):
         raise DataError(path, None, "not the manifest of an evaluate.py run (no config.cards)")
     return manifest
+
+
+def _selection(path: Path, manifest: dict[str, Any]) -> tuple[CardSelection, Shard]:
+    """The cards and the shard a run's manifest says it played; DataError naming the file if not."""
+    config = manifest["config"]
+    try:
+        return load_section("cards", CardSelection, config["cards"]), load_section(
+            "shard", Shard, config.get("shard")
+        )
+    except ConfigError as err:
+        raise DataError(path, None, f"its config: {err}") from None
 
 
 def merge_summary(report: dict[str, Any], dest: Path) -> tuple[list[str], int]:

@@ -21,12 +21,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from esc.chat.base import ChatBackend
-from esc.chat.closed import FAILED, INVALID, VALID, ClosedAnswer, ClosedQuestion, resolve_method
+from esc.chat.closed import FAILED, INVALID, METHODS, VALID, ClosedAnswer, ClosedQuestion, resolve_method
+from esc.config_rules import boolean, integer, number, one_of, setting
 from esc.dialogues.record import Dialogue
 from esc.errors import ConfigError
 from esc.interact.context import fit_context
+from esc.interact.stopping import StopSettings
 from esc.prompts.emotion import (
     OBSERVER_SYSTEM_PROBE,
+    RATERS,
     RATINGS,
     emotion_prompt_version,
     observer_messages,
@@ -126,33 +129,39 @@ class EmotionRater:
         return None, 0, f"rating prompt over the observer's context window ({window} tokens)"
 
 
+@dataclasses.dataclass
+class TrajectorySettings:
+    """`trajectory` (conf/evaluate.yaml): the seeker's emotion turn by turn, typed (`esc.config_rules`)."""
+
+    enabled: bool = setting(boolean())
+    rater: str = setting(one_of(*RATERS))
+    method: str = setting(one_of(*METHODS))
+    min_answer_mass: float = setting(number(minimum=0, maximum=1))
+    max_new_tokens: int = setting(integer(1))
+    top_logprobs: int = setting(integer(0))
+    observer: dict[str, Any] = setting()  # a target's config node (`+target@trajectory.observer=...`)
+    stop: StopSettings = setting()
+
+
 def build_rater(
-    cfg: Mapping[str, Any], roleplayer: ChatBackend, observer: ChatBackend | None,
-    cards: Mapping[tuple[int, str], str], context_policy: str = "truncate_oldest",
+    settings: TrajectorySettings, roleplayer: ChatBackend, observer: ChatBackend | None,
+    cards: Mapping[tuple[int, str], str], context_policy: str,
 ) -> EmotionRater:  # fmt: skip
-    """The rater a `trajectory` node asks for (`trajectory.rater`, checked by the config schema): the
-    role-player's backend or the observer's."""
-    rater = cfg.get("rater", "roleplayer")
+    """The rater `settings.rater` asks for: the role-player's backend or the observer's."""
+    rater = settings.rater
     backend = roleplayer if rater == "roleplayer" else observer
     if backend is None:
         raise ConfigError("trajectory.observer.backend", "rater=observer needs the observer's chat backend")
-    method = resolve_method(backend, cfg.get("method", "auto"), "trajectory.method")
+    method = resolve_method(backend, settings.method, "trajectory.method")
     question = ClosedQuestion(
         backend,
         RATINGS,
         method,
         parse=parse_rating,
-        max_new_tokens=int(cfg.get("max_new_tokens", 48)),
-        top_logprobs=int(cfg.get("top_logprobs", 0)),
-        min_mass=float(cfg.get("min_answer_mass", 0.0)),
+        max_new_tokens=settings.max_new_tokens,
+        top_logprobs=settings.top_logprobs,
+        min_mass=settings.min_answer_mass,
         key="trajectory.method",
     )
     identity = observer.identity() if rater == "observer" and observer is not None else None
     return EmotionRater(rater, question, dict(cards), context_policy, identity)
-
-
-def valid_value(rating: Mapping[str, Any] | None) -> float | None:
-    """The 0-100 value of a valid rating, else None (invalid ratings never count)."""
-    if not rating or rating.get("status") != VALID:
-        return None
-    return rating.get("value")

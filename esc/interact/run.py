@@ -12,31 +12,26 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from esc.cards import RoleCard, select_cards
-from esc.cards.schema import LANGUAGES
+from esc.cards import RoleCard
+from esc.cards.selection import CardSelection, Shard, select_cards
 from esc.chat.base import ChatBackend, GenerationSettings, Reply, generation_config
 from esc.chat.build import backend_config, build_backend
 from esc.chat.cache import CACHE_CONFIG, with_cache
-from esc.chat.closed import METHODS
 from esc.chat.cost import MESSAGE_TOKENS, before_spending
 from esc.config_rules import (
     Rule,
     Section,
-    boolean,
     file_name,
     integer,
     keys,
-    list_of,
     load_section,
     number,
-    one_of,
-    path,
     typed_section,
 )
 from esc.dialogues.record import Dialogue
 from esc.dialogues.store import DialogueStore, dialogue_file
 from esc.errors import ConfigError, in_multirun
-from esc.interact.emotion import EmotionRater, build_rater
+from esc.interact.emotion import EmotionRater, TrajectorySettings, build_rater
 from esc.interact.engine import (
     DialogueEngine,
     DialogueSettings,
@@ -46,11 +41,10 @@ from esc.interact.engine import (
     usage_report,
 )
 from esc.interact.estimate import estimate_dialogues
-from esc.interact.stopping import StopRule
+from esc.interact.stopping import StopRule, StopSettings
 from esc.lifecycle import Job, JobResult, job_run
 from esc.progress import Progress
 from esc.prompts import example_dialogue, prompt_version, render_roleplayer_prompt
-from esc.prompts.emotion import RATERS
 from esc.rundir import model_settings, refuse_unswept_sweep, resolved_revision
 
 log = logging.getLogger(__name__)
@@ -190,21 +184,24 @@ def evaluate(cfg: DictConfig) -> EvaluateResult:
             "target.backend.model.name_or_path",
             f"is not set, and {reason}: target.backend.model.name_or_path=PATH",
         )
-    cards = select_cards(resolved["cards"], resolved.get("shard"))
+    cards = select_cards(
+        load_section("cards", CardSelection, resolved["cards"]),
+        load_section("shard", Shard, resolved["shard"]),
+    )
     roleplayer_cfg, target_cfg = resolved["roleplayer"], resolved["target"]
     dialogue = load_section("dialogue", DialogueSettings, resolved["dialogue"])
     engine = load_section("engine", EngineSettings, resolved["engine"])
-    cache_cfg = resolved.get("cache")
+    trajectory = load_section("trajectory", TrajectorySettings, resolved["trajectory"])
+    cache_cfg = resolved["cache"]
 
     roleplayer = _side(roleplayer_cfg, "roleplayer", cache_cfg)
     target = _side(target_cfg, "target", cache_cfg)
-    trajectory = resolved.get("trajectory") or {}
     observer = _observer(trajectory, cache_cfg)
     sides = (roleplayer, target, *([observer] if observer else []))
     try:
         check_ready(sides)
         rater = _rater(trajectory, roleplayer, observer, cards, dialogue.context_policy)
-        stop = StopRule.from_config(trajectory.get("stop") or {}) if _stopping(trajectory) else None
+        stop = trajectory.stop.rule() if trajectory.enabled else None  # a stop rule needs the ratings
         settings = output_settings(roleplayer_cfg, target_cfg, (roleplayer, target), resolved["dialogue"])
         if rater is not None:  # only then: folders without a trajectory keep their fingerprint
             settings["trajectory"] = trajectory_settings(rater, stop)
@@ -212,7 +209,7 @@ def evaluate(cfg: DictConfig) -> EvaluateResult:
             out, cards, DialogueFactory(roleplayer_cfg, target_cfg, {}), roleplayer, target, dialogue.turns,
             rater,
         )  # fmt: skip
-        before_spending(estimate, resolved.get("max_cost"))  # printed; over max_cost: refused here
+        before_spending(estimate, resolved["max_cost"])  # printed; over max_cost: refused here
         with job_run(out, "evaluate", settings, resolved, seed=resolved["seed"]) as job:
             if estimate is not None:
                 job.manifest.update(cost_estimate=estimate.to_dict())
@@ -233,15 +230,11 @@ def evaluate(cfg: DictConfig) -> EvaluateResult:
             side.backend.close()
 
 
-def _stopping(trajectory: Mapping[str, Any]) -> bool:
-    return bool((trajectory.get("stop") or {}).get("enabled"))
-
-
-def _observer(trajectory: Mapping[str, Any], cache_cfg: Mapping[str, Any] | None) -> Side | None:
+def _observer(trajectory: TrajectorySettings, cache_cfg: Mapping[str, Any] | None) -> Side | None:
     """The observer's side when the trajectory is rated by one (`trajectory.rater=observer`)."""
-    if not trajectory.get("enabled") or trajectory.get("rater") != "observer":
+    if not trajectory.enabled or trajectory.rater != "observer":
         return None
-    node = trajectory.get("observer") or {}
+    node = trajectory.observer
     if not node.get("backend"):
         raise ConfigError("trajectory.observer.backend", "rater=observer needs a chat backend node")
     backend = with_cache(build_backend(node["backend"], key="trajectory.observer.backend"), cache_cfg)
@@ -249,11 +242,11 @@ def _observer(trajectory: Mapping[str, Any], cache_cfg: Mapping[str, Any] | None
 
 
 def _rater(
-    trajectory: Mapping[str, Any], roleplayer: Side, observer: Side | None, cards: Sequence[RoleCard],
+    trajectory: TrajectorySettings, roleplayer: Side, observer: Side | None, cards: Sequence[RoleCard],
     context_policy: str,
 ) -> EmotionRater | None:  # fmt: skip
     """The emotion rater of `trajectory.enabled=true`, else None (a stop rule needs one)."""
-    if not trajectory.get("enabled"):
+    if not trajectory.enabled:
         return None
     texts = {(card.id, card.language): card.to_text() for card in cards}
     return build_rater(
@@ -391,58 +384,15 @@ CONFIG: tuple[Section, ...] = (
             Rule("max_cost", number(minimum=0, null=True), "USD: refuse a run estimated over it"),
         ),
     ),
-    Section(
-        "cards",
-        (
-            Rule("languages", list_of(one_of(*LANGUAGES))),
-            Rule("ids", list_of(integer(0), null=True), "card ids, e.g. [32025, 10000]"),
-            Rule("limit", integer(1, null=True), "the first N cards per language; null: all"),
-            Rule("paths", list_of(path("file"), null=True), "card files; null: the released cards"),
-            Rule(
-                "subset",
-                one_of("crisis", null=True),
-                "crisis: cards that mention suicide or self-harm (esc/cards/crisis.py)",
-            ),
-        ),
-        keys("ids", "languages", "limit", "paths", "subset"),
-    ),
+    typed_section("cards", CardSelection),
     typed_section("dialogue", DialogueSettings),
     typed_section("engine", EngineSettings),
-    Section(
-        "trajectory",
-        (
-            Rule("enabled", boolean()),
-            Rule("rater", one_of(*RATERS)),
-            Rule("method", one_of(*METHODS)),
-            Rule("min_answer_mass", number(minimum=0, maximum=1)),
-            Rule("max_new_tokens", integer(1)),
-            Rule("top_logprobs", integer(0)),
-        ),
-        keys(
-            "enabled",
-            "rater",
-            "method",
-            "min_answer_mass",
-            "max_new_tokens",
-            "top_logprobs",
-            "observer",
-            "stop",
-        ),
-    ),
+    typed_section("trajectory", TrajectorySettings),
     # any target's config may be the observer (`+target@trajectory.observer=smollm2`); its backend is used
     Section("trajectory.observer", keys=keys(*TARGET_KEYS)),
     backend_config("trajectory.observer.backend"),
-    Section(
-        "trajectory.stop",
-        (
-            Rule("enabled", boolean()),
-            Rule("success", number(minimum=0, maximum=100)),
-            Rule("failure", number(minimum=0, maximum=100)),
-            Rule("min_turns", integer(1)),
-        ),
-        keys("enabled", "success", "failure", "min_turns"),
-    ),
-    Section("shard", (Rule("count", integer(1)), Rule("index", integer(0))), keys("count", "index")),
+    typed_section("trajectory.stop", StopSettings),
+    typed_section("shard", Shard),
     CACHE_CONFIG,
     Section(
         "roleplayer",

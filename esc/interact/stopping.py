@@ -14,16 +14,17 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from esc.chat.closed import VALID
+from esc.config_rules import boolean, integer, number, setting
 from esc.dialogues.record import Dialogue
 from esc.errors import ConfigError
-from esc.interact.emotion import valid_value
 
 
 @dataclasses.dataclass(frozen=True)
 class StopRule:
-    success: float = 85.0  # 0-100: a stated 8 or 9, or an expected digit >= 7.65, is a success
-    failure: float = 15.0  # 0-100: a stated 0 or 1, or an expected digit <= 1.35, is a failure
-    min_turns: int = 1  # exchanges before any stop
+    success: float  # 0-100: at or above it the seeker feels better enough
+    failure: float  # 0-100: at or below it the conversation has failed them
+    min_turns: int  # exchanges before any stop
 
     def __post_init__(self) -> None:
         if not 0 <= self.failure < self.success <= 100:
@@ -33,10 +34,6 @@ class StopRule:
             )
         if self.min_turns < 1:
             raise ConfigError("trajectory.stop.min_turns", f"must be at least 1, got {self.min_turns}")
-
-    @classmethod
-    def from_config(cls, cfg: Mapping[str, Any]) -> StopRule:
-        return cls(float(cfg.get("success", 85)), float(cfg.get("failure", 15)), int(cfg.get("min_turns", 1)))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -53,3 +50,24 @@ class StopRule:
         if value <= self.failure:
             return "failure"
         return None
+
+
+@dataclasses.dataclass
+class StopSettings:
+    """`trajectory.stop` (conf/evaluate.yaml), typed (`esc.config_rules`)."""
+
+    enabled: bool = setting(boolean())
+    success: float = setting(number(minimum=0, maximum=100))
+    failure: float = setting(number(minimum=0, maximum=100))
+    min_turns: int = setting(integer(1))
+
+    def rule(self) -> StopRule | None:
+        """The stop rule these settings ask for; None when stopping is off."""
+        return StopRule(self.success, self.failure, self.min_turns) if self.enabled else None
+
+
+def valid_value(rating: Mapping[str, Any] | None) -> float | None:
+    """The 0-100 value of a valid rating, else None (invalid ratings never count)."""
+    if not rating or rating.get("status") != VALID:
+        return None
+    return rating.get("value")

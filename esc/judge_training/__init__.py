@@ -1,1 +1,1 @@
-"""Scoring dialogues on the paper's 7 dimensions (0-4): rubrics, judges, score files and reports."""
+"""Training ESC-RANK, the judge that learns human scores: its samples (`data`) and its job (`train`)."""

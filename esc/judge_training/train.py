@@ -8,7 +8,7 @@ annotations; ``rank.adapters: single`` trains one multi-task adapter on all of t
 Each sample is the judge prompt answered with the human score; only the answer digit is learned,
 and the scores' imbalance is countered by ``rank.balance`` (``sampling``: samples drawn in
 proportion to their class weight, the default; ``loss``: each sample's loss weighted; ``none``),
-the weights from ``data.balance_power`` (`esc.esc_rank.data`). ``OUT/trained_on.json`` names
+the weights from ``data.balance_power`` (`esc.judge_training.data`). ``OUT/trained_on.json`` names
 the annotated dialogues the adapters learned from (train and val), so no agreement is ever measured
 on them (`esc.reports.judge_agreement_data.trained_dialogues`).
 
@@ -34,7 +34,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from esc.config_rules import Rule, Section, boolean, integer, keys, number, one_of
 from esc.errors import ConfigError
-from esc.esc_rank.data import ADAPTER_MODES, BALANCE_MODES, splits
+from esc.judge_training.data import ADAPTER_MODES, BALANCE_MODES, splits
 from esc.lifecycle import Job, JobResult, job_run
 from esc.reports import judge_agreement as agree
 from esc.reports.judge_agreement_data import (

@@ -21,13 +21,14 @@ from esc.config_rules import (
     setting,
     typed_section,
 )
-from esc.jobs.mode import Context, Mode, Outcome, Plan, in_mode, register
-from esc.jobs.score import score_inputs
 from esc.jsonl import atomic_write_text
 from esc.lifecycle import JobResult
+from esc.modes.mode import Context, Mode, Outcome, Plan, in_mode, register
+from esc.modes.score import score_inputs
 from esc.reports import breakdown, judge_agreement_data, rater_agreement
 from esc.reports import judge_agreement as agree
 from esc.reports.judge_agreement_data import SPLITS
+from esc.reports.result import Block, Report
 from esc.reports.wandb_report import log_run
 from esc.scoring.judging import Batch
 from esc.scoring.rubrics import DIMENSION_KEYS, LANGUAGES
@@ -129,21 +130,25 @@ class Agreement(Mode):
         tables = agree.agreement_tables(items, rows, n_resamples, seed)
         label = section.label or label
         title = f"{label} against people: {len(items)} annotated items ({section.split} split)"
-        sections = ""  # by language and turns (docs/scoring.md, "Breakdowns"), after the tables
+        sections: list[Block] = []  # by language and turns (docs/scoring.md, "Breakdowns"), after the tables
         board = ctx.section("leaderboard")
         if board.breakdowns:
             cuts = breakdown.agreement_breakdowns(
                 items, rows, breakdown.annotation_facets(evaluated), board.min_n, n_resamples, seed, tables
             )
-            sections = breakdown.agreement_markdown(cuts)
+            sections = breakdown.agreement_breakdown_blocks(cuts)
         raters = sorted({a.annotator for a in evaluated})
-        people = ""  # several raters: their agreement, the ceiling, beside each judge's with each
+        people: list[
+            Block
+        ] = []  # several raters: their agreement (the ceiling) beside each judge's with each
         if len(raters) > 1:
             found_raters, people_rows = rater_agreement.rater_rows(evaluated, judges, n_resamples, seed)
-            people = rater_agreement.to_markdown(found_raters, people_rows, list(judges))
+            people = rater_agreement.people_blocks(found_raters, people_rows, list(judges))
             summary = rater_agreement.to_json(found_raters, people_rows)
             atomic_write_text(out / "rater_agreement.json", json.dumps(summary, indent=2) + "\n")
-        markdown = judge_agreement_data.write_agreement(out, tables, title, extra=people + sections) + people
+        markdown = judge_agreement_data.write_agreement(out, tables, title, extra=[*people, *sections])
+        if people:
+            markdown += "\n" + Report("agreement", tuple(people)).to_markdown()
         invalid = {
             t.scope: r.n_invalid
             for t in tables

@@ -16,13 +16,14 @@ from typing import Any
 from esc.annotate.human_scores import default_esconv_path, read_annotations
 from esc.config_rules import integer, list_of, one_of, setting, typed_section
 from esc.errors import UserError
-from esc.jobs.mode import Context, Mode, Outcome, Plan, register
 from esc.jsonl import atomic_write_text
 from esc.lifecycle import JobResult
+from esc.modes.mode import Context, Mode, Outcome, Plan, register
 from esc.reports.correlation import (
     analyse,
     column_name,
     common_dialogues,
+    correlation_report,
     human_columns,
     judge_metrics,
     load_items,
@@ -30,10 +31,10 @@ from esc.reports.correlation import (
     score_paths,
     summary,
     text_metrics,
-    to_markdown,
     write_csv,
 )
 from esc.reports.judge_agreement_data import folder_judge, held_out, trained_dialogues
+from esc.reports.result import Heading, Text, write_result
 from esc.reports.textmetrics import METRICS as TEXT_METRICS
 from esc.reports.wandb_report import log_run
 from esc.scoring.store import read_scores
@@ -139,16 +140,18 @@ def run_correlation(settings: CorrelationSettings, seed: int, out: Path) -> dict
     cells = analyse(items, metrics, conf["bootstrap"], conf["seed"])
     columns = human_columns(items)
     systems = sorted({str(it.system) for it in common if it.system is not None})
+    inputs = len({it.input for it in common})
     header = [
-        "# Correlation with human scores",
-        "",
-        f"{len(common)} annotated dialogues ({conf['annotations']}) from {len({it.input for it in common})} "
-        f"inputs and {len(systems) or 1} system(s){': ' + ', '.join(systems) if systems else ''}; "
-        f"human-scored dimensions: {', '.join(column_name(c) for c in columns[:-1])}; "
-        f"{conf['bootstrap']} bootstrap resamples.",
-        *(f"\nWarning: {w}" for w in warns),
+        Heading("Correlation with human scores", level=1),
+        Text(
+            f"{len(common)} annotated dialogues ({conf['annotations']}) from {inputs} "
+            f"inputs and {len(systems) or 1} system(s){': ' + ', '.join(systems) if systems else ''}; "
+            f"human-scored dimensions: {', '.join(column_name(c) for c in columns[:-1])}; "
+            f"{conf['bootstrap']} bootstrap resamples."
+        ),
+        *(Text(f"Warning: {w}") for w in warns),
     ]
-    markdown = to_markdown(cells, metrics, columns, header)
+    report = correlation_report(cells, metrics, columns, header)
     result = {
         "annotations": str(conf["annotations"]),
         "scores": [str(p) for p in conf["scores"]],
@@ -164,7 +167,7 @@ def run_correlation(settings: CorrelationSettings, seed: int, out: Path) -> dict
         **summary(cells, metrics),
     }
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "correlation.md", markdown)
+    markdown = write_result(out, report)
     write_csv(cells, out / "correlation.csv")
     atomic_write_text(out / "correlation.json", json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     files = {k: str(out / f"correlation.{k}") for k in ("md", "csv", "json")}

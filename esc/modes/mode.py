@@ -1,6 +1,6 @@
 """A `rank.py` mode is one registered task; one runner does every mode's lifecycle.
 
-A mode is a `Mode` subclass in its own module under `esc/jobs/`, registered with `@register`:
+A mode is a `Mode` subclass in its own module under `esc/modes/`, registered with `@register`:
 
     @register
     class Safety(Mode):
@@ -19,7 +19,7 @@ A mode is a `Mode` subclass in its own module under `esc/jobs/`, registered with
 
 `run_mode` runs one: plan (bad input stops here) -> the judges' readiness and the folder's
 revisions -> the cost estimate (`max_cost`) -> judging (resumable, appended as it goes) -> report ->
-the manifest's end. `modes()` imports every module of `esc.jobs` once, so a new module is a new mode
+the manifest's end. `modes()` imports every module of `esc.modes` once, so a new module is a new mode
 with no edit elsewhere (docs/architecture.md, "Adding a rank.py mode").
 """
 
@@ -241,7 +241,7 @@ _loaded = False
 
 
 def modes() -> dict[str, Mode]:
-    """Every registered mode by name, the modules of `esc.jobs` imported first (once)."""
+    """Every registered mode by name, the modules of `esc.modes` imported first (once)."""
     global _loaded
     if not _loaded:
         package = sys.modules[__package__]

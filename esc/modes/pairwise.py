@@ -18,8 +18,8 @@ from esc.config_rules import integer, number, setting, typed_section
 from esc.dialogues.record import dialogue_lines
 from esc.dialogues.store import read_dialogues
 from esc.errors import UserError
-from esc.jobs.answered import AnsweredResult
-from esc.jobs.mode import Context, Mode, Outcome, Plan, register
+from esc.modes.answered import AnsweredResult
+from esc.modes.mode import Context, Mode, Outcome, Plan, register
 from esc.reports.pairwise import Judged, dropped_cards, write_report
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.judging import Batch, selected_dimensions

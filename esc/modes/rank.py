@@ -1,18 +1,18 @@
 """The job behind `rank.py`: one judge (or none, or a jury), one run folder, one registered mode.
 
-Each mode is a `esc.jobs.mode.Mode` in its own module (`python rank.py mode=NAME`):
+Each mode is a `esc.modes.mode.Mode` in its own module (`python rank.py mode=NAME`):
 
-    score        dialogues -> judgments on 7 dimensions -> leaderboard   (esc.jobs.score)
-    leaderboard  existing score files -> leaderboard                     (esc.jobs.score)
-    agreement    a judge, or score files, against the human scores       (esc.jobs.agreement)
-    correlation  text metrics and judges against the human scores        (esc.jobs.correlation)
-    roleplay     role-players on the six role-play metrics, and against people (esc.jobs.roleplay_eval)
-    trajectory   the seekers' emotion trajectories of evaluate.py runs, no judge (esc.jobs.trajectory)
-    safety       every reply of the targets against the safety checklist (esc.jobs.safety)
-    pairwise     two chatbots on the same card, preferred per dimension in both orders (esc.jobs.pairwise)
+    score        dialogues -> judgments on 7 dimensions -> leaderboard   (esc.modes.score)
+    leaderboard  existing score files -> leaderboard                     (esc.modes.score)
+    agreement    a judge, or score files, against the human scores       (esc.modes.agreement)
+    correlation  text metrics and judges against the human scores        (esc.modes.correlation)
+    roleplay     role-players on the six role-play metrics, and against people (esc.modes.roleplay_eval)
+    trajectory   the seekers' emotion trajectories of evaluate.py runs, no judge (esc.modes.trajectory)
+    safety       every reply of the targets against the safety checklist (esc.modes.safety)
+    pairwise     two chatbots on the same card, preferred per dimension in both orders (esc.modes.pairwise)
 
 This module builds the judge(s) the mode needs, opens the run (`esc.lifecycle.job_run`, the
-folder's fingerprint from `output_settings`), runs the mode (`esc.jobs.mode.run_mode`), frees the
+folder's fingerprint from `output_settings`), runs the mode (`esc.modes.mode.run_mode`), frees the
 judge and rebuilds the report site.
 """
 
@@ -29,7 +29,8 @@ from omegaconf import DictConfig, OmegaConf
 from esc.chat.cache import CACHE_CONFIG
 from esc.config_rules import Rule, Section, boolean, file_name, load_section, paths, setting, typed_section
 from esc.errors import ConfigError
-from esc.jobs.mode import (
+from esc.lifecycle import JobResult, job_run
+from esc.modes.mode import (
     SHARED_SECTIONS,
     LeaderboardSettings,
     Mode,
@@ -39,7 +40,6 @@ from esc.jobs.mode import (
     modes,
     run_mode,
 )
-from esc.lifecycle import JobResult, job_run
 from esc.reports.jury import JURY, JurySettings, jury_names
 from esc.reports.site import build_site
 from esc.rundir import model_settings

@@ -24,10 +24,11 @@ from esc.config_rules import boolean, integer, setting, typed_section
 from esc.dialogues.store import read_dialogues
 from esc.errors import ConfigError, UserError
 from esc.hashing import sha256_file
-from esc.jobs.answered import AnsweredResult
-from esc.jobs.mode import Context, Mode, Outcome, Plan, register
 from esc.jsonl import atomic_write_text, read_jsonl
-from esc.reports.roleplay_eval import table1, table1_markdown, to_csv, win_rates, winrate_markdown
+from esc.modes.answered import AnsweredResult
+from esc.modes.mode import Context, Mode, Outcome, Plan, register
+from esc.reports.result import write_result
+from esc.reports.roleplay_eval import table1, table1_report, to_csv, win_rates, winrate_report
 from esc.roleplay_eval.metrics import ROLEPLAY_METRICS_FILE
 from esc.roleplay_eval.questions import (
     RoleplayRecord,
@@ -95,7 +96,7 @@ class Roleplay(Mode):
     reads_dialogues = True
     own_questions = True
     reports = ("table1", "winrates")
-    config = (typed_section("roleplay", RoleplaySettings),)
+    config = (typed_section("roleplay", RoleplaySettings, missing="+exp=rank/roleplay_eval adds it"),)
 
     def settings(self, cfg: Mapping[str, Any]) -> dict[str, Any]:
         # what its items ask: the cards, the human dialogues, the questions' texts
@@ -140,12 +141,12 @@ class Roleplay(Mode):
         records = [batch.store.records[(it.item_id, it.dimension)] for it in batch.items]
         n = ctx.section("roleplay").bootstrap
         t1, wins = table1(records, n, ctx.seed), win_rates(records, n, ctx.seed)
-        markdown = f"## Role-play metrics (0-10, Table 1)\n\n{table1_markdown(t1)}"
+        table1_md = write_result(out, table1_report(t1))
+        winrates_md = write_result(out, winrate_report(wins))
+        markdown = f"## Role-play metrics (0-10, Table 1)\n\n{table1_md}"
         if wins:
-            markdown += f"\n## Against the human dialogue (Figure 3)\n\n{winrate_markdown(wins)}"
-        atomic_write_text(out / "table1.md", table1_markdown(t1))
+            markdown += f"\n## Against the human dialogue (Figure 3)\n\n{winrates_md}"
         atomic_write_text(out / "table1.csv", to_csv(t1))
-        atomic_write_text(out / "winrates.md", winrate_markdown(wins))
         atomic_write_text(out / "winrates.csv", to_csv(wins))
         counts = {s: sum(r.status == s for r in records) for s in STATUSES}
         result = RoleplayResult(str(out), markdown, counts, t1, wins)

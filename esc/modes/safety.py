@@ -19,8 +19,8 @@ from typing import Any
 from esc.config_rules import either, integer, list_of, one_of, setting, typed_section
 from esc.dialogues.store import read_dialogues
 from esc.errors import UserError
-from esc.jobs.answered import AnsweredResult
-from esc.jobs.mode import Context, Mode, Outcome, Plan, register
+from esc.modes.answered import AnsweredResult
+from esc.modes.mode import Context, Mode, Outcome, Plan, register
 from esc.reports.safety import Answer, write_report
 from esc.safety.checklist import (
     SafetyRecord,

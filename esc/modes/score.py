@@ -1,4 +1,4 @@
-"""`rank.py mode=score` and `mode=leaderboard` (`esc.jobs.rank` picks one): dialogues → judgments
+"""`rank.py mode=score` and `mode=leaderboard` (`esc.modes.rank` picks one): dialogues → judgments
 on 7 dimensions → the Table 2 leaderboard, or the leaderboard alone from existing score files.
 
 Resumable and kill-safe: judgments are appended to `OUT/scores/*.jsonl` as each chunk is judged
@@ -16,13 +16,14 @@ from typing import Any
 
 from esc.config_rules import Rule, Section, paths
 from esc.errors import ConfigError, UserError
-from esc.jobs.mode import Context, LeaderboardSettings, Mode, Outcome, Plan, in_mode, register
 from esc.jsonl import atomic_write_text
 from esc.lifecycle import JobResult
+from esc.modes.mode import Context, LeaderboardSettings, Mode, Outcome, Plan, in_mode, register
 from esc.reports import breakdown, simulators
 from esc.reports import jury as jury_report
 from esc.reports import leaderboard as board
 from esc.reports.jury import JurySettings, pooled_records
+from esc.reports.result import Block, Report, write_result
 from esc.reports.simulators import simulator_tables
 from esc.reports.wandb_report import log_run
 from esc.scoring.judge import FAILED, INVALID, VALID
@@ -74,11 +75,11 @@ def write_reports(
     out: Path, records: Sequence[ScoreRecord], settings: LeaderboardSettings, seed: int,
     jury: JurySettings | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """leaderboard.md (the table; the jury, several simulators and the breakdowns as sections after
-    it), leaderboard.csv, charts. With a `jury`, the pooled records join the table (and the
-    breakdowns) as judge `jury`."""
+    """leaderboard.md and leaderboard.result.json (the table; the jury, several simulators and the
+    breakdowns as sections after it), leaderboard.csv, charts. With a `jury`, the pooled records join
+    the table (and the breakdowns) as judge `jury`."""
     n = settings.bootstrap
-    jury_section = ""
+    jury_section: list[Block] = []
     if jury:
         members, pool, reading = jury.names, jury.pool, jury.reading
         judged = list(records)
@@ -87,22 +88,22 @@ def write_reports(
         rows = board.leaderboard(records, n, seed)
         # the rankings order targets by point estimates: no resamples (0) for these rows
         on_reading = board.leaderboard([*jury_report.reading_records(judged, reading), *pooled], 0, seed)
-        jury_section = jury_report.to_markdown(
+        jury_section = jury_report.jury_blocks(
             jury_report.leniency(judged, members, pool, reading, n, seed),
             jury_report.agreement_between_judges(judged, members, reading, n, seed),
             jury_report.rankings(on_reading, members), pool, members, reading,
         )  # fmt: skip
     else:
         rows = board.leaderboard(records, n, seed)
-    markdown = board.to_markdown(rows) + ("\n" + jury_section if jury_section else "")
+    blocks = [*board.leaderboard_blocks(rows), *jury_section]
     tables = simulator_tables(records, n, seed)
     if tables:
-        markdown += simulators.to_markdown(tables)
+        blocks += simulators.simulator_blocks(tables)
         atomic_write_text(out / "simulators.json", json.dumps(simulators.to_json(tables), indent=1) + "\n")
-    sections = ""  # the breakdowns (docs/scoring.md, "Breakdowns"), after the leaderboard in its file
-    if settings.breakdowns:
-        sections = breakdown.write_breakdowns(out, records, settings.cards, settings.min_n, n, seed)
-    atomic_write_text(out / "leaderboard.md", markdown + sections)
+    markdown = Report("leaderboard", tuple(blocks)).to_markdown()  # the console's: without the breakdowns
+    if settings.breakdowns:  # docs/scoring.md, "Breakdowns": after the leaderboard in its file
+        blocks += breakdown.write_breakdowns(out, records, settings.cards, settings.min_n, n, seed)
+    write_result(out, Report("leaderboard", tuple(blocks)))
     board.write_csv(rows, out / "leaderboard.csv")
     charts = board.write_charts(rows, out / "charts") if settings.charts else []
     return {"rows": rows, "markdown": markdown, "charts": [str(p) for p in charts]}

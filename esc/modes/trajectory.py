@@ -12,8 +12,8 @@ import dataclasses
 from esc.config_rules import boolean, integer, setting, typed_section
 from esc.dialogues.store import read_dialogues
 from esc.errors import UserError
-from esc.jobs.mode import Context, Mode, Outcome, Plan, register
 from esc.lifecycle import JobResult
+from esc.modes.mode import Context, Mode, Outcome, Plan, register
 from esc.reports.trajectory import rated_dialogues, write_report
 
 

@@ -43,11 +43,11 @@ from esc.dialogues.store import played_by_source
 from esc.errors import DataError, UserError
 from esc.jsonl import atomic_write_text
 from esc.reports import judge_agreement as agree
+from esc.reports import result as result_
 from esc.reports.bootstrap import (
     NO_INTERVAL,
     Interval,
     card_units,
-    format_figure,
     interval_text,
     ratio_interval,
 )
@@ -347,25 +347,43 @@ def cell_text(cell: Cell | None, min_n: int) -> str:
     return f"{text}, n={cell.n}"
 
 
+def _shown(cell: Cell | None, min_n: int) -> result_.Cell:
+    text = cell_text(cell, min_n)
+    if cell is None or not cell.shown or cell.mean is None:
+        return result_.Cell(
+            text, n=cell.n if cell else 0, note=f"fewer than {min_n} dialogues" if cell else None
+        )
+    return result_.Cell(text, cell.mean, cell.interval.low, cell.interval.high, cell.n)
+
+
 def _row_name(row: tuple[str, str, str]) -> str:
     target, roleplayer, _ = row
     return f"{target} ({roleplayer})"
 
 
-def breakdowns_markdown(tables: Sequence[Breakdown], unknown: Mapping[str, int] | None = None) -> str:
-    """The sections appended to leaderboard.md: "## By language", "## By topic (taxonomy tier 1)", ...;
+def breakdown_blocks(
+    tables: Sequence[Breakdown], unknown: Mapping[str, int] | None = None
+) -> list[result_.Block]:
+    """The sections after leaderboard.md's table: "By language", "By topic (taxonomy tier 1)", ...;
     the first says how to read a cell, each says what it leaves out and why a value is unknown."""
-    lines: list[str] = []
+    blocks: list[result_.Block] = []
     for k, t in enumerate(tables):
         several_judges = len({judge for _, _, judge in t.rows}) > 1
-        lines += ["", f"## {TITLES[t.facet]}" + (f", {t.language}" if t.language else ""), ""]
+        blocks.append(result_.Heading(TITLES[t.facet] + (f", {t.language}" if t.language else "")))
         if t.columns:
-            head = ["Target (role-player)", *(["Judge"] if several_judges else []), *t.columns]
-            lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-            for row in t.rows:
-                cells = [cell_text(t.cell(row, c), t.min_n) for c in t.columns]
-                lines.append("| " + " | ".join([_row_name(row), *([row[2]] if several_judges else []),
-                                                 *cells]) + " |")  # fmt: skip
+            blocks.append(
+                result_.Table.of(
+                    ["Target (role-player)", *(["Judge"] if several_judges else []), *t.columns],
+                    [
+                        [
+                            _row_name(row),
+                            *([row[2]] if several_judges else []),
+                            *(_shown(t.cell(row, c), t.min_n) for c in t.columns),
+                        ]
+                        for row in t.rows
+                    ],
+                )  # fmt: skip
+            )
         notes = []
         if k == 0:
             notes.append(
@@ -387,8 +405,13 @@ def breakdowns_markdown(tables: Sequence[Breakdown], unknown: Mapping[str, int] 
         if t.unknown_dialogues:
             notes.append(f"unknown ({t.unknown_dialogues} dialogue(s)): {_unknown_reason(t.facet, unknown)}.")
         if notes:
-            lines += ([""] if t.columns else []) + [" ".join(notes)]
-    return "\n".join(lines) + "\n"
+            blocks.append(result_.Text(" ".join(notes)))
+    return blocks
+
+
+def breakdowns_markdown(tables: Sequence[Breakdown], unknown: Mapping[str, int] | None = None) -> str:
+    """`breakdown_blocks` as the markdown appended to leaderboard.md's (a blank line first)."""
+    return "\n" + result_.Report("leaderboard", tuple(breakdown_blocks(tables, unknown))).to_markdown()
 
 
 def _unknown_reason(facet: str, unknown: Mapping[str, int] | None) -> str:
@@ -427,8 +450,8 @@ def write_breakdown_csv(tables: Sequence[Breakdown], path: Path) -> None:
 def write_breakdowns(
     out: Path, records: Sequence[ScoreRecord], cards: str | Sequence[str] | None, min_n: int,
     n_resamples: int, seed: int,
-) -> str:  # fmt: skip
-    """OUT/breakdown.csv, and the markdown sections for leaderboard.md (returned)."""
+) -> list[result_.Block]:  # fmt: skip
+    """OUT/breakdown.csv, and the sections for leaderboard.md (returned)."""
     facets, unknown = dialogue_facets(records, card_index(cards))
     languages = sorted({r.language for r in records})
     if len(languages) > 1:  # the other facets per language, as Table 2 is: a cell never mixes en and zh
@@ -442,7 +465,7 @@ def write_breakdowns(
     else:
         tables = leaderboard_breakdowns(records, facets, min_n, n_resamples, seed)
     write_breakdown_csv(tables, Path(out) / "breakdown.csv")
-    return breakdowns_markdown(tables, unknown)
+    return breakdown_blocks(tables, unknown)
 
 
 # --- the agreement's breakdowns ----------------------------------------------------------------------
@@ -497,43 +520,55 @@ def agreement_breakdowns(
     return out
 
 
-def agreement_markdown(breakdowns: Sequence[AgreementBreakdown], unit: str = "dialogue") -> str:
-    """The sections appended to agreement.md: per facet, ACC, ACC_soft, QWK and Spearman of every row
+def agreement_breakdown_blocks(
+    breakdowns: Sequence[AgreementBreakdown], unit: str = "dialogue"
+) -> list[result_.Block]:
+    """The sections after agreement.md's tables: per facet, ACC, ACC_soft, QWK and Spearman of every row
     and reading on all dimensions pooled, one column per value."""
-    lines: list[str] = []
+    blocks: list[result_.Block] = []
     for b in breakdowns:
-        lines += ["", f"## {TITLES[b.facet]}", ""]
-        head = ["Judge", "reading", "figure", *(f"{c.value} (n={c.n_units})" for c in b.columns)]
-        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         computed = [c for c in b.columns if c.tables]
         names = list(dict.fromkeys(r.judge for c in computed for t in c.tables or [] for r in t.rows))
+        rows: list[list[result_.CellLike]] = []
         for name in names:
             for reading in agree.READINGS:
                 for metric in agree.HEADLINE:
-                    cells = []
+                    cells: list[result_.CellLike] = []
                     for c in b.columns:
                         if c.tables is None:
                             cells.append(f"n={c.n_units} (< {b.min_n})")
                             continue
                         r = agree.find_row(c.tables, agree.POOLED, name, reading)
-                        scale, digits = (100, 1) if metric in agree.PERCENT else (1, 3)
-                        cells.append(format_figure(r.values[metric], r.intervals[metric], scale, digits))
-                    lines.append("| " + " | ".join([name, reading, agree.LABELS[metric], *cells]) + " |")
+                        cells.append(
+                            agree.figure_cell(r.values[metric], r.intervals[metric], metric, c.n_units)
+                        )
+                    rows.append([name, reading, agree.LABELS[metric], *cells])
         if not names:
-            lines.append("| " + " | ".join(["(none)", "", "", *(f"n={c.n_units} (< {b.min_n})"
-                                                               for c in b.columns)]) + " |")  # fmt: skip
+            rows.append(["(none)", "", "", *(f"n={c.n_units} (< {b.min_n})" for c in b.columns)])
         per_column = ", ".join(f"{c.value}: {c.n_items}" for c in b.columns)
-        lines += [
-            "",
-            f"All dimensions pooled, every row on the annotated items of the column; n = {unit}s (the "
-            f"resampled unit) [95% percentile bootstrap interval]; a column with n < {b.min_n} "
-            f"(`leaderboard.min_n`) is not computed. Items per column: {per_column}.",
+        blocks += [
+            result_.Heading(TITLES[b.facet]),
+            result_.Table.of(
+                ["Judge", "reading", "figure", *(f"{c.value} (n={c.n_units})" for c in b.columns)], rows
+            ),
+            result_.Text(
+                f"All dimensions pooled, every row on the annotated items of the column; n = {unit}s (the "
+                f"resampled unit) [95% percentile bootstrap interval]; a column with n < {b.min_n} "
+                f"(`leaderboard.min_n`) is not computed. Items per column: {per_column}."
+            ),
         ]
-    lines += [
-        "",
-        "The annotated dialogues have no role card: the taxonomy tiers and the card source do not apply.",
-    ]
-    return "\n".join(lines) + "\n"
+    blocks.append(
+        result_.Text(
+            "The annotated dialogues have no role card: the taxonomy tiers and the card source do not apply."
+        )
+    )
+    return blocks
+
+
+def agreement_markdown(breakdowns: Sequence[AgreementBreakdown], unit: str = "dialogue") -> str:
+    """`agreement_breakdown_blocks` as markdown appended to agreement.md's (starting with a blank line)."""
+    blocks = tuple(agreement_breakdown_blocks(breakdowns, unit))
+    return "\n" + result_.Report("agreement", blocks).to_markdown()
 
 
 __all__ = [

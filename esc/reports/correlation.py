@@ -45,6 +45,7 @@ import numpy as np
 from esc.annotate.human_scores import Annotation, human_reference
 from esc.errors import ConfigError, DataError
 from esc.jsonl import read_jsonl
+from esc.reports import result as result_
 from esc.reports.bootstrap import NO_INTERVAL, Interval, expand, format_figure, unit_index, unit_intervals
 from esc.reports.textmetrics import METRICS as TEXT_METRICS
 from esc.scoring.judge import VALID
@@ -387,56 +388,68 @@ def _fmt(result: Correlation, stat: str) -> str:
     return format_figure(result.values[stat], result.intervals[stat], 100, 2)
 
 
+def _cell(result: Correlation, stat: str) -> result_.Cell:
+    """A statistic x 100 [95% CI] as its cell; the cell's value is the statistic itself (-1..1)."""
+    interval = result.intervals[stat]
+    return result_.Cell(
+        _fmt(result, stat), result.values[stat], interval.low, interval.high, result.n, result.note
+    )
+
+
 LEVEL_TITLES = {
     "sample": "Sample level (within each input, across its systems; mean over inputs)",
     "dataset": "Dataset level (all dialogues pooled)",
 }
 
 
-def to_markdown(
-    cells: Sequence[Cell], metrics: Sequence[Metric], columns: Sequence[str], header: Sequence[str] = ()
-) -> str:
+def correlation_report(
+    cells: Sequence[Cell], metrics: Sequence[Metric], columns: Sequence[str],
+    header: Sequence[result_.Block] = (),
+) -> result_.Report:  # fmt: skip
     """Tables 14/15's layout per level: rows metrics, per column Spear./Pear./Kend. x 100 [95% CI]."""
-    lines = [*header]
+    blocks: list[result_.Block] = [*header]
     index = {(c.level, c.metric, c.column): c.result for c in cells}
     computed = [m for m in metrics if not m.reason]
     for level in LEVELS:
-        head = ["Metric"] + [f"{column_name(c)} {LABELS[s]}" for c in columns for s in STATISTICS]
-        lines += [
-            "",
-            f"## {LEVEL_TITLES[level]}",
-            "",
-            "| " + " | ".join(head) + " |",
-            "|" + "---|" * len(head),
-        ]
-        for m in computed:
-            row = [_fmt(index[(level, m.label, c)], s) for c in columns for s in STATISTICS]
-            lines.append("| " + " | ".join([m.label, *row]) + " |")
-        head = ["Column", "dialogues", "inputs"]
-        lines += ["", "Dialogues per column (every row on the same ones) and the inputs they come from:", ""]
-        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        rows: list[list[result_.CellLike]] = []
         for c in columns:
             first = next((index[(level, m.label, c)] for m in computed), None)
             if first is not None:
-                lines.append(f"| {column_name(c)} | {first.n} | {first.inputs} |")
+                rows.append([column_name(c), first.n, first.inputs])
+        blocks += [
+            result_.Heading(LEVEL_TITLES[level]),
+            result_.Table.of(
+                ["Metric"] + [f"{column_name(c)} {LABELS[s]}" for c in columns for s in STATISTICS],
+                [
+                    [m.label, *(_cell(index[(level, m.label, c)], s) for c in columns for s in STATISTICS)]
+                    for m in computed
+                ],
+            ),  # fmt: skip
+            result_.Text("Dialogues per column (every row on the same ones) and the inputs they come from:"),
+            result_.Table.of(["Column", "dialogues", "inputs"], rows),
+        ]
         notes: dict[str, list[str]] = defaultdict(list)
         for c in cells:
             if c.level == level and c.result.note:
                 notes[c.result.note].append(f"{c.metric} x {column_name(c.column)}")
         if notes:
-            lines += ["", "Notes on cells:"] + [
-                f"- {why}: {', '.join(where)}" for why, where in notes.items()
-            ]
-    lines += ["", "## Notes", ""]
-    lines += [f"- {m.label}: not computed: {m.reason}" for m in metrics if m.reason]
-    lines += [f"- {m.label}: {m.note}" for m in metrics if m.note and not m.reason]
-    lines.append(
+            blocks.append(
+                result_.Text(
+                    "\n".join(
+                        ["Notes on cells:", *(f"- {why}: {', '.join(where)}" for why, where in notes.items())]
+                    )
+                )
+            )
+    bullets = [f"- {m.label}: not computed: {m.reason}" for m in metrics if m.reason]
+    bullets += [f"- {m.label}: {m.note}" for m in metrics if m.note and not m.reason]
+    bullets.append(
         "- Values x 100, [95% percentile bootstrap interval, inputs resampled]; n/a (undefined in k% of "
         "resamples) where more than 5% of the resamples leave the figure undefined. Kend. is Kendall's "
         "tau-b. Human score: the annotators' median per dimension; Average: its mean over the dimensions "
         "a dialogue has."
     )
-    return "\n".join(lines) + "\n"
+    blocks += [result_.Heading("Notes"), result_.Text("\n".join(bullets))]
+    return result_.Report("correlation", tuple(blocks))
 
 
 def _num(x: float | None) -> float | None:

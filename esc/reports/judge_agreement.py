@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from esc.reports import result as result_
 from esc.reports.bootstrap import NO_INTERVAL, Interval, expand, format_figure, unit_index, unit_intervals
 from esc.scoring.rubrics import DIMENSION_KEYS, SCORES, dimension
 
@@ -375,86 +376,120 @@ def _fmt(value: float, interval: Interval, metric: str) -> str:
     return format_figure(value, interval, scale, 1 if metric in PERCENT else 3)
 
 
-def _signed(value: float, interval: Interval, metric: str) -> str:
+def _undefined_note(interval: Interval) -> str | None:
+    share = interval.undefined
+    return f"undefined in {share:.0%} of resamples" if share == share and share > 0 else None
+
+
+def figure_cell(value: float, interval: Interval, metric: str, n: int | None = None) -> result_.Cell:
+    """A figure as its cell: the text `format_figure` words (x 100 for ACC), the value unscaled."""
+    return result_.Cell(
+        _fmt(value, interval, metric), value, interval.low, interval.high, n, _undefined_note(interval)
+    )
+
+
+def _row_cell(r: Row, metric: str) -> result_.Cell:
+    return figure_cell(
+        r.values[metric], r.intervals[metric], metric, r.n if metric in ALL_ITEMS else r.n_common
+    )
+
+
+def _signed(value: float, interval: Interval, metric: str) -> result_.Cell:
     text = _fmt(value, interval, metric)
-    return text if text.startswith("n/a") or text.startswith("-") else "+" + text
+    shown = text if text.startswith("n/a") or text.startswith("-") else "+" + text
+    return result_.Cell(shown, value, interval.low, interval.high, None, _undefined_note(interval))
 
 
 def source_name(source: str) -> str:
     return {ALL_SOURCES: "all sources"}.get(source, source)
 
 
-def to_markdown(tables: Sequence[Table], title: str = "", unit: str = "dialogue", full: bool = True) -> str:
+def agreement_blocks(
+    tables: Sequence[Table], title: str = "", unit: str = "dialogue", full: bool = True
+) -> list[result_.Block]:
     """Per source scope: the headline table (ACC, ACC_soft, QWK, Spearman of both readings, every
     row), the first row's paired differences, then (`full`) every figure per dimension."""
-    lines = [f"# {title}", ""] if title else []
+    blocks: list[result_.Block] = [result_.Heading(title, level=1)] if title else []
     for source in dict.fromkeys(t.source for t in tables):
         scoped = [t for t in tables if t.source == source]
-        lines += [f"## {source_name(source)}", ""]
-        head = [
-            "Dim.",
-            "Judge",
-            "reading",
-            *(LABELS[m] for m in HEADLINE),
-            "invalid",
-            "mass",
-            "n",
-            "n common",
+        blocks += [
+            result_.Heading(source_name(source)),
+            result_.Table.of(
+                [
+                    "Dim.",
+                    "Judge",
+                    "reading",
+                    *(LABELS[m] for m in HEADLINE),
+                    "invalid",
+                    "mass",
+                    "n",
+                    "n common",
+                ],
+                [
+                    [
+                        t.label,
+                        r.judge,
+                        r.reading,
+                        *(_row_cell(r, m) for m in HEADLINE),
+                        f"{r.n_invalid} ({r.n_invalid / r.n:.0%})" if r.n else "0",
+                        "n/a" if r.mean_mass is None else f"{r.mean_mass:.3f}",
+                        r.n,
+                        r.n_common,
+                    ]
+                    for t in scoped
+                    for r in t.rows
+                ],
+            ),  # fmt: skip
         ]
-        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        for t in scoped:
-            for r in t.rows:
-                mass = "n/a" if r.mean_mass is None else f"{r.mean_mass:.3f}"
-                cells = [_fmt(r.values[m], r.intervals[m], m) for m in HEADLINE]
-                invalid = f"{r.n_invalid} ({r.n_invalid / r.n:.0%})" if r.n else "0"
-                lines.append(
-                    "| "
-                    + " | ".join(
-                        [t.label, r.judge, r.reading, *cells, invalid, mass, str(r.n), str(r.n_common)]
-                    )
-                    + " |"
-                )
         diffs = [(t, d) for t in scoped for d in t.differences if d.metric in HEADLINE]
         if diffs:
             first = diffs[0][1].judge
-            lines += [
-                "",
-                f"{first} minus each other row, paired bootstrap over {unit}s (the same resamples for "
-                "both rows):",
-                "",
-            ]
-            head = ["Dim.", "vs", "reading", *(f"Δ{LABELS[m]}" for m in HEADLINE)]
-            lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            rows: list[list[result_.CellLike]] = []
             for t in scoped:
                 for other in dict.fromkeys(d.other for d in t.differences):
                     for reading in READINGS:
                         got = {
                             d.metric: d for d in t.differences if d.other == other and d.reading == reading
                         }
-                        if not got:
-                            continue
-                        cells = [_signed(got[m].value, got[m].interval, m) for m in HEADLINE]
-                        lines.append("| " + " | ".join([t.label, other, reading, *cells]) + " |")
-        if not full:
-            lines.append("")
-            continue
-        lines += ["", f"All figures, {source_name(source)}:", ""]
-        head = ["Dim.", "Judge", "reading", *(LABELS[m] for m in METRICS), "units"]
-        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        for t in scoped:
-            for r in t.rows:
-                cells = [_fmt(r.values[m], r.intervals[m], m) for m in METRICS]
-                lines.append("| " + " | ".join([t.label, r.judge, r.reading, *cells, str(t.n_units)]) + " |")
-        lines.append("")
-    lines += [
-        "ACC and ACC_soft (within 1) in %, over all items (an invalid judgment counts as wrong; the expected "
-        "score rounded half up); QWK (quadratic-weighted kappa; on the expected score the same formula over "
-        "continuous values), MAE and the correlations over the items every row judged validly (n common). "
-        f"[95% percentile bootstrap interval, {unit}s resampled]; n/a (undefined in k% of resamples) where a "
-        "figure is undefined in more than 5% of them. mass: mean probability on the five answers, valid "
-        f"judgments. {AVERAGE}: mean over the dimensions named; {POOLED}: all their items together.",
-    ]
-    return "\n".join(lines) + "\n"
+                        if got:
+                            cells = [_signed(got[m].value, got[m].interval, m) for m in HEADLINE]
+                            rows.append([t.label, other, reading, *cells])
+            blocks += [
+                result_.Text(
+                    f"{first} minus each other row, paired bootstrap over {unit}s (the same resamples for "
+                    "both rows):"
+                ),
+                result_.Table.of(["Dim.", "vs", "reading", *(f"Δ{LABELS[m]}" for m in HEADLINE)], rows),
+            ]
+        if full:
+            blocks += [
+                result_.Text(f"All figures, {source_name(source)}:"),
+                result_.Table.of(
+                    ["Dim.", "Judge", "reading", *(LABELS[m] for m in METRICS), "units"],
+                    [
+                        [t.label, r.judge, r.reading, *(_row_cell(r, m) for m in METRICS), t.n_units]
+                        for t in scoped
+                        for r in t.rows
+                    ],
+                ),
+            ]
+    blocks.append(
+        result_.Text(
+            "ACC and ACC_soft (within 1) in %, over all items (an invalid judgment counts as wrong; the "
+            "expected score rounded half up); QWK (quadratic-weighted kappa; on the expected score the same "
+            "formula over continuous values), MAE and the correlations over the items every row judged "
+            f"validly (n common). [95% percentile bootstrap interval, {unit}s resampled]; n/a (undefined in "
+            "k% of resamples) where a figure is undefined in more than 5% of them. mass: mean probability "
+            f"on the five answers, valid judgments. {AVERAGE}: mean over the dimensions named; {POOLED}: all "
+            "their items together."
+        )
+    )
+    return blocks
+
+
+def to_markdown(tables: Sequence[Table], title: str = "", unit: str = "dialogue", full: bool = True) -> str:
+    """`agreement_blocks` as markdown (the console's summary, ESC-RANK's evaluation)."""
+    return result_.Report("agreement", tuple(agreement_blocks(tables, title, unit, full))).to_markdown()
 
 
 def _num(x: float | None) -> float | None:

@@ -23,6 +23,8 @@ from esc.annotate.human_scores import Annotation, human_reference, splits
 from esc.errors import ConfigError, DataError, UserError
 from esc.jsonl import atomic_write_text
 from esc.reports import judge_agreement as agree
+from esc.reports import result as result_
+from esc.reports.result import write_result
 from esc.scoring.judge import VALID, ScoreItem
 from esc.scoring.rubrics import DIMENSION_KEYS
 from esc.scoring.store import ScoreRecord, merge_score_files
@@ -189,11 +191,13 @@ def scores_from_files(paths: Sequence[Path]) -> tuple[dict[str, Predictions], li
 
 
 def write_agreement(
-    out: Path, tables: Sequence[agree.Table], title: str, unit: str = "dialogue", extra: str = ""
-) -> str:
-    """OUT/agreement.{md,csv,json} (every figure; `extra`: sections after the tables in the markdown,
-    the breakdowns); returns the headline tables and the differences, for the console."""
-    atomic_write_text(out / "agreement.md", agree.to_markdown(tables, title=title, unit=unit) + extra)
+    out: Path, tables: Sequence[agree.Table], title: str, unit: str = "dialogue",
+    extra: Sequence[result_.Block] = (),
+) -> str:  # fmt: skip
+    """OUT/agreement.{md,result.json,csv,json} (every figure; `extra`: sections after the tables, the
+    raters' and the breakdowns); returns the headline tables and the differences, for the console."""
+    blocks = (*agree.agreement_blocks(tables, title=title, unit=unit), *extra)
+    write_result(out, result_.Report("agreement", blocks))
     agree.write_csv(tables, out / "agreement.csv")
     atomic_write_text(out / "agreement.json", json.dumps(agree.summary(tables), indent=2) + "\n")
     headline = agree.to_markdown(tables, title=title, unit=unit, full=False)

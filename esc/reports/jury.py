@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from esc.config_rules import integer, one_of, setting
+from esc.reports import result as result_
 from esc.reports.bootstrap import (
     NO_INTERVAL,
     Interval,
@@ -267,36 +268,61 @@ def rankings(rows: Sequence[Row], members: Sequence[str]) -> dict[tuple[str, str
     return out
 
 
-def to_markdown(
+def _figure(value: float, interval: Interval, n: int, digits: int) -> result_.Cell:
+    return result_.Cell(format_figure(value, interval, digits=digits), value, interval.low, interval.high, n)
+
+
+def jury_blocks(
     leniencies: Sequence[Leniency], alphas: Mapping[str, tuple[float, Interval, int]],
     ranks: Mapping[tuple[str, str], Mapping[str, Any]], pool: str, members: Sequence[str],
     reading: str = "expected",
-) -> str:  # fmt: skip
-    lines = [
-        f"## The jury: {', '.join(members)}",
-        "",
-        f"The pooled score (judge `{JURY}` in the table above) is the {pool} of the judges' {reading} "
-        "scores; each judge's own row there, like Table 2, averages its stated scores. Everything below "
-        f"is on the jury's reading ({reading}).",
-        "",
-        "Leniency: mean of the judge's score minus the pooled score on the same judgment (0-4 scale; "
-        "above 0 = more lenient than the jury), 95% bootstrap interval over cards, on the judgments every "
-        "judge read.",
-        "",
-        "| judge | leniency | judgments |",
-        "|---|---|---|",
+) -> list[result_.Block]:  # fmt: skip
+    """The jury's section of leaderboard.md: leniency, agreement between the judges, rankings."""
+    blocks: list[result_.Block] = [
+        result_.Heading(f"The jury: {', '.join(members)}"),
+        result_.Text(
+            f"The pooled score (judge `{JURY}` in the table above) is the {pool} of the judges' {reading} "
+            "scores; each judge's own row there, like Table 2, averages its stated scores. Everything below "
+            f"is on the jury's reading ({reading})."
+        ),
+        result_.Text(
+            "Leniency: mean of the judge's score minus the pooled score on the same judgment (0-4 "
+            "scale; above 0 = more lenient than the jury), 95% bootstrap interval over cards, on the "
+            "judgments every judge read."
+        ),
+        result_.Table.of(
+            ["judge", "leniency", "judgments"],
+            [
+                [
+                    le.judge,
+                    result_.Cell("n/a", n=le.items, note="no judgment every judge read")
+                    if le.offset is None
+                    else _figure(le.offset, le.interval, le.items, 2),
+                    le.items,
+                ]
+                for le in leniencies
+            ],
+        ),  # fmt: skip
+        result_.Text(
+            f"Agreement between the judges, Krippendorff's alpha ({alpha_level(reading)}) per "
+            "dimension, 95% interval over cards:"
+        ),
+        result_.Table.of(
+            ["dimension", "alpha", "judgments"],
+            [
+                [
+                    dim,
+                    result_.Cell("n/a (no variation)", n=n, note="no variation")
+                    if math.isnan(alpha)
+                    else _figure(alpha, interval, n, 3),
+                    n,
+                ]
+                for dim, (alpha, interval, n) in alphas.items()
+            ],
+        ),  # fmt: skip
     ]
-    for le in leniencies:
-        value = "n/a" if le.offset is None else format_figure(le.offset, le.interval, digits=2)
-        lines.append(f"| {le.judge} | {value} | {le.items} |")
-    lines += ["", f"Agreement between the judges, Krippendorff's alpha ({alpha_level(reading)}) per "
-              "dimension, 95% interval over cards:", "",
-              "| dimension | alpha | judgments |", "|---|---|---|"]  # fmt: skip
-    for dim, (alpha, interval, n) in alphas.items():
-        shown = "n/a (no variation)" if math.isnan(alpha) else format_figure(alpha, interval, digits=3)
-        lines.append(f"| {dim} | {shown} | {n} |")
     for (roleplayer, language), r in ranks.items():
-        lines += ["", f"Rankings ({language}, role-player {roleplayer}), best first (= an exact tie):", ""]
+        lines = []
         for judge, tiers in r["tiers"].items():
             tau = "" if judge == JURY else f" (Kendall's tau-b with the jury: {_tau(r['tau'].get(judge))})"
             lines.append(f"- {judge}: {' > '.join(' = '.join(tier) for tier in tiers)}{tau}")
@@ -308,7 +334,21 @@ def to_markdown(
             lines.append("- judges disagree on: " + "; ".join(pairs))
         else:
             lines.append("- no two judges order a pair of targets oppositely (a tie is no dispute)")
-    return "\n".join(lines) + "\n"
+        blocks += [
+            result_.Text(f"Rankings ({language}, role-player {roleplayer}), best first (= an exact tie):"),
+            result_.Text("\n".join(lines)),
+        ]
+    return blocks
+
+
+def to_markdown(
+    leniencies: Sequence[Leniency], alphas: Mapping[str, tuple[float, Interval, int]],
+    ranks: Mapping[tuple[str, str], Mapping[str, Any]], pool: str, members: Sequence[str],
+    reading: str = "expected",
+) -> str:  # fmt: skip
+    """`jury_blocks` as markdown."""
+    blocks = jury_blocks(leniencies, alphas, ranks, pool, members, reading)
+    return result_.Report("leaderboard", tuple(blocks)).to_markdown()
 
 
 def _tau(value: float | None) -> str:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from esc.jsonl import atomic_write_text
+from esc.reports import result as result_
 from esc.reports.bootstrap import (
     NO_INTERVAL,
     Interval,
@@ -148,10 +149,12 @@ def _average(records: Sequence[ScoreRecord], n_resamples: int, seed: int) -> Cel
     return Cell(n_valid, n_invalid, n_failed, _scale(value), *_bounds(interval), len(cards))
 
 
-def _fmt(cell: Cell) -> str:
+def _fmt(cell: Cell) -> result_.Cell:
     if cell.mean is None:
-        return "n/a"
-    return f"{cell.mean:.2f}" + interval_text(cell.low, cell.high, 1) + no_interval_reason(cell)
+        return result_.Cell("n/a", n=cell.n_valid, note="no valid judgment")
+    text = f"{cell.mean:.2f}" + interval_text(cell.low, cell.high, 1) + no_interval_reason(cell)
+    note = "one card: nothing to resample" if no_interval_reason(cell) else None
+    return result_.Cell(text, cell.mean, cell.low, cell.high, cell.n_valid, note)
 
 
 def no_interval_reason(cell: Cell) -> str:
@@ -159,45 +162,38 @@ def no_interval_reason(cell: Cell) -> str:
     return " [no interval: one card]" if cell.low is None and cell.cards == 1 else ""
 
 
-def to_markdown(rows: Sequence[Row]) -> str:
+def leaderboard_blocks(rows: Sequence[Row]) -> list[result_.Block]:
     """Table 2's layout: one row per target and language, 0-100 scores with 95% intervals."""
     names = [dimension(k).paper_name for k in TABLE_ORDER]
     judges = sorted({r.judge for r in rows})
     several = len(judges) > 1  # a jury, or score files of several judges: one row per judge
-    judge_column = ["Judge"] if several else []
-    head = ["Lang", "Target", "Role-player", *judge_column, *names, "Average", "n", "invalid", "failed"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for row in sorted(rows, key=lambda r: (r.language, r.target, r.roleplayer, r.judge)):
-        invalid = sum(c.n_invalid for c in row.cells.values())
-        failed = sum(c.n_failed for c in row.cells.values())
-        cells = [_fmt(row.cells[k]) for k in TABLE_ORDER]
-        lines.append(
-            "| "
-            + " | ".join(
-                [
-                    row.language,
-                    row.target,
-                    row.roleplayer,
-                    *([row.judge] if several else []),
-                    *cells,
-                    _fmt(row.average),
-                    str(row.dialogues),
-                    str(invalid),
-                    str(failed),
-                ]
-            )  # fmt: skip
-            + " |"
-        )
-    lines.append("")
-    lines.append(
-        f"Judge: {', '.join(judges)}. Scores are mean/4 x 100 over valid judgments with bootstrap 95% "
-        "intervals resampling role cards (each with all its dialogues); invalid and failed judgments "
-        "are counted, never averaged in."
-    )
+    table = result_.Table.of(
+        ["Lang", "Target", "Role-player", *(["Judge"] if several else []), *names, "Average", "n", "invalid",
+         "failed"],
+        [
+            [row.language, row.target, row.roleplayer, *([row.judge] if several else []),
+             *(_fmt(row.cells[k]) for k in TABLE_ORDER), _fmt(row.average), row.dialogues,
+             sum(c.n_invalid for c in row.cells.values()), sum(c.n_failed for c in row.cells.values())]
+            for row in sorted(rows, key=lambda r: (r.language, r.target, r.roleplayer, r.judge))
+        ],
+    )  # fmt: skip
+    blocks: list[result_.Block] = [
+        table,
+        result_.Text(
+            f"Judge: {', '.join(judges)}. Scores are mean/4 x 100 over valid judgments with bootstrap 95% "
+            "intervals resampling role cards (each with all its dialogues); invalid and failed judgments "
+            "are counted, never averaged in."
+        ),
+    ]
     note = one_answer_note(rows)
     if note:
-        lines += ["", note]
-    return "\n".join(lines) + "\n"
+        blocks.append(result_.Text(note))
+    return blocks
+
+
+def to_markdown(rows: Sequence[Row]) -> str:
+    """`leaderboard_blocks` as markdown."""
+    return result_.Report("leaderboard", tuple(leaderboard_blocks(rows))).to_markdown()
 
 
 def one_answer_dimensions(rows: Sequence[Row]) -> dict[str, list[tuple[str, float]]]:

@@ -42,6 +42,7 @@ from esc.reports.bootstrap import (
     unit_index,
     unit_intervals,
 )
+from esc.reports.result import Block, Cell, Heading, Report, Table, Text, write_result
 from esc.scoring.pairwise import TIE, Pair, Verdict
 
 ALL = "all"
@@ -277,74 +278,90 @@ def report(
     return out
 
 
-def _rate(rates: Mapping[tuple[str, str], Share], a: str, b: str) -> str:
+def _share(x: Share, text: str) -> Cell:
+    return Cell(
+        text, x.value, x.interval.low, x.interval.high, x.of, None if x.value is not None else "no verdict"
+    )
+
+
+def _rate(rates: Mapping[tuple[str, str], Share], a: str, b: str) -> Cell:
     if a == b:
-        return "-"
-    return f"{rates[(a, b)].cell()} ({rates[(a, b)].of})" if (a, b) in rates else "n/a"
+        return Cell("-")
+    if (a, b) not in rates:
+        return Cell("n/a", note="the two never met on a card")
+    x = rates[(a, b)]
+    return _share(x, f"{x.cell()} ({x.of})")
 
 
-def _strength(s: Strength | None) -> str:
+def _strength(s: Strength | None) -> Cell:
     if s is None:
-        return "n/a"
+        return Cell("n/a", note="no verdict on this dimension")
     if math.isnan(s.theta):
-        return f"n/a ({s.undefined})" if s.undefined else "n/a"
-    return format_figure(s.theta, s.interval, digits=2)
+        return Cell(f"n/a ({s.undefined})" if s.undefined else "n/a", n=s.verdicts, note=s.undefined)
+    text = format_figure(s.theta, s.interval, digits=2)
+    return Cell(text, s.theta, s.interval.low, s.interval.high, s.verdicts)
 
 
-def to_markdown(results: dict[str, Any], judge: str, dropped: Sequence[tuple[str, str, int]] = (),
-                prior: float = PRIOR) -> str:  # fmt: skip
-    lines = [f"Pairwise preferences of judge `{judge}`: every pair of targets on every card both played, "
-             "each dimension asked in both orders; two different answers are a tie. Every figure has a "
-             "95% bootstrap interval resampling cards."]  # fmt: skip
+def pairwise_report(
+    results: dict[str, Any], judge: str, dropped: Sequence[tuple[str, str, int]] = (), prior: float = PRIOR
+) -> Report:
+    """pairwise.md as a typed result: per role-player, consistency, strengths and win rates."""
+    intro = (
+        f"Pairwise preferences of judge `{judge}`: every pair of targets on every card both played, "
+        "each dimension asked in both orders; two different answers are a tie. Every figure has a "
+        "95% bootstrap interval resampling cards."
+    )
     if dropped:
         shown = ", ".join(f"{rp}/{lang}/{card}" for rp, lang, card in dropped[:20])
         more = " ..." if len(dropped) > 20 else ""
-        lines.append(f"Left out: {len(dropped)} cards played by one target only ({shown}{more}).")
+        intro += f"\nLeft out: {len(dropped)} cards played by one target only ({shown}{more})."
+    blocks: list[Block] = [Text(intro)]
     for roleplayer, res in results.items():
         c: Consistency = res["consistency"]
-        lines += [
-            "",
-            f"## Role-player {roleplayer}",
-            "",
-            f"Position consistency: {c.rate.cell()} of {c.rate.of} pairs judged the same both ways "
-            f"(the others count as ties; {c.unread} pairs left out: an answer unread). Decisive answers "
-            f"that chose the conversation shown first: {c.first.cell()} of {c.first.of} (50%: no "
-            "preference for a position).",
-            "",
-            f"Bradley-Terry strength (log scale, centred; a prior of {prior:g} pseudo-win each way between "
-            "every two targets), all dimensions:",
-            "",
-            "| rank | target | strength | verdicts |",
-            "|---|---|---|---|",
-        ]
-        for rank, s in enumerate(res["strengths"][ALL], 1):
-            lines.append(f"| {rank} | {s.target} | {_strength(s)} | {s.verdicts} |")
-        rates = res["win_rates"][ALL]
         targets = [s.target for s in res["strengths"][ALL]]
-        lines += ["", "Win rate of the row's target against the column's (a tie counts half; verdicts):", ""]
-        lines += ["| | " + " | ".join(targets) + " |", "|---|" + "---|" * len(targets)]
-        for a in targets:
-            cells = [_rate(rates, a, b) for b in targets]
-            lines.append(f"| {a} | " + " | ".join(cells) + " |")
+        rates = res["win_rates"][ALL]
+        blocks += [
+            Heading(f"Role-player {roleplayer}"),
+            Text(
+                f"Position consistency: {c.rate.cell()} of {c.rate.of} pairs judged the same both ways "
+                f"(the others count as ties; {c.unread} pairs left out: an answer unread). Decisive answers "
+                f"that chose the conversation shown first: {c.first.cell()} of {c.first.of} (50%: no "
+                "preference for a position)."
+            ),
+            Text(
+                f"Bradley-Terry strength (log scale, centred; a prior of {prior:g} pseudo-win each way "
+                "between every two targets), all dimensions:"
+            ),
+            Table.of(
+                ["rank", "target", "strength", "verdicts"],
+                [
+                    [rank, s.target, _strength(s), s.verdicts]
+                    for rank, s in enumerate(res["strengths"][ALL], 1)
+                ],
+            ),
+            Text("Win rate of the row's target against the column's (a tie counts half; verdicts):"),
+            Table.of(["", *targets], [[a, *(_rate(rates, a, b) for b in targets)] for a in targets]),
+        ]
         dims = [d for d in res["strengths"] if d != ALL]
         if dims:
-            lines += ["", "Strength per dimension:", "", "| target | " + " | ".join(dims) + " |",
-                      "|---|" + "---|" * len(dims)]  # fmt: skip
             by_dim = {d: {s.target: s for s in res["strengths"][d]} for d in dims}
-            for t in targets:
-                cells = [_strength(by_dim[d].get(t)) for d in dims]
-                lines.append(f"| {t} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+            blocks += [
+                Text("Strength per dimension:"),
+                Table.of(
+                    ["target", *dims], [[t, *(_strength(by_dim[d].get(t)) for d in dims)] for t in targets]
+                ),
+            ]
+    return Report("pairwise", tuple(blocks))
 
 
 def write_report(
     out: Path, judged: Sequence[Judged], dimensions: Sequence[str], judge: str, n_resamples: int, seed: int,
     dropped: Sequence[tuple[str, str, int]] = (), prior: float = PRIOR,
 ) -> dict[str, Any]:  # fmt: skip
-    """pairwise.md, pairwise.json, strengths.csv and verdicts.csv."""
+    """pairwise.md and pairwise.result.json (`esc.reports.result`), pairwise.json, strengths.csv and
+    verdicts.csv."""
     results = report(judged, dimensions, n_resamples, seed, prior)
-    markdown = to_markdown(results, judge, dropped, prior)
-    atomic_write_text(out / "pairwise.md", markdown)
+    markdown = write_result(out, pairwise_report(results, judge, dropped, prior))
 
     def share(x: Share) -> dict[str, Any]:
         return {"value": x.value, "of": x.of, "interval": dataclasses.asdict(x.interval)}

@@ -26,6 +26,7 @@ import numpy as np
 from esc.annotate.annotator_agreement import agreement, krippendorff_alpha
 from esc.annotate.human_scores import Annotation
 from esc.annotate.tasks import Label
+from esc.reports import result as result_
 from esc.reports.bootstrap import NO_INTERVAL, Interval, format_figure, unit_index, unit_intervals
 from esc.scoring.rubrics import DIMENSION_KEYS, SCORES, dimension
 
@@ -114,27 +115,42 @@ def rater_rows(
     return raters, rows
 
 
-def to_markdown(raters: Sequence[str], rows: Sequence[DimensionRow], judges: Sequence[str]) -> str:
+def _cell(f: Figure) -> result_.Cell:
+    undefined = f.interval.undefined
+    note = f"undefined in {undefined:.0%} of resamples" if undefined == undefined and undefined > 0 else None
+    return result_.Cell(f.text(), f.value, f.interval.low, f.interval.high, f.n, note)
+
+
+def people_blocks(
+    raters: Sequence[str], rows: Sequence[DimensionRow], judges: Sequence[str]
+) -> list[result_.Block]:
     """The section of agreement.md: one table, a row per dimension."""
     pairs = [(j, r) for j in judges for r in raters]
-    header = ["Dimension", "people (alpha between raters)", *(f"{j} vs {r}" for j, r in pairs)]
-    lines = [
-        "",
-        "## People against people, and each judge against each person",
-        "",
-        f"Krippendorff's alpha (ordinal, 0-4) between the {len(raters)} raters ({', '.join(raters)}): the "
-        "ceiling a judge can be expected to reach; then each judge's stated score against each rater's. "
-        "n: dialogues in the figure; 95% intervals resample role cards; n/a: undefined (fewer than 4 "
-        "scores, or every score the same).",
-        "",
-        "| " + " | ".join(header) + " |",
-        "|" + "---|" * len(header),
+    return [
+        result_.Heading("People against people, and each judge against each person"),
+        result_.Text(
+            f"Krippendorff's alpha (ordinal, 0-4) between the {len(raters)} raters ({', '.join(raters)}): "
+            "the ceiling a judge can be expected to reach; then each judge's stated score against each "
+            "rater's. n: dialogues in the figure; 95% intervals resample role cards; n/a: undefined (fewer "
+            "than 4 scores, or every score the same)."
+        ),
+        result_.Table.of(
+            ["Dimension", "people (alpha between raters)", *(f"{j} vs {r}" for j, r in pairs)],
+            [
+                [
+                    dimension(row.dimension).paper_name,
+                    _cell(row.people),
+                    *(_cell(row.judges[p]) for p in pairs),
+                ]
+                for row in rows
+            ],
+        ),
     ]
-    for row in rows:
-        cells = [dimension(row.dimension).paper_name, row.people.text()]
-        cells += [row.judges[pair].text() for pair in pairs]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+
+
+def to_markdown(raters: Sequence[str], rows: Sequence[DimensionRow], judges: Sequence[str]) -> str:
+    """`people_blocks` as the markdown appended to agreement.md's (it starts with a blank line)."""
+    return "\n" + result_.Report("agreement", tuple(people_blocks(raters, rows, judges))).to_markdown()
 
 
 def to_json(raters: Sequence[str], rows: Sequence[DimensionRow]) -> dict[str, Any]:

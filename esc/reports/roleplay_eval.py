@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from esc.reports.bootstrap import interval_text, mean_interval
+from esc.reports.result import Cell, Report, Table
 from esc.roleplay_eval.questions import ORDERS, PAIRWISE, metric_keys, roleplay_won
 from esc.scoring.judge import VALID
 
@@ -133,38 +134,45 @@ def _fmt(value: float) -> str:
     return "n/a" if value != value else f"{value:.1f}"
 
 
-def table1_markdown(rows: Sequence[dict[str, Any]]) -> str:
+def table1_report(rows: Sequence[dict[str, Any]]) -> Report:
     """Table 1's layout: a row per role-player and language, a column per metric (mean [95% CI])."""
     metrics = [*metric_keys(), "average"]
-    head = ["role-player", "lang", *metrics, "invalid"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     by_owner: dict[tuple[str, str], dict[str, dict[str, Any]]] = defaultdict(dict)
     for r in rows:
         by_owner[(r["roleplayer"], r["language"])][r["metric"]] = r
-    for (roleplayer, language), cells in by_owner.items():
-        shown = [
-            _fmt(cells[m]["mean"]) + interval_text(cells[m]["ci_low"], cells[m]["ci_high"], 1)
-            for m in metrics
-        ]
-        lines.append(
-            "| " + " | ".join([roleplayer, language, *shown, str(cells["average"]["invalid"])]) + " |"
-        )
-    return "\n".join(lines) + "\n"
+
+    def figure(r: dict[str, Any]) -> Cell:
+        text = _fmt(r["mean"]) + interval_text(r["ci_low"], r["ci_high"], 1)
+        return Cell(text, r["mean"], r["ci_low"], r["ci_high"], r["n"])
+
+    table = Table.of(
+        ["role-player", "lang", *metrics, "invalid"],
+        [
+            [roleplayer, language, *(figure(cells[m]) for m in metrics), cells["average"]["invalid"]]
+            for (roleplayer, language), cells in by_owner.items()
+        ],
+    )
+    return Report("table1", (table,))
 
 
-def winrate_markdown(rows: Sequence[dict[str, Any]]) -> str:
-    head = ["role-player", "lang", "pairs", "win rate vs human [95% CI]", "position-consistent", "incomplete"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
-        rate = (
-            f"{100 * r['win_rate']:.1f}%" + interval_text(r["ci_low"], r["ci_high"], 1, 100)
-            if r["pairs"]
-            else "n/a"
-        )
-        consistent = f"{100 * r['position_consistent']:.0f}%" if r["pairs"] else "n/a"
-        cells = [r["roleplayer"], r["language"], str(r["pairs"]), rate, consistent, str(r["incomplete"])]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+def winrate_report(rows: Sequence[dict[str, Any]]) -> Report:
+    """Figure 3's win rates against the human dialogue, a row per role-player and language."""
+
+    def rate(r: dict[str, Any]) -> Cell:
+        if not r["pairs"]:
+            return Cell("n/a", n=0, note="no pair")
+        text = f"{100 * r['win_rate']:.1f}%" + interval_text(r["ci_low"], r["ci_high"], 1, 100)
+        return Cell(text, r["win_rate"], r["ci_low"], r["ci_high"], r["pairs"])
+
+    table = Table.of(
+        ["role-player", "lang", "pairs", "win rate vs human [95% CI]", "position-consistent", "incomplete"],
+        [
+            [r["roleplayer"], r["language"], r["pairs"], rate(r),
+             f"{100 * r['position_consistent']:.0f}%" if r["pairs"] else "n/a", r["incomplete"]]
+            for r in rows
+        ],
+    )  # fmt: skip
+    return Report("winrates", (table,))
 
 
 def to_csv(rows: Sequence[dict[str, Any]]) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 
 from esc.jsonl import atomic_write_text
 from esc.reports.bootstrap import NO_INTERVAL, Interval, ratio_interval, share_text
+from esc.reports.result import Cell, Heading, Report, Table, Text, write_result
 from esc.safety.checklist import FLAG, Reply
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.store import ScoreRecord
@@ -131,20 +132,20 @@ def flagged_answers(answers: Sequence[Answer]) -> list[Answer]:
     )
 
 
-Table = dict[tuple[str, str], dict[str, Rate]]
+RateTable = dict[tuple[str, str], dict[str, Rate]]
 
 
-def to_markdown(table: Table, questions: Sequence[str], flagged: Sequence[Answer], limit: int = 30) -> str:
+def _figure(rate: Rate) -> Cell:
+    """A flag rate as its cell: the text `Rate.cell` words, and the share, interval and n behind it."""
+    note = None if rate.valid else "no valid answer"
+    return Cell(rate.cell(), rate.rate, rate.interval.low, rate.interval.high, rate.valid, note)
+
+
+def safety_report(
+    table: RateTable, questions: Sequence[str], flagged: Sequence[Answer], limit: int = 30
+) -> Report:
+    """safety.md as a typed result: the flag rates, the unread answers and the flagged replies."""
     columns = [*questions, ANY]
-    lines = [
-        'Flag rate: the share of replies with a valid answer for which the judge answered "yes" (the '
-        "failure); 95% bootstrap interval over role cards; (flagged/valid).",
-        "",
-        "| role-player | target | " + " | ".join(columns) + " |",
-        "|---|---|" + "---|" * len(columns),
-    ]
-    for (roleplayer, target), row in table.items():
-        lines.append(f"| {roleplayer} | {target} | " + " | ".join(row[c].cell() for c in columns) + " |")
     unread = {
         key: (
             sum(r.invalid for q, r in row.items() if q != ANY),
@@ -152,22 +153,37 @@ def to_markdown(table: Table, questions: Sequence[str], flagged: Sequence[Answer
         )
         for key, row in table.items()
     }
-    lines += [
-        "",
-        "Answers not read: "
-        + "; ".join(f"{t}: {i} invalid, {f} failed" for (_, t), (i, f) in unread.items()),
+    flagged_rows = [
+        [
+            a.reply.target,
+            a.reply.dialogue_id,
+            a.reply.exchange,
+            a.question,
+            " ".join(a.reply.text.split())[:120],
+        ]
+        for a in flagged[:limit]
     ]
-    lines += ["", f"## Flagged replies ({len(flagged)} answers; all in flagged.csv)", ""]
-    if flagged:
-        lines += ["| target | dialogue | exchange | question | reply |", "|---|---|---|---|---|"]
-        for a in flagged[:limit]:
-            text = " ".join(a.reply.text.split())[:120].replace("|", "\\|")
-            lines.append(
-                f"| {a.reply.target} | {a.reply.dialogue_id} | {a.reply.exchange} | {a.question} | {text} |"
-            )
-    else:
-        lines.append("none")
-    return "\n".join(lines) + "\n"
+    return Report(
+        "safety",
+        (
+            Text(
+                'Flag rate: the share of replies with a valid answer for which the judge answered "yes" (the '
+                "failure); 95% bootstrap interval over role cards; (flagged/valid)."
+            ),
+            Table.of(
+                ["role-player", "target", *columns],
+                [[rp, t, *(_figure(row[c]) for c in columns)] for (rp, t), row in table.items()],
+            ),
+            Text(
+                "Answers not read: "
+                + "; ".join(f"{t}: {i} invalid, {f} failed" for (_, t), (i, f) in unread.items())
+            ),
+            Heading(f"Flagged replies ({len(flagged)} answers; all in flagged.csv)"),
+            Table.of(["target", "dialogue", "exchange", "question", "reply"], flagged_rows)
+            if flagged
+            else Text("none"),
+        ),
+    )
 
 
 def _csv(rows: Sequence[Sequence[Any]]) -> str:
@@ -179,11 +195,11 @@ def _csv(rows: Sequence[Sequence[Any]]) -> str:
 def write_report(
     out: Path, answers: Sequence[Answer], questions: Sequence[str], n_resamples: int, seed: int
 ) -> dict[str, Any]:
-    """safety.md, safety.json, answers.csv (every answer) and flagged.csv."""
+    """safety.md and safety.result.json (`esc.reports.result`), safety.json, answers.csv (every
+    answer) and flagged.csv."""
     table = safety_table(answers, questions, n_resamples, seed)
     flagged = flagged_answers(answers)
-    markdown = to_markdown(table, questions, flagged)
-    atomic_write_text(out / "safety.md", markdown)
+    markdown = write_result(out, safety_report(table, questions, flagged))
     payload = {
         f"{rp}|{t}": {
             q: {**dataclasses.asdict(r), "interval": dataclasses.asdict(r.interval)} for q, r in row.items()

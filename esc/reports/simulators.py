@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import rankdata
 
+from esc.reports import result as result_
 from esc.reports.bootstrap import Interval, format_figure, unit_intervals
 from esc.scoring.judge import VALID
 from esc.scoring.store import ScoreRecord
@@ -165,31 +166,19 @@ def simulator_tables(
     return tables
 
 
-def to_markdown(tables: Sequence[SimulatorTable]) -> str:
-    if not tables:
-        return ""
-    lines = []
+def simulator_blocks(tables: Sequence[SimulatorTable]) -> list[result_.Block]:
+    """Per judge and language: each target's average under each simulator, then how stable the
+    ranking is across simulators."""
+    blocks: list[result_.Block] = []
     for t in tables:
-        lines += [
-            "",
-            f"## Several simulators ({t.language}, judge {t.judge})",
-            "",
-            f"Each target's average (0-100) under each simulator (role-player), on the {t.cards} cards every "
-            "cell played; 95% bootstrap intervals over those cards.",
-            "",
-            "| target | " + " | ".join(t.simulators) + " |",
-            "|---|" + "---|" * len(t.simulators),
+        rows = [
+            [target, *(_cell(t.means[i, j], t.intervals[i][j], t.cards) for j in range(len(t.simulators)))]
+            for i, target in enumerate(t.targets)
         ]
-        for i, target in enumerate(t.targets):
-            cells = [
-                format_figure(t.means[i, j], t.intervals[i][j], digits=1) for j in range(len(t.simulators))
-            ]
-            lines.append(f"| {target} | " + " | ".join(cells) + " |")
         shares = ", ".join(
             f"{k} {format_figure(v, iv, scale=100, digits=0)}%" for k, (v, iv) in t.shares.items()
         )
-        lines += [
-            "",
+        lines = [
             f"Variance of the cell means (sum of squares): {shares} (the rest: interaction and noise).",
             "Ranking stability across simulators, Kendall's W: "
             f"{format_figure(t.w, t.w_interval, digits=2)} ({len(t.simulators)} simulators x "
@@ -207,7 +196,27 @@ def to_markdown(tables: Sequence[SimulatorTable]) -> str:
                 f"Left out: targets not played under every simulator: {missing}; "
                 f"{len(t.left_out['cards'])} cards missing from some cell."
             )
-    return "\n".join(lines) + "\n"
+        blocks += [
+            result_.Heading(f"Several simulators ({t.language}, judge {t.judge})"),
+            result_.Text(
+                f"Each target's average (0-100) under each simulator (role-player), on the {t.cards} cards "
+                "every cell played; 95% bootstrap intervals over those cards."
+            ),
+            result_.Table.of(["target", *t.simulators], rows),
+            result_.Text("\n".join(lines)),
+        ]
+    return blocks
+
+
+def _cell(mean: float, interval: Interval, cards: int) -> result_.Cell:
+    return result_.Cell(format_figure(mean, interval, digits=1), mean, interval.low, interval.high, cards)
+
+
+def to_markdown(tables: Sequence[SimulatorTable]) -> str:
+    """`simulator_blocks` as the markdown appended to leaderboard.md's (a blank line first; "" for none)."""
+    if not tables:
+        return ""
+    return "\n" + result_.Report("leaderboard", tuple(simulator_blocks(tables))).to_markdown()
 
 
 _TWO = ", and with 2 simulators and no ties W = (1 + Spearman's rho) / 2)."

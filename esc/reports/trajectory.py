@@ -30,6 +30,7 @@ from esc.errors import UserError
 from esc.jsonl import atomic_write_text
 from esc.reports.bootstrap import bootstrap_ci
 from esc.reports.charts import pyplot, save_png
+from esc.reports.result import Block, Cell, Report, Table, Text, write_result
 
 METRICS = ("start", "final", "change", "area")
 
@@ -218,47 +219,73 @@ def _number(x: float) -> str:
     return "0.0" if text == "-0.0" else text
 
 
-def _cell(mean: Mean) -> str:
+def _cell(mean: Mean) -> Cell:
     if mean.value is None:
-        return f"n/a (0 of {mean.undefined})" if mean.undefined else "n/a"
+        text = f"n/a (0 of {mean.undefined})" if mean.undefined else "n/a"
+        return Cell(text, n=mean.n, note="no dialogue with this figure defined")
     text = _number(mean.value)
-    if mean.low is not None and mean.high is not None and not math.isnan(mean.low):
+    interval = mean.low is not None and mean.high is not None and not math.isnan(mean.low)
+    if interval:
         text += f" [{_number(mean.low)}, {_number(mean.high)}]"
     text += f" (n={mean.n}" + (f", {mean.undefined} undefined)" if mean.undefined else ")")
-    return text
+    note = f"{mean.undefined} dialogues undefined" if mean.undefined else None
+    low, high = (mean.low, mean.high) if interval else (None, None)
+    return Cell(text, mean.value, low, high, mean.n, note)
 
 
-def to_markdown(rows: Sequence[TargetRow], diffs: Sequence[Difference]) -> str:
-    lines = [
-        "Seeker emotion 0-100 (0: at their worst, 100: much better); mean [95% bootstrap interval over role "
-        "cards] (n dialogues).",
-        "",
-        "| role-player | target | dialogues | start | final | change | area | invalid ratings | ended by |",
-        "|---|---|---|---|---|---|---|---|---|",
+def trajectory_report(rows: Sequence[TargetRow], diffs: Sequence[Difference], unrated: int = 0) -> Report:
+    """trajectory.md as a typed result: per target, then paired differences, then what was left out."""
+    blocks: list[Block] = [
+        Text(
+            "Seeker emotion 0-100 (0: at their worst, 100: much better); mean [95% bootstrap interval over "
+            "role cards] (n dialogues)."
+        ),
+        Table.of(
+            [
+                "role-player",
+                "target",
+                "dialogues",
+                "start",
+                "final",
+                "change",
+                "area",
+                "invalid ratings",
+                "ended by",
+            ],
+            [
+                [
+                    row.roleplayer,
+                    row.target,
+                    row.dialogues,
+                    *(_cell(row.means[m]) for m in METRICS),
+                    f"{row.invalid} of {row.ratings}" + (f" ({row.missing} missing)" if row.missing else ""),
+                    ", ".join(f"{k} {v}" for k, v in row.stops.items()) or "-",
+                ]
+                for row in rows
+            ],
+        ),  # fmt: skip
     ]
-    for row in rows:
-        stops = ", ".join(f"{k} {v}" for k, v in row.stops.items()) or "-"
-        cells = " | ".join(_cell(row.means[m]) for m in METRICS)
-        missing = f" ({row.missing} missing)" if row.missing else ""
-        lines.append(
-            f"| {row.roleplayer} | {row.target} | {row.dialogues} | {cells} "
-            f"| {row.invalid} of {row.ratings}{missing} | {stops} |"
-        )
     if diffs:
-        lines += [
-            "",
-            "Paired differences (A - B) on the cards both targets played; "
-            "mean [95% bootstrap interval over cards].",
-            "",
-            "| role-player | A | B | figure | A - B | A higher | B higher | cards |",
-            "|---|---|---|---|---|---|---|---|",
+        blocks += [
+            Text(
+                "Paired differences (A - B) on the cards both targets played; "
+                "mean [95% bootstrap interval over cards]."
+            ),
+            Table.of(
+                ["role-player", "A", "B", "figure", "A - B", "A higher", "B higher", "cards"],
+                [
+                    [d.roleplayer, d.a, d.b, d.metric, _cell(d.mean), d.a_higher, d.b_higher, d.shared]
+                    for d in diffs
+                ],
+            ),
         ]
-        for d in diffs:
-            lines.append(
-                f"| {d.roleplayer} | {d.a} | {d.b} | {d.metric} | {_cell(d.mean)} "
-                f"| {d.a_higher} | {d.b_higher} | {d.shared} |"
+    if unrated:
+        blocks.append(
+            Text(
+                f"Left out: {unrated} complete dialogues without ratings (played without trajectory.enabled)."
             )
-    return "\n".join(lines) + "\n"
+        )
+    return Report("trajectory", tuple(blocks))
 
 
 def to_csv(rated: Sequence[Rated]) -> str:
@@ -314,16 +341,12 @@ def write_chart(curves: Mapping[tuple[str, str], Sequence[tuple]], path: Path) -
 def write_report(
     out: Path, rated: Sequence[Rated], n_resamples: int, seed: int, charts: bool = True, unrated: int = 0
 ) -> dict[str, Any]:
-    """trajectory.md, trajectory.csv (per dialogue), trajectory.json and charts/trajectory.png."""
+    """trajectory.md and trajectory.result.json (`esc.reports.result`), trajectory.csv (per
+    dialogue), trajectory.json and charts/trajectory.png."""
     rows = target_rows(rated, n_resamples, seed)
     diffs = differences(rated, n_resamples=n_resamples, seed=seed)
     curves = mean_curves(rated, n_resamples, seed)
-    markdown = to_markdown(rows, diffs)
-    if unrated:
-        markdown += (
-            f"\nLeft out: {unrated} complete dialogues without ratings (played without trajectory.enabled).\n"
-        )
-    atomic_write_text(out / "trajectory.md", markdown)
+    markdown = write_result(out, trajectory_report(rows, diffs, unrated))
     atomic_write_text(out / "trajectory.csv", to_csv(rated))
     payload = {
         "targets": [dataclasses.asdict(r) for r in rows],

@@ -129,17 +129,30 @@ def adapt_to_hardware(cfg: DictConfig) -> list[str]:
     return changes
 
 
+#: modules moved since folders were trained: a fingerprint records the name they had then, so a
+#: folder trained before the move still resumes (`esc.esc_rank` became `esc.judge_training`)
+RECORDED_AS = {"esc.judge_training.": "esc.esc_rank."}
+
+
+def recorded_name(target: str | None) -> str | None:
+    """A `_target_` as training fingerprints record it (`RECORDED_AS`)."""
+    for now, then in RECORDED_AS.items():
+        if target and target.startswith(now):
+            return then + target[len(now) :]
+    return target
+
+
 def output_settings(cfg: DictConfig) -> dict[str, Any]:
     """What shapes a training folder's adapter and checkpoints (OUT/settings.json): a rerun must
     match it to resume. Not in it: how long to train (max_steps, max_epochs), logging, devices."""
     plain = OmegaConf.to_container(cfg, resolve=True)
     data = plain.get("data")
     if isinstance(data, dict) and isinstance(data.get("builder"), dict):
-        data = {**data, "builder": data["builder"].get("_target_")}
+        data = {**data, "builder": recorded_name(data["builder"].get("_target_"))}
     return {
         # the job and the sample builder by their dotted paths: the record of folders trained
         # before they became `_target_` nodes (`runner:`, `data.builder:`), so those still resume
-        "runner": (plain.get("job") or {}).get("_target_"),
+        "runner": recorded_name((plain.get("job") or {}).get("_target_")),
         "model": plain["model"],
         "data": data,
         "peft": plain.get("peft"),
@@ -284,7 +297,7 @@ def checkpoint_step(path: str | Path) -> int:
 RESUME_MODES = ("auto", "never")  # `resume:`, or a checkpoint path
 
 #: what train.py reads of its config (`esc.config_schema.validate`; ESC-RANK adds
-#: `esc.esc_rank.train.CONFIG`). Nodes that Hydra instantiates (trainer, optimizer, scheduler,
+#: `esc.judge_training.train.CONFIG`). Nodes that Hydra instantiates (trainer, optimizer, scheduler,
 #: callbacks, strategy) stay open: their classes refuse what they do not take.
 CONFIG: tuple[Section, ...] = (
     Section(

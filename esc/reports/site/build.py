@@ -51,7 +51,9 @@ from esc.reports.leaderboard import (
     no_interval_reason,
     one_answer_note,
 )
+from esc.reports.result import read_result, result_path
 from esc.reports.site.collect import Entry, HumanPairs, Run, SiteData, collect, human_pairs
+from esc.reports.site.result_html import result_html
 from esc.safety.checklist import checklist
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.rubrics import dimension
@@ -496,7 +498,11 @@ class _Site:
                 if kind in ("agreement", "correlation") and pairs is not None:
                     scatter = _scatter(pairs, f"scatter-{self.run_slug[id(run)]}-{kind}")
                     note = pairs.note
-                body = Markup(md.render(path.read_text(encoding="utf-8")))
+                typed = result_path(path.parent, kind)  # the typed result beside the markdown, if written
+                if typed.is_file():
+                    body, source = result_html(read_result(typed)), typed
+                else:  # a report not (yet) written as a typed result, or a run from before them
+                    body, source = Markup(md.render(path.read_text(encoding="utf-8"))), path
                 self.write(
                     href,
                     "report",
@@ -504,7 +510,7 @@ class _Site:
                     page_title=f"{kind}: {run.path.name}",
                     kind=kind,
                     run=str(run.path),
-                    source=str(path),
+                    source=str(source),
                     body=body,
                     scatter=scatter,
                     scatter_note=note,

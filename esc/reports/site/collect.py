@@ -35,7 +35,7 @@ ANNOTATIONS = "annotations__"  # mode=agreement's score files: annotated dialogu
 ROLEPLAY = "roleplay__"  # mode=roleplay's score files: questions about role-players, shown as its tables
 #: OUT/<kind>.md shown as pages, in page order: the leaderboard as rank.py wrote it (with its jury,
 #: simulators and breakdown sections), and the built-in modes' reports. A run's manifest lists its
-#: mode's reports too (`reports`, written by `esc.jobs.mode.run_mode`), so a new mode's pages show up.
+#: mode's reports too (`reports`, written by `esc.modes.mode.run_mode`), so a new mode's pages show up.
 REPORTS = (
     "leaderboard",
     "agreement",

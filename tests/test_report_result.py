@@ -1,0 +1,103 @@
+"""Reports as typed results (`esc.reports.result`): one writer for markdown, JSON and CSV, and the
+site's pages built from the JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from esc.reports.result import (
+    RESULT_FORMAT,
+    Cell,
+    Heading,
+    Report,
+    Table,
+    Text,
+    read_result,
+    result_path,
+    table_csv,
+    write_result,
+)
+from esc.reports.site.result_html import result_html
+
+REPORT = Report(
+    "toy",
+    (
+        Heading("Toy report", level=1),
+        Text("Flag rate with a 95% interval; (flagged/valid)."),
+        Table.of(
+            ["", "target", "rate"],
+            [
+                ["a", "t|1", Cell("12.5% [0.0%, 30.0%] (1/8)", 0.125, 0.0, 0.3, 8)],
+                [
+                    "b",
+                    "t2",
+                    Cell("n/a (undefined in 40% of resamples)", math.nan, math.nan, math.nan, 3, "unstable"),
+                ],
+            ],
+            csv="toy.csv",
+        ),
+        Heading("Notes"),
+        Text("- one\n- two"),
+    ),
+)
+
+
+def test_markdown_is_the_blocks_a_blank_line_apart() -> None:
+    assert REPORT.to_markdown() == (
+        "# Toy report\n\n"
+        "Flag rate with a 95% interval; (flagged/valid).\n\n"
+        "| | target | rate |\n"  # an unnamed column is "| |"
+        "|---|---|---|\n"
+        "| a | t\\|1 | 12.5% [0.0%, 30.0%] (1/8) |\n"  # a | in a cell is escaped, not a new column
+        "| b | t2 | n/a (undefined in 40% of resamples) |\n\n"
+        "## Notes\n\n"
+        "- one\n- two\n"
+    )
+
+
+def test_the_json_round_trips_and_leaves_undefined_figures_out(tmp_path: Path) -> None:
+    markdown = write_result(tmp_path, REPORT)
+    assert (tmp_path / "toy.md").read_text(encoding="utf-8") == markdown == REPORT.to_markdown()
+    data = json.loads(result_path(tmp_path, "toy").read_text(encoding="utf-8"))  # strict JSON: no NaN
+    assert data["format"] == RESULT_FORMAT and data["kind"] == "toy"
+    table = data["blocks"][2]
+    assert table["rows"][0][2] == {
+        "text": "12.5% [0.0%, 30.0%] (1/8)",
+        "value": 0.125,
+        "low": 0.0,
+        "high": 0.3,
+        "n": 8,
+    }
+    assert table["rows"][1][2] == {"text": "n/a (undefined in 40% of resamples)", "n": 3, "note": "unstable"}
+    again = read_result(result_path(tmp_path, "toy"))
+    assert again.to_markdown() == markdown
+    assert (tmp_path / "toy.csv").read_text(encoding="utf-8") == table_csv(REPORT.tables()[0])
+
+
+def test_csv_gives_a_figure_column_its_numbers() -> None:
+    lines = table_csv(REPORT.tables()[0]).splitlines()
+    assert lines[0] == ",target,rate,rate value,rate low,rate high,rate n"
+    assert lines[1] == 'a,t|1,"12.5% [0.0%, 30.0%] (1/8)",0.125,0.0,0.3,8'
+    assert lines[2] == "b,t2,n/a (undefined in 40% of resamples),,,,3"
+
+
+def test_a_ragged_row_and_a_foreign_file_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="row 0 has 1 cells for 2 columns"):
+        Table.of(["a", "b"], [["x"]])
+    (tmp_path / "x.json").write_text('{"format": "other"}')
+    with pytest.raises(ValueError, match="not a report result"):
+        read_result(tmp_path / "x.json")
+
+
+def test_the_page_carries_the_figures_and_escapes_the_text() -> None:
+    report = REPORT + [Text("<script>alert(1)</script>"), Table.of(["x"], [["<b>"]])]
+    html = str(result_html(report))
+    assert '<td data-value="0.125" data-low="0" data-high="0.3" data-n="8" class="num">' in html
+    assert '<td data-n="3" title="unstable">n/a (undefined in 40% of resamples)</td>' in html
+    assert "<h1>Toy report</h1>" in html and "<li>two</li>" in html
+    assert "<script>" not in html and "&lt;script&gt;" in html and "<td>&lt;b&gt;</td>" in html
+    assert "<td>t|1</td>" in html  # the page shows the text itself, not markdown's escape
