@@ -318,6 +318,7 @@ class Section:
     when: Callable[[Any], bool] | None = None
     schema: type | None = None
     missing: str = ""  # a typed section the job reads is missing: how to add it (an experiment)
+    needed: Callable[[Any], bool] | None = None  # when a missing typed section is an error (None: always)
 
     def known(self, value: Mapping[str, Any]) -> set[str] | None:
         """The keys this node may hold, given its value (a registry's class may decide), or None."""
@@ -412,6 +413,8 @@ def check_fields(node: str, schema: type, value: Mapping[str, Any]) -> None:
         if problem:
             hint = f.metadata.get("hint")
             raise ConfigError(key, f"{problem} ({hint})" if hint else problem)
-        inner = hints.get(f.name)
-        if dataclasses.is_dataclass(inner) and isinstance(value[f.name], Mapping):
-            check_fields(key, inner, value[f.name])
+        inner = [
+            t for t in (hints.get(f.name), *typing.get_args(hints.get(f.name))) if dataclasses.is_dataclass(t)
+        ]
+        if inner and isinstance(value[f.name], Mapping):  # a typed section, or an optional one
+            check_fields(key, inner[0], value[f.name])

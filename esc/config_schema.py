@@ -160,7 +160,8 @@ def check_section(cfg: DictConfig, section: Section) -> None:
         return
     node = OmegaConf.select(cfg, section.node, default=None) if section.node else cfg
     if node is None:
-        if section.schema is not None:  # a typed section is read whole: it cannot be left out
+        if section.schema is not None and (section.needed is None or section.needed(cfg)):
+            # a typed section is read whole: where the run reads it, it cannot be left out
             raise ConfigError(section.node, "is not in the config, and this run reads it" + (
                 f"; {section.missing}" if section.missing else ""))  # fmt: skip
         return

@@ -202,10 +202,11 @@ def test_train_job_and_sample_builder_are_targets() -> None:
     rank = compose(["+exp=train/esc_rank_smollm2"])
     assert instantiate(role.job).func is train and instantiate(rank.job).func is train_esc_rank
     assert rank.data.builder._target_ == "esc.judge_training.data.build_rank_samples"
-    # the fingerprint keeps the dotted paths, as folders trained with `runner:` recorded them
+    # the fingerprint keeps the dotted paths, as folders trained with `runner:` recorded them, and
+    # under the names they had then (`esc.train.run.RECORDED_AS`): folders trained before resume
     settings = output_settings(rank)
-    assert settings["runner"] == "esc.judge_training.train.train_esc_rank"
-    assert settings["data"]["builder"] == "esc.judge_training.data.build_rank_samples"
+    assert settings["runner"] == "esc.esc_rank.train.train_esc_rank"
+    assert settings["data"]["builder"] == "esc.esc_rank.data.build_rank_samples"
 
 
 def test_a_job_target_that_does_not_import_is_one_config_error() -> None:

@@ -214,15 +214,15 @@ def test_esc_cards_crisis_sources_says_which_datasets_are_absent(
 def test_card_construction_takes_the_crisis_records_of_the_sources() -> None:
     """`cards.subset=crisis` (+exp=cards/crisis_en): only records whose seeker text passes the rule,
     the first `limit` of each source after the filter."""
-    from esc.cards.construct.pipeline import gather_records
+    from esc.cards.construct.pipeline import CardSources, gather_records
 
-    section = {"languages": ["en"], "limit": 3, "subset": "crisis",
+    section = {"root": None, "languages": ["en"], "limit": 3, "subset": "crisis", "dedup_threshold": 0.9,
                "sources": {"esconv": {"enabled": True}, "epitome": {"enabled": True}}}  # fmt: skip
-    records = gather_records(section)
+    records = gather_records(load_section("cards", CardSources, section))
     by_source = Counter(r.source for r in records)
     assert by_source == {"ESConv": 3, "EPITOME": 3}
     assert all(is_crisis(r.seeker_text(), "en") for r in records)
-    everything = gather_records({**section, "subset": None})
+    everything = gather_records(load_section("cards", CardSources, {**section, "subset": None}))
     assert not all(
         is_crisis(r.seeker_text(), "en") for r in everything
     )  # the first 3 of each are not all crises

@@ -188,6 +188,14 @@ def test_shards_merge_into_the_unsharded_run(tmp_path: Path) -> None:
     info = partial["files"]["tiny__tiny__en.jsonl"]
     assert len(info["missing"]) == 1 and len(info["duplicated"]) == 2
 
+    for i in range(3):  # shards run before `cards.subset` existed (issue 22) merge the same
+        manifest = tmp_path / f"shard{i}" / "manifest.json"
+        data = json.loads(manifest.read_text())
+        del data["config"]["cards"]["subset"]
+        manifest.write_text(json.dumps(data))
+    older = merge_runs([tmp_path / f"shard{i}" for i in range(3)], tmp_path / "older")
+    assert older["files"] == report["files"]
+
 
 def test_unknown_card_ids_are_named(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=r"unknown card ids \[99999999\]"):

@@ -101,3 +101,27 @@ def test_the_page_carries_the_figures_and_escapes_the_text() -> None:
     assert "<h1>Toy report</h1>" in html and "<li>two</li>" in html
     assert "<script>" not in html and "&lt;script&gt;" in html and "<td>&lt;b&gt;</td>" in html
     assert "<td>t|1</td>" in html  # the page shows the text itself, not markdown's escape
+
+
+def test_the_site_prefers_a_readable_result_not_older_than_the_markdown(tmp_path: Path) -> None:
+    import os
+
+    from esc.reports.site.build import report_body
+
+    write_result(tmp_path, REPORT)
+    md, typed = tmp_path / "toy.md", result_path(tmp_path, "toy")
+    assert 'data-value="0.125"' in str(report_body(md, "toy"))
+    later = typed.stat().st_mtime_ns + 10**9
+    os.utime(md, ns=(later, later))  # the markdown edited after the result was written
+    assert report_body(md, "toy") is None
+    os.utime(typed, ns=(later, later))
+    for broken in ('{"format": "esc-report/1", "kind": "toy", "blocks": [{"type": "table", "columns": ["a"], '
+                   '"rows": [[{"text": "x", "n": "\\"><img src=x>"}]]}]}', "not json"):  # fmt: skip
+        typed.write_text(broken, encoding="utf-8")
+        os.utime(typed, ns=(later, later))
+        assert report_body(md, "toy") is None  # the page shows the markdown, the build goes on
+
+
+def test_a_header_with_a_bar_stays_one_column() -> None:
+    table = Table.of(["tiny vs a|b", "n"], [["0.5", 3]])
+    assert Report("x", (table,)).to_markdown() == "| tiny vs a\\|b | n |\n|---|---|\n| 0.5 | 3 |\n"

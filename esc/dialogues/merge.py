@@ -226,10 +226,11 @@ def _read_manifest(path: Path, run: Path) -> dict[str, Any]:
 def _selection(path: Path, manifest: dict[str, Any]) -> tuple[CardSelection, Shard]:
     """The cards and the shard a run's manifest says it played; DataError naming the file if not."""
     config = manifest["config"]
+    # runs from before `cards.subset` (issue 22) or without `shard` selected all cards, unsharded
+    cards = {"subset": None, **config["cards"]}
+    shard = config.get("shard") or {"index": 0, "count": 1}
     try:
-        return load_section("cards", CardSelection, config["cards"]), load_section(
-            "shard", Shard, config.get("shard")
-        )
+        return load_section("cards", CardSelection, cards), load_section("shard", Shard, shard)
     except ConfigError as err:
         raise DataError(path, None, f"its config: {err}") from None
 

@@ -139,8 +139,8 @@ class TrajectorySettings:
     min_answer_mass: float = setting(number(minimum=0, maximum=1))
     max_new_tokens: int = setting(integer(1))
     top_logprobs: int = setting(integer(0))
-    observer: dict[str, Any] = setting()  # a target's config node (`+target@trajectory.observer=...`)
-    stop: StopSettings = setting()
+    observer: dict[str, Any] | None = setting()  # a target's node (`+target@trajectory.observer=...`)
+    stop: StopSettings | None = setting()  # null: no adaptive stopping
 
 
 def build_rater(

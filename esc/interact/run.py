@@ -192,7 +192,7 @@ def evaluate(cfg: DictConfig) -> EvaluateResult:
     dialogue = load_section("dialogue", DialogueSettings, resolved["dialogue"])
     engine = load_section("engine", EngineSettings, resolved["engine"])
     trajectory = load_section("trajectory", TrajectorySettings, resolved["trajectory"])
-    cache_cfg = resolved["cache"]
+    cache_cfg = resolved.get("cache")  # a primary config of one's own may leave the cache out
 
     roleplayer = _side(roleplayer_cfg, "roleplayer", cache_cfg)
     target = _side(target_cfg, "target", cache_cfg)
@@ -201,7 +201,7 @@ def evaluate(cfg: DictConfig) -> EvaluateResult:
     try:
         check_ready(sides)
         rater = _rater(trajectory, roleplayer, observer, cards, dialogue.context_policy)
-        stop = trajectory.stop.rule() if trajectory.enabled else None  # a stop rule needs the ratings
+        stop = trajectory.stop.rule() if trajectory.enabled and trajectory.stop else None  # needs ratings
         settings = output_settings(roleplayer_cfg, target_cfg, (roleplayer, target), resolved["dialogue"])
         if rater is not None:  # only then: folders without a trajectory keep their fingerprint
             settings["trajectory"] = trajectory_settings(rater, stop)
@@ -209,7 +209,7 @@ def evaluate(cfg: DictConfig) -> EvaluateResult:
             out, cards, DialogueFactory(roleplayer_cfg, target_cfg, {}), roleplayer, target, dialogue.turns,
             rater,
         )  # fmt: skip
-        before_spending(estimate, resolved["max_cost"])  # printed; over max_cost: refused here
+        before_spending(estimate, resolved.get("max_cost"))  # printed; over max_cost: refused here
         with job_run(out, "evaluate", settings, resolved, seed=resolved["seed"]) as job:
             if estimate is not None:
                 job.manifest.update(cost_estimate=estimate.to_dict())
@@ -234,7 +234,7 @@ def _observer(trajectory: TrajectorySettings, cache_cfg: Mapping[str, Any] | Non
     """The observer's side when the trajectory is rated by one (`trajectory.rater=observer`)."""
     if not trajectory.enabled or trajectory.rater != "observer":
         return None
-    node = trajectory.observer
+    node = trajectory.observer or {}
     if not node.get("backend"):
         raise ConfigError("trajectory.observer.backend", "rater=observer needs a chat backend node")
     backend = with_cache(build_backend(node["backend"], key="trajectory.observer.backend"), cache_cfg)

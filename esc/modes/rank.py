@@ -37,6 +37,7 @@ from esc.modes.mode import (
     RunSettings,
     configured_mode,
     get_mode,
+    in_mode,
     modes,
     run_mode,
 )
@@ -197,10 +198,12 @@ SHARED_CONFIG: tuple[Section, ...] = (
 
 
 def config_sections() -> Iterator[Section]:
-    """rank.py's config schema: the shared sections, then every registered mode's."""
+    """rank.py's config schema: the shared sections, then every registered mode's (each checked
+    wherever it is written; a missing one is an error only in its own mode)."""
     yield from SHARED_CONFIG
     for mode in modes().values():
-        yield from mode.config
+        for section in mode.config:
+            yield dataclasses.replace(section, needed=section.needed or in_mode(mode.name))
 
 
 CONFIG = config_sections  # read by esc.config_schema (called: the modes register when it runs)

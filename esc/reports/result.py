@@ -43,7 +43,7 @@ class Cell:
         return {
             "text": self.text,
             **{k: v for k, v in figures.items() if v is not None},
-            **({"n": self.n} if self.n is not None else {}),
+            **({"n": int(self.n)} if self.n is not None else {}),
             **({"note": self.note} if self.note else {}),
         }
 
@@ -120,8 +120,11 @@ def _markdown(block: Block) -> str:
         return block.text
     if isinstance(block, Heading):
         return f"{'#' * block.level} {block.text}"
+    head = "| " + " | ".join(_escape(c) for c in block.columns) + " |"
+    if block.columns and not block.columns[0]:  # an unnamed first column (a matrix's corner): "| |"
+        head = "| |" + head[4:]
     lines = [
-        "|" + "".join(f" {c} |" if c else " |" for c in block.columns),  # an unnamed column: "| |"
+        head,
         "|" + "---|" * len(block.columns),
         *("| " + " | ".join(_escape(c.text) for c in row) + " |" for row in block.rows),
     ]
@@ -142,7 +145,7 @@ def _block_json(block: Block) -> dict[str, Any]:
 
 
 def _finite(x: float | None) -> float | None:
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+    return None if x is None or not math.isfinite(float(x)) else float(x)
 
 
 def table_csv(table: Table) -> str:
@@ -163,7 +166,7 @@ def table_csv(table: Table) -> str:
 
 
 def _blank(x: float | int | None) -> Any:
-    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else x
+    return "" if x is None or not math.isfinite(float(x)) else x
 
 
 def result_path(out: Path, kind: str) -> Path:
@@ -174,9 +177,9 @@ def write_result(out: Path, report: Report) -> str:
     """OUT/<kind>.md, OUT/<kind>.result.json and each named table's CSV; the markdown, returned."""
     out = Path(out)
     markdown = report.to_markdown()
+    payload = json.dumps(report.to_json(), indent=1, ensure_ascii=False, allow_nan=False)  # before any write
     atomic_write_text(out / f"{report.kind}.md", markdown)
-    payload = json.dumps(report.to_json(), indent=1, ensure_ascii=False, allow_nan=False)
-    atomic_write_text(result_path(out, report.kind), payload + "\n")
+    atomic_write_text(result_path(out, report.kind), payload + "\n")  # after the markdown: the newer
     for table in report.tables():
         if table.csv:
             atomic_write_text(out / table.csv, table_csv(table))
@@ -184,23 +187,48 @@ def write_result(out: Path, report: Report) -> str:
 
 
 def read_result(path: Path) -> Report:
-    """A `<kind>.result.json` back as a Report (the site's pages are built from it)."""
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
-    if not isinstance(data, dict) or data.get("format") != RESULT_FORMAT:
-        raise ValueError(f"{path}: not a report result ({RESULT_FORMAT})")
-    blocks: list[Block] = []
-    for b in data["blocks"]:
-        if b["type"] == "text":
-            blocks.append(Text(b["text"]))
-        elif b["type"] == "heading":
-            blocks.append(Heading(b["text"], b["level"]))
-        else:
-            rows = tuple(
-                tuple(
-                    Cell(c["text"], c.get("value"), c.get("low"), c.get("high"), c.get("n"), c.get("note"))
-                    for c in row
-                )
-                for row in b["rows"]
-            )
-            blocks.append(Table(tuple(b["columns"]), rows, b.get("csv")))
-    return Report(data["kind"], tuple(blocks))
+    """A `<kind>.result.json` back as a Report (the site's pages are built from it); ValueError when
+    it is not one, whatever is wrong with it (not JSON, another format, a field of the wrong type)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or data.get("format") != RESULT_FORMAT:
+            raise ValueError(f"not a report result ({RESULT_FORMAT})")
+        return Report(_text(data["kind"]), tuple(_block(b) for b in data["blocks"]))
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: {err}") from None
+
+
+def _text(x: Any) -> str:
+    if not isinstance(x, str):
+        raise TypeError(f"expected a string, got {x!r}")
+    return x
+
+
+def _number(x: Any) -> float | None:
+    if x is not None and (isinstance(x, bool) or not isinstance(x, int | float)):
+        raise TypeError(f"expected a number, got {x!r}")
+    return x
+
+
+def _count(x: Any) -> int | None:
+    if x is not None and (isinstance(x, bool) or not isinstance(x, int)):
+        raise TypeError(f"expected a count, got {x!r}")
+    return x
+
+
+def _block(b: dict[str, Any]) -> Block:
+    if b["type"] == "text":
+        return Text(_text(b["text"]))
+    if b["type"] == "heading":
+        return Heading(_text(b["text"]), int(_count(b["level"]) or 2))
+    if b["type"] != "table":
+        raise ValueError(f"unknown block type {b['type']!r}")
+    rows = tuple(
+        tuple(
+            Cell(_text(c["text"]), _number(c.get("value")), _number(c.get("low")), _number(c.get("high")),
+                 _count(c.get("n")), c.get("note") and _text(c["note"]))
+            for c in row
+        )
+        for row in b["rows"]
+    )  # fmt: skip
+    return Table(tuple(_text(c) for c in b["columns"]), rows, b.get("csv") and _text(b["csv"]))

@@ -113,7 +113,7 @@ def adapt_to_hardware(cfg: DictConfig) -> list[str]:
                 lambda: setattr(cfg.module.optimizer, "_target_", "torch.optim.AdamW"),
             )
         )
-    if swaps and not cfg.get("cpu_fallback", True):
+    if swaps and not cfg.cpu_fallback:
         raise ConfigError(
             "cpu_fallback",
             "is false and there is no CUDA GPU here for "
@@ -251,7 +251,7 @@ def _resume_checkpoint(cfg: DictConfig, out: Path) -> str | None:
     SLURM signals the end of a job's time; whichever was written last wins. An explicit path that
     does not exist is a ConfigError.
     """
-    mode = cfg.get("resume", "auto")
+    mode = cfg.resume
     if mode in (False, "false", "never", None):
         return None
     if mode != "auto":  # an explicit checkpoint path

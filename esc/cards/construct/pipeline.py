@@ -41,7 +41,17 @@ from esc.chat.base import ChatBackend, GenerationSettings, Reply, generation_con
 from esc.chat.build import backend_config, build_backend
 from esc.chat.cache import CACHE_CONFIG, with_cache
 from esc.chat.usage import Usage
-from esc.config_rules import Rule, Section, integer, keys, list_of, number, one_of
+from esc.config_rules import (
+    Section,
+    boolean,
+    integer,
+    list_of,
+    load_section,
+    number,
+    one_of,
+    setting,
+    typed_section,
+)
 from esc.errors import ConfigError
 from esc.jsonl import append_jsonl, atomic_write_text, drop_partial_last_line, get_field, read_jsonl
 from esc.lifecycle import Job, JobResult, job_run
@@ -52,6 +62,40 @@ from esc.rundir import model_settings, refuse_unswept_sweep
 log = logging.getLogger(__name__)
 
 STEPS = ("extract", "filter", "classify", "grade")
+
+
+@dataclasses.dataclass
+class CardsRun:
+    """build_cards.py's top-level keys (conf/cards.yaml), typed (`esc.config_rules`)."""
+
+    seed: int = setting(integer())
+    chunk: int = setting(integer(1))  # records asked at a time, then appended
+    progress: bool = setting(boolean())
+
+
+@dataclasses.dataclass
+class CardSources:
+    """`cards` (conf/cards.yaml): which records of which datasets become role cards."""
+
+    root: str | None = setting()  # the data directory; null: ESC_DATA_DIR or <repo>/data
+    languages: list[str] = setting(list_of(one_of(*LANGUAGES)))
+    limit: int | None = setting(integer(1, null=True), "the first N records of each source; null: all")
+    subset: str | None = setting(
+        one_of("crisis", null=True), "crisis: records that mention suicide or self-harm"
+    )
+    dedup_threshold: float = setting(number(above=0, maximum=1))
+    sources: dict[str, Any] = setting()  # per source: enabled and its reader's options (sources.py)
+
+
+@dataclasses.dataclass
+class LLMSteps:
+    """`steps`: the LLM steps after extraction; false skips one."""
+
+    filter: bool = setting(boolean())
+    classify: bool = setting(boolean())
+    grade: bool = setting(boolean())
+
+
 OK, UNPARSEABLE, FAILED = "ok", "unparseable", "failed"
 ID_PREFIX = {
     "PsyQA": 1,
@@ -114,15 +158,13 @@ class StepStore:
         return row["value"] if row and row["status"] == OK else None
 
 
-def gather_records(section: Mapping[str, Any]) -> list[RawRecord]:
+def gather_records(section: CardSources) -> list[RawRecord]:
     """The records of every enabled source whose language is wanted, the first `limit` of each
     (with `subset: crisis`, the first `limit` whose seeker text passes the crisis rule)."""
-    root = Path(section.get("root") or data_dir())
-    languages = section.get("languages") or ["en", "zh"]
-    limit = section.get("limit")
-    crisis = section.get("subset") == "crisis"
+    root = Path(section.root or data_dir())
+    languages, limit, crisis = section.languages, section.limit, section.subset == "crisis"
     records: list[RawRecord] = []
-    for name, options in (section.get("sources") or {}).items():
+    for name, options in section.sources.items():
         options = dict(options or {})
         if not options.pop("enabled", False):
             continue
@@ -197,11 +239,13 @@ def build_cards(cfg: DictConfig) -> CardsResult:
     refuse_unswept_sweep()  # before the records are read
     out = Path(cfg.output_dir)
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    section = resolved["cards"]
+    run = load_section("", CardsRun, {f.name: resolved[f.name] for f in dataclasses.fields(CardsRun)})
+    section = load_section("cards", CardSources, resolved["cards"])
+    switches = load_section("steps", LLMSteps, resolved["steps"])
     records = gather_records(section)
     extractor = {k: v for k, v in resolved["extractor"].items() if k != "name"}
-    backend = with_cache(build_backend(extractor, key="extractor"), resolved.get("cache"))
-    settings = GenerationSettings.from_config(resolved.get("generation"))
+    backend = with_cache(build_backend(extractor, key="extractor"), resolved["cache"])
+    settings = GenerationSettings.from_config(resolved["generation"])
     backend.check_ready()
     shaping = {
         "extractor": model_settings(backend.identity()),
@@ -209,29 +253,30 @@ def build_cards(cfg: DictConfig) -> CardsResult:
         "prompts_version": steps.prompts()["version"],
     }
     try:
-        with job_run(out, "cards.build", shaping, resolved, seed=resolved.get("seed")) as job:
+        with job_run(out, "cards.build", shaping, resolved, seed=run.seed) as job:
             backend.load()
-            return _build(job, resolved, out, records, backend, settings)
+            return _build(job, run, section, switches, out, records, backend, settings)
     finally:
         backend.close()
 
 
 def _build(
     job: Job,
-    resolved: Mapping[str, Any],
+    run: CardsRun,
+    section: CardSources,
+    switches: LLMSteps,
     out: Path,
     records: list[RawRecord],
     backend: ChatBackend,
     settings: GenerationSettings,
 ) -> CardsResult:
-    section = resolved["cards"]
     manifest = job.manifest
     manifest.update(extractor=backend.identity(), records=len(records))
     stores = {name: StepStore(out / "steps" / f"{name}.jsonl") for name in STEPS}
     usage = {name: Usage() for name in STEPS}
     job.on_stop(lambda: {"usage": {k: u.report(backend.price) for k, u in usage.items()}})
-    chunk, progress = int(resolved.get("chunk", 16)), bool(resolved.get("progress", True))
-    enabled = {name: bool((resolved.get("steps") or {}).get(name, True)) for name in STEPS}
+    chunk, progress = run.chunk, run.progress
+    enabled = {"extract": True, **dataclasses.asdict(switches)}  # every step of STEPS
     by_id = {r.record_id: r for r in records}
 
     def step(name: str, work: list) -> None:
@@ -276,7 +321,7 @@ def _category_parser(topic: str) -> Callable[[str], str]:
 
 def _write_outputs(
     job: Job,
-    section: Mapping[str, Any],
+    section: CardSources,
     out: Path,
     records: list[RawRecord],
     cards: dict[str, str],
@@ -317,7 +362,7 @@ def _write_outputs(
             "source_record": rid,
         }
         kept.append((record, entry))
-    threshold = float(section.get("dedup_threshold", 0.9))
+    threshold = section.dedup_threshold
     duplicates: set[int] = set()
     for language in ("en", "zh"):
         members = [k for k, (r, _) in enumerate(kept) if r.language == language]
@@ -423,20 +468,11 @@ def report_markdown(report: Mapping[str, Any]) -> str:
 
 #: what `python build_cards.py` reads of its config (conf/cards.yaml; `esc.config_schema.validate`)
 CONFIG: tuple[Section, ...] = (
-    Section("", (Rule("seed", integer()), Rule("chunk", integer(1)))),
-    Section(
-        "cards",
-        (
-            Rule("limit", integer(1, null=True), "the first N records of each source; null: all"),
-            Rule("languages", list_of(one_of(*LANGUAGES))),
-            Rule("dedup_threshold", number(above=0, maximum=1)),
-            Rule("subset", one_of("crisis", null=True), "crisis: records that mention suicide or self-harm"),
-        ),
-        keys("dedup_threshold", "languages", "limit", "root", "sources", "subset"),
-    ),
+    Section("", typed_section("", CardsRun).rules),  # the top level is open (paths, hydra...)
+    typed_section("cards", CardSources),
     backend_config("extractor", "name"),
     generation_config("generation"),
     MODEL_CONFIG,
     CACHE_CONFIG,
-    Section("steps", keys=keys("classify", "filter", "grade")),
+    typed_section("steps", LLMSteps),
 )

@@ -22,6 +22,7 @@ import datetime as dt
 import hashlib
 import io
 import json
+import logging
 import os
 import re
 import shutil
@@ -64,6 +65,8 @@ STATIC = HERE / "static"
 MARKER = ".esc-report"  # in every site: a folder holding it may be replaced by a new build
 STATUSES = (VALID, INVALID, FAILED)
 ANSWERS = {0: "A", 1: "B", 2: "neither"}
+
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
@@ -498,10 +501,8 @@ class _Site:
                 if kind in ("agreement", "correlation") and pairs is not None:
                     scatter = _scatter(pairs, f"scatter-{self.run_slug[id(run)]}-{kind}")
                     note = pairs.note
-                typed = result_path(path.parent, kind)  # the typed result beside the markdown, if written
-                if typed.is_file():
-                    body, source = result_html(read_result(typed)), typed
-                else:  # a report not (yet) written as a typed result, or a run from before them
+                body, source = report_body(path, kind), result_path(path.parent, kind)
+                if body is None:  # a run from before typed results, or a markdown newer than its result
                     body, source = Markup(md.render(path.read_text(encoding="utf-8"))), path
                 self.write(
                     href,
@@ -807,6 +808,19 @@ class _Site:
             columns=columns,
             several_rp=several_rp,
         )
+
+
+def report_body(path: Path, kind: str) -> Markup | None:
+    """The page of OUT/<kind>.md from its typed result, when that is there, readable and not older
+    than the markdown (an edited .md wins); None otherwise, and the page shows the markdown."""
+    typed = result_path(path.parent, kind)
+    if not typed.is_file() or typed.stat().st_mtime_ns < path.stat().st_mtime_ns:
+        return None
+    try:
+        return result_html(read_result(typed))
+    except ValueError as err:
+        log.warning("%s; the page shows %s instead", err, path.name)
+        return None
 
 
 def _short(value: Any, width: int = 40) -> str:

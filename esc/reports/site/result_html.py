@@ -23,7 +23,7 @@ def _attrs(cell: Cell) -> str:
     }
     parts = [f' data-{k}="{v:.6g}"' for k, v in figures.items()]
     if cell.n is not None:
-        parts.append(f' data-n="{cell.n}"')
+        parts.append(f' data-n="{int(cell.n)}"')
     if cell.note:
         parts.append(f' title="{escape(cell.note)}"')
     if "value" in figures:
