@@ -909,3 +909,20 @@ def test_prefix_cache_longest_prefix_budget_and_replacement():
     cache.store(list(range(100, 140)), kv(40))
     cache.store(list(range(200, 240)), kv(40))  # over budget: the least recently used (b) goes first
     assert cache.nbytes <= cache.max_bytes and cache.lookup(b)[0] == 0 and cache.lookup([*a, 1, 5])[0] == 41
+
+
+def test_vllm_turns_lora_on_only_where_an_adapter_is_used(tmp_path: Path) -> None:
+    """On vLLM's CPU build an engine with LoRA on decodes 1.5x slower with no adapter in any request
+    (docs/benchmarks.md): only a backend with an adapter asks for it. Nothing here imports vLLM."""
+    from omegaconf import OmegaConf
+
+    from esc.chat.backends.vllm_inproc import VLLMBackend
+    from tests.helpers import compose
+
+    model = OmegaConf.to_container(compose(["target=tiny"], config_name="evaluate").target.backend.model)
+    plain = VLLMBackend(model)._llm_args()
+    assert plain["enable_lora"] is False
+    assert VLLMBackend(model, adapter=str(tmp_path))._llm_args()["enable_lora"] is True
+    assert (
+        VLLMBackend(model, engine_args={"enable_lora": True})._llm_args()["enable_lora"] is True
+    )  # asked for

@@ -17,7 +17,9 @@ mask, renormalised over every token that spells a choice (byte-fallback tokens t
 the distribution the transformers judge reads, and leaves no answer mass to check.
 
 Two backends with the same engine settings (model, dtype, parallelism, LoRA on/off...) share one
-engine: e.g. ESC-Role (an adapter) and its base model as target, or a role-player and a judge.
+engine: e.g. a role-player and a judge; a backend without an adapter also joins an engine of its
+model started with LoRA (ESC-Role, an adapter, and its base model as target). LoRA is on only where
+an adapter is used: on vLLM's CPU build it slows an engine 1.5x even with no adapter in a request.
 Two different models on one GPU either split its memory (``gpu_memory_utilization``, 0.45 each by
 default) or take turns (``sleep_when_idle``: an engine sleeps, weights offloaded and KV cache
 freed, after each call; CUDA only, and each wake-up starts with an empty prefix cache).
@@ -54,6 +56,11 @@ SAMPLING_FIELDS = frozenset({"repetition_penalty", "top_k", "min_p", "presence_p
 # engines by their settings, shared by the backends that ask for the same one: [engine, users]
 _ENGINES: dict[str, list[Any]] = {}
 _ENGINES_LOCK = threading.Lock()
+
+
+def _engine_key(args: dict[str, Any]) -> str:
+    """Backends whose engine arguments are equal share one engine (`_ENGINES`)."""
+    return hashlib.sha256(repr(sorted(args.items())).encode()).hexdigest()
 
 
 def _lora_id(path: str) -> int:
@@ -145,6 +152,7 @@ class VLLMBackend(ChatBackend):
                 "backend.gpu_memory_utilization", f"must be in (0, 1], got {gpu_memory_utilization}"
             )
         self.adapter = str(adapter) if adapter else None
+        self._request_adapters: set[str] = set()  # per-request adapters named before the engine starts
         self.engine_settings = {
             "tensor_parallel_size": int(tensor_parallel_size),
             "gpu_memory_utilization": float(gpu_memory_utilization),
@@ -201,7 +209,9 @@ class VLLMBackend(ChatBackend):
             "dtype": cfg.get("dtype") or "auto",
             "trust_remote_code": bool(cfg.get("trust_remote_code", False)),
             "max_model_len": settings.pop("max_model_len") or cfg.get("context_window"),
-            "enable_lora": True,  # adapters may come per request (judges); costs little when unused
+            # LoRA only where an adapter is used: on vLLM's CPU build an engine with LoRA on decodes
+            # 1.5x slower even without one (benchmarks/profile_vllm.py --lora on,off)
+            "enable_lora": bool(self.adapter or self._request_adapters),
             "enable_sleep_mode": self.sleep_when_idle,
             **settings,
         }
@@ -215,8 +225,11 @@ class VLLMBackend(ChatBackend):
             from vllm import LLM
 
             args = self._llm_args()
-            key = hashlib.sha256(repr(sorted(args.items())).encode()).hexdigest()
+            key = _engine_key(args)
             with _ENGINES_LOCK:
+                with_lora = _engine_key({**args, "enable_lora": True})
+                if key not in _ENGINES and with_lora in _ENGINES:  # no adapter: a LoRA engine serves it too
+                    key = with_lora
                 if key in _ENGINES:
                     _ENGINES[key][1] += 1
                     log.info("vLLM: sharing the engine of %s", args["model"])
@@ -295,6 +308,9 @@ class VLLMBackend(ChatBackend):
         a request first names it)."""
         for path in paths:
             adapter_weights(path, "settings.adapter")
+        if self._engine is not None and paths and not self._request_adapters and not self.adapter:
+            raise RuntimeError(f"{self!r}: the engine started without LoRA; name the adapters before load()")
+        self._request_adapters.update(str(p) for p in paths)
         self.load()
 
     def answer_distribution(
