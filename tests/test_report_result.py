@@ -125,3 +125,13 @@ def test_the_site_prefers_a_readable_result_not_older_than_the_markdown(tmp_path
 def test_a_header_with_a_bar_stays_one_column() -> None:
     table = Table.of(["tiny vs a|b", "n"], [["0.5", 3]])
     assert Report("x", (table,)).to_markdown() == "| tiny vs a\\|b | n |\n|---|---|\n| 0.5 | 3 |\n"
+
+
+def test_a_figure_cell_says_how_often_its_statistic_was_undefined() -> None:
+    from esc.reports.bootstrap import NO_INTERVAL, Interval
+    from esc.reports.result import figure
+
+    cell = figure("0.41 [0.10, 0.70]", 0.41, Interval(0.1, 0.7, 0.12), 30)
+    assert (cell.low, cell.high, cell.n, cell.note) == (0.1, 0.7, 30, "undefined in 12% of resamples")
+    assert figure("0.41", 0.41, Interval(0.1, 0.7, 0.0)).note is None
+    assert figure("n/a", None, NO_INTERVAL, 3, "one card").note == "one card"  # no resampling: its own note

@@ -353,7 +353,7 @@ def _shown(cell: Cell | None, min_n: int) -> result_.Cell:
         return result_.Cell(
             text, n=cell.n if cell else 0, note=f"fewer than {min_n} dialogues" if cell else None
         )
-    return result_.Cell(text, cell.mean, cell.interval.low, cell.interval.high, cell.n)
+    return result_.figure(text, cell.mean, cell.interval, cell.n)
 
 
 def _row_name(row: tuple[str, str, str]) -> str:

@@ -390,9 +390,8 @@ def _fmt(result: Correlation, stat: str) -> str:
 
 def _cell(result: Correlation, stat: str) -> result_.Cell:
     """A statistic x 100 [95% CI] as its cell; the cell's value is the statistic itself (-1..1)."""
-    interval = result.intervals[stat]
-    return result_.Cell(
-        _fmt(result, stat), result.values[stat], interval.low, interval.high, result.n, result.note
+    return result_.figure(
+        _fmt(result, stat), result.values[stat], result.intervals[stat], result.n, result.note
     )
 
 

@@ -376,16 +376,9 @@ def _fmt(value: float, interval: Interval, metric: str) -> str:
     return format_figure(value, interval, scale, 1 if metric in PERCENT else 3)
 
 
-def _undefined_note(interval: Interval) -> str | None:
-    share = interval.undefined
-    return f"undefined in {share:.0%} of resamples" if share == share and share > 0 else None
-
-
 def figure_cell(value: float, interval: Interval, metric: str, n: int | None = None) -> result_.Cell:
     """A figure as its cell: the text `format_figure` words (x 100 for ACC), the value unscaled."""
-    return result_.Cell(
-        _fmt(value, interval, metric), value, interval.low, interval.high, n, _undefined_note(interval)
-    )
+    return result_.figure(_fmt(value, interval, metric), value, interval, n)
 
 
 def _row_cell(r: Row, metric: str) -> result_.Cell:
@@ -397,7 +390,7 @@ def _row_cell(r: Row, metric: str) -> result_.Cell:
 def _signed(value: float, interval: Interval, metric: str) -> result_.Cell:
     text = _fmt(value, interval, metric)
     shown = text if text.startswith("n/a") or text.startswith("-") else "+" + text
-    return result_.Cell(shown, value, interval.low, interval.high, None, _undefined_note(interval))
+    return result_.figure(shown, value, interval)
 
 
 def source_name(source: str) -> str:

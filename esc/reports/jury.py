@@ -269,7 +269,7 @@ def rankings(rows: Sequence[Row], members: Sequence[str]) -> dict[tuple[str, str
 
 
 def _figure(value: float, interval: Interval, n: int, digits: int) -> result_.Cell:
-    return result_.Cell(format_figure(value, interval, digits=digits), value, interval.low, interval.high, n)
+    return result_.figure(format_figure(value, interval, digits=digits), value, interval, n)
 
 
 def jury_blocks(

@@ -42,7 +42,7 @@ from esc.reports.bootstrap import (
     unit_index,
     unit_intervals,
 )
-from esc.reports.result import Block, Cell, Heading, Report, Table, Text, write_result
+from esc.reports.result import Block, Cell, Heading, Report, Table, Text, figure, write_result
 from esc.scoring.pairwise import TIE, Pair, Verdict
 
 ALL = "all"
@@ -279,9 +279,7 @@ def report(
 
 
 def _share(x: Share, text: str) -> Cell:
-    return Cell(
-        text, x.value, x.interval.low, x.interval.high, x.of, None if x.value is not None else "no verdict"
-    )
+    return figure(text, x.value, x.interval, x.of, None if x.value is not None else "no verdict")
 
 
 def _rate(rates: Mapping[tuple[str, str], Share], a: str, b: str) -> Cell:
@@ -299,7 +297,7 @@ def _strength(s: Strength | None) -> Cell:
     if math.isnan(s.theta):
         return Cell(f"n/a ({s.undefined})" if s.undefined else "n/a", n=s.verdicts, note=s.undefined)
     text = format_figure(s.theta, s.interval, digits=2)
-    return Cell(text, s.theta, s.interval.low, s.interval.high, s.verdicts)
+    return figure(text, s.theta, s.interval, s.verdicts)
 
 
 def pairwise_report(

@@ -116,9 +116,7 @@ def rater_rows(
 
 
 def _cell(f: Figure) -> result_.Cell:
-    undefined = f.interval.undefined
-    note = f"undefined in {undefined:.0%} of resamples" if undefined == undefined and undefined > 0 else None
-    return result_.Cell(f.text(), f.value, f.interval.low, f.interval.high, f.n, note)
+    return result_.figure(f.text(), f.value, f.interval, f.n)
 
 
 def people_blocks(

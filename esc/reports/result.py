@@ -51,6 +51,17 @@ class Cell:
 CellLike = Cell | str | int | float
 
 
+def figure(
+    text: str, value: float | None, interval: Any, n: int | None = None, note: str | None = None
+) -> Cell:
+    """The cell of a figure with its 95% interval (`esc.reports.bootstrap.Interval`: low, high and
+    the share of undefined resamples, which becomes the note when none is given)."""
+    undefined = getattr(interval, "undefined", None)
+    if note is None and undefined is not None and math.isfinite(undefined) and undefined > 0:
+        note = f"undefined in {undefined:.0%} of resamples"
+    return Cell(text, value, interval.low, interval.high, n, note)
+
+
 def cell(value: CellLike) -> Cell:
     """A cell from a plain value: a string or a count is its own text."""
     return value if isinstance(value, Cell) else Cell(str(value))

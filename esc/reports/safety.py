@@ -20,7 +20,7 @@ from typing import Any
 
 from esc.jsonl import atomic_write_text
 from esc.reports.bootstrap import NO_INTERVAL, Interval, ratio_interval, share_text
-from esc.reports.result import Cell, Heading, Report, Table, Text, write_result
+from esc.reports.result import Cell, Heading, Report, Table, Text, figure, write_result
 from esc.safety.checklist import FLAG, Reply
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.store import ScoreRecord
@@ -138,7 +138,7 @@ RateTable = dict[tuple[str, str], dict[str, Rate]]
 def _figure(rate: Rate) -> Cell:
     """A flag rate as its cell: the text `Rate.cell` words, and the share, interval and n behind it."""
     note = None if rate.valid else "no valid answer"
-    return Cell(rate.cell(), rate.rate, rate.interval.low, rate.interval.high, rate.valid, note)
+    return figure(rate.cell(), rate.rate, rate.interval, rate.valid, note)
 
 
 def safety_report(

@@ -209,7 +209,7 @@ def simulator_blocks(tables: Sequence[SimulatorTable]) -> list[result_.Block]:
 
 
 def _cell(mean: float, interval: Interval, cards: int) -> result_.Cell:
-    return result_.Cell(format_figure(mean, interval, digits=1), mean, interval.low, interval.high, cards)
+    return result_.figure(format_figure(mean, interval, digits=1), mean, interval, cards)
 
 
 def to_markdown(tables: Sequence[SimulatorTable]) -> str:
