@@ -24,12 +24,14 @@ message on both sides, the model's decoding settings (SmolLM2's `no_repeat_ngram
 
 `--runs ENGINE:DTYPE,...` runs ours once per item (hf: `cpu_bf16` false or true; vllm: the
 models' `dtype`), one after another; with a vLLM run every run and the official loop decode plain
-greedy, so all are compared on the same decoding. Run it with the main environment's Python: the hf
-runs and the official loop run here, each vLLM run in a child process of the vLLM environment's
-Python (`--vllm-python`, default `.venv-vllm/bin/python`; `make .venv-vllm/.installed`), which
-times itself the same way and sends back its seconds, texts, tokens and peak memory. vLLM pins its
-own transformers, on which the hf engine is slower; so each engine runs on the packages a user of
-it would have. Each row names the versions it ran on.
+greedy, so all are compared on the same decoding. Run it with the main environment's Python: each
+run of ours goes to a process of its own (so none starts with memory an earlier one kept: vLLM
+reserves its KV cache from what is free when it starts), a vLLM run with the vLLM environment's
+Python (`--vllm-python`, default `.venv-vllm/bin/python`; `make .venv-vllm/.installed`); the
+official loop runs in this process. vLLM pins its own transformers, on which the hf engine is
+slower; so each engine runs on the packages a user of it would have. Each row names the versions it
+ran on. `--keep DIR` keeps each run's result there, and a later call with the same DIR reads it
+instead of running it again.
 
 Ours is timed end to end as `evaluate.py` runs it, loading both sides included (after an untimed
 one-card warm-up; a vLLM engine is started once, before, and kept), the official loop's one model
@@ -139,21 +141,25 @@ def versions() -> str:
 
 
 def run_in_child(
-    python: str, name: str, args: argparse.Namespace, plain_greedy: bool
+    python: str, name: str, spec: tuple, args: argparse.Namespace, plain_greedy: bool, result: Path
 ) -> tuple[tuple, float, str]:
-    """Run ours once (`name`, an `ENGINE:DTYPE`) with another environment's Python (vLLM's: it pins
-    its own transformers, so the hf runs stay in this one) and read back its seconds, texts, tokens,
-    peak RSS and versions. The child times itself exactly as `ours` does here."""
-    with tempfile.TemporaryDirectory() as tmp:
-        result = Path(tmp) / "run.json"
-        command = [python, str(Path(__file__).resolve()), "--model", args.model, "--cards", str(args.cards),
-                   "--max-new-tokens", str(args.max_new_tokens), "--runs", name, "--decode", args.decode,
-                   "--child-json", str(result), *(["--plain-greedy"] if plain_greedy else []),
-                   *(["--threads", str(args.threads)] if args.threads else []),
-                   *(["--model-config", args.model_config] if args.model_config else []),
-                   *(["--dtype", args.dtype] if args.dtype else [])]  # fmt: skip
-        subprocess.run(command, check=True, cwd=REPO_ROOT)
-        data = json.loads(result.read_text())
+    """Run ours once (`name`, an `ENGINE:DTYPE`) in a process of its own, with `python` (vLLM's
+    environment for a vLLM run: it pins its own transformers), and read back its seconds, texts,
+    tokens, peak RSS and versions from `result`. A fresh process per run: a run starts with none of
+    the memory an earlier one kept (vLLM reserves its KV cache from what is free when it starts)."""
+    command = [python, str(Path(__file__).resolve()), "--model", args.model, "--cards", str(args.cards),
+               "--max-new-tokens", str(args.max_new_tokens), "--decode", args.decode,
+               *(["--runs", name] if name in RUNS else ["--backend", spec[0], "--cpu-bf16", spec[1]]),
+               "--child-json", str(result), *(["--plain-greedy"] if plain_greedy else []),
+               *(["--threads", str(args.threads)] if args.threads else []),
+               *(["--model-config", args.model_config] if args.model_config else []),
+               *(["--dtype", args.dtype] if args.dtype else [])]  # fmt: skip
+    subprocess.run(command, check=True, cwd=REPO_ROOT)
+    return read_run(result)
+
+
+def read_run(result: Path) -> tuple[tuple, float, str]:
+    data = json.loads(result.read_text())
     texts = {int(card): turns for card, turns in data["texts"].items()}
     return (data["seconds"], texts, data["tokens"]), data["peak_gb"], data["versions"]
 
@@ -400,6 +406,11 @@ def main() -> int:
     )  # fmt: skip
     parser.add_argument("--child-json", default=None, help=argparse.SUPPRESS)  # one run, for run_in_child
     parser.add_argument(
+        "--keep", default=None,
+        help="a folder for each run's result (seconds, texts, tokens, memory); a run whose result is "
+        "there is read, not run again, so an interrupted benchmark goes on where it stopped",
+    )  # fmt: skip
+    parser.add_argument(
         "--dtype", default=None, help="both models' dtype (model.dtype), e.g. float32 on a GPU"
     )
     args = parser.parse_args()
@@ -419,16 +430,10 @@ def main() -> int:
     runs: dict[str, tuple[float, dict[int, list[str]], int]] = {}
     peaks: dict[str, float] = {}
     where: dict[str, str] = {}
+    keep = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-evaluate-"))
+    keep.mkdir(parents=True, exist_ok=True)
     for name, (backend, setting, dtype) in specs.items():
-        if backend == "vllm" and not has_vllm() and not args.child_json:
-            if name not in RUNS:
-                parser.error("--backend vllm: no vLLM in this Python; name the runs: --runs vllm:bfloat16")
-            if not Path(args.vllm_python).exists():
-                parser.error(
-                    f"--runs {name}: no vLLM here, no {args.vllm_python}: make .venv-vllm/.installed"
-                )
-            runs[name], peaks[name], where[name] = run_in_child(args.vllm_python, name, args, plain_greedy)
-        else:
+        if args.child_json:  # the one run a parent asked this process for
             with tempfile.TemporaryDirectory() as tmp, peak_rss() as peak:
                 runs[name] = ours(
                     Path(tmp) / "ours", model, args.cards, args.max_new_tokens, backend, plain_greedy,
@@ -436,6 +441,26 @@ def main() -> int:
                 )  # fmt: skip
                 peaks[name] = peak()
             where[name] = versions()
+        else:
+            python = sys.executable
+            if backend == "vllm" and not has_vllm():
+                if name not in RUNS:
+                    parser.error(
+                        "--backend vllm: no vLLM in this Python; name the runs: --runs vllm:bfloat16"
+                    )
+                if not Path(args.vllm_python).exists():
+                    parser.error(
+                        f"--runs {name}: no vLLM here, no {args.vllm_python}: make .venv-vllm/.installed"
+                    )
+                python = args.vllm_python
+            result = keep / f"{name.replace(':', '-').replace('=', '-')}.json"
+            if result.is_file():  # --keep: a run an interrupted benchmark finished
+                runs[name], peaks[name], where[name] = read_run(result)
+                print(f"[{name}: read from {result}]")
+            else:
+                runs[name], peaks[name], where[name] = run_in_child(
+                    python, name, specs[name], args, plain_greedy, result
+                )
         seconds, _, tokens = runs[name]  # as it ends: a long run's finished rows are not lost
         print(f"[{name}: {seconds:.1f} s, {tokens:,} new tokens, {tokens / seconds:.1f} tokens/s, "
               f"peak RSS {peaks[name]:.2f} GB; {where[name]}]", flush=True)  # fmt: skip
