@@ -158,8 +158,17 @@ def run_in_child(
     return read_run(result)
 
 
-def read_run(result: Path) -> tuple[tuple, float, str]:
+def setup(args: argparse.Namespace, name: str, plain_greedy: bool) -> dict:
+    """What a run's result depends on besides the code: a kept result is reused only where it matches."""
+    keys = ("model", "cards", "max_new_tokens", "decode", "model_config", "dtype", "threads")
+    return {"run": name, "plain_greedy": plain_greedy, **{k: getattr(args, k) for k in keys}}
+
+
+def read_run(result: Path, expected: dict | None = None) -> tuple[tuple, float, str]:
+    """A run's result; with `expected`, a ValueError when it was run with another setup."""
     data = json.loads(result.read_text())
+    if expected is not None and data.get("setup") != expected:
+        raise ValueError(f"{result}: run with {data.get('setup')}, not {expected}")
     texts = {int(card): turns for card, turns in data["texts"].items()}
     return (data["seconds"], texts, data["tokens"]), data["peak_gb"], data["versions"]
 
@@ -430,8 +439,10 @@ def main() -> int:
     runs: dict[str, tuple[float, dict[int, list[str]], int]] = {}
     peaks: dict[str, float] = {}
     where: dict[str, str] = {}
-    keep = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-evaluate-"))
-    keep.mkdir(parents=True, exist_ok=True)
+    scratch = None if args.child_json or args.keep else tempfile.TemporaryDirectory(prefix="bench-evaluate-")
+    keep = Path(args.keep or (scratch.name if scratch else "."))  # where the children's results go
+    if not args.child_json:
+        keep.mkdir(parents=True, exist_ok=True)
     for name, (backend, setting, dtype) in specs.items():
         if args.child_json:  # the one run a parent asked this process for
             with tempfile.TemporaryDirectory() as tmp, peak_rss() as peak:
@@ -455,7 +466,10 @@ def main() -> int:
                 python = args.vllm_python
             result = keep / f"{name.replace(':', '-').replace('=', '-')}.json"
             if result.is_file():  # --keep: a run an interrupted benchmark finished
-                runs[name], peaks[name], where[name] = read_run(result)
+                try:
+                    runs[name], peaks[name], where[name] = read_run(result, setup(args, name, plain_greedy))
+                except ValueError as err:
+                    parser.error(f"--keep: {err}; name another folder")
                 print(f"[{name}: read from {result}]")
             else:
                 runs[name], peaks[name], where[name] = run_in_child(
@@ -467,8 +481,8 @@ def main() -> int:
     if args.child_json:
         (name,) = runs
         seconds, texts, tokens = runs[name]
-        record = {"seconds": seconds, "texts": texts, "tokens": tokens}
-        record.update(peak_gb=peaks[name], versions=where[name])
+        record = {"seconds": seconds, "texts": texts, "tokens": tokens, "peak_gb": peaks[name]}
+        record.update(versions=where[name], setup=setup(args, name, plain_greedy))
         Path(args.child_json).write_text(json.dumps(record))
         return 0
     decoding = "plain greedy" if plain_greedy else "greedy + the model's generation_config"

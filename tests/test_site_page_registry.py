@@ -67,5 +67,6 @@ def test_the_built_in_page_kinds_are_registered_in_summary_order() -> None:
 
 
 def test_a_second_builder_under_a_taken_name_is_refused() -> None:
+    page_kinds()  # the built-in kinds registered (their modules imported), whatever ran before
     with pytest.raises(ValueError, match="'targets' is registered twice"):
         page("targets")(lambda site: None)

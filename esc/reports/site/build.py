@@ -139,7 +139,8 @@ def build_site(
         _start(site)
         for kind in kinds:
             kind.build(site)
-        index_bytes = (building / "index.html").stat().st_size
+        index = building / "index.html"
+        index_bytes = index.stat().st_size if index.is_file() else 0  # no overview kind: no index
         if out.exists():
             old = out.parent / f".{out.name}.old-{os.getpid()}"
             out.rename(old)

@@ -100,7 +100,8 @@ class Site:
         self, data: SiteData, root: Path, title: str, n_resamples: int, seed: int,
         templates: Sequence[Path] = (),
     ) -> None:  # fmt: skip
-        """`templates`: folders of page kinds' own templates, searched after the site's."""
+        """`templates`: folders of page kinds' own templates, searched after the site's (one name
+        space: a page kind's template named like one of the site's is not found; name it apart)."""
         self.data, self.root, self.title = data, root, title
         self.n_resamples, self.seed = n_resamples, seed
         self.secrets = secret_values()  # masked in every page (read once: thousands of pages)
@@ -110,6 +111,7 @@ class Site:
             trim_blocks=True,
             lstrip_blocks=True,
             undefined=StrictUndefined,
+            auto_reload=False,  # each template read once per build, not checked again per page
         )
         self.env.filters["num"] = num
         self.env.globals.update(
