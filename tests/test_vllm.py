@@ -1,9 +1,10 @@
 """The real vLLM engine (CPU build): serving the tiny model behind the `openai` backend, and in this
 process (`backend.kind: vllm`) on both sides of `evaluate.py` and as a judge of `rank.py`.
 
-Slow and opt-in: `make test-vllm` installs vLLM's CPU build and this package into `.venv-vllm`
-(several GB) and runs this file with ESC_VLLM_PYTHON pointing at that interpreter. Each engine start
-takes 30 s to 2 minutes.
+Slow and opt-in: `make test-vllm` installs vLLM's pinned CPU build and this package into its own
+environment (several GB, kept outside the clone and linked as `.venv-vllm`) and runs this file with
+ESC_VLLM_PYTHON pointing at that interpreter. Each engine start takes 30 s to 2 minutes. CI runs the
+tests marked `vllm_smoke` (`make test-vllm-smoke`), so that the engine users pick cannot break unseen.
 """
 
 from __future__ import annotations
@@ -170,6 +171,7 @@ def random_adapter(folder: Path, seed: int) -> Path:
     return folder
 
 
+@pytest.mark.vllm_smoke  # CI runs it (make test-vllm-smoke)
 def test_evaluate_with_both_sides_on_vllm_in_process_matches_transformers(tmp_path: Path) -> None:
     common = [
         "roleplayer=tiny",
@@ -263,6 +265,7 @@ def test_the_large_cpu_recipe_plays_on_vllm_and_every_later_stage_reads_it(tmp_p
     assert (tmp_path / "rank" / "report" / "index.html").is_file()
 
 
+@pytest.mark.vllm_smoke  # CI runs it (make test-vllm-smoke)
 def test_a_judge_scores_through_vllm_with_constrained_answers_and_adapters(tmp_path: Path) -> None:
     evaluate(evaluate_config(tmp_path / "dialogues", "cards.languages=[en]", "cards.limit=2"))
     adapters = tmp_path / "adapters"

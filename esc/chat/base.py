@@ -148,6 +148,12 @@ class ChatBackend(abc.ABC):
         """Load local weights now (after every side's `check_ready`); otherwise the first use loads."""
         return None
 
+    def expect_adapters(self, paths: Sequence[str]) -> None:
+        """The per-request adapters (`GenerationSettings.adapter`) this backend will be asked for,
+        named before it loads: an engine that must start with LoRA on (vLLM) needs to know. Loads
+        nothing; most backends need nothing."""
+        return None
+
     def count_tokens(self, messages: Sequence[Message]) -> int | None:
         """Prompt tokens of `messages` as this model would see them; None when the backend cannot tell."""
         return None

@@ -347,6 +347,9 @@ class CachedBackend(ChatBackend):
     def load(self) -> None:
         self.inner.load()
 
+    def expect_adapters(self, paths: Sequence[str]) -> None:
+        self.inner.expect_adapters(paths)
+
     def count_tokens(self, messages: Sequence[Message]) -> int | None:
         return self.inner.count_tokens(messages)
 

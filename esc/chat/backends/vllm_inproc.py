@@ -303,14 +303,19 @@ class VLLMBackend(ChatBackend):
             fields if fields is not None else getattr(SamplingParams, "__annotations__", {})
         )
 
+    def expect_adapters(self, paths: Sequence[str]) -> None:
+        """Record per-request adapters before the engine starts, so that it starts with LoRA on
+        (an engine started without it refuses every request naming an adapter)."""
+        if self._engine is not None and paths and not self._request_adapters and not self.adapter:
+            raise RuntimeError(f"{self!r}: the engine started without LoRA; name the adapters before load()")
+        self._request_adapters.update(str(p) for p in paths)
+
     def load_adapters(self, paths: Sequence[str]) -> None:
         """Start the engine and check these per-request adapters' files (vLLM loads an adapter when
         a request first names it)."""
         for path in paths:
             adapter_weights(path, "settings.adapter")
-        if self._engine is not None and paths and not self._request_adapters and not self.adapter:
-            raise RuntimeError(f"{self!r}: the engine started without LoRA; name the adapters before load()")
-        self._request_adapters.update(str(p) for p in paths)
+        self.expect_adapters(paths)
         self.load()
 
     def answer_distribution(

@@ -105,6 +105,7 @@ class APIJudge(Judge):
         check_features(self.backend, wanted)  # constrain / adapters need a backend that has them
         for path in set(self.adapters.values()):
             adapter_weights(path, "judge.adapters")
+        self.backend.expect_adapters(sorted(set(self.adapters.values())))  # vLLM: start with LoRA on
         self.backend.check_ready()
 
     def identity(self) -> dict[str, Any]:
