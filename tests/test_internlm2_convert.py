@@ -9,6 +9,7 @@ transformers' LlamaForCausalLM and the converted adapters through peft, with no 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -195,3 +196,107 @@ def test_internlm2_convert_refuses_a_checkpoint_with_weights_missing(tmp_path: P
     with pytest.raises(UserError, match="1 weights missing.*layers.1.feed_forward.w2"):
         convert_checkpoint(src, tmp_path / "llama")
     assert not (tmp_path / "llama").exists()
+
+
+def test_internlm2_convert_never_removes_a_folder_it_did_not_make(tmp_path: Path) -> None:
+    """Issue 50: `convert-internlm2 m.partial m` deleted its own source, and converting to `w` deleted
+    an unrelated `w.partial/`. The conversion is written in a folder made for it, and only that goes."""
+    from esc.cli import main
+
+    src = tmp_path / "m.partial"  # a source whose name is what the old converter took for its temp folder
+    shutil.copytree(FIXTURE / "base", src)
+    weights = (src / "model.safetensors").read_bytes()
+    notes = tmp_path / "w.partial"
+    notes.mkdir()
+    (notes / "notes.txt").write_text("mine")
+    assert main(["models", "convert-internlm2", str(src), str(tmp_path / "m")]) == 0
+    assert main(["models", "convert-internlm2", str(src), str(tmp_path / "w")]) == 0
+    assert main(["models", "convert-internlm2", str(src), str(tmp_path / "w")]) == 0  # a rerun replaces w
+    assert (src / "model.safetensors").read_bytes() == weights and (notes / "notes.txt").read_text() == "mine"
+    for out in ("m", "w"):
+        assert json.loads((tmp_path / out / "config.json").read_text())["architectures"] == [
+            "LlamaForCausalLM"
+        ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m", "m.partial", "w", "w.partial"]  # no temp left
+
+
+def released_and_converted(tmp_path: Path) -> tuple[Path, Path]:
+    """The released ESC-RANK layout (two adapters) and its conversion with the base, by the CLI."""
+    from esc.cli import main
+
+    released = tmp_path / "ESC-RANK"
+    for name, source in (("fluency", "adapter_a"), ("fluency_en", "adapter_b")):
+        shutil.copytree(FIXTURE / source, released / name)
+    out = tmp_path / "out"
+    assert (
+        main(["models", "convert-internlm2", str(FIXTURE / "base"), str(out), "--adapters", str(released)])
+        == 0
+    )
+    return released, out
+
+
+def files(folder: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_internlm2_convert_to_a_symbolic_link_is_refused_leaving_nothing(tmp_path: Path, capsys) -> None:
+    """The old converter followed the link to check it, then could not replace it: it blamed "an
+    existing file, where a folder is needed" and left a full `OUT.partial` beside it."""
+    from esc.cli import main
+
+    _, out = released_and_converted(tmp_path)
+    before, link = files(out), tmp_path / "link"
+    link.symlink_to(out, target_is_directory=True)
+    listing = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(SystemExit) as stop:
+        main(["models", "convert-internlm2", str(FIXTURE / "base"), str(link)])
+    assert stop.value.code == 2 and "link: is a symbolic link" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == listing and files(out) == before
+
+
+def test_internlm2_convert_refused_adapter_leaves_out_as_it_was(tmp_path: Path, capsys) -> None:
+    """An adapter refused after the base had been written replaced OUT's base and removed its
+    adapters; all of it is converted first in a folder of its own, and OUT replaced only then."""
+    from esc.cli import main
+
+    released, out = released_and_converted(tmp_path)
+    before, listing = files(out), sorted(p.name for p in tmp_path.iterdir())
+    assert len([p for p in before if p.name == "adapter_model.safetensors"]) == 2
+    shutil.copytree(FIXTURE / "adapter_a", released / "zz_dora")
+    config = json.loads((released / "zz_dora" / "adapter_config.json").read_text())
+    (released / "zz_dora" / "adapter_config.json").write_text(json.dumps({**config, "use_dora": True}))
+    with pytest.raises(SystemExit) as stop:
+        main(["models", "convert-internlm2", str(FIXTURE / "base"), str(out), "--adapters", str(released)])
+    assert stop.value.code == 2 and "zz_dora/adapter_config.json: use_dora is true" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == listing and files(out) == before
+
+
+def test_judge_conversion_follows_weights_changed_in_place(tmp_path: Path, monkeypatch) -> None:
+    """Issue 50: the judge's cached conversion was keyed on file names and sizes, so weights changed in
+    place with the same shapes (a re-download, a fine-tune) reused the old conversion. It is keyed on
+    each file's content (hashed again only when its stat changed) and the converter's version."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    monkeypatch.setenv("ESC_CACHE_DIR", str(tmp_path / "cache"))
+    src = tmp_path / "internlm2"
+    shutil.copytree(FIXTURE / "base", src)
+    first = internlm2.native_checkpoint(src)
+    file = src / "model.safetensors"
+    state, size, stat = load_file(str(file)), file.stat().st_size, file.stat()
+    state["model.tok_embeddings.weight"] = state["model.tok_embeddings.weight"] + 1.0  # a fine-tune
+    with safe_open(str(file), framework="pt") as handle:
+        metadata = handle.metadata()
+    save_file(state, str(file), metadata=metadata)
+    os.utime(file, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # even with its old time set back
+    assert file.stat().st_size == size
+    second = internlm2.native_checkpoint(src)
+    converted = load_file(str(second / "model.safetensors"))["model.embed_tokens.weight"]
+    assert second != first and torch.equal(converted, state["model.tok_embeddings.weight"])
+
+    hashed = []
+    real = internlm2.sha256_file
+    monkeypatch.setattr(internlm2, "sha256_file", lambda path: hashed.append(path) or real(path))
+    assert internlm2.native_checkpoint(src) == second and hashed == []  # unchanged: stat only, no re-hash
+    monkeypatch.setattr(internlm2, "CONVERTER_VERSION", internlm2.CONVERTER_VERSION + 1)
+    assert internlm2.native_checkpoint(src) not in (first, second)  # a new converter converts again

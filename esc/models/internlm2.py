@@ -16,23 +16,32 @@ comes with the weights (`trust_remote_code`) and breaks on the transformers this
 A LoRA adapter on `wqkv` (the released ESC-RANK adapters: r=8, alpha 16) adds `B A x`; its `A`
 serves q, k and v alike and `B`'s rows split like `wqkv`'s, so three adapters on `q_proj`, `k_proj`,
 `v_proj` with the same `A` compute exactly the same function. Anything this does not know (a bias,
-an unknown rope scaling, per-module ranks, DoRA, other modules) is refused with one `error:` line,
-never guessed.
+an unknown rope scaling, per-module ranks, DoRA, other modules, weights that do not match their
+adapter config) is refused with one `error:` line, never guessed.
+
+Every conversion is written in a folder made for it beside the output (`.OUT.converting-XXXX`) and
+renamed to OUT only when complete; nothing it did not make is removed. The judge's cached copies
+are keyed on the content of the files converted (`content_key`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import re
 import shutil
-from collections.abc import Callable, Mapping
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from esc.errors import UserError
+from esc.errors import DataError, UserError
+from esc.hashing import sha256_file
+from esc.jsonl import atomic_write_bytes, read_json
 from esc.paths import cache_dir
 
 log = logging.getLogger(__name__)
@@ -62,11 +71,21 @@ SHARED_CONFIG_KEYS = (
 LAYER_KEY = re.compile(r"^model\.layers\.(\d+)\.(.+)$")
 LAYER_WEIGHTS = ("attention.wqkv", *RENAMES)  # every layer has each of these (.weight)
 MARKER = "converted_from_internlm2.json"  # in every folder this writes: what it may replace
+# bump when what the conversion writes changes: the judge's cached conversions are then made again
+CONVERTER_VERSION = 2
+STAGING = ".converting-"  # a conversion is written in `.OUT.converting-XXXX` beside OUT, then renamed
 
 
 def check_output(out: Path, *sources: Path) -> None:
-    """Refuse an output folder that is, holds or lies inside a source, or that exists with files
-    this converter did not write: it is replaced whole."""
+    """Refuse an output folder that is, holds or lies inside a source, that is a symbolic link or a
+    file, or that exists with files this converter did not write: it is replaced whole."""
+    if out.is_symlink():
+        raise UserError(
+            f"{out}: is a symbolic link (to {os.readlink(out)}); the converter replaces its output folder "
+            "whole and does not follow links: name the folder itself or a new one"
+        )
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out}: is an existing file, where a folder is needed; name a new folder")
     target = out.resolve()
     for source in sources:
         src = source.resolve()
@@ -79,7 +98,43 @@ def check_output(out: Path, *sources: Path) -> None:
 
 
 def _mark(folder: Path, source: Path, kind: str) -> None:
-    (folder / MARKER).write_text(json.dumps({"source": str(source), "kind": kind}) + "\n", encoding="utf-8")
+    text = json.dumps({"source": str(source), "kind": kind, "converter_version": CONVERTER_VERSION})
+    (folder / MARKER).write_text(text + "\n", encoding="utf-8")
+
+
+@contextlib.contextmanager
+def _staged(out: Path, source: Path, kind: str, *sources: Path) -> Iterator[Path]:
+    """A folder made for this conversion beside `out` (`tempfile.mkdtemp`: new and unique, never one
+    that existed), which replaces `out` only when the body ends without an error and is removed
+    otherwise. Nothing else beside `out` is touched: `out` appears whole, new or as it was."""
+    check_output(out, source, *sources)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}{STAGING}", dir=out.parent))
+    try:
+        yield tmp
+        _mark(tmp, source, kind)
+        tmp.chmod(0o755)  # mkdtemp's is 0o700
+        check_output(out, source, *sources)  # nothing else appeared there meanwhile
+        _replace(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # ours; gone already once it became `out`
+
+
+def _replace(new: Path, out: Path) -> None:
+    """Rename `new` to `out`; an earlier `out` (one this converter wrote) is moved into a folder made
+    for it, then removed."""
+    if not out.exists():
+        os.rename(new, out)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.replaced-", dir=out.parent))
+    os.rename(out, old / out.name)
+    try:
+        os.rename(new, out)
+    except BaseException:
+        os.rename(old / out.name, out)  # put the earlier one back
+        old.rmdir()
+        raise
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def is_internlm2_dir(path: str | Path) -> bool:
@@ -87,9 +142,9 @@ def is_internlm2_dir(path: str | Path) -> bool:
     config = Path(path) / "config.json"
     if not config.is_file():
         return False
-    data = json.loads(config.read_text(encoding="utf-8"))
-    return data.get("model_type") == "internlm2" or "InternLM2ForCausalLM" in (
-        data.get("architectures") or []
+    data = read_json(config)
+    return isinstance(data, dict) and (
+        data.get("model_type") == "internlm2" or "InternLM2ForCausalLM" in (data.get("architectures") or [])
     )
 
 
@@ -177,9 +232,19 @@ def convert_state_dict(
     return out
 
 
-def _read_safetensors(folder: Path) -> dict[str, torch.Tensor]:
+def _load_safetensors(file: Path) -> dict[str, torch.Tensor]:
+    """The tensors of one safetensors file; a DataError naming it when it is cut short or corrupt."""
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
+    try:
+        return load_file(str(file))
+    except SafetensorError as err:
+        problem = f"unreadable safetensors file ({err}): cut short or corrupt; copy or download it again"
+        raise DataError(file, None, problem) from None
+
+
+def _read_safetensors(folder: Path) -> dict[str, torch.Tensor]:
     files = sorted(folder.glob("*.safetensors"))
     if not files:
         raise UserError(
@@ -187,28 +252,39 @@ def _read_safetensors(folder: Path) -> dict[str, torch.Tensor]:
         )
     state: dict[str, torch.Tensor] = {}
     for file in files:
-        state.update(load_file(str(file)))
+        state.update(_load_safetensors(file))
     return state
 
 
-def convert_checkpoint(src: str | Path, out: str | Path) -> Path:
+def convert_checkpoint(src: str | Path, out: str | Path, adapters: str | Path | None = None) -> Path:
     """Write `src` (an InternLM2 folder) as a LlamaForCausalLM folder `out`: config, weights (one
     safetensors file), the generation config and, where `src` has InternLM2's tokenizer.model, the
-    tokenizer as a native one (`convert_tokenizer`). Returns `out`."""
+    tokenizer as a native one (`convert_tokenizer`); with `adapters`, every adapter folder under it
+    into `out/adapters/` (`convert_adapter_tree`). All of it is written in a folder of its own and
+    replaces `out` only when everything converted: a refusal leaves `out` as it was. Returns `out`."""
+    src, out = Path(src), Path(out)
+    roots = (Path(adapters),) if adapters is not None else ()
+    check_output(out, src, *roots)
+    if not (src / "config.json").is_file():
+        raise UserError(f"{src}: no config.json: not an InternLM2 checkpoint folder")
+    source = read_json(src / "config.json")
+    fields = llama_config(source, str(src / "config.json"))
+    with _staged(out, src, "checkpoint", *roots) as tmp:
+        if roots:  # small, and refused before the base's gigabytes are written
+            _write_adapter_tree(roots[0], tmp / "adapters", source)
+        tensors = _write_checkpoint(src, tmp, source, fields)
+    log.info("Converted InternLM2 %s to LlamaForCausalLM in %s (%d tensors)", src, out, tensors)
+    return out
+
+
+def _write_checkpoint(src: Path, tmp: Path, source: Mapping[str, Any], fields: dict[str, Any]) -> int:
     from safetensors.torch import save_file
     from transformers import LlamaConfig
 
-    src, out = Path(src), Path(out)
-    check_output(out, src)
-    source = json.loads((src / "config.json").read_text(encoding="utf-8"))
-    fields = llama_config(source, str(src / "config.json"))
-    dtype = source.get("torch_dtype") or source.get("dtype")
     state = convert_state_dict(_read_safetensors(src), fields)
-    tmp = out.with_name(out.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
     config = LlamaConfig(**{k: v for k, v in fields.items() if k not in ("architectures", "model_type")})
     config.architectures = ["LlamaForCausalLM"]
+    dtype = source.get("torch_dtype") or source.get("dtype")
     if dtype:
         config.dtype = dtype
     config.save_pretrained(tmp)
@@ -217,25 +293,29 @@ def convert_checkpoint(src: str | Path, out: str | Path) -> Path:
         shutil.copy2(src / "generation_config.json", tmp / "generation_config.json")
     if (src / "tokenizer.model").is_file():
         convert_tokenizer(src, tmp)
-    _mark(tmp, src, "checkpoint")
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
-    log.info("Converted InternLM2 %s to LlamaForCausalLM in %s (%d tensors)", src, out, len(state))
-    return out
+    return len(state)
 
 
 def convert_adapter(src: str | Path, out: str | Path, config: Mapping[str, Any]) -> Path:
     """Write a PEFT LoRA adapter trained on InternLM2 (`src`) as one on the converted Llama model:
     `wqkv` -> q_proj/k_proj/v_proj (A shared, B's rows split as wqkv's), `wo`/`w1`/`w3`/`w2` renamed.
     `config`: the base model's InternLM2 config.json. Refuses what it cannot convert exactly."""
-    from safetensors.torch import load_file, save_file
-
     src, out = Path(src), Path(out)
-    check_output(out, src)
-    where = src / "adapter_config.json"
-    if not where.is_file():
-        raise UserError(f"{src}: no adapter_config.json: not a PEFT adapter folder")
-    adapter = json.loads(where.read_text(encoding="utf-8"))
+    with _staged(out, src, "adapter") as tmp:
+        _write_adapter(src, tmp, config)
+    return out
+
+
+ADAPTER_WEIGHT = re.compile(
+    r"^(.*\.layers\.\d+\.)(attention|feed_forward)\.(wqkv|wo|w1|w2|w3)\.(lora_[AB])\.weight$"
+)
+
+
+def _adapter_settings(where: Path) -> dict[str, Any]:
+    """adapter_config.json, or a UserError naming what of it does not convert exactly."""
+    adapter = read_json(where)
+    if not isinstance(adapter, dict):
+        raise DataError(where, None, "expected a JSON object (a PEFT adapter config)")
     if adapter.get("peft_type", "LORA") != "LORA":
         raise UserError(f"{where}: peft_type {adapter.get('peft_type')!r}: only LoRA adapters convert")
     for key in ("rank_pattern", "alpha_pattern", "modules_to_save", "layers_to_transform"):
@@ -253,23 +333,65 @@ def convert_adapter(src: str | Path, out: str | Path, config: Mapping[str, Any])
         raise UserError(
             f"{where}: target_modules {targets}: only {sorted(ADAPTER_TARGETS)} (InternLM2's) convert"
         )
+    rank = adapter.get("r")
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        raise UserError(f"{where}: r is {rank!r}: a LoRA rank is a whole number of at least 1")
+    adapter["target_modules"] = targets
+    return adapter
+
+
+def _check_adapter_weights(
+    weights: Mapping[str, torch.Tensor], adapter: Mapping[str, Any], file: Path, where: Path
+) -> None:
+    """Refuse weights that do not match their config: a module outside `target_modules` (PEFT would
+    drop its weights: an adapter that does nothing), a target without weights, a lora_A without its
+    lora_B, a rank other than `r` (PEFT would fail only when it loads it)."""
+    parts: dict[tuple[str, str], dict[str, torch.Tensor]] = {}
+    for name, tensor in weights.items():
+        match = ADAPTER_WEIGHT.match(name)
+        if not match:
+            raise UserError(f"{file}: {name}: not a LoRA weight of InternLM2's modules")
+        prefix, block, module, part = match.groups()
+        parts.setdefault((f"{prefix}{block}.", module), {})[part] = tensor
+    if not parts:
+        raise UserError(f"{file}: holds no LoRA weights")
+    modules = sorted({module for _, module in parts})
+    if modules != sorted(set(adapter["target_modules"])):
+        raise UserError(
+            f"{where}: target_modules {adapter['target_modules']} but {file.name} holds weights of "
+            f"{modules}: they must name the same modules (PEFT ignores weights outside target_modules)"
+        )
+    rank = adapter["r"]
+    for (prefix, module), pair in sorted(parts.items()):
+        if set(pair) != {"lora_A", "lora_B"}:
+            missing = ({"lora_A", "lora_B"} - set(pair)).pop()
+            raise UserError(f"{file}: {prefix}{module} has no {missing}: a LoRA weight is an A and a B")
+        a, b = pair["lora_A"], pair["lora_B"]
+        if a.ndim != 2 or b.ndim != 2 or a.shape[0] != rank or b.shape[1] != rank:
+            raise UserError(
+                f"{file}: {prefix}{module} has lora_A {tuple(a.shape)} and lora_B {tuple(b.shape)}, "
+                f"not of rank r={rank} as {where.name} says; fix the config or the weights"
+            )
+
+
+def _write_adapter(src: Path, dest: Path, config: Mapping[str, Any]) -> None:
+    """Convert the adapter `src` into the existing folder `dest` (see `convert_adapter`)."""
+    from safetensors.torch import save_file
+
+    where = src / "adapter_config.json"
+    if not where.is_file():
+        raise UserError(f"{src}: no adapter_config.json: not a PEFT adapter folder")
+    adapter = _adapter_settings(where)
+    file = src / "adapter_model.safetensors"
+    if not file.is_file():
+        raise UserError(f"{src}: no adapter_model.safetensors (a .bin adapter is not read)")
+    weights = _load_safetensors(file)
+    _check_adapter_weights(weights, adapter, file, where)
     heads = int(config["num_attention_heads"])
     kv_heads = int(config.get("num_key_value_heads") or heads)
-    files = [p for p in (src / "adapter_model.safetensors",) if p.is_file()]
-    if not files:
-        raise UserError(f"{src}: no adapter_model.safetensors (a .bin adapter is not read)")
-    weights = load_file(str(files[0]))
     converted: dict[str, torch.Tensor] = {}
-    pattern = re.compile(
-        r"^(.*\.layers\.\d+\.)(attention|feed_forward)\.(wqkv|wo|w1|w2|w3)\.(lora_[AB])\.weight$"
-    )
     for name, tensor in weights.items():
-        match = pattern.match(name)
-        if not match:
-            raise UserError(
-                f"{src}/adapter_model.safetensors: {name}: not a LoRA weight of InternLM2's modules"
-            )
-        prefix, _, module, part = match.groups()
+        prefix, _, module, part = ADAPTER_WEIGHT.match(name).groups()  # type: ignore[union-attr]
         block = "self_attn" if module in ("wqkv", "wo") else "mlp"
         if module == "wqkv":
             parts = split_wqkv(tensor, heads, kv_heads) if part == "lora_B" else (tensor,) * 3
@@ -277,42 +399,35 @@ def convert_adapter(src: str | Path, out: str | Path, config: Mapping[str, Any])
                 converted[f"{prefix}{block}.{proj}.{part}.weight"] = piece.clone()
         else:
             converted[f"{prefix}{block}.{ADAPTER_TARGETS[module][0]}.{part}.weight"] = tensor
-    new_targets = sorted({name for t in targets for name in ADAPTER_TARGETS[t]})
+    new_targets = sorted({name for t in adapter["target_modules"] for name in ADAPTER_TARGETS[t]})
     adapter.update(target_modules=new_targets, base_model_name_or_path=None)
-    tmp = out.with_name(out.name + ".partial")  # `out` appears whole or not at all
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    save_file(converted, str(tmp / "adapter_model.safetensors"), metadata={"format": "pt"})
-    (tmp / "adapter_config.json").write_text(json.dumps(adapter, indent=2) + "\n", encoding="utf-8")
-    _mark(tmp, src, "adapter")
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
-    return out
+    dest.mkdir(parents=True, exist_ok=True)
+    save_file(converted, str(dest / "adapter_model.safetensors"), metadata={"format": "pt"})
+    (dest / "adapter_config.json").write_text(json.dumps(adapter, indent=2) + "\n", encoding="utf-8")
 
 
 def convert_adapter_tree(root: str | Path, out: str | Path, config: Mapping[str, Any]) -> list[Path]:
     """Convert every adapter folder under `root` (any folder with adapter_config.json, e.g. the
-    released ESC-RANK's 14) into the same relative place under `out`. They are written beside `out`
-    first, which is replaced only when all converted: one that cannot convert stops the whole tree
-    with its error and leaves `out` as it was."""
+    released ESC-RANK's 14) into the same relative place under `out`, all in a folder of its own
+    that replaces `out` only when all converted: one that cannot convert stops the whole tree with
+    its error and leaves `out` as it was."""
     root, out = Path(root), Path(out)
-    check_output(out, root)
+    with _staged(out, root, "adapters") as tmp:
+        written = _write_adapter_tree(root, tmp, config)
+    return [out / p.relative_to(tmp) for p in written]
+
+
+def _write_adapter_tree(root: Path, dest: Path, config: Mapping[str, Any]) -> list[Path]:
     folders = sorted(p.parent for p in root.rglob("adapter_config.json"))
     if not folders:
         raise UserError(f"{root}: no adapter folder (adapter_config.json) under it")
     written = []
-    staging = out.with_name(out.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    try:
-        for folder in folders:
-            written.append(convert_adapter(folder, staging / folder.relative_to(root), config))
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    _mark(staging, root, "adapters")
-    shutil.rmtree(out, ignore_errors=True)
-    staging.rename(out)
-    return [out / p.relative_to(staging) for p in written]
+    for folder in folders:
+        target = dest / folder.relative_to(root)
+        _write_adapter(folder, target, config)
+        _mark(target, folder, "adapter")
+        written.append(target)
+    return written
 
 
 def convert_tokenizer(src: str | Path, out: str | Path) -> Path:
@@ -343,7 +458,7 @@ def convert_tokenizer(src: str | Path, out: str | Path) -> Path:
             raise UserError(
                 f"{needed}: missing; an InternLM2 tokenizer is tokenizer.model + tokenizer_config.json"
             )
-    config = json.loads(config_file.read_text(encoding="utf-8"))
+    config = read_json(config_file)
     proto = import_protobuf("reading InternLM2's tokenizer.model").ModelProto()
     proto.ParseFromString(model_file.read_bytes())
     pieces = [(p.piece, p.score) for p in proto.pieces]
@@ -393,17 +508,54 @@ def convert_tokenizer(src: str | Path, out: str | Path) -> Path:
 
 # --- converted once, kept in the cache: what the judge loads instead of the remote code ----------------
 
+HASHES = "file-hashes.json"  # in cache_dir()/converted: each file's sha256 by its path and stat
 
-def _digest(files: list[Path], whole: bool) -> str:
-    """A key for files: their bytes (`whole`), or their names and sizes (multi-GB weights)."""
+
+def _stamp(stat: os.stat_result) -> list[int]:
+    """What changes when a file's bytes may have: an in-place write (size, mtime, ctime, which no
+    `touch` can set back), a replacement (inode, device)."""
+    return [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino, stat.st_dev]
+
+
+def file_hashes(files: list[Path]) -> dict[Path, str]:
+    """The sha256 of each file's bytes, hashed again only when its stat changed since the last call
+    (cached in `cache_dir()/converted/file-hashes.json`): a rerun does not read gigabytes again."""
+    from filelock import FileLock
+
+    root = cache_dir() / "converted"
+    root.mkdir(parents=True, exist_ok=True)
+    book = root / HASHES
+    with FileLock(str(root / f".{HASHES}.lock")):
+        try:
+            known = json.loads(book.read_text(encoding="utf-8")) if book.is_file() else {}
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            log.warning("%s: not valid JSON; hashing the weights again", book)
+            known = {}
+        known = known if isinstance(known, dict) else {}
+        hashes, changed = {}, False
+        for file in files:
+            path, stamp = str(file.resolve()), _stamp(file.stat())  # stat first: a later write shows
+            entry = known.get(path)
+            if not (isinstance(entry, dict) and entry.get("stat") == stamp and entry.get("sha256")):
+                entry = known[path] = {"stat": stamp, "sha256": sha256_file(file)}
+                changed = True
+            hashes[file] = entry["sha256"]
+        if changed:
+            atomic_write_bytes(book, (json.dumps(known, indent=1, sort_keys=True) + "\n").encode())
+    return hashes
+
+
+def content_key(files: list[Path], *extra: object) -> str:
+    """A cache key for a conversion of `files`: each one's name and content hash, the converter's
+    version and `extra` (what else the conversion depends on)."""
     import hashlib
 
-    h = hashlib.sha256()
-    for file in sorted(files):
-        h.update(
-            file.name.encode() + b"\0" + (file.read_bytes() if whole else str(file.stat().st_size).encode())
-        )
-    return h.hexdigest()[:16]
+    digest = hashlib.sha256(f"converter {CONVERTER_VERSION}".encode())
+    for file, sha in sorted(file_hashes(files).items()):
+        digest.update(b"\0" + file.name.encode() + b"\0" + sha.encode())
+    for value in extra:
+        digest.update(b"\0" + str(value).encode())
+    return digest.hexdigest()[:16]
 
 
 def _cached(kind: str, key: str, source: Path, build: Callable[[Path], Path]) -> Path:
@@ -423,15 +575,15 @@ def _cached(kind: str, key: str, source: Path, build: Callable[[Path], Path]) ->
     return out
 
 
+CHECKPOINT_FILES = ("config.json", "generation_config.json", "tokenizer.model", "tokenizer_config.json")
+
+
 def native_checkpoint(src: str | Path) -> Path:
-    """The converted copy of the InternLM2 folder `src` (weights, tokenizer), made once and cached."""
+    """The converted copy of the InternLM2 folder `src` (weights, tokenizer), made once and cached
+    under the content of every file the conversion reads."""
     src = Path(src)
-    small = [
-        p
-        for p in (src / "config.json", src / "tokenizer.model", src / "tokenizer_config.json")
-        if p.is_file()
-    ]
-    key = _digest(small, whole=True) + _digest(sorted(src.glob("*.safetensors")), whole=False)
+    files = [src / name for name in CHECKPOINT_FILES if (src / name).is_file()]
+    key = content_key(files + sorted(src.glob("*.safetensors")))
     return _cached("internlm2", key, src, lambda out: convert_checkpoint(src, out))
 
 
@@ -439,11 +591,7 @@ def native_adapter(src: str | Path, config: Mapping[str, Any]) -> Path:
     """The converted copy of a LoRA adapter trained on InternLM2, made once and cached."""
     src = Path(src)
     files = [p for p in (src / "adapter_config.json", src / "adapter_model.safetensors") if p.is_file()]
-    key = (
-        _digest(files, whole=True)
-        + str(config.get("num_key_value_heads"))
-        + str(config.get("num_attention_heads"))
-    )
+    key = content_key(files, config.get("num_key_value_heads"), config.get("num_attention_heads"))
     return _cached("lora", key, src, lambda out: convert_adapter(src, out, config))
 
 
@@ -464,7 +612,7 @@ def native_internlm2(
     src = local_internlm2_dir(model_cfg)
     if src is None:
         return None
-    config = json.loads((src / "config.json").read_text(encoding="utf-8"))
+    config = read_json(src / "config.json")
     out = native_checkpoint(src)
     native = {**model_cfg, "name_or_path": str(out), "trust_remote_code": False, "revision": None,
               "attn_implementation": None}  # fmt: skip
