@@ -17,6 +17,7 @@ from esc.annotate.tasks import (
     Task,
     export_tasks,
     import_labels,
+    read_salt,
     read_tasks,
     sample_tasks,
     task_key,
@@ -57,7 +58,7 @@ def test_the_pages_are_blind_and_carry_both_rubrics(tasks_dir: Path, tmp_path: P
     keys = [item["key"] for item in data["items"]]
     assert keys == sorted(keys)  # not the export's order, which groups by target
     checksum = sha256_file(tasks_dir / "tasks.jsonl")
-    assert set(keys) == {task_key(checksum, t) for t in read_tasks(tasks_dir)}
+    assert set(keys) == {task_key(checksum, t, read_salt(tasks_dir)) for t in read_tasks(tasks_dir)}
     assert data["tasks_sha256"] == checksum
     assert list(data["rubrics"]["en"]) == list(DIMENSION_KEYS)
     assert data["rubrics"]["zh"]["fluency"]["title"].startswith("流畅性")
@@ -67,8 +68,9 @@ def test_the_pages_are_blind_and_carry_both_rubrics(tasks_dir: Path, tmp_path: P
     assert (tmp_path / "rate" / "rate.js").is_file() and (tmp_path / "rate" / "rate.css").is_file()
 
 
-def _rating(checksum: str, task_id: str, rater: str, **fields) -> dict:
-    record = {"format": RATING_FORMAT, "rater": rater, "task": task_key(checksum, task_id), "comment": "",
+def _rating(checksum: str, task_id: str, rater: str, salt: str | None = None, **fields) -> dict:
+    key = task_key(checksum, task_id, salt)
+    record = {"format": RATING_FORMAT, "rater": rater, "task": key, "comment": "",
               "skipped": False, "rated_at": "2026-11-27T00:00:00Z", "tasks_sha256": checksum, "order_seed": 1,
               "scores": {k: 2 for k in DIMENSION_KEYS}}  # fmt: skip
     return {**record, **fields}
@@ -157,8 +159,12 @@ def test_the_cli_makes_pages_and_adds_a_raters_file(tasks_dir: Path, tmp_path: P
     assert _page_data(tmp_path / "rate" / "index.html")["seed"] == 3
     checksum = sha256_file(tasks_dir / "tasks.jsonl")
     first, second, _ = list(read_tasks(tasks_dir))
-    ana = _write(tmp_path / "ana.jsonl", [_rating(checksum, first, "ana")])
-    ben = _write(tmp_path / "ben.jsonl", [_rating(checksum, first, "ben"), _rating(checksum, second, "ben")])
+    salt = read_salt(tasks_dir)
+    ana = _write(tmp_path / "ana.jsonl", [_rating(checksum, first, "ana", salt)])
+    ben = _write(
+        tmp_path / "ben.jsonl",
+        [_rating(checksum, first, "ben", salt), _rating(checksum, second, "ben", salt)],
+    )
     labels = tmp_path / "labels.jsonl"
     assert esc_main(["annotate", "import", str(tasks_dir), str(ana), "--out", str(labels)]) == 0
     assert esc_main(["annotate", "import", str(tasks_dir), str(ben), "--out", str(labels), "--add"]) == 0

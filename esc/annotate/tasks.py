@@ -4,17 +4,20 @@ Export (`export_tasks`) writes a task folder:
 
 - ``tasks.jsonl``: the canonical list, one task per line ({task_id, kind, language, text, payload});
   every import is checked against it;
+- ``.blind-key-salt``: a random secret (owner-readable only) that salts the rating pages' keys
+  (`task_key`); it never reaches the pages;
 - ``tasks.csv``: one row per task, the text and an empty column per field (plus ``annotator``), to
   fill in a spreadsheet;
 - ``labelstudio/config.xml`` + ``labelstudio/tasks.json``: a Label Studio project (the labeling
   interface, one Choices block per field with each value's rule as its hint, and the tasks).
 
 Import (`import_labels`) reads filled CSV or JSON-lines files (``task_id``, ``annotator`` and one
-column per field), Label Studio JSON exports, or the JSONL files the rating pages export
-(`esc annotate site`, `esc.annotate.rating_site`: records of format ``esc-rating/1``, each naming
-its task by `task_key` and the task file by its checksum), and returns one `Label` per (task,
-annotator, field). An unknown task id, a field the kind does not have or a value out of range stops with one
-line naming the file and record; nothing is written until every file has been read.
+column per field), Label Studio JSON exports, or the JSONL files the rating pages export (`esc
+annotate site`, `esc.annotate.rating_site`: records of format ``esc-rating/1``, each naming its task
+by `task_key` and the task file by its checksum), and returns one `Label` per (task, annotator,
+field), each recording the checksum of the task file it was made on. An unknown task id, a field the
+kind does not have or a value out of range stops with one line naming the file and record; nothing
+is written until every file has been read.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import dataclasses
 import hashlib
 import io
 import json
+import secrets
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -35,7 +39,7 @@ from esc.annotate.kinds import KINDS, TaskKind, task_kind
 from esc.dialogues.record import dialogue_lines
 from esc.dialogues.store import read_dialogues
 from esc.errors import DataError, UserError
-from esc.jsonl import atomic_write_text, find_jsonl_files, read_json, read_jsonl
+from esc.jsonl import atomic_write_bytes, atomic_write_text, find_jsonl_files, read_json, read_jsonl
 from esc.scoring.rubrics import DIMENSION_KEYS, SCORES
 
 
@@ -58,6 +62,8 @@ class Label:
     annotator: str
     field: str
     value: str
+    #: the checksum of the task file it was made on (None: a labels file written before it was recorded)
+    tasks_sha256: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -67,9 +73,41 @@ class Label:
 RATING_FORMAT = "esc-rating/1"
 
 
-def task_key(tasks_sha256: str, task_id: str) -> str:
-    """The opaque name of a task on the rating pages: nothing of its id (the target's name) shows."""
-    return hashlib.sha256(f"{tasks_sha256}:{task_id}".encode()).hexdigest()[:16]
+#: the task folder's private file: the random salt of its blind keys, never written into the pages
+SALT_FILE = ".blind-key-salt"
+
+
+def task_key(tasks_sha256: str, task_id: str, salt: str | None = None) -> str:
+    """The opaque name of a task on the rating pages: nothing of its id (the target's name) shows.
+    Salted with the task folder's secret (`SALT_FILE`), since the page holds the checksum and task ids
+    can be guessed (target names, card ids); `salt=None` is the unsalted key of a folder exported before
+    salts were kept (its ratings still import)."""
+    text = f"{tasks_sha256}:{task_id}" if salt is None else f"{salt}:{tasks_sha256}:{task_id}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def task_folder(tasks: Path) -> Path:
+    """The task folder of `tasks` (the folder, or its tasks.jsonl)."""
+    tasks = Path(tasks)
+    return tasks if tasks.is_dir() else tasks.parent
+
+
+def read_salt(tasks: Path) -> str | None:
+    """The salt of a task folder's blind keys (None: a folder exported before salts were kept)."""
+    path = task_folder(tasks) / SALT_FILE
+    if not path.is_file():
+        return None
+    salt = path.read_text(encoding="utf-8").strip()
+    if len(salt) < 32 or not all(c in "0123456789abcdef" for c in salt):
+        raise DataError(path, None, "not a blind-key salt (64 hex digits written by `esc annotate export`)")
+    return salt
+
+
+def write_salt(folder: Path) -> None:
+    """A new random salt in the task folder, readable by its owner only."""
+    path = Path(folder) / SALT_FILE
+    atomic_write_bytes(path, (secrets.token_hex(32) + "\n").encode("ascii"))
+    path.chmod(0o600)
 
 
 # --- making tasks ------------------------------------------------------------------------------------
@@ -175,6 +213,7 @@ def export_tasks(tasks: Sequence[Task], out: Path) -> dict[str, Path]:
         raise UserError("two tasks have the same id (the same dialogue or card given twice?)")
     out = Path(out)
     (out / "labelstudio").mkdir(parents=True, exist_ok=True)
+    write_salt(out)  # a new task set: new blind keys
     files = {
         "tasks": out / "tasks.jsonl",
         "csv": out / "tasks.csv",
@@ -249,13 +288,15 @@ def read_tasks(path: Path) -> dict[str, Task]:
 
 
 def _check(tasks: dict[str, Task], path: Path, where: str, task_id: Any, annotator: Any,
-           values: dict[str, Any]) -> list[Label]:  # fmt: skip
+           values: dict[str, Any], tasks_sha256: str | None = None) -> list[Label]:  # fmt: skip
     task_id = str(task_id or "").strip()
     if task_id not in tasks:
         raise DataError(path, where, f"unknown task id {task_id!r} (not in the exported tasks.jsonl)")
     annotator = str(annotator or "").strip()
     if not annotator:
         raise DataError(path, where, "no annotator given (column `annotator`)")
+    if len(annotator.splitlines()) != 1:
+        raise DataError(path, where, f"annotator {annotator!r} is not a name (one line of text)")
     kind = task_kind(tasks[task_id].kind)
     labels = []
     for name, raw in values.items():
@@ -270,7 +311,7 @@ def _check(tasks: dict[str, Task], path: Path, where: str, task_id: Any, annotat
         value = field.parse(raw)
         if value is None:
             raise DataError(path, where, f"{name}: {raw!r} is not one of {list(field.values)}")
-        labels.append(Label(task_id, kind.name, annotator, name, value))
+        labels.append(Label(task_id, kind.name, annotator, name, value, tasks_sha256))
     return labels
 
 
@@ -292,7 +333,7 @@ def _read_rows(path: Path) -> Iterable[tuple[str, dict[str, Any]]]:
             yield f"line {lineno}", record
 
 
-def _labelstudio_labels(tasks: dict[str, Task], path: Path) -> list[Label]:
+def _labelstudio_labels(tasks: dict[str, Task], path: Path, tasks_sha256: str | None = None) -> list[Label]:
     exported = read_json(path)
     if not isinstance(exported, list):
         raise DataError(path, None, "expected a Label Studio JSON export (a list of tasks)")
@@ -318,7 +359,7 @@ def _labelstudio_labels(tasks: dict[str, Task], path: Path) -> list[Label]:
                         path, where, f"{result.get('from_name')}: expected one choice, got {choices}"
                     )
                 values[result.get("from_name")] = choices[0]
-            labels += _check(tasks, path, where, data.get("task_id"), who, values)
+            labels += _check(tasks, path, where, data.get("task_id"), who, values, tasks_sha256)
     return labels
 
 
@@ -344,11 +385,23 @@ def _json_type(value: Any) -> str:
     return names.get(type(value), "number")
 
 
+def _rater(value: Any, path: Path, where: str) -> str:
+    """The rater of a rating-page record: a non-empty, single-line string (the pages ask for a name)."""
+    if not isinstance(value, str):
+        raise DataError(
+            path, where, f"`rater` is a JSON {_json_type(value)}, expected a rater's name (a string)"
+        )
+    if not value.strip() or len(value.splitlines()) != 1:
+        raise DataError(path, where, f"`rater` {value!r} is not a rater's name (one line of text)")
+    return value.strip()
+
+
 def _rating_row(
     tasks: dict[str, Task], path: Path, where: str, row: dict[str, Any], tasks_sha256: str | None,
-    keys: dict[str, str], skipped: Counter | None,
+    keys: dict[str, str], skipped: dict[tuple[str, str], tuple[Path, str]],
 ) -> list[Label]:  # fmt: skip
-    """The labels of one record the rating pages exported ([] for a skipped dialogue)."""
+    """The labels of one record the rating pages exported ([] for a skipped dialogue); `skipped`
+    collects the (task, rater) skipped, and where."""
     if tasks_sha256 is None or row.get("tasks_sha256") != tasks_sha256:
         raise DataError(
             path, where, "rated on the pages of another task file (tasks_sha256 "
@@ -358,44 +411,63 @@ def _rating_row(
     task_id = keys.get(str(row.get("task")))
     if task_id is None:
         raise DataError(path, where, f"task {row.get('task')!r} is none of this task folder's")
-    if row.get("skipped"):
-        if skipped is not None:
-            skipped[str(row.get("rater"))] += 1
+    rater = _rater(row.get("rater"), path, where)
+    skip = row.get("skipped", False)
+    if not isinstance(skip, bool):
+        raise DataError(
+            path, where, f"`skipped` is a JSON {_json_type(skip)} ({skip!r}), expected true or false"
+        )
+    if skip:
+        if row.get("scores"):
+            raise DataError(path, where, "a dialogue both skipped and rated (`skipped` true, with `scores`)")
+        skipped[(task_id, rater)] = (path, where)
         return []
     scores = row.get("scores")
     if not isinstance(scores, dict) or not scores:
         raise DataError(path, where, "a rating without `scores` (and not skipped)")
-    return _check(tasks, path, where, task_id, row.get("rater"), scores)
+    return _check(tasks, path, where, task_id, rater, scores, tasks_sha256)
 
 
 def import_labels(
     tasks: dict[str, Task], files: Sequence[Path], tasks_sha256: str | None = None,
-    existing: Sequence[Label] = (), skipped: Counter | None = None,
+    existing: Sequence[Label] = (), skipped: Counter | None = None, salt: str | None = None,
 ) -> list[Label]:  # fmt: skip
     """Every label of the given files (CSV, JSON lines, Label Studio JSON, the rating pages' JSONL),
     checked against the tasks; a (task, annotator, field) labelled twice, or already in `existing`,
-    is an error naming both places. `tasks_sha256`: the task file's checksum, which a rating page's
-    record must carry; `skipped` counts the dialogues each rater skipped there."""
+    is an error naming both places, and so is a dialogue a rater both skipped and rated.
+    `tasks_sha256`: the task file's checksum, which a rating page's record must carry and each label
+    records; `salt`: the task folder's (`read_salt`), to know its blind keys; `skipped` counts the
+    dialogues each rater skipped there."""
     labels: list[Label] = []
     seen: dict[tuple[str, str, str], str] = {
         (x.task_id, x.annotator, x.field): "the labels already imported" for x in existing
     }
-    keys = {task_key(tasks_sha256, tid): tid for tid in tasks} if tasks_sha256 else {}
+    keys = {task_key(tasks_sha256, tid, salt): tid for tid in tasks} if tasks_sha256 else {}
+    skips: dict[tuple[str, str], tuple[Path, str]] = {}
+    rated: dict[tuple[str, str], str] = {
+        (x.task_id, x.annotator): "the labels already imported" for x in existing
+    }
     for path in map(user_file, files):
         if path.suffix == ".json":
-            found = _labelstudio_labels(tasks, path)
+            found = _labelstudio_labels(tasks, path, tasks_sha256)
             places = [f"{path.name}"] * len(found)
         else:
             found, places = [], []
             fields = {"task_id", "annotator", "text", "kind", "language"}
             for where, row in _read_rows(path):
-                if row.get("format") == RATING_FORMAT:
-                    new = _rating_row(tasks, path, where, row, tasks_sha256, keys, skipped)
-                    found += new
-                    places += [f"{path.name} {where}"] * len(new)
-                    continue
-                values = {k: v for k, v in row.items() if k not in fields}
-                new = _check(tasks, path, where, row.get("task_id"), row.get("annotator"), values)
+                form = row.get("format")
+                if form not in (None, "", RATING_FORMAT):
+                    raise DataError(
+                        path, where, f"format {form!r} is not one this version reads ({RATING_FORMAT}): "
+                        "rated on pages of a newer or other tool",
+                    )  # fmt: skip
+                if form == RATING_FORMAT:
+                    new = _rating_row(tasks, path, where, row, tasks_sha256, keys, skips)
+                else:
+                    values = {k: v for k, v in row.items() if k not in fields}
+                    new = _check(
+                        tasks, path, where, row.get("task_id"), row.get("annotator"), values, tasks_sha256
+                    )
                 found += new
                 places += [f"{path.name} {where}"] * len(new)
         for label, place in zip(found, places, strict=True):
@@ -403,7 +475,16 @@ def import_labels(
             if key in seen:
                 raise DataError(path, place, f"{key} is labelled twice (also in {seen[key]})")
             seen[key] = place
+            rated.setdefault((label.task_id, label.annotator), place)
             labels.append(label)
+    for (task_id, rater), (path, where) in skips.items():
+        if (task_id, rater) in rated:
+            raise DataError(
+                path, where, f"{rater} skipped a dialogue they also rated (in {rated[(task_id, rater)]}); "
+                "keep one of the two",
+            )  # fmt: skip
+        if skipped is not None:
+            skipped[rater] += 1
     if not labels:
         raise UserError("no labels found in the files given (are the field columns filled in?)")
     return labels

@@ -5,6 +5,7 @@ esc annotate export roleplay --dialogues OUT_OF_EVALUATE --out TASKS   # 6 metri
 esc annotate export card --cards cards.json --out TASKS                # grade + category
 esc annotate export dialogue --dialogues RUN_A RUN_B --sample 40 --out TASKS  # 40, by target and language
 esc annotate site TASKS --out RATE                                     # blind rating pages (RATE/index.html)
+    (export and site write only into a new or empty folder, site also into its own; --force otherwise)
 esc annotate import TASKS filled.csv ann2.jsonl labelstudio.json --out labels.jsonl
 esc annotate import TASKS ratings-ana.jsonl ratings-ben.jsonl --out labels.jsonl [--add]
 esc annotate agreement labels.jsonl --out agreement [--tasks TASKS]    # .md .csv .json, intervals by card
@@ -31,6 +32,7 @@ from esc.annotate.human_scores import (
     write_annotations,
 )
 from esc.annotate.kinds import KINDS
+from esc.annotate.outputs import check_new_folder, check_not_a_source, locked
 from esc.annotate.rating_site import write_rating_site
 from esc.annotate.tasks import (
     Label,
@@ -38,6 +40,7 @@ from esc.annotate.tasks import (
     gather_tasks,
     import_labels,
     read_labels,
+    read_salt,
     read_tasks,
     sample_tasks,
     to_esc_rank,
@@ -70,7 +73,11 @@ def parser(prog: str) -> ArgumentParser:
         help="dialogue/roleplay: only N of them, an equal share per target and language",
     )  # fmt: skip
     export.add_argument("--seed", type=int, default=0, help="--sample's draw (the same seed, the same tasks)")
-    export.add_argument("--out", type=Path, required=True, help="the task folder to write")
+    export.add_argument("--out", type=Path, required=True, help="the task folder to write (new or empty)")
+    export.add_argument(
+        "--force", action="store_true",
+        help="write into an existing folder (an existing task folder's pages and ratings no longer import)",
+    )  # fmt: skip
     site = sub.add_parser("site", help="blind rating pages of a dialogue task folder, opened from disk")
     site.add_argument("tasks", type=Path, help="the task folder (its tasks.jsonl)")
     site.add_argument("--out", type=Path, required=True, help="the folder of the pages (OUT/index.html)")
@@ -79,6 +86,9 @@ def parser(prog: str) -> ArgumentParser:
         "--seed", type=int, default=0, help="with the rater id, each rater's order of dialogues"
     )
     site.add_argument("--title", default=None)
+    site.add_argument(
+        "--force", action="store_true", help="write the pages into a folder that is not empty (and not pages)"
+    )
     imp = sub.add_parser("import", help="read filled CSV / JSONL / Label Studio exports into labels.jsonl")
     imp.add_argument("tasks", type=Path, help="the task folder (its tasks.jsonl)")
     imp.add_argument("files", nargs="+", type=Path)
@@ -136,10 +146,32 @@ def rater_counts(labels: Sequence[Label], skipped: Counter) -> dict[str, str]:
     }
 
 
+def check_same_task_file(
+    labels: Sequence[Label], labels_path: Path, task_file: Path, checksum: str,
+    hint: str = "give the task folder the ratings were made on",
+) -> None:  # fmt: skip
+    """A UserError unless `labels` were made on `task_file` (its checksum `checksum`): ratings of
+    another task set (other replies under the same task ids) must not mix. Labels files written before
+    the checksum was recorded are checked by task id only (`--add` refuses them: it cannot tell)."""
+    made_on = {x.tasks_sha256 for x in labels}
+    if made_on == {checksum}:
+        return
+    others = sorted(str(c)[:12] for c in made_on - {checksum} if c)
+    if others:
+        raise UserError(
+            f"{labels_path}: its labels were made on another task file (tasks_sha256 {', '.join(others)}..., "
+            f"{task_file}'s is {checksum[:12]}...): {hint}"
+        )
+    unknown = sorted({x.task_id for x in labels} - set(read_tasks(task_file)))
+    if unknown:
+        more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
+        raise UserError(f"{labels_path}: task {unknown[0]!r}{more} is not in {task_file}: {hint}")
+
+
 def run(args: argparse.Namespace) -> int:
     if args.command == "export":
-        if args.out.exists() and not args.out.is_dir():
-            raise UserError(f"{args.out}: --out is an existing file; name a task folder (new or existing)")
+        check_new_folder(args.out, args.force, "task folder")
+        check_not_a_source(args.out, [*(args.dialogues or []), *(args.cards or [])])
         cards = None
         if args.kind == "card":
             cards = load_cards(args.cards, language=args.language)
@@ -152,25 +184,37 @@ def run(args: argparse.Namespace) -> int:
             found = len(tasks)
             tasks = sample_tasks(tasks, args.sample, args.seed)
             print(f"sampled {len(tasks)} of {found} dialogues ({strata_counts(tasks)}; seed {args.seed})")
-        written = export_tasks(tasks, args.out)
+        with locked(args.out):
+            check_new_folder(args.out, args.force, "task folder")  # none made it meanwhile
+            written = export_tasks(tasks, args.out)
         print(f"{len(tasks)} {args.kind} tasks: " + ", ".join(str(p) for p in written.values()))
         return 0
     if args.command == "site":
-        index = write_rating_site(args.tasks, args.out, args.cards, args.seed, args.title)
+        index = write_rating_site(args.tasks, args.out, args.cards, args.seed, args.title, args.force)
         print(f"rating pages: {index} (open it in a browser; no server needed)")
         return 0
     if args.command == "import":
-        task_file = args.tasks / "tasks.jsonl" if args.tasks.is_dir() else args.tasks
-        existing = []
-        if args.add and args.out.is_file():
-            existing = read_labels(args.out)
-        else:
-            new_output(args.out, [task_file, *args.files], args.force)
-        skipped: Counter = Counter()
-        labels = import_labels(
-            read_tasks(args.tasks), args.files, sha256_file(user_file(task_file)), existing, skipped
-        )
-        write_labels([*existing, *labels], args.out)
+        task_file = user_file(args.tasks / "tasks.jsonl" if args.tasks.is_dir() else args.tasks)
+        checksum = sha256_file(task_file)
+        tasks = read_tasks(task_file)
+        with locked(args.out):  # another import adding to the same file waits: no rater's labels lost
+            existing = []
+            if args.add and args.out.is_file():
+                existing = read_labels(args.out)
+                if any(x.tasks_sha256 is None for x in existing):
+                    raise UserError(
+                        f"{args.out}: its labels do not record the task file they were made on (imported "
+                        "before labels did); import every rater's files again into a new --out"
+                    )
+                check_same_task_file(
+                    existing, args.out, task_file, checksum,
+                    "add only ratings of the same task folder, or import these into a new --out",
+                )  # fmt: skip
+            else:
+                new_output(args.out, [task_file, *args.files], args.force)
+            skipped: Counter = Counter()
+            labels = import_labels(tasks, args.files, checksum, existing, skipped, read_salt(task_file))
+            write_labels([*existing, *labels], args.out)
         print(f"{len(labels)} labels from {len(args.files)} files: {args.out}"
               + (f" (added to its {len(existing)})" if existing else ""))  # fmt: skip
         for rater, count in rater_counts([*existing, *labels], skipped).items():
@@ -189,8 +233,14 @@ def run(args: argparse.Namespace) -> int:
     if not labels:
         raise UserError(f"{args.labels}: no labels")
     if args.command == "agreement":
+        if args.bootstrap < 0:
+            raise UserError(f"--bootstrap {args.bootstrap}: the resamples must be 0 (none) or more")
+        units = None
+        if args.tasks:
+            task_file = user_file(args.tasks / "tasks.jsonl" if args.tasks.is_dir() else args.tasks)
+            check_same_task_file(labels, args.labels, task_file, sha256_file(task_file))
+            units = task_units(read_tasks(task_file))
         rows = agreement(labels)
-        units = task_units(read_tasks(args.tasks)) if args.tasks else None
         intervals = label_intervals(labels, units, args.bootstrap, args.seed) if args.bootstrap > 0 else {}
         print(annotator_markdown(rows, intervals, "role card" if units else "task"), end="")
         if args.out:
@@ -203,8 +253,9 @@ def run(args: argparse.Namespace) -> int:
         open_ = sum(v is None for fields in resolved.values() for v in fields.values())
         print(f"{len(resolved)} tasks resolved ({open_} labels await the third annotator): {args.out}")
         return 0
-    task_file = args.tasks / "tasks.jsonl" if args.tasks.is_dir() else args.tasks
+    task_file = user_file(args.tasks / "tasks.jsonl" if args.tasks.is_dir() else args.tasks)
     new_output(args.out, [args.labels, task_file], args.force)
+    check_same_task_file(labels, args.labels, task_file, sha256_file(task_file))
     annotations = to_esc_rank(labels, read_tasks(args.tasks), args.labels)
     if not annotations:
         raise UserError(f"{args.labels}: no dialogue labels (only `export dialogue` tasks train ESC-RANK)")
