@@ -22,7 +22,9 @@
 Writes OUT/scores/*.jsonl (one judgment per dialogue and dimension, as they are made),
 OUT/leaderboard.{md,csv}, OUT/charts/*.png and OUT/manifest.json (mode=agreement:
 OUT/agreement.{md,csv,json}; mode=correlation: OUT/correlation.{md,csv,json}). Rerunning with the same
-`hydra.run.dir` judges only what is missing or failed.
+`hydra.run.dir` judges only what is missing or failed. Exit codes: 2 bad input (one `error:` line),
+3 judgments failed (a rerun retries them), 1 a judge gave no valid judgment (mode=score, leaderboard:
+every file written, the leaderboard all n/a).
 """
 
 from esc.cpu import wait_passively
@@ -38,13 +40,17 @@ from esc.config_schema import validate  # noqa: E402
 from esc.errors import exit_on_user_error  # noqa: E402
 from esc.lifecycle import report, run_hydra  # noqa: E402
 from esc.modes.rank import rank  # noqa: E402
+from esc.modes.score import ScoreResult  # noqa: E402
 
 
 @hydra.main(config_path="conf", config_name="rank", version_base="1.3")
 @exit_on_user_error
 def main(cfg: DictConfig) -> None:
     validate(cfg, "rank")  # one line naming the key, before any work
-    report(rank(cfg))  # the mode's tables and counts; exit code 3 when judgments failed
+    result = rank(cfg)
+    report(result)  # the mode's tables and counts; exit code 3 when judgments failed
+    if isinstance(result, ScoreResult):
+        result.refuse_if_unusable()  # exit code 1 when a judge gave no valid judgment (files written)
 
 
 if __name__ == "__main__":

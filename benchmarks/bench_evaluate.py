@@ -19,7 +19,7 @@ message on both sides, the model's decoding settings (SmolLM2's `no_repeat_ngram
 - *ours*: `esc.interact.run.evaluate`, as `evaluate.py` runs it: all cards' dialogues in one wave,
   one batched call per side per turn, the request cache off. `--backend hf` (default): each
   conversation's keys and values kept from its last turn (`backend.prefix_cache_gb`). `--backend
-  vllm` (run with the vLLM environment's Python, `make .venv-vllm/.installed`): both sides on one
+  vllm` (run with the vLLM environment's Python, `make vllm-env`): both sides on one
   in-process vLLM engine (automatic prefix caching, continuous batching).
 
 `--runs ENGINE:DTYPE,...` runs ours once per item (hf: `cpu_bf16` false or true; vllm: the
@@ -27,11 +27,12 @@ models' `dtype`), one after another; with a vLLM run every run and the official 
 greedy, so all are compared on the same decoding. Run it with the main environment's Python: each
 run of ours goes to a process of its own (so none starts with memory an earlier one kept: vLLM
 reserves its KV cache from what is free when it starts), a vLLM run with the vLLM environment's
-Python (`--vllm-python`, default `.venv-vllm/bin/python`; `make .venv-vllm/.installed`); the
+Python (`--vllm-python`, default `.venv-vllm/bin/python`; `make vllm-env`); the
 official loop runs in this process. vLLM pins its own transformers, on which the hf engine is
 slower; so each engine runs on the packages a user of it would have. Each row names the versions it
 ran on. `--keep DIR` keeps each run's result there, and a later call with the same DIR reads it
-instead of running it again.
+instead of running it again. A child dies with the benchmark, even one killed with SIGKILL
+(`die_with_parent`), and takes the processes it started (vLLM's engine core) with it.
 
 Ours is timed end to end as `evaluate.py` runs it, loading both sides included (after an untimed
 one-card warm-up; a vLLM engine is started once, before, and kept), the official loop's one model
@@ -48,6 +49,7 @@ import functools
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -62,13 +64,43 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # `tests.helpers` when run as `python benchmarks/...`
     sys.path.insert(0, str(REPO_ROOT))
 
+PARENT_PIPE = "--parent-pipe"  # a child's: the read end of a pipe whose only writer is its parent
+
+
+def die_with_parent(argv: list[str]) -> None:
+    """In a child (`PARENT_PIPE FD` in `argv`): end this process, and the processes it started, when
+    the parent ends, however it ends. The kernel closes a dead process's files, so a thread blocked
+    reading the pipe sees its end at once, even after a SIGKILL, and the pipe exists before the child
+    starts: no moment when a dead parent goes unseen. `prctl(PR_SET_PDEATHSIG)` would kill this
+    process only (vLLM's engine core, a child of this one, would keep its memory), is Linux-only and
+    follows the thread that started the child, not the process. The child is its own process group
+    (`start_new_session`), so the group is this run's processes and no one else's. Called before the
+    heavy imports, so a parent killed while they load is seen as soon as they start."""
+    if PARENT_PIPE not in argv:
+        return
+    fd = int(argv[argv.index(PARENT_PIPE) + 1])
+
+    def watch() -> None:
+        while os.read(fd, 1):  # the parent writes nothing: only its end ends this
+            pass
+        if os.getpgrp() == os.getpid():  # started by run_in_child: the group is this run's
+            os.killpg(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, daemon=True, name="die-with-parent").start()
+
+
+die_with_parent(sys.argv)
+
 import torch  # noqa: E402
 from scipy.stats import binomtest  # noqa: E402
 
 from esc.cards import load_cards  # noqa: E402
 from esc.chat.build import build_backend  # noqa: E402
 from esc.dialogues.store import read_dialogues  # noqa: E402
+from esc.errors import ArgumentParser, exit_with_error  # noqa: E402
 from esc.interact.run import evaluate  # noqa: E402
+from esc.jsonl import atomic_write_text  # noqa: E402
 from esc.models.loading import load_for_inference  # noqa: E402
 from esc.prompts import render_roleplayer_prompt  # noqa: E402
 from esc.runinfo import package_versions  # noqa: E402
@@ -149,7 +181,26 @@ def run_in_child(
                *(["--threads", str(args.threads)] if args.threads else []),
                *(["--model-config", args.model_config] if args.model_config else []),
                *(["--dtype", args.dtype] if args.dtype else [])]  # fmt: skip
-    subprocess.run(command, check=True, cwd=REPO_ROOT)
+    read_end, write_end = os.pipe()  # the child's lifeline: it ends when this process does
+    try:
+        child = subprocess.Popen(
+            [*command, PARENT_PIPE, str(read_end)],
+            cwd=REPO_ROOT,
+            pass_fds=(read_end,),
+            start_new_session=True,
+        )
+    finally:
+        os.close(read_end)
+    try:
+        code = child.wait()
+    except BaseException:  # Ctrl-C here (the child has a session of its own): the child's group too
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+        raise
+    finally:
+        os.close(write_end)
+    if code:
+        raise subprocess.CalledProcessError(code, command)
     return read_run(result)
 
 
@@ -160,12 +211,21 @@ def setup(args: argparse.Namespace, name: str, plain_greedy: bool) -> dict:
 
 
 def read_run(result: Path, expected: dict | None = None) -> tuple[tuple, float, str]:
-    """A run's result; with `expected`, a ValueError when it was run with another setup."""
-    data = json.loads(result.read_text())
-    if expected is not None and data.get("setup") != expected:
-        raise ValueError(f"{result}: run with {data.get('setup')}, not {expected}")
-    texts = {int(card): turns for card, turns in data["texts"].items()}
-    return (data["seconds"], texts, data["tokens"]), data["peak_gb"], data["versions"]
+    """A run's result; a ValueError naming the file when it is not one (cut short, edited), or, with
+    `expected`, when it was run with another setup."""
+    try:
+        data = json.loads(result.read_text(encoding="utf-8"))
+        if expected is not None and data.get("setup") != expected:
+            raise ValueError(f"{result}: run with {data.get('setup')}, not {expected}; name another folder")
+        texts = {int(card): turns for card, turns in data["texts"].items()}
+        return (data["seconds"], texts, data["tokens"]), data["peak_gb"], data["versions"]
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        if str(result) in str(err):
+            raise
+        what = f"no {err}" if isinstance(err, KeyError) else str(err)
+        raise ValueError(
+            f"{result}: not a complete run result ({what}); delete it to run that again"
+        ) from None
 
 
 def ours(
@@ -362,8 +422,8 @@ def gemm_rate(model: str, rows: int, dtype: torch.dtype, model_config: str | Non
     return 2 * rows * hidden * intermediate / best / 1e9
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=MODELS, default="tiny")
     parser.add_argument("--cards", type=int, default=32)
     parser.add_argument("--max-new-tokens", type=int, default=128)
@@ -409,6 +469,7 @@ def main() -> int:
         "(default: $ESC_VLLM_PYTHON, else .venv-vllm/bin/python)",
     )  # fmt: skip
     parser.add_argument("--child-json", default=None, help=argparse.SUPPRESS)  # one run, for run_in_child
+    parser.add_argument(PARENT_PIPE, type=int, default=None, help=argparse.SUPPRESS)  # die_with_parent
     parser.add_argument(
         "--keep", default=None,
         help="a folder for each run's result (seconds, texts, tokens, memory); a run whose result is "
@@ -417,7 +478,9 @@ def main() -> int:
     parser.add_argument(
         "--dtype", default=None, help="both models' dtype (model.dtype), e.g. float32 on a GPU"
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.keep and Path(args.keep).exists() and not Path(args.keep).is_dir():
+        parser.error(f"--keep {args.keep}: is a file; name a folder for the runs' results")
     if args.threads:
         torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
@@ -437,7 +500,10 @@ def main() -> int:
     scratch = None if args.child_json or args.keep else tempfile.TemporaryDirectory(prefix="bench-evaluate-")
     keep = Path(args.keep or (scratch.name if scratch else "."))  # where the children's results go
     if not args.child_json:
-        keep.mkdir(parents=True, exist_ok=True)
+        try:
+            keep.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            exit_with_error(f"--keep {keep}: cannot make the folder ({err.strerror}); name another")
     for name, (backend, setting, dtype) in specs.items():
         if args.child_json:  # the one run a parent asked this process for
             with tempfile.TemporaryDirectory() as tmp, peak_rss() as peak:
@@ -455,16 +521,14 @@ def main() -> int:
                         "--backend vllm: no vLLM in this Python; name the runs: --runs vllm:bfloat16"
                     )
                 if not Path(args.vllm_python).exists():
-                    parser.error(
-                        f"--runs {name}: no vLLM here, no {args.vllm_python}: make .venv-vllm/.installed"
-                    )
+                    parser.error(f"--runs {name}: no vLLM here, no {args.vllm_python}: make vllm-env")
                 python = args.vllm_python
             result = keep / f"{name.replace(':', '-').replace('=', '-')}.json"
             if result.is_file():  # --keep: a run an interrupted benchmark finished
                 try:
                     runs[name], peaks[name], where[name] = read_run(result, setup(args, name, plain_greedy))
                 except ValueError as err:
-                    parser.error(f"--keep: {err}; name another folder")
+                    exit_with_error(f"--keep: {err}")
                 print(f"[{name}: read from {result}]")
             else:
                 runs[name], peaks[name], where[name] = run_in_child(
@@ -478,7 +542,7 @@ def main() -> int:
         seconds, texts, tokens = runs[name]
         record = {"seconds": seconds, "texts": texts, "tokens": tokens, "peak_gb": peaks[name]}
         record.update(versions=where[name], setup=setup(args, name, plain_greedy))
-        Path(args.child_json).write_text(json.dumps(record))
+        atomic_write_text(Path(args.child_json), json.dumps(record))  # a killed child leaves none, or all
         return 0
     decoding = "plain greedy" if plain_greedy else "greedy + the model's generation_config"
     print(

@@ -138,7 +138,7 @@ def exit_on_user_error(fn: F) -> F:
     """Decorate a CLI entry point so that a UserError ends the process with one line on stderr
     (exit code 2; 3 for an `IncompleteRun`), as does an OSError on a path that cannot be written
     (permissions, read-only or full disk); Ctrl-C (SIGINT) ends it with one line and exit code 130,
-    keeping what was written."""
+    keeping what was written, as SIGTERM does with 143 while a run holds its folder (`esc.rundir`)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -149,9 +149,11 @@ def exit_on_user_error(fn: F) -> F:
                 print(f"error: {scrub(str(err))}", file=sys.stderr)
                 raise SweepJobFailed(str(err), err.exit_code) from None
             exit_with_error(err, err.exit_code)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as err:  # Ctrl-C; SIGTERM while a run holds its folder (esc.rundir)
+            how = f" ({err})" if str(err) else ""
             exit_with_error(
-                "interrupted; what was written so far is kept: rerun the same command to resume", INTERRUPTED
+                f"interrupted{how}; what was written so far is kept: rerun the same command to resume",
+                getattr(err, "exit_code", INTERRUPTED),
             )
         except Exception as err:
             user_error = environment_error(err)

@@ -9,11 +9,12 @@ card construction.
 `job_run` owns what each job used to write by hand: the sweep guard (an experiment that is a sweep
 runs with `-m`), the run folder's lock and settings fingerprint (`esc.rundir.RunFolder`), the
 manifest (`esc.runinfo.RunManifest`: config, seed, commit, packages), and the status a run ends with:
-`completed`, `completed_with_failures` (the result says what is incomplete), `interrupted` (Ctrl-C)
-or `failed` (any other exception, with its message). Every job returns a `JobResult`, which knows its
-one-paragraph summary and whether it left work a rerun retries; an entry point only hands it to
-`report`, which prints the summary and turns an incomplete run into exit code 3. `run_hydra` runs an
-entry point so that Hydra's own refusals end in one `error:` line too, with secrets masked.
+`completed`, `completed_with_failures` (the result says what is incomplete), `interrupted` (Ctrl-C,
+or SIGTERM: `esc.rundir.Terminated`) or `failed` (any other exception, with its message). Every job
+returns a `JobResult`, which knows its one-paragraph summary and whether it left work a rerun
+retries; an entry point only hands it to `report`, which prints the summary and turns an incomplete
+run into exit code 3. `run_hydra` runs an entry point so that Hydra's own refusals end in one
+`error:` line too, with secrets masked.
 """
 
 from __future__ import annotations
@@ -85,6 +86,16 @@ def stop_status(err: BaseException) -> str:
     return INTERRUPTED if isinstance(err, KeyboardInterrupt) else FAILED
 
 
+def interruption(err: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C or SIGTERM (`esc.rundir.Terminated`) that stopped a run: `err` itself, or the one a
+    library turned into `sys.exit(1)` (Lightning's Trainer does, after its own cleanup); None if none."""
+    if isinstance(err, KeyboardInterrupt):
+        return err
+    if isinstance(err, SystemExit) and isinstance(err.__context__, KeyboardInterrupt):
+        return err.__context__
+    return None
+
+
 class Job:
     """One accepted run of a job: its folder, its manifest, and what a stop records."""
 
@@ -131,9 +142,14 @@ def job_run(
         try:
             yield job
         except BaseException as err:
+            stopped = interruption(err) or err
             job.manifest.finish(
-                status=stop_status(err), error=f"{type(err).__name__}: {err}"[:500], **job.stop_fields()
+                status=stop_status(stopped),
+                error=f"{type(stopped).__name__}: {stopped}"[:500],
+                **job.stop_fields(),
             )
+            if stopped is not err:  # an interrupt ends the run as an interrupt: one line, exit 130 or 143
+                raise stopped from None
             raise
         if job.result is None:
             raise RuntimeError(f"the {kind} job in {out} ended without job.complete(result)")
@@ -242,10 +258,14 @@ def _run_hydra(main: Callable[[], Any]) -> Any:
         exit_with_error(hydra_error_line(err))
     except SweepJobFailed as err:  # each failed job printed its line when it ended
         exit_with_error(f"a job of the sweep did not complete (the first: {err})", err.exit_code)
-    except KeyboardInterrupt:
-        exit_with_error("interrupted", INTERRUPTED_EXIT)
+    except KeyboardInterrupt as err:  # Ctrl-C, or SIGTERM while a run holds its folder (`Terminated`)
+        exit_with_error(
+            f"interrupted{f' ({err})' if str(err) else ''}", getattr(err, "exit_code", INTERRUPTED_EXIT)
+        )
     except Exception as err:  # also Hydra's own writes: the run folder, the log file
-        user_error = environment_error(err, "hydra.run.dir=NEW_DIR")
+        from esc.config_schema import group_override_error  # it imports this module
+
+        user_error = environment_error(err, "hydra.run.dir=NEW_DIR") or group_override_error(err)
         if user_error is None:
             raise  # a bug, not bad input: keep the traceback
         exit_with_error(user_error)

@@ -7,7 +7,9 @@ context policy, judge, rubric version, training recipe...), one entry per kind o
 settings differ stops with one line naming the first difference, before any work.
 
 A second process on the same folder stops at once (`OUT/.lock`, an OS-level lock that dies with its
-process, so a killed run leaves no stale lock behind).
+process, so a killed run leaves no stale lock behind). While a run holds its folder, SIGTERM (a
+`timeout`, `scancel`, a scheduler's time limit) stops it as Ctrl-C does (`Terminated`): the manifest
+records the stop and the lock's owner file goes, instead of both lying about a run that is gone.
 
 A refused or failed start leaves the folder as it was, and a folder the run made (Hydra makes
 `hydra.run.dir` before the job starts) is removed again when the start is refused
@@ -25,6 +27,7 @@ import dataclasses
 import json
 import logging
 import os
+import signal
 import socket
 import threading
 import weakref
@@ -99,6 +102,38 @@ def check_same_settings(
         )
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C raises KeyboardInterrupt, so that every path that ends an
+    interrupted run cleanly (the manifest's status, the lock, one `error:` line) ends this one too."""
+
+    exit_code = 128 + signal.SIGTERM  # the shell's convention, as 130 for Ctrl-C
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """While the block runs, SIGTERM raises `Terminated` in the main thread; the first one only: later
+    ones (SLURM and `srun` may signal more than once before their SIGKILL) are ignored, so they cannot
+    cut short the cleanup the first one started. A handler someone else installed (submitit's, which
+    bypasses SIGTERM on purpose) is left alone, as is a process that is not in its main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is not signal.SIG_DFL:
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 class RunFolder:
     """Lock `folder` for this process and check (or record) the settings fingerprint of `kind`.
 
@@ -117,8 +152,10 @@ class RunFolder:
         self.lock = lock
         self._lock: FileLock | None = None
         self._before: FolderState | None = None
+        self._signals = contextlib.ExitStack()
 
     def __enter__(self) -> RunFolder:
+        self._signals.enter_context(sigterm_interrupts())
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             if self.lock:
@@ -223,10 +260,13 @@ class RunFolder:
             atomic_write_text(self.folder / SETTINGS_FILE, text)
 
     def release(self) -> None:
-        if self._lock is not None:
-            (self.folder / OWNER_FILE).unlink(missing_ok=True)
-            self._lock.release()
-            self._lock = None
+        try:
+            if self._lock is not None:
+                (self.folder / OWNER_FILE).unlink(missing_ok=True)
+                self._lock.release()
+                self._lock = None
+        finally:
+            self._signals.close()  # SIGTERM ends the process again, as before the run
 
 
 def _is_lock(rel: Path) -> bool:

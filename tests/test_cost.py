@@ -13,9 +13,10 @@ from omegaconf import open_dict
 import tests.scripted_backend  # noqa: F401  (registers backend kind "scripted")
 from esc.chat.cost import (
     MESSAGE_TOKENS,
+    REQUEST_TOKENS,
     CostEstimate,
     CostPart,
-    approx_tokens,
+    bound_tokens,
     check_budget,
     count_prompt,
 )
@@ -67,14 +68,14 @@ def manifest(out: Path) -> dict:
 # --- the rule and the arithmetic --------------------------------------------------------------------
 
 
-def test_the_token_rule_and_the_backend_count() -> None:
-    assert approx_tokens("abcdefgh") == 2 and approx_tokens("abcde") == 2  # ASCII / 4, rounded up
-    assert approx_tokens("我很难过") == 4 and approx_tokens("ok 好") == 2  # one token per other character
+def test_the_token_bound_and_the_backend_count() -> None:
+    assert bound_tokens("abcdefgh") == 8  # a token holds at least one byte
+    assert bound_tokens("我很难过") == 12 and bound_tokens("ok 好") == 6  # UTF-8 bytes
     messages = [{"role": "system", "content": "one two three"}, {"role": "user", "content": "four"}]
     assert count_prompt(ScriptedBackend(), messages) == (4, True)  # it counts words, offline
     unpriced = ScriptedBackend()
     unpriced.counts_tokens_offline = False  # as an hf model, whose count would load the model
-    assert count_prompt(unpriced, messages) == (4 + 1 + 2 * MESSAGE_TOKENS, False)
+    assert count_prompt(unpriced, messages) == (REQUEST_TOKENS + 13 + 4 + 2 * MESSAGE_TOKENS, False)
 
 
 def test_parts_add_up_and_the_budget_refuses_one_line() -> None:
@@ -88,7 +89,7 @@ def test_parts_add_up_and_the_budget_refuses_one_line() -> None:
     assert CostEstimate.total([None, None]) is None
     text = total.summary()
     assert "target gpt4: 2 requests, 1,000 prompt + <=100 completion tokens, $0.0360" in text
-    assert "judge tiny: 1 request, ~500 prompt" in text and "no price" in text
+    assert "judge tiny: 1 request, <=500 prompt" in text and "no price" in text
     assert "upper bound" in text and "max_cost" in text
     check_budget(total, None)  # no budget
     check_budget(total, 0.036)  # at the budget
@@ -197,7 +198,7 @@ def test_an_unpriced_run_prints_no_estimate(
 def test_an_api_target_over_budget_gets_no_chat_request(
     tmp_path: Path, cards: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    """The openai backend through the fake server: its prompts are counted by the rule (~), and a
+    """The openai backend through the fake server: its prompts are bounded by their bytes (<=), and a
     run over budget sends nothing but the readiness check."""
     from tests.fake_openai_server import FakeOpenAIServer
 
@@ -209,7 +210,7 @@ def test_an_api_target_over_budget_gets_no_chat_request(
         assert server.requests == 0
     printed = capsys.readouterr().out
     assert "role-player tiny: 15 requests" in printed and "no price" in printed
-    assert "target tiny: 15 requests, ~" in printed and "ASCII characters / 4" in printed
+    assert "target tiny: 15 requests, <=" in printed and "one token per UTF-8 byte" in printed
 
 
 # --- rank.py --------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -181,8 +182,9 @@ def test_shards_merge_into_the_unsharded_run(tmp_path: Path) -> None:
         )
         assert report["files"][name] == {"dialogues": 5, "missing": [], "duplicated": []}
 
-    partial = merge_runs(
-        [tmp_path / "shard0", tmp_path / "shard1", tmp_path / "shard1"], tmp_path / "partial"
+    shutil.copytree(tmp_path / "shard1", tmp_path / "shard1-again")  # overlapping shards (the same folder
+    partial = merge_runs(  # named twice is refused: test_bad_inputs.py, merge-same-folder-twice)
+        [tmp_path / "shard0", tmp_path / "shard1", tmp_path / "shard1-again"], tmp_path / "partial"
     )
     assert partial["missing_shards"] == [2]
     info = partial["files"]["tiny__tiny__en.jsonl"]

@@ -200,10 +200,11 @@ def test_an_agreement_run_gets_its_table_and_a_scatter(tmp_path: Path) -> None:
 def test_a_new_build_replaces_an_old_site_but_never_another_folder(tmp_path: Path) -> None:
     rank = synthetic_run(tmp_path / "run", cards=2, targets=1, dims=7, seed=2)
     site = tmp_path / "site"
+    build_site([synthetic_run(tmp_path / "two", cards=2, targets=2, dims=7, seed=2)], site, n_resamples=10)
+    stale = site / "targets" / "target_01.html"  # a page of the old site that the new one lacks
+    assert stale.is_file()
     build_site([rank], site, n_resamples=10)
-    (site / "stale.html").write_text("old")
-    build_site([rank], site, n_resamples=10)
-    assert not (site / "stale.html").exists() and (site / "index.html").is_file()
+    assert not stale.exists() and (site / "index.html").is_file()
     other = tmp_path / "mine"
     other.mkdir()
     (other / "notes.txt").write_text("keep me")

@@ -174,7 +174,8 @@ def test_a_run_that_leaves_failures_exits_3_and_a_rerun_completes_it(tmp_path: P
     with FakeOpenAIServer() as server:
         args = [
             "roleplayer=tiny", "target=gpt4", f"target.backend.base_url={server.url}",
-            "target.backend.model=tiny", "target.backend.api_key_env=null", "target.backend.max_retries=0",
+            "target.backend.model=tiny", "target.backend.price=null", "target.backend.api_key_env=null",
+            "target.backend.max_retries=0",
             "cards.languages=[en]", "cards.limit=2", "dialogue.turns=1", "cache.enabled=false",
             f"hydra.run.dir={out}",
         ]  # fmt: skip

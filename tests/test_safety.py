@@ -120,6 +120,7 @@ def _rank_cfg(out: Path, dialogues: Path, url: str):
         cfg.judge.backend.base_url, cfg.judge.backend.api_key_env = url, None
         cfg.judge.backend.model, cfg.judge.backend.max_retries, cfg.judge.top_logprobs = "tiny", 0, 0
         cfg.judge.backend.max_concurrency = 2  # the fake server answers one request at a time
+        cfg.judge.backend.price.model = "tiny"  # gpt4.yaml's price names gpt-4-0613
     return cfg
 
 

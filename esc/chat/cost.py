@@ -9,10 +9,20 @@ config's `max_cost` (`check_budget`). What it counts:
   each side, and the written emotion ratings; `rank.py`: the pending items of each judge). Requests
   that the request cache already holds are counted too: they would cost nothing.
 - **prompt tokens**: each request's prompt, counted by the backend's own `count_tokens` where that
-  needs no model loaded (`ChatBackend.counts_tokens_offline`), else by a rule, marked ``~`` in the
-  printout: ASCII characters / 4 (English) plus one token per other character (Chinese), plus
-  `MESSAGE_TOKENS` per message for the chat template.
+  needs no model loaded (`ChatBackend.counts_tokens_offline`), else bounded, marked ``<=`` in the
+  printout: one token per UTF-8 byte of each message's text (a byte-level BPE token, as every
+  OpenAI-style model has, holds at least one byte; a character-based one with byte fallback at
+  least one character), plus `MESSAGE_TOKENS` per message and `REQUEST_TOKENS` per request for
+  the chat template (its frame, the reply's opening, a default system turn a template may add).
+  English prose costs about a quarter of that bound, Chinese about half: the bound, not a guess,
+  because a budget (`max_cost`) must hold. (The rule it replaces, ASCII characters / 4 + one per
+  other character, was exceeded by 10% on a real GPT-4 run.)
 - **completion tokens**: every reply at its request's `max_new_tokens`: an upper bound.
+- **the price**: the backend's `price`, which names the model it is for (``{model: gpt-4-0613,
+  prompt: 0.03, completion: 0.06}``): each part's line says whose price it used, and a price of
+  another model than the backend asks for (a config copied from gpt4.yaml with another `model`) is
+  refused before any request (`checked_price`): an estimate, and `max_cost`, at the wrong prices
+  would bound nothing. A price that names no model is used as given, and its line says so.
 
 The actual cost of a run is in its manifest (`usage`, `esc.chat.usage`), from the tokens the API
 reported.
@@ -31,26 +41,59 @@ from esc.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-#: template tokens counted per message by the rule (ChatML spends 4 to 5 on a message's frame)
-MESSAGE_TOKENS = 4
+#: template tokens bounded per message (OpenAI's frame is 3; ChatML's 5 to 7, its role split in pieces
+#: by a small vocabulary; Llama 3's 5)
+MESSAGE_TOKENS = 8
+#: template tokens bounded per request: the reply's opening (3 to 5), a BOS, and a default system turn
+#: that a template adds when a prompt has none (Qwen's "You are a helpful assistant.": 11 to 18)
+REQUEST_TOKENS = 32
 
 
-def approx_tokens(text: str) -> int:
-    """Tokens of `text` by the rule: ASCII characters / 4 (rounded up), plus one per other character.
-    English runs about 4 characters a token; a Chinese character is about one token."""
-    ascii_chars = sum(ch < "\x80" for ch in text)
-    return math.ceil(ascii_chars / 4) + (len(text) - ascii_chars)
+def bound_tokens(text: str) -> int:
+    """At most how many tokens `text` is, whatever the tokenizer: its UTF-8 bytes (a byte-level
+    BPE token holds at least one byte)."""
+    return len(text.encode("utf-8", errors="surrogatepass"))
 
 
 def count_prompt(backend: ChatBackend, messages: Sequence[Message]) -> tuple[int, bool]:
     """(prompt tokens of `messages`, whether the backend counted them). The backend counts only
-    when that loads no model (`counts_tokens_offline`); otherwise, or when it cannot tell, the rule
-    of `approx_tokens` plus `MESSAGE_TOKENS` per message."""
+    when that loads no model (`counts_tokens_offline`); otherwise, or when it cannot tell, an upper
+    bound: `bound_tokens` of each message plus `MESSAGE_TOKENS` per message, `REQUEST_TOKENS` once."""
     if backend.counts_tokens_offline:
         counted = backend.count_tokens(messages)
         if counted is not None:
             return int(counted), True
-    return sum(approx_tokens(m["content"]) + MESSAGE_TOKENS for m in messages), False
+    return REQUEST_TOKENS + sum(bound_tokens(m["content"]) + MESSAGE_TOKENS for m in messages), False
+
+
+def served_model(backend: ChatBackend) -> str | None:
+    """The model a backend asks for (an API's `model`; a local model's name or path), from its
+    identity; None when it names none."""
+    identity = backend.identity()
+    model = identity.get("model") or identity.get("name_or_path")
+    return model if isinstance(model, str) else None
+
+
+def checked_price(backend: ChatBackend, key: str) -> Mapping[str, Any] | None:
+    """The backend's price (None without one); a ConfigError naming `key` when the price names
+    another model than the backend asks for."""
+    price = backend.price
+    if not price:
+        return None
+    priced, served = price.get("model"), served_model(backend)
+    if priced is not None and served is not None and str(priced) != served:
+        raise ConfigError(
+            key,
+            f"is the price of {priced!r}, but the backend asks for model {served!r}: give the price of "
+            f"{served!r} ({key}={{model: {served}, prompt: USD_PER_1K, completion: USD_PER_1K}}), or "
+            f"{key}=null for no estimate",
+        )
+    return price
+
+
+def priced_part(label: str, backend: ChatBackend, key: str) -> CostPart:
+    """An empty `CostPart` for what `backend` would be sent, at its checked price (`checked_price`)."""
+    return CostPart(label, checked_price(backend, key))
 
 
 def usd(amount: float | None) -> str:
@@ -80,16 +123,16 @@ class CostPart:
     requests: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0  # each reply at its max_new_tokens: an upper bound
-    approximate: bool = False  # some prompt counted by the rule, not the model's tokenizer
+    bounded: bool = False  # some prompt bounded by its bytes, not counted by the model's tokenizer
 
     def add(
         self, prompt_tokens: int, completion_tokens: int, requests: int = 1, counted: bool = True
     ) -> None:
-        """Add `requests` requests of these token counts (`counted`: by the backend, not the rule)."""
+        """Add `requests` requests of these token counts (`counted`: by the backend, not bounded)."""
         self.requests += requests
         self.prompt_tokens += prompt_tokens
         self.completion_tokens += completion_tokens
-        self.approximate = self.approximate or not counted
+        self.bounded = self.bounded or not counted
 
     @property
     def usd(self) -> float | None:
@@ -102,12 +145,22 @@ class CostPart:
             6,
         )
 
+    @property
+    def price_source(self) -> str:
+        """Whose price the dollars are at: ``gpt-4-0613's price``."""
+        if not self.price:
+            return "no price"
+        model = self.price.get("model")
+        return f"{model}'s price" if model else "a price that names no model"
+
     def line(self) -> str:
-        """``target gpt4: 1,655 requests, ~2,104,330 prompt + <=52,960 completion tokens, $64.31``"""
-        tilde = "~" if self.approximate else ""
+        """``target gpt4: 1,655 requests, <=2,104,330 prompt + <=52,960 completion tokens, $64.31
+        at gpt-4-0613's price``"""
+        bound = "<=" if self.bounded else ""
+        dollars = f"{usd(self.usd)} at {self.price_source}" if self.price else usd(None)
         return (
-            f"{self.label}: {n_requests(self.requests)}, {tilde}{self.prompt_tokens:,} prompt + "
-            f"<={self.completion_tokens:,} completion tokens, {usd(self.usd)}"
+            f"{self.label}: {n_requests(self.requests)}, {bound}{self.prompt_tokens:,} prompt + "
+            f"<={self.completion_tokens:,} completion tokens, {dollars}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -116,8 +169,9 @@ class CostPart:
             "requests": self.requests,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
-            "approximate": self.approximate,
+            "prompt_tokens_bounded": self.bounded,
             "price": dict(self.price) if self.price else None,
+            "price_source": self.price_source,
             "usd": self.usd,
         }
 
@@ -145,8 +199,8 @@ class CostEstimate:
         return sum(p.completion_tokens for p in self.parts)
 
     @property
-    def approximate(self) -> bool:
-        return any(p.approximate for p in self.parts)
+    def bounded(self) -> bool:
+        return any(p.bounded for p in self.parts)
 
     @property
     def usd(self) -> float | None:
@@ -169,20 +223,21 @@ class CostEstimate:
 
     def summary(self) -> str:
         """What a job prints before it starts: the total, one line per part, what is an upper bound."""
-        tilde = "~" if self.approximate else ""
+        bound = "<=" if self.bounded else ""
         head = (
             f"Cost estimate{f' ({self.what})' if self.what else ''}: {n_requests(self.requests)}, "
-            f"{tilde}{self.prompt_tokens:,} prompt + <={self.completion_tokens:,} completion tokens, "
-            f"at most about {usd(self.usd)}"
+            f"{bound}{self.prompt_tokens:,} prompt + <={self.completion_tokens:,} completion tokens, "
+            f"at most {usd(self.usd)}"
         )
         notes = ["an upper bound: every reply at its max_new_tokens"]
         if self.bounds:
             notes.append(self.bounds)
         notes.append("requests the request cache holds are counted too")
-        if self.approximate:
+        if self.bounded:
             notes.append(
-                "~: prompt tokens by the rule ASCII characters / 4 + one per other character + "
-                f"{MESSAGE_TOKENS} per message, not the model's tokenizer"
+                "<= prompt: one token per UTF-8 byte (English costs about a quarter of that, Chinese "
+                f"about half) + {MESSAGE_TOKENS} per message + {REQUEST_TOKENS} per request, not the "
+                "model's tokenizer"
             )
         if any(p.usd is None for p in self.parts):
             notes.append("parts without a price are not in the dollars")
@@ -198,7 +253,7 @@ class CostEstimate:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "completion_tokens_are": "an upper bound (every reply at max_new_tokens)",
-            "approximate": self.approximate,
+            "prompt_tokens_bounded": self.bounded,
             "usd": self.usd,
             "parts": [p.to_dict() for p in self.parts],
         }
@@ -212,7 +267,7 @@ def check_budget(estimate: CostEstimate | None, max_cost: float | None, key: str
     raise ConfigError(
         key,
         f"this run would cost up to {usd(estimate.usd)} ({n_requests(estimate.requests)}, "
-        f"{'~' if estimate.approximate else ''}{estimate.prompt_tokens:,} prompt + "
+        f"{'<=' if estimate.bounded else ''}{estimate.prompt_tokens:,} prompt + "
         f"<={estimate.completion_tokens:,} completion tokens), over the budget of {usd(float(max_cost))}: "
         f"raise {key}, or run less (fewer cards, dimensions or questions)",
     )

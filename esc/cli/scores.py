@@ -13,7 +13,7 @@ from esc.cli.outputs import new_output
 from esc.errors import ArgumentParser
 from esc.official.scores import DEFAULT_JUDGE, DEFAULT_ROLEPLAYER, export, import_scores
 from esc.scoring.judge import INVALID
-from esc.scoring.rubrics import LANGUAGES
+from esc.scoring.rubrics import DIMENSION_KEYS, LANGUAGES
 
 HELP = "The official ESC-Eval score files (score/<Model>_<lang>.json), read and written."
 
@@ -56,5 +56,11 @@ def run(args: argparse.Namespace) -> int:
         args.files, args.out, args.cards, args.target, args.language, args.roleplayer, args.judge
     )
     invalid = sum(r.status == INVALID for r in records)
-    print(f"{len(records)} judgments ({invalid} invalid: -1) -> {args.out}")
+    held = {r.dimension for r in records}
+    only = (
+        ""
+        if len(held) == len(DIMENSION_KEYS)
+        else f" on {', '.join(k for k in DIMENSION_KEYS if k in held)} only"
+    )
+    print(f"{len(records)} judgments{only} ({invalid} invalid: -1) -> {args.out}")
     return 0

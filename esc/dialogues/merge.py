@@ -6,7 +6,8 @@ dialogue identity. A dialogue already in `--out` stays as it is, byte for byte; 
 that are not there yet are appended, in the unsharded run's card order; the same dialogue found
 twice is kept once. Two *different* completed dialogues for one card (the card was played twice, and
 the replies differ) cannot both be kept and neither may be dropped silently: the merge is refused,
-naming both files, before anything is written.
+naming both files, before anything is written. So is a folder named twice (`A A`): it is not two
+overlapping shards.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ def merge_runs(run_dirs: list[Path], dest: Path) -> dict[str, Any]:
     duplicated ones (in two shards). Two different dialogues for one card are a UserError raised
     before `dest` is touched (see the module docstring).
     """
+    _refuse_twice_named(run_dirs)
     manifests = [_read_manifest(Path(run) / "manifest.json", run) for run in run_dirs]
     settings = _merged_settings(run_dirs, dest)
     cards_cfgs = {json.dumps(m["config"]["cards"], sort_keys=True) for m in manifests}
@@ -90,6 +92,18 @@ def merge_runs(run_dirs: list[Path], dest: Path) -> dict[str, Any]:
     with RunFolder(dest, "evaluate" if settings is not None else "merge", settings):
         plans = _plan(dest, by_file, order, settings)  # again: what is in `dest` now, under the lock
         return _write_merged(run_dirs, dest, plans, order, shards, count)
+
+
+def _refuse_twice_named(run_dirs: list[Path]) -> None:
+    """A UserError when one folder is named twice (`A A`, `A A/`, a link to A): its dialogues would
+    count as duplicated between two shards, and its shard as two."""
+    seen: dict[Path, Path] = {}
+    for run in map(Path, run_dirs):
+        first = seen.get(run.resolve())
+        if first is not None:
+            also = f" (also as {first})" if first != run else ""
+            raise UserError(f"{run}: named twice{also}; name each shard's folder once")
+        seen[run.resolve()] = run
 
 
 def _merged_settings(run_dirs: list[Path], dest: Path) -> dict | None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from esc.cards import RoleCard
 from esc.chat.base import ChatBackend
-from esc.chat.cost import MESSAGE_TOKENS, CostEstimate, CostPart, count_prompt
+from esc.chat.cost import MESSAGE_TOKENS, CostEstimate, CostPart, count_prompt, priced_part
 from esc.dialogues.record import Dialogue
 from esc.dialogues.store import completed_keys, dialogue_file
 from esc.interact.emotion import EmotionRater
@@ -40,13 +40,20 @@ def estimate_dialogues(
     for language in sorted({card.language for card in cards}):
         done |= completed_keys(dialogue_file(out, target.name, roleplayer.name, language))
     pending = [card for card in cards if (card.id, card.language) not in done]
-    parts = {
-        "roleplayer": CostPart(f"role-player {roleplayer.name}", roleplayer.backend.price),
-        "target": CostPart(f"target {target.name}", target.backend.price),
+    parts = {  # each at its price, refused when it is another model's (`esc.chat.cost.checked_price`)
+        "roleplayer": priced_part(
+            f"role-player {roleplayer.name}", roleplayer.backend, "roleplayer.backend.price"
+        ),
+        "target": priced_part(f"target {target.name}", target.backend, "target.backend.price"),
     }
     if writes is not None:
         who = f"role-player {roleplayer.name}" if writes.rater == "roleplayer" else "observer"
-        parts["rater"] = CostPart(f"emotion ratings ({who})", writes.question.backend.price)
+        key = (
+            "roleplayer.backend.price"
+            if writes.rater == "roleplayer"
+            else "trajectory.observer.backend.price"
+        )
+        parts["rater"] = priced_part(f"emotion ratings ({who})", writes.question.backend, key)
     seeker = roleplayer.settings.max_new_tokens + MESSAGE_TOKENS  # what a turn adds to a later prompt
     reply = target.settings.max_new_tokens + MESSAGE_TOKENS
     for card in pending:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,16 @@ from esc.scoring.judging import (
 )
 from esc.scoring.store import ScoreRecord, ScoreStore, merge_score_files, score_file_paths
 
+log = logging.getLogger(__name__)
+
+
+class NoValidJudgments(UserError):
+    """A judge whose every judgment is invalid: the files are written (the reasons are in the score
+    files), the leaderboard is all n/a; exit code 1, after the summary, so that no script takes the
+    run for a result."""
+
+    exit_code = 1
+
 
 @dataclasses.dataclass
 class ScoreResult(JobResult):
@@ -46,6 +57,7 @@ class ScoreResult(JobResult):
     markdown: str = ""
     charts: list[str] = dataclasses.field(default_factory=list)
     rows: list[Any] = dataclasses.field(default_factory=list)
+    no_valid: str | None = None  # why a judge's row is all n/a (`invalid_judgments`)
 
     def _by_dimension(self, status: str) -> dict[str, int]:
         return {k: v[status] for k, v in self.judgments.items() if v[status]}
@@ -69,6 +81,42 @@ class ScoreResult(JobResult):
             f"{self.counts[FAILED]} judgments failed (no answer came: {self._by_dimension(FAILED)}); rerun "
             "the same command to retry them"
         )
+
+    def refuse_if_unusable(self) -> None:
+        """After the summary (rank.py): a NoValidJudgments (exit 1) when a judge gave no valid
+        judgment."""
+        if self.no_valid:
+            raise NoValidJudgments(self.no_valid)
+
+
+def invalid_judgments(records: Sequence[ScoreRecord]) -> str | None:
+    """Say on the console what the score files hold: per judge with invalid judgments, a warning
+    with the count and the first reason; the message of a judge with no valid judgment at all (its
+    row is all n/a), or None. Failed judgments are the rerun's (`ScoreResult.incomplete`)."""
+    by_judge: dict[str, list[ScoreRecord]] = {}
+    for record in records:
+        by_judge.setdefault(record.judge, []).append(record)
+    unusable = []
+    for name, own in by_judge.items():
+        invalid = [r for r in own if r.status == INVALID]
+        if not invalid:
+            continue
+        first = invalid[0]
+        what = (
+            f"{len(invalid)} of {len(own)} judgments by judge {name!r} are invalid (first: "
+            f"{first.dialogue_id}, {first.dimension}: {first.error or 'no reason recorded'})"
+        )
+        if any(r.status == VALID for r in own):
+            log.warning("%s; they are counted, never averaged in", what)
+        else:
+            unusable.append(what)
+    if not unusable:
+        return None
+    return (
+        f"no valid judgment: {'; '.join(unusable)}; the leaderboard is all n/a (the reasons are in the "
+        "score files): change the judge or its settings (e.g. judge.min_answer_mass) and judge into a new "
+        "folder (hydra.run.dir=NEW_DIR)"
+    )
 
 
 def write_reports(
@@ -160,11 +208,12 @@ class Leaderboard(Mode):
 
     def site_sources(self, out: Path, cfg: Mapping[str, Any]) -> list[Path]:
         """OUT (the leaderboard.md this run wrote), and the rank.py folders whose score files it read
-        (`scores`: folders, or files under a folder's `scores/`)."""
+        (`scores`: folders, or files under a folder's `scores/`). A score file elsewhere (copied
+        out, imported) is in no rank.py folder: its judgments are on OUT's leaderboard page only."""
         folders = []
         for path in score_file_paths(cfg["scores"], "scores"):
-            folder = path.parent.parent if path.parent.name == "scores" else path.parent
-            if folder not in folders:
+            folder = path.parent.parent
+            if path.parent.name == "scores" and folder not in folders:
                 folders.append(folder)
         return [out, *folders]
 
@@ -197,13 +246,15 @@ def leaderboard_outcome(ctx: Context, score_paths: Sequence[Path], counts: dict[
     reports = write_reports(out, records, ctx.section("leaderboard"), ctx.seed, jury)
     by_dimension = invalid_report(records)
     wandb_dir = log_run(out, ctx.cfg, reports["charts"], records)
-    result = ScoreResult(str(out), counts, by_dimension, **reports)
+    no_valid = invalid_judgments(records)
+    result = ScoreResult(str(out), counts, by_dimension, **reports, no_valid=no_valid)
     manifest = {
         "wandb_dir": wandb_dir,
         "counts": counts,
         "judgments": by_dimension,
         "leaderboard": str(out / "leaderboard.md"),
         "charts": reports["charts"],
+        **({"no_valid_judgments": no_valid} if no_valid else {}),
     }
     return Outcome(result, manifest)
 

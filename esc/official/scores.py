@@ -92,8 +92,8 @@ def read_official_scores(
     `card_ids`: the ids of the card file the official run played, in file order (position -> id;
     default: the released cards of the language). `target` and `language` default to the file
     name's `<Model>_<lang>`. A -1 becomes an `invalid` record without a score. Bad input (not JSON,
-    an index that is no card position, an unknown dimension key, a value outside -1..4) is a
-    DataError naming the file and the record.
+    an index that is no card position, an unknown dimension key, a value outside -1..4, a record
+    without a dimension the others hold) is a DataError naming the file and the record.
     """
     path = Path(path)
     name_target, name_roleplayer, name_language = split_name(path)
@@ -120,6 +120,7 @@ def read_official_scores(
     prompt = {"style": "official", "version": prompt_style("official").version}
     stem = f"{target}__{roleplayer}__{language}"  # the dialogue file rank.py would read
     records: list[ScoreRecord] = []
+    held: dict[str, set[str]] = {}  # record -> its dimensions
     for index, scores in data.items():
         if not index.isdigit() or int(index) >= len(ids):
             problem = (
@@ -158,7 +159,25 @@ def read_official_scores(
                 records.append(ScoreRecord(**fields, status=INVALID, error=error))
             else:
                 records.append(ScoreRecord(**fields, status=VALID, score=value))
+        held[index] = set(seen)
+    _refuse_missing_dimensions(path, held)
     return records
+
+
+def _refuse_missing_dimensions(path: Path, held: dict[str, set[str]]) -> None:
+    """A record without a dimension that other records of the file hold is bad input (score.py
+    writes all 7 for every dialogue): a DataError naming the file and the first such record, rather
+    than a judgment silently dropped from the leaderboard's counts."""
+    union = set().union(*held.values()) if held else set()
+    for index, seen in held.items():
+        missing = [d.official_key for d in dimensions() if d.key in union - seen]
+        if missing:
+            raise DataError(
+                path,
+                index,
+                f"lacks {', '.join(missing)}, which the file's other records hold (score.py writes all "
+                f"{len(dimensions())} for every dialogue): fix or remove this record",
+            )
 
 
 def to_official(records: Iterable[ScoreRecord], card_ids: Sequence[int]) -> dict[str, dict[str, int]]:

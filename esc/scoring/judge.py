@@ -92,6 +92,7 @@ class Judge(abc.ABC):
 
     name: str
     prompt: str  # the prompt style (esc/scoring/rubrics.yaml)
+    config_key: str = "judge"  # its node in the config (`jury.members.NAME`), named in errors
 
     @abc.abstractmethod
     def judge(self, items: Sequence[ScoreItem]) -> list[Judgment]:

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from esc.chat.cost import CostEstimate, CostPart, count_prompt
+from esc.chat.cost import CostEstimate, count_prompt, priced_part
 from esc.dialogues.record import dialogue_lines
 from esc.dialogues.store import read_dialogues
 from esc.errors import ConfigError, DataError, UserError
@@ -131,7 +131,8 @@ def estimate_items(judge: Judge, items: Sequence[ScoreItem]) -> CostEstimate | N
     request per item, its prompt as the judge sends it (`item.prompt(judge.style,
     judge.default_system)`) counted, its reply at the judge's `settings.max_new_tokens` (an upper
     bound). Pass only the items still to judge (`Batch.pending_items`). None when the judge
-    has no price: a local judge, or an API judge whose `backend.price` is not set. Several judges
+    has no price: a local judge, or an API judge whose `backend.price` is not set (a price of
+    another model than the backend's is refused, `esc.chat.cost.checked_price`). Several judges
     (a jury) or item sets (pairwise items in both orders are items like any): add the estimates
     with `CostEstimate.total`. Every mode that judges hands its estimate to
     `esc.chat.cost.before_spending` before judging."""
@@ -140,7 +141,7 @@ def estimate_items(judge: Judge, items: Sequence[ScoreItem]) -> CostEstimate | N
         return None
     settings = getattr(judge, "settings", None)
     completion = settings.max_new_tokens if settings is not None else 1
-    part = CostPart(f"judge {judge.name}", backend.price)
+    part = priced_part(f"judge {judge.name}", backend, f"{judge.config_key}.backend.price")
     for item in items:
         tokens, counted = count_prompt(backend, item.prompt(judge.style, judge.default_system))
         part.add(tokens, completion, counted=counted)

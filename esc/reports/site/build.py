@@ -14,14 +14,17 @@ Each kind of page is one registered builder (`esc.reports.site.pages`); they sha
 (`site.py`: the data, file names, links, leaderboard and the writer that masks secrets).
 
 The templates (`templates/*.jinja`) are autoescaped: text from models is shown as text, never read as
-HTML. The site is built in a folder beside SITE and put in its place when complete; a folder that is
-not empty and not a site is never replaced.
+HTML. The site is built in a folder beside SITE and put in its place when complete. Only what an
+earlier build wrote is replaced: its marker (`.esc-report`) lists its files, and a SITE that holds
+anything else (notes, a copied run folder) or is not a site is refused, so no one's file is deleted.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Sequence
@@ -33,7 +36,12 @@ from esc.reports.site.pages import page_kinds
 from esc.reports.site.site import HERE, Site
 
 STATIC = HERE / "static"
-MARKER = ".esc-report"  # in every site: a folder holding it may be replaced by a new build
+MARKER = ".esc-report"  # in every site: the files it wrote, which a new build may replace
+#: what a site wrote before its marker listed its files (issue 50): the paths its pages take
+LEGACY_SITE_ENTRIES = re.compile(
+    r"\.esc-report|index\.html|static/site\.(css|js)|(targets|compare|runs)/[^/]+\.html"
+    r"|dialogues/[^/]+/[^/]+\.html"
+)
 
 
 @dataclasses.dataclass
@@ -52,11 +60,58 @@ class SiteResult:
 
 
 def _start(site: Site) -> None:
-    """What every site has before its pages: the stylesheet, the script and the marker."""
+    """What every site has before its pages: the stylesheet and the script."""
     (site.root / "static").mkdir(parents=True, exist_ok=True)
     for name in ("site.css", "site.js"):
         shutil.copyfile(STATIC / name, site.root / "static" / name)
-    (site.root / MARKER).write_text("built by `esc report`; a new build replaces this folder\n")
+
+
+def _entries(folder: Path) -> tuple[list[str], list[str]]:
+    """The files (links included) and folders under `folder`, as sorted relative POSIX paths; a
+    linked folder counts as a file: it is not entered."""
+    files, folders = [], []
+    for top, dirs, names in os.walk(folder):
+        rel = Path(top).relative_to(folder)
+        for name in list(dirs):
+            if (Path(top) / name).is_symlink():
+                dirs.remove(name)
+                names.append(name)
+            else:
+                folders.append((rel / name).as_posix())
+        files.extend((rel / name).as_posix() for name in names)
+    return sorted(files), sorted(folders)
+
+
+def _mark(root: Path) -> None:
+    """The marker, written last: every file and folder of the build, so that a later build replaces
+    those only."""
+    files, folders = _entries(root)
+    note = "built by `esc report`; a new build replaces these files, and refuses a folder with others"
+    record = {"note": note, "files": sorted({*files, MARKER}), "folders": folders}
+    (root / MARKER).write_text(json.dumps(record, indent=0) + "\n")
+
+
+def _site_entries(out: Path) -> re.Pattern[str] | set[str] | None:
+    """The files and folders the site in `out` wrote, from its marker (for a site of an earlier
+    version, whose marker lists none, a pattern of the paths its pages take); None: no marker."""
+    if not (out / MARKER).is_file():
+        return None
+    try:
+        record = json.loads((out / MARKER).read_text(encoding="utf-8"))
+        return {str(p) for p in [*record["files"], *record.get("folders", [])]}
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return LEGACY_SITE_ENTRIES
+
+
+def _foreign(out: Path, site: re.Pattern[str] | set[str]) -> list[str]:
+    """What in `out` the site did not write: files, and folders that hold no file it wrote (named
+    for all they hold)."""
+    files, folders = _entries(out)
+    ours = (lambda p: p in site) if isinstance(site, set) else (lambda p: bool(site.fullmatch(p)))
+    kept = {parent.as_posix() for f in files if ours(f) for parent in Path(f).parents}
+    foreign_folders = {d for d in folders if d not in kept and not ours(d)}
+    foreign = [*(f for f in files if not ours(f)), *foreign_folders]
+    return sorted(p for p in foreign if not any(q.as_posix() in foreign_folders for q in Path(p).parents))
 
 
 def _settings(runs: Sequence[Run], n_resamples: int | None, seed: int | None) -> tuple[int, int]:
@@ -79,10 +134,20 @@ def _check_out(out: Path, sources: Sequence[Path]) -> None:
         s = Path(source).resolve()
         if s == resolved or resolved in s.parents:
             raise UserError(f"{out}: holds the run folder {source}; name another folder for the site (--out)")
-    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    site = _site_entries(out)
+    if site is None:
         raise UserError(
             f"{out}: a folder that is not empty and not a site `esc report` built; name a new or empty "
             "folder (--out)"
+        )
+    foreign = _foreign(out, site)
+    if foreign:
+        more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
+        raise UserError(
+            f"{out}: holds {foreign[0]}{more}, which `esc report` did not write, and a new build replaces "
+            "the whole folder; move what is yours out of it, or name a new or empty folder (--out)"
         )
 
 
@@ -139,6 +204,7 @@ def build_site(
         _start(site)
         for kind in kinds:
             kind.build(site)
+        _mark(building)
         index = building / "index.html"
         index_bytes = index.stat().st_size if index.is_file() else 0  # no overview kind: no index
         if out.exists():

@@ -41,9 +41,11 @@ def build_judge(cfg: Mapping[str, Any], key: str = "judge") -> Judge:
     if kind not in REGISTRY:
         raise ConfigError(f"{key}.kind", f"unknown judge {kind!r}; known: {sorted(REGISTRY)}")
     try:
-        return REGISTRY[kind](**cfg)
+        judge = REGISTRY[kind](**cfg)
     except TypeError as err:
         raise ConfigError(key, f"{kind} judge: {err}") from None
+    judge.config_key = key
+    return judge
 
 
 def judge_kinds() -> list[str]:

@@ -221,7 +221,11 @@ class LocalJudge(Judge):
         return self._answers[choices]
 
     def identity(self) -> dict[str, Any]:
-        if self._identity is None:
+        """What its scores depend on. Kept once the revision is resolved: before the model is built
+        or downloaded (the folder's fingerprint is taken before `check_ready` loads it) it is
+        unresolved, and is resolved again on the next call, so that the first run of a fresh clone
+        records the same revision as its rerun."""
+        if self._identity is None or self._identity.get("revision") is None:
             cfg = self.model_cfg
             model = model_label(cfg)
             adapters = {  # content hash of each adapter directory (config and weights)
