@@ -2,7 +2,8 @@
 
 Readers (`read_json`, `read_jsonl`, `get_field`) name the file and the record of a bad input.
 Writers: append-only JSON-lines files that survive a killed writer (dialogue and score files). Every
-text written passes the secret filter (`esc.redaction.scrub`): a key a model echoed is written `***`.
+text written passes the secret filter (`esc.redaction`): a key a model echoed is written `***` (in a
+record, inside its strings only: `scrub_strings`).
 
 Each write appends whole lines, then fsyncs. A line cut short by a killed process has no newline at
 the end of the file; `drop_partial_last_line` removes it on the next open, so every complete line
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from esc.errors import ConfigError, DataError, UserError
-from esc.redaction import scrub
+from esc.redaction import known_secrets, scrub, scrub_strings
 
 log = logging.getLogger(__name__)
 _UMASK = os.umask(0o022)  # read the process umask (set it back at once): new files get 0o666 & ~umask
@@ -124,7 +125,9 @@ def _named(err: OSError, path: Path) -> OSError:
 def append_jsonl(path: Path, records: Iterable[Mapping[str, Any]]) -> None:
     """Append records as JSON lines and make them durable (fsync). A write that fails (a full disk)
     takes back what it wrote, so the lines already in the file stay whole, and names the file."""
-    data = scrub("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)).encode("utf-8")
+    values = known_secrets()  # masked inside each record's strings; keys and `status` are never rewritten
+    lines = (json.dumps(scrub_strings(record, values), ensure_ascii=False) + "\n" for record in records)
+    data = "".join(lines).encode("utf-8")
     if not data:
         return
     path = Path(path)

@@ -98,7 +98,7 @@ def test_a_key_a_model_echoes_and_a_url_password_reach_no_file(tmp_path: Path) -
             ],
             env=env,
         )
-        assert rank.returncode in (0, 3), rank.stderr[-3000:]
+        assert rank.returncode in (0, 1, 3), rank.stderr[-3000:]  # 1: no valid judgment (tiny's words)
         [scores] = (tmp_path / "rank" / "scores").glob("*.jsonl")
         assert f"Basic {MASK}" in scores.read_text()  # the raw reply kept, the credentials masked
         other = _second_target(tmp_path / "evaluate", tmp_path / "other")
