@@ -257,7 +257,6 @@ def test_vicuna_template_is_fastchat_v1_1() -> None:
 @pytest.mark.parametrize(("group", "option"), ALL_OPTIONS)
 def test_backend_constructs_without_loading(group: str, option: str, monkeypatch: pytest.MonkeyPatch) -> None:
     try:
-        import esc.chat.backends  # noqa: F401
         from esc.chat.build import build_backend
     except ImportError as err:
         pytest.skip(f"chat backends not available yet ({err})")

@@ -16,6 +16,7 @@ from typing import Any, TypedDict
 
 from esc.config_rules import Rule, Section, integer, number, strings
 from esc.errors import ConfigError
+from esc.registry import Registry
 
 
 class Message(TypedDict):
@@ -182,17 +183,13 @@ def check_features(backend: ChatBackend, settings: GenerationSettings) -> None:
 
 
 BackendFactory = Callable[..., ChatBackend]
-REGISTRY: dict[str, BackendFactory] = {}
+REGISTRY: Registry[BackendFactory] = Registry("chat backend", "esc.chat.backends")
 
 
 def register_backend(kind: str) -> Callable[[BackendFactory], BackendFactory]:
-    """Class decorator: make a backend buildable from config as ``backend.kind: <kind>``."""
-
-    def decorate(factory: BackendFactory) -> BackendFactory:
-        REGISTRY[kind] = factory
-        return factory
-
-    return decorate
+    """Class decorator: make a backend buildable from config as ``backend.kind: <kind>`` (a module
+    of `esc.chat.backends` is found without an import line; a taken kind is refused)."""
+    return REGISTRY.register(kind)
 
 
 def generation_config(node: str) -> Section:

@@ -1,6 +1,5 @@
-"""`build_backend`: a config node to a chat backend, from the registry that importing the built-in
-backends fills (`esc.chat.backends`); in its own module so that the registry (`esc.chat.base`) does
-not import the backends that register with it."""
+"""`build_backend`: a config node to a chat backend, from the registry (`esc.chat.base.REGISTRY`,
+which finds the backends of `esc.chat.backends` on its first lookup)."""
 
 from __future__ import annotations
 
@@ -8,7 +7,6 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
-import esc.chat.backends  # noqa: F401  (registers the built-in backends)
 from esc.chat.base import REGISTRY, ChatBackend
 from esc.config_rules import Rule, Section, device, either, integer, one_of, path, registered, registry_keys
 from esc.errors import ConfigError

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from esc.chat.closed import ClosedAnswer
+from esc.registry import Registry
 from esc.scoring.rubrics import SCORES, dialogue_text, dimension, prompt_style
 
 VALID, INVALID, FAILED = "valid", "invalid", "failed"
@@ -126,12 +127,10 @@ class Judge(abc.ABC):
 
 
 JudgeFactory = Callable[..., Judge]
-REGISTRY: dict[str, JudgeFactory] = {}
+REGISTRY: Registry[JudgeFactory] = Registry("judge", "esc.scoring.judges")
 
 
 def register_judge(kind: str) -> Callable[[JudgeFactory], JudgeFactory]:
-    def decorate(factory: JudgeFactory) -> JudgeFactory:
-        REGISTRY[kind] = factory
-        return factory
-
-    return decorate
+    """Class decorator: make a judge buildable from config as ``judge.kind: <kind>`` (a module of
+    `esc.scoring.judges` is found without an import line; a taken kind is refused)."""
+    return REGISTRY.register(kind)

@@ -1,4 +1,5 @@
-"""The built-in chat backends. Importing this package registers them with `esc.chat.base`.
+"""The built-in chat backends: each module registers its class with `esc.chat.base.REGISTRY`, which
+imports every module of this package before its first lookup (a new module needs no import line).
 
 * ``hf`` (:mod:`.hf`): a transformers causal LM (a hub id, a local directory or the embedded tiny
   model), optionally with a PEFT adapter, batched on one device;
@@ -10,7 +11,3 @@
 * ``vllm`` (:mod:`.vllm_inproc`): vLLM in this process (continuous batching, prefix caching, LoRA,
   constrained answers); needs the ``vllm`` package, which is imported only when used.
 """
-
-from esc.chat.backends import baichuan_npc, canned, hf, openai_compat, vllm_inproc
-
-__all__ = ["baichuan_npc", "canned", "hf", "openai_compat", "vllm_inproc"]

@@ -1,4 +1,5 @@
-"""The built-in judges. Importing this package registers them with `esc.scoring.judge`;
+"""The built-in judges: each module registers its class with `esc.scoring.judge.REGISTRY`, which
+imports every module of this package before its first lookup (a new module needs no import line);
 `build_judge` builds one from its config.
 
 * ``local`` (:mod:`.local`): a transformers model, optionally with LoRA adapters (ESC-RANK), scored
@@ -28,9 +29,8 @@ from esc.config_rules import (
 )
 from esc.errors import ConfigError
 from esc.scoring.judge import REGISTRY, Judge
-from esc.scoring.judges import api, local
 
-__all__ = ["api", "build_judge", "judge_kinds", "local"]
+__all__ = ["build_judge", "judge_config", "judge_kinds"]
 
 
 def build_judge(cfg: Mapping[str, Any], key: str = "judge") -> Judge:

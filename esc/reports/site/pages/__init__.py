@@ -7,22 +7,23 @@ A page kind is a function that writes its pages through the build's `Site`, regi
         for group, entries in site.groups.items():
             site.write(site.group_href(group), "target", "targets", rows=..., ...)  # templates/target.jinja
 
-`page_kinds()` imports every module of `esc.reports.site.pages` once, so a new module (and its
-template in `templates/`) is a new page kind with no edit elsewhere (docs/architecture.md, "Adding
-a page to the report site"). A page kind registered from outside the package (a paper's own page)
-names its own template folder, `@page("cards", templates=Path(__file__).parent / "templates")`,
-whose templates may extend the site's `base.jinja`. Pages read the runs through the `Site` (its
-data, links and leaderboard), never another page's output: `order` only fixes the summary's order.
+`PAGE_KINDS` (an `esc.registry.Registry`) imports every module of `esc.reports.site.pages` once,
+so a new module (and its template in `templates/`) is a new page kind with no edit elsewhere
+(docs/architecture.md, "Adding a page to the report site"). A page kind registered from outside
+the package (a paper's own page) names its own template folder,
+`@page("cards", templates=Path(__file__).parent / "templates")`, whose templates may extend the
+site's `base.jinja`. Pages read the runs through the `Site` (its data, links and leaderboard),
+never another page's output: `order` only fixes the summary's order.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import pkgutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from esc.registry import Registry
 
 if TYPE_CHECKING:
     from esc.reports.site.site import Site
@@ -38,19 +39,15 @@ class PageKind:
     templates: Path | None = None  # a folder with this kind's templates, beside the site's own
 
 
-_REGISTRY: dict[str, PageKind] = {}
-_loaded = False
+PAGE_KINDS: Registry[PageKind] = Registry("page kind", __name__, origin=lambda kind: kind.build)
 
 
 def page(name: str, order: int = 100, templates: Path | None = None) -> Callable[[PageBuilder], PageBuilder]:
     """Register the decorated function as the builder of the page kind `name` (`templates`: a folder
-    its templates are in, where they are not in the site's own)."""
+    its templates are in, where they are not in the site's own); a taken name is refused."""
 
     def register(build: PageBuilder) -> PageBuilder:
-        known = _REGISTRY.get(name)
-        if known is not None and known.build is not build:
-            raise ValueError(f"page kind {name!r} is registered twice ({known.build.__module__})")
-        _REGISTRY[name] = PageKind(name, build, order, templates)
+        PAGE_KINDS.add(name, PageKind(name, build, order, templates))
         return build
 
     return register
@@ -58,14 +55,9 @@ def page(name: str, order: int = 100, templates: Path | None = None) -> Callable
 
 def unregister(name: str) -> None:
     """Drop a page kind (for tests that register a toy one)."""
-    _REGISTRY.pop(name, None)
+    PAGE_KINDS.remove(name)
 
 
 def page_kinds() -> list[PageKind]:
-    """Every registered page kind in summary order, the modules of this package imported first (once)."""
-    global _loaded
-    if not _loaded:
-        for info in pkgutil.iter_modules(__path__):
-            importlib.import_module(f"{__name__}.{info.name}")
-        _loaded = True
-    return sorted(_REGISTRY.values(), key=lambda kind: (kind.order, kind.name))
+    """Every registered page kind in summary order (the modules of this package imported first, once)."""
+    return sorted(PAGE_KINDS.values(), key=lambda kind: (kind.order, kind.name))
