@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import math
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -35,7 +36,9 @@ Check = Callable[[Any], "str | None"]
 
 
 def _show(value: Any) -> str:
-    """A value as the command line would write it: "abc", 1, true, null, [1, 2]."""
+    """A value as the command line would write it: "abc", 1, true, null, [1, 2], nan, inf."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)  # nan, inf, -inf (JSON has no word for them)
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
@@ -44,17 +47,40 @@ def is_int(value: Any) -> bool:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    """A finite int or float, not a bool: nan passes no comparison, so it would pass every range
+    check (a nan temperature decodes greedily, settings.json cannot hold it); inf (`1e400`) no end."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return isinstance(value, int) or math.isfinite(value)  # an int is finite (10**400 too)
 
 
-def integer(minimum: int | None = None, null: bool = False) -> Check:
-    """An integer (not a bool, not a float) >= `minimum`; `null` allows None."""
-    wanted = "an integer" + (f" >= {minimum}" if minimum is not None else "") + (" or null" if null else "")
+def non_finite(value: Any, key: str = "") -> tuple[str, float] | None:
+    """The key (`key`, then dotted and [i] below it) and value of the first nan or inf in `value` (a
+    plain value, containers walked), or None: no setting means nan or inf, and JSON cannot hold them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return key, value
+    items = (
+        value.items() if isinstance(value, Mapping) else enumerate(value) if isinstance(value, list) else ()
+    )
+    for name, item in items:
+        found = non_finite(item, f"{key}[{name}]" if isinstance(name, int) else f"{key}.{name}".lstrip("."))
+        if found is not None:
+            return found
+    return None
+
+
+def integer(minimum: int | None = None, null: bool = False, maximum: int | None = None) -> Check:
+    """An integer (not a bool, not a float) >= `minimum` and <= `maximum`; `null` allows None."""
+    bounds = [f"{op} {bound}" for op, bound in ((">=", minimum), ("<=", maximum)) if bound is not None]
+    wanted = "an integer" + (f" {' and '.join(bounds)}" if bounds else "") + (" or null" if null else "")
 
     def check(value: Any) -> str | None:
         if value is None and null:
             return None
-        if not is_int(value) or (minimum is not None and value < minimum):
+        out_of_range = is_int(value) and (
+            (minimum is not None and value < minimum) or (maximum is not None and value > maximum)
+        )
+        if not is_int(value) or out_of_range:
             return f"must be {wanted}, got {_show(value)}"
         return None
 
@@ -96,15 +122,25 @@ def number(
     return check
 
 
+NAME_MAX = 255  # bytes of one file name (ext4, XFS, Btrfs, APFS; NTFS counts 255 characters)
+NAME_BYTES = 64
+"""The most bytes (UTF-8) of a name that becomes part of file names (a target's, a role-player's, a
+judge's): three of them and the longest fixed part of a file built from them (a score file's
+temporary copy, `.<target>__<role-player>__<language>__<judge>.jsonl.XXXXXXXX.tmp`, 28 bytes; a
+dialogue failure file's, 33 bytes with two names) stay within NAME_MAX, so a long name is refused
+before any work, not with ENAMETOOLONG after it (tests/test_config_limits.py checks the sum)."""
+
+
 def file_name() -> Check:
     """A name that becomes part of a file name (a target's, a role-player's, a judge's): one path
     component, no separator, not "." or "..", no control character (`target.name=../../x` wrote
-    outside the run folder)."""
+    outside the run folder), at most NAME_BYTES bytes (240 characters played, then failed)."""
 
     def check(value: Any) -> str | None:
         text = str(value) if value is not None else ""
         if (
             not text
+            or non_finite(value) is not None  # `name=nan`: a number, no name (quote it: name='nan')
             or text in (".", "..")
             or any(c in text for c in "/\\")
             or any(ord(c) < 32 or ord(c) == 127 for c in text)
@@ -112,6 +148,13 @@ def file_name() -> Check:
             return (
                 "must be a name that can be part of a file name (no / or \\, not . or .., no control "
                 f"characters), got {_show(value)}"
+            )
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > NAME_BYTES:
+            return (
+                f"is {size} bytes long (UTF-8), over the {NAME_BYTES} a name may have: the file names "
+                f"built from it (e.g. <target>__<role-player>__<language>__<judge>.jsonl) must stay within "
+                f"the file system's {NAME_MAX} bytes; use a shorter name"
             )
         return None
 
@@ -166,6 +209,20 @@ def list_of(item: Check, null: bool = False, length: int | None = None) -> Check
             if problem:
                 return f"item {i}: {problem}"
         return None
+
+    return check
+
+
+def ratios(*parts: str) -> Check:
+    """One number >= 0 for each of `parts` (e.g. train, val, test), the first > 0: what a split
+    divides by (`[0, 0, 0]` divides nothing)."""
+    each = list_of(number(minimum=0), length=len(parts))
+
+    def check(value: Any) -> str | None:
+        problem = each(value)
+        if problem is None and not value[0] > 0:
+            problem = f"the first ({parts[0]}) must be above 0, got {_show(value)}"
+        return problem
 
     return check
 
@@ -297,12 +354,13 @@ def either(*checks: Check) -> Check:
 @dataclasses.dataclass(frozen=True)
 class Rule:
     """`key` (dotted, below the section's node) must pass `check`, when `when(cfg)` holds; `hint`
-    follows the problem."""
+    follows the problem; `required`: it must be there (where the section is)."""
 
     key: str
     check: Check
     hint: str = ""
     when: Callable[[Any], bool] | None = None
+    required: bool = False  # the code reads it: absent (`~seed`) is an error, not a skipped rule
 
 
 @dataclasses.dataclass(frozen=True)
@@ -378,8 +436,10 @@ def typed_section(
     is a typo), their `setting(check)` its rules, their types checked by OmegaConf. The node must be
     there (where `when` holds); `missing` says how to add it when an experiment brings it."""
     fields = dataclasses.fields(schema)
-    rules = tuple(
-        Rule(f.name, f.metadata["check"], f.metadata["hint"]) for f in fields if f.metadata.get("check")
+    rules = tuple(  # a field has no default: the key must be there
+        Rule(f.name, f.metadata["check"], f.metadata["hint"], required=True)
+        for f in fields
+        if f.metadata.get("check")
     )
     return Section(node, rules, frozenset(f.name for f in fields), when, schema, missing)
 
@@ -400,6 +460,13 @@ def load_section(node: str, schema: type[T], value: Mapping[str, Any] | None) ->
         raise ConfigError(key, str(err).splitlines()[0]) from None
 
 
+def refuse_non_finite(key: str, value: Any) -> None:
+    """ConfigError naming the first nan or inf in `value` (at `key`): what no range check saw."""
+    found = non_finite(value, key)
+    if found is not None:
+        raise ConfigError(found[0], f"must be a finite number, got {_show(found[1])}")
+
+
 def check_fields(node: str, schema: type, value: Mapping[str, Any]) -> None:
     """ConfigError on the first field of `schema` whose value in `value` fails its `setting(check)`;
     a field that is itself a typed section is checked the same, one level down."""
@@ -417,4 +484,5 @@ def check_fields(node: str, schema: type, value: Mapping[str, Any]) -> None:
             t for t in (hints.get(f.name), *typing.get_args(hints.get(f.name))) if dataclasses.is_dataclass(t)
         ]
         if inner and isinstance(value[f.name], Mapping):  # a typed section, or an optional one
-            check_fields(key, inner[0], value[f.name])
+            check_fields(key, inner[0], value[f.name])  # its own checks name a nan first
+        refuse_non_finite(key, value[f.name])  # a field without a range check (an Any, a float)

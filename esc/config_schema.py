@@ -11,9 +11,13 @@ that reads the values (`CONFIG` of `esc.train.run`, `esc.judge_training.train`, 
 2. mandatory values (`???` in `conf/`) that the job needs and the command line did not set;
 3. each section of the job's schema: a key the code does not read in a closed section (a typo in a
    config file, or a `+key=` that nothing reads), then its rules (type, range, choice, path);
-4. relations between keys (`RELATIONS`), e.g. `shard.index < shard.count`.
+4. every interpolation resolves (`~judge` left `run_name: ${judge.name}`), and no nan or inf is
+   left anywhere, in keys no rule reads too (no setting means one, and the run folder's
+   settings.json could not hold it);
+5. relations between keys (`RELATIONS`), e.g. `shard.index < shard.count`.
 
-Keys absent from the composed config are skipped (an experiment may not have them). An override of
+Keys absent from the composed config are skipped (an experiment may not have them), except those a
+rule marks `required` (a typed section's fields; `seed`). An override of
 a key that does not exist is refused by Hydra itself (use `+key=value` to add one), and
 `esc.lifecycle.run_hydra` prints its refusal as one line.
 """
@@ -27,9 +31,9 @@ from typing import Any, Literal
 
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, ListConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import InterpolationToMissingValueError, OmegaConfBaseException
 
-from esc.config_rules import Section, is_int, load_section
+from esc.config_rules import Section, is_int, load_section, non_finite, refuse_non_finite
 from esc.errors import ConfigError
 from esc.lifecycle import SCRIPTS
 
@@ -84,7 +88,8 @@ def _stop_needs_ratings(cfg: DictConfig) -> str | None:
 
 def _stop_thresholds_ordered(cfg: DictConfig) -> str | None:
     success, failure = _select(cfg, "trajectory.stop.success"), _select(cfg, "trajectory.stop.failure")
-    if isinstance(success, int | float) and isinstance(failure, int | float) and not failure < success:
+    numbers = isinstance(success, int | float) and isinstance(failure, int | float)
+    if numbers and non_finite([success, failure]) is None and not failure < success:  # nan: its own rule
         return f"must be below trajectory.stop.success ({success}), got {failure}"
     return None
 
@@ -125,6 +130,19 @@ def _select(cfg: DictConfig, key: str) -> Any:
     return value
 
 
+def _resolved(cfg: DictConfig) -> Any:
+    """The whole config as plain values, every interpolation resolved: one that cannot be (`~judge`
+    leaves `run_name: ${judge.name}`) is a ConfigError naming its key, not a traceback in the job.
+    One reaching a `???` the job does not need (a mode's) leaves the config unresolved."""
+    try:
+        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
+    except InterpolationToMissingValueError:
+        return OmegaConf.to_container(cfg, resolve=False)
+    except OmegaConfBaseException as err:
+        key = str(getattr(err, "full_key", "") or "") or "(the config)"
+        raise ConfigError(key, f"cannot be resolved ({str(err).splitlines()[0]})") from None
+
+
 def missing_keys(node: Any, prefix: str = "") -> Iterator[str]:
     """Dotted keys whose value is the mandatory marker `???`, in config order."""
     if isinstance(node, DictConfig | ListConfig):
@@ -154,6 +172,16 @@ def _dotted(node: str, key: str) -> str:
     return f"{node}.{key}" if node else key
 
 
+def _set_by(cfg: DictConfig, key: str) -> str:
+    """`; its value comes from ${model.lora_lr}` when `key`'s value is an interpolation
+    (`optimizer.lr`): the key the user gave is named too; "" otherwise."""
+    parent, _, leaf = key.rpartition(".")
+    node = OmegaConf.select(cfg, parent, default=None) if parent else cfg
+    if isinstance(node, DictConfig) and leaf in node and OmegaConf.is_interpolation(node, leaf):
+        return f"; its value comes from {node._get_node(leaf)._value()}"
+    return ""
+
+
 def check_section(cfg: DictConfig, section: Section) -> None:
     """ConfigError on the first unknown key of a closed section, then on the first rule it breaks."""
     if section.when is not None and not section.when(cfg):
@@ -181,10 +209,17 @@ def check_section(cfg: DictConfig, section: Section) -> None:
         key = _dotted(section.node, rule.key)
         found = _select(cfg, key)
         if found is _ABSENT:
+            if rule.required:
+                raise ConfigError(
+                    key,
+                    f"is not set, and this run reads it: keep the value conf/ gives it (no ~{key}) or set "
+                    f"one (+{key}=VALUE)",
+                )
             continue
         problem = rule.check(found)
         if problem:
-            raise ConfigError(key, f"{problem} ({rule.hint})" if rule.hint else problem)
+            problem = f"{problem} ({rule.hint})" if rule.hint else problem
+            raise ConfigError(key, problem + _set_by(cfg, key))
     if section.schema is not None and isinstance(value, Mapping):  # the types, once the rules hold
         load_section(section.node, section.schema, _select(cfg, section.node))
 
@@ -199,6 +234,8 @@ def validate(cfg: DictConfig, job: Job) -> None:
             raise ConfigError(key, f"is mandatory and not set: add {key}=VALUE to the command line")
     for section in schema(job):
         check_section(cfg, section)
+    refuse_non_finite("", OmegaConf.to_container(cfg, resolve=False))  # names the key given, then
+    refuse_non_finite("", _resolved(cfg))  # where an interpolation makes one
     for relation in RELATIONS:
         if job in relation.jobs:
             problem = relation.check(cfg)

@@ -23,7 +23,8 @@ import contextlib
 import dataclasses
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -44,6 +45,7 @@ from esc.errors import (
     environment_error,
     exit_with_error,
 )
+from esc.paths import REPO_ROOT
 from esc.rundir import RunFolder, refuse_unswept_sweep, remove_created_folders
 from esc.runinfo import NullManifest, RunManifest
 from esc.secrets import console_masked, remember_secrets
@@ -166,6 +168,31 @@ def report(result: JobResult) -> None:
         raise IncompleteRun(reason)
 
 
+def group_override_error(err: BaseException, argv: Sequence[str] | None = None) -> ConfigError | None:
+    """`judge=null`, `target=1`: Hydra's defaults list refuses a config group set to a value that is
+    not an option's name with a bare ValueError naming no key (a traceback). The ConfigError naming
+    the group and its options, found among the command line's overrides; None for another error."""
+    if not isinstance(err, ValueError) or not str(err).startswith("Config group override must be"):
+        return None
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    for arg in sys.argv[1:] if argv is None else argv:  # the overrides Hydra read
+        try:
+            override = parser.parse_override(arg)
+        except Exception:  # a flag (`-m`, `--cfg`), or what Hydra itself parsed otherwise
+            continue
+        group = REPO_ROOT / "conf" / override.key_or_group
+        value = override.value()
+        if group.is_dir() and not isinstance(value, str | list | dict) and not override.is_delete():
+            options = ", ".join(sorted(p.stem for p in group.glob("*.yaml")))
+            key, given = arg.split("=", 1)
+            return ConfigError(
+                key.lstrip("+~"), f"is a config group: name one of its options ({options}), got {given}"
+            )
+    return None
+
+
 def hydra_error_line(err: Exception) -> UserError:
     """Hydra's refusal to compose a config (unknown key, unknown option, bad override syntax) as one
     line; Hydra itself prints several. Read from the exceptions' own fields where they have them
@@ -263,8 +290,6 @@ def _run_hydra(main: Callable[[], Any]) -> Any:
             f"interrupted{f' ({err})' if str(err) else ''}", getattr(err, "exit_code", INTERRUPTED_EXIT)
         )
     except Exception as err:  # also Hydra's own writes: the run folder, the log file
-        from esc.config_schema import group_override_error  # it imports this module
-
         user_error = environment_error(err, "hydra.run.dir=NEW_DIR") or group_override_error(err)
         if user_error is None:
             raise  # a bug, not bad input: keep the traceback

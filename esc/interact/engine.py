@@ -75,11 +75,15 @@ def streaming_concurrency(sides: Sequence[Side], engine: EngineSettings) -> int 
     return min((n for n in limits if n), default=1)
 
 
+MAX_TURNS = 100  # exchanges of one dialogue: the paper plays 5; a count past this is a typo that runs forever
+
+
 @dataclasses.dataclass
 class DialogueSettings:
     """`dialogue` (conf/evaluate.yaml): how a dialogue is played, typed (`esc.config_rules`)."""
 
-    turns: int = setting(integer(1))  # exchanges; with `stop`, the most a dialogue may take
+    # exchanges; with `stop`, the most a dialogue may take
+    turns: int = setting(integer(1, maximum=MAX_TURNS), "exchanges per dialogue; the paper plays 5")
     context_policy: str = setting(one_of(*CONTEXT_POLICIES))  # a prompt too long for a window
 
 

@@ -380,7 +380,7 @@ CONFIG: tuple[Section, ...] = (
     Section(
         "",
         (
-            Rule("seed", integer()),
+            Rule("seed", integer(), required=True),
             Rule("max_cost", number(minimum=0, null=True), "USD: refuse a run estimated over it"),
         ),
     ),

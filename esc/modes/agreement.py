@@ -15,9 +15,9 @@ from esc.config_rules import (
     either,
     integer,
     list_of,
-    number,
     one_of,
     paths,
+    ratios,
     setting,
     typed_section,
 )
@@ -56,7 +56,7 @@ class AgreementSettings:
 
     annotations: str | None = setting()  # null: data/annotations/esconv_ratings.jsonl
     split: str = setting(one_of(*SPLITS))
-    split_ratios: list[Any] = setting(list_of(number(minimum=0), length=3), "train : val : test")
+    split_ratios: list[Any] = setting(ratios("train", "val", "test"), "train : val : test")
     split_seed: int = setting(integer())
     languages: list[str] = setting(list_of(one_of(*LANGUAGES)))
     baselines: bool = setting(boolean())

@@ -27,9 +27,6 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import importlib
-import pkgutil
-import sys
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -37,6 +34,7 @@ from typing import Any, ClassVar, TypeVar
 
 from esc.chat.cost import CostEstimate, before_spending
 from esc.config_rules import (
+    Check,
     Section,
     boolean,
     either,
@@ -50,12 +48,35 @@ from esc.config_rules import (
     typed_section,
 )
 from esc.dialogues.store import dialogue_files
-from esc.errors import ConfigError
+from esc.errors import ConfigError, UserError
 from esc.lifecycle import Job, JobResult
+from esc.registry import Registry
 from esc.reports.jury import JurySettings, jury_names
 from esc.rundir import resolved_revision
 from esc.scoring.judge import Judge
 from esc.scoring.judging import Batch, estimate_items, judge_batches, refuse_same_names
+from esc.scoring.rubrics import DIMENSION_KEYS, dimension
+
+
+def dimension_names() -> Check:
+    """`dimensions`: all (or null), or a dimension's name or a list of them (keys, paper names,
+    official keys), checked before the run folder is made (`dimensions=123` was a traceback)."""
+    known = ", ".join(DIMENSION_KEYS)
+
+    def check(value: Any) -> str | None:
+        if value is None or value == "all":
+            return None
+        names = [value] if isinstance(value, str) else value
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+            return f"must be all or a list of dimension names ({known}), got {value!r}"
+        for name in names:
+            try:
+                dimension(name)
+            except UserError:
+                return f"unknown dimension {name!r}; known: {known}"
+        return None
+
+    return check
 
 
 @dataclasses.dataclass
@@ -66,7 +87,7 @@ class RunSettings:
     mode: str = setting(registered(lambda: tuple(modes())))
     dialogues: Any = setting()  # evaluate.py output dirs or dialogue files; None when not set
     scores: Any = setting()  # rank.py output dirs or score files; null
-    dimensions: Any = setting()  # all, or a list of dimension names
+    dimensions: Any = setting(dimension_names())  # all, or a list of dimension names
     max_cost: float | None = setting(number(minimum=0, null=True), "USD: refuse a run estimated over it")
 
 
@@ -216,39 +237,25 @@ def in_mode(*names: str) -> Callable[[Any], bool]:
 
 
 M = TypeVar("M", bound=type[Mode])
-_REGISTRY: dict[str, Mode] = {}
+MODES: Registry[Mode] = Registry("mode", "esc.modes")  # instances; a name's origin is their class
 
 
 def register(cls: M) -> M:
     """Class decorator: `cls` becomes the mode `cls.name` (a second class of one name is an error)."""
     if not cls.name:
         raise ValueError(f"{cls.__qualname__}: a mode needs a name")
-    known = _REGISTRY.get(cls.name)
-    if known is not None and type(known).__qualname__ != cls.__qualname__:
-        raise ValueError(
-            f"mode {cls.name!r} is registered twice: {type(known).__qualname__}, {cls.__qualname__}"
-        )
-    _REGISTRY[cls.name] = cls()
+    MODES.add(cls.name, cls())
     return cls
 
 
 def unregister(name: str) -> None:
     """Remove a mode (tests that register a toy one)."""
-    _REGISTRY.pop(name, None)
+    MODES.remove(name)
 
 
-_loaded = False
-
-
-def modes() -> dict[str, Mode]:
-    """Every registered mode by name, the modules of `esc.modes` imported first (once)."""
-    global _loaded
-    if not _loaded:
-        package = sys.modules[__package__]
-        for info in pkgutil.iter_modules(package.__path__):
-            importlib.import_module(f"{__package__}.{info.name}")
-        _loaded = True
-    return _REGISTRY
+def modes() -> Registry[Mode]:
+    """Every registered mode by name (the modules of `esc.modes` imported first, once)."""
+    return MODES
 
 
 def configured_mode(cfg: Any) -> Mode | None:

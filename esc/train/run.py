@@ -303,7 +303,7 @@ CONFIG: tuple[Section, ...] = (
     Section(
         "",
         (
-            Rule("seed", integer()),
+            Rule("seed", integer(), required=True),
             Rule(
                 "resume",
                 either(one_of(*RESUME_MODES, False, null=True), path("any")),
