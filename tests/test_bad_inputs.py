@@ -664,11 +664,290 @@ CASES: tuple[Case, ...] = (
         absent=(SECRET,),
     ),
     # --- issue 50: rating loop ---
+    Case(
+        "annotate-site-missing-tasks",
+        ("esc", "annotate", "site", "{tmp}/nope", "--out", "{tmp}/rate"),
+        ("nope", "file not found"),
+    ),
+    *(
+        Case(case_id, argv, expect, setup="rating_loop", keep=keep)
+        for keep in [
+            (
+                "tasks/tasks.jsonl",
+                "tasks/.blind-key-salt",
+                "other/tasks.jsonl",
+                "old_tasks/tasks.jsonl",
+                "labels.jsonl",
+                "ana.jsonl",
+                "ben_other.jsonl",
+                "dialogues.jsonl",
+                "notes/index.html",
+                *(
+                    f"{name}.jsonl"
+                    for name in (
+                        "skip_and_rate",
+                        "skipped_string",
+                        "rater_number",
+                        "rater_list",
+                        "rater_lines",
+                        "format_2",
+                    )
+                ),
+            )
+        ]
+        for case_id, argv, expect in (
+            *(
+                (
+                    f"annotate-rating-{name.replace('_', '-')}",
+                    (
+                        "esc",
+                        "annotate",
+                        "import",
+                        "{tmp}/tasks",
+                        f"{{tmp}}/{name}.jsonl",
+                        "--out",
+                        "{tmp}/new.jsonl",
+                    ),
+                    (f"{name}.jsonl", *expect),
+                )
+                for name, expect in (
+                    ("skip_and_rate", ("line 2", "ana skipped a dialogue they also rated")),
+                    ("skipped_string", ("line 1", "`skipped` is a JSON string")),
+                    ("rater_number", ("line 1", "`rater` is a JSON number")),
+                    ("rater_list", ("line 1", "`rater` is a JSON list")),
+                    ("rater_lines", ("line 1", "is not a rater's name")),
+                    ("format_2", ("line 1", "format 'esc-rating/2' is not one this version reads")),
+                )
+            ),
+            (
+                "annotate-agreement-negative-bootstrap",
+                ("esc", "annotate", "agreement", "{tmp}/labels.jsonl", "--bootstrap", "-5"),
+                ("--bootstrap -5", "0 (none) or more"),
+            ),
+            (
+                "annotate-agreement-unrelated-tasks",
+                ("esc", "annotate", "agreement", "{tmp}/labels.jsonl", "--tasks", "{tmp}/other"),
+                ("labels.jsonl", "another task file"),
+            ),
+            (
+                "annotate-add-other-task-set",
+                (
+                    "esc",
+                    "annotate",
+                    "import",
+                    "{tmp}/other",
+                    "{tmp}/ben_other.jsonl",
+                    "--out",
+                    "{tmp}/labels.jsonl",
+                    "--add",
+                ),
+                ("labels.jsonl", "another task file"),
+            ),
+            (
+                "annotate-export-over-a-task-folder",
+                ("esc", "annotate", "export", "card", "--cards", "{tmp}/cards.json", "--out", "{tmp}/tasks"),
+                ("tasks", "not empty", "--force"),
+            ),
+            (
+                "annotate-site-over-a-foreign-folder",
+                (
+                    "esc",
+                    "annotate",
+                    "site",
+                    "{tmp}/tasks",
+                    "--out",
+                    "{tmp}/notes",
+                    "--cards",
+                    "{tmp}/cards.json",
+                ),
+                ("notes", "not empty", "--force"),
+            ),
+            (
+                "annotate-site-unsalted-task-folder",
+                (
+                    "esc",
+                    "annotate",
+                    "site",
+                    "{tmp}/old_tasks",
+                    "--out",
+                    "{tmp}/rate",
+                    "--cards",
+                    "{tmp}/cards.json",
+                ),
+                ("old_tasks", "before blind keys were salted", "export the tasks again"),
+            ),
+        )
+    ),
     # --- issue 50: converter ---
+    Case(
+        "convert-truncated-safetensors",
+        ("esc", "models", "convert-internlm2", "{tmp}/internlm2", "{out}"),
+        ("internlm2/model.safetensors", "cut short or corrupt"),
+        setup="internlm2_truncated",
+        keep=("internlm2/model.safetensors",),
+    ),
+    Case(
+        "convert-refused-adapter-keeps-out",
+        ("esc", "models", "convert-internlm2", "{tmp}/internlm2", "{out}", "--adapters", "{tmp}/ESC-RANK"),
+        ("zz_dora/adapter_config.json", "use_dora is true"),
+        setup="internlm2_converted_then_dora",
+        keep=(
+            "out/model.safetensors",
+            "out/adapters/fluency/adapter_model.safetensors",
+            "out/adapters/fluency_en/adapter_config.json",
+        ),
+    ),
+    Case(
+        "convert-adapter-targets-not-its-weights",
+        ("esc", "models", "convert-internlm2", "{tmp}/internlm2", "{out}", "--adapters", "{tmp}/ESC-RANK"),
+        ("fluency/adapter_config.json", "target_modules ['wo']", "weights of ['wqkv']"),
+        setup="internlm2_adapter_targets_wo",
+    ),
+    Case(
+        "convert-adapter-rank-not-its-weights",
+        ("esc", "models", "convert-internlm2", "{tmp}/internlm2", "{out}", "--adapters", "{tmp}/ESC-RANK"),
+        ("fluency/adapter_model.safetensors", "not of rank r=4"),
+        setup="internlm2_adapter_rank_4",
+    ),
+    Case(
+        "convert-out-a-symbolic-link",
+        ("esc", "models", "convert-internlm2", "{tmp}/internlm2", "{out}"),
+        ("out: is a symbolic link", "name the folder itself"),
+        setup="internlm2_out_a_link",
+        keep=("elsewhere/notes.txt",),
+    ),
+    Case(
+        "convert-adapters-inside-out",
+        ("esc", "models", "convert-internlm2", "{tmp}/internlm2", "{out}", "--adapters", "{out}/released"),
+        ("out: the output folder is, holds or lies in", "released"),
+        setup="internlm2_adapters_inside_out",
+        keep=("out/released/fluency/adapter_model.safetensors",),
+    ),
     # --- issue 50: settings ---
+    Case(
+        "evaluate-nan-temperature",
+        (*EV, "roleplayer.generation.temperature=nan"),
+        ("config `roleplayer.generation.temperature`", "got nan"),
+    ),
+    Case(
+        "evaluate-infinite-temperature",
+        (*EV, "target.generation.temperature=1e400"),
+        ("config `target.generation.temperature`", "got inf"),
+    ),
+    Case(
+        "evaluate-nan-top-p",
+        (*EV, "target.generation.top_p=nan"),
+        ("config `target.generation.top_p`", "nan"),
+    ),
+    Case("evaluate-nan-max-cost", (*EV, "max_cost=nan"), ("config `max_cost`", "got nan")),
+    Case(
+        "evaluate-nan-min-answer-mass",
+        (*EV, "trajectory.enabled=true", "trajectory.min_answer_mass=nan"),
+        ("config `trajectory.min_answer_mass`", "got nan"),
+    ),
+    Case(
+        "evaluate-nan-stop-success",
+        (*EV, "trajectory.enabled=true", "trajectory.stop.enabled=true", "trajectory.stop.success=nan"),
+        ("config `trajectory.stop.success`", "got nan"),
+        absent=("stop.failure",),
+    ),
+    Case("evaluate-nan-in-an-unchecked-key", (*EV, "target.notes=nan"), ("config `target.notes`", "finite")),
+    Case(
+        "evaluate-turns-without-end",
+        (*EV, "dialogue.turns=1000000000000000000000"),
+        ("config `dialogue.turns`", "<= 100", "the paper plays 5"),
+    ),
+    Case("evaluate-without-seed", (*EV, "~seed"), ("config `seed`", "is not set")),
+    Case("evaluate-target-null", (*EV, "target=null"), ("config `target`", "config group", "tiny")),
+    Case(
+        "evaluate-target-name-240-bytes",
+        (*EV, "target.name=" + "a" * 240),
+        ("config `target.name`", "240 bytes", "255"),
+    ),
+    Case(
+        "evaluate-target-name-78-chinese-characters",
+        (*EV, "target.name='" + "情" * 78 + "'"),
+        ("config `target.name`", "234 bytes", "255"),
+    ),
+    Case(
+        "rank-dimensions-a-number", (*RK, "dialogues={tmp}", "dimensions=123"), ("config `dimensions`", "123")
+    ),
+    Case("rank-without-seed", (*RK, "dialogues={tmp}", "~seed"), ("config `seed`", "is not set")),
+    Case(
+        "rank-judge-null", (*RK, "dialogues={tmp}", "judge=null"), ("config `judge`", "config group", "tiny")
+    ),
+    Case(
+        "rank-nan-max-cost-priced-judge",
+        ("rank.py", "hydra.run.dir={out}", "judge=gpt4", "dialogues={tmp}", "max_cost=nan"),
+        ("config `max_cost`", "got nan"),
+    ),
+    Case(
+        "rank-nan-min-answer-mass",
+        (*RK, "dialogues={tmp}", "judge.min_answer_mass=nan"),
+        ("config `judge.min_answer_mass`", "got nan"),
+    ),
+    Case(
+        "rank-nan-pairwise-prior",
+        (*RK, "dialogues={tmp}", "mode=pairwise", "pairwise.prior=nan"),
+        ("config `pairwise.prior`", "got nan"),
+    ),
+    Case(
+        "rank-zero-split-ratios",
+        (*RK, "mode=agreement", "agreement.split_ratios=[0,0,0]"),
+        ("config `agreement.split_ratios`", "train"),
+        absent=("data.split",),
+    ),
+    Case(
+        "rank-nan-split-ratios",
+        (*RK, "mode=agreement", "agreement.split_ratios=[nan,1,1]"),
+        ("config `agreement.split_ratios`", "got nan"),
+    ),
+    Case("rank-judge-deleted", (*RK, "dialogues={tmp}", "~judge"), ("config `run_name`", "judge.name")),
+    Case(
+        "rank-judge-name-too-long",
+        (*RK, "dialogues={tmp}", "judge.name=" + "j" * 200),
+        ("config `judge.name`", "200 bytes", "255"),
+    ),
     # --- issue 50: secrets ---
     # --- issue 50: processes ---
+    Case(
+        "merge-same-folder-twice",
+        (*DLG, "merge", "{tmp}/shard", "{tmp}/shard/", "--out", "{tmp}/merged"),
+        ("shard", "named twice", "name each shard's folder once"),
+        setup="merge_shard",
+        keep=("shard/dialogues/tiny__tiny__en.jsonl",),
+    ),
+    Case(
+        "bench-keep-a-file",
+        ("benchmarks.bench_evaluate", "--model", "tiny", "--skip-official", "--keep", "{tmp}/notes.txt"),
+        ("--keep", "notes.txt", "is a file", "name a folder"),
+        setup="bench_keep",
+        keep=("notes.txt",),
+    ),
+    Case(
+        "bench-keep-truncated-result",
+        ("benchmarks.bench_evaluate", "--model", "tiny", "--skip-official", "--keep", "{tmp}/keep"),
+        ("keep/cpu_bf16-false.json", "not a complete run result", "delete it"),
+        setup="bench_keep",
+        keep=("keep/cpu_bf16-false.json",),
+    ),
     # --- issue 50: scoring ---
+    Case(
+        "scores-import-missing-dimension",
+        (
+            "esc",
+            "scores",
+            "import",
+            "{tmp}/model_en.json",
+            "--out",
+            "{tmp}/mine.jsonl",
+            "--cards",
+            "{fx}/cards_two.json",
+        ),
+        ("model_en.json", "[record 1]", "lacks tech"),
+        setup="official_without_a_dimension",
+        keep=("model_en.json",),
+    ),
 )
 
 
@@ -804,16 +1083,108 @@ def extra_setup(func: Callable[[Path], None]) -> Callable[[Path], None]:
 
 
 # --- issue 50 setups: rating loop ---
+@extra_setup
+def _rating_loop(tmp: Path) -> None:
+    from tests.test_rating_loop import make_rating_files
+
+    make_rating_files(tmp)
+
 
 # --- issue 50 setups: converter ---
+
+
+def _internlm2_source(tmp: Path, adapter_change: dict | None = None) -> None:
+    """{tmp}/internlm2 (the tiny InternLM2 checkpoint) and {tmp}/ESC-RANK/fluency, its adapter with
+    `adapter_change` made to its adapter_config.json."""
+    fixture = REPO_ROOT / "tests" / "fixtures" / "internlm2_tiny"
+    shutil.copytree(fixture / "base", tmp / "internlm2")
+    shutil.copytree(fixture / "adapter_a", tmp / "ESC-RANK" / "fluency")
+    config = tmp / "ESC-RANK" / "fluency" / "adapter_config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), **(adapter_change or {})}))
+
+
+@extra_setup
+def _internlm2_truncated(tmp: Path) -> None:
+    _internlm2_source(tmp)
+    weights = tmp / "internlm2" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:5000])  # an interrupted download
+
+
+@extra_setup
+def _internlm2_converted_then_dora(tmp: Path) -> None:
+    """OUT converted with two adapters; then a third that cannot convert joins the tree."""
+    from esc.cli import main
+
+    _internlm2_source(tmp)
+    fixture = REPO_ROOT / "tests" / "fixtures" / "internlm2_tiny"
+    shutil.copytree(fixture / "adapter_b", tmp / "ESC-RANK" / "fluency_en")
+    argv = ["models", "convert-internlm2", str(tmp / "internlm2"), str(tmp / "out")]
+    assert main([*argv, "--adapters", str(tmp / "ESC-RANK")]) == 0
+    shutil.copytree(fixture / "adapter_a", tmp / "ESC-RANK" / "zz_dora")
+    config = tmp / "ESC-RANK" / "zz_dora" / "adapter_config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "use_dora": True}))
+
+
+@extra_setup
+def _internlm2_adapter_targets_wo(tmp: Path) -> None:
+    _internlm2_source(tmp, {"target_modules": ["wo"]})  # its weights are on wqkv
+
+
+@extra_setup
+def _internlm2_adapter_rank_4(tmp: Path) -> None:
+    _internlm2_source(tmp, {"r": 4})  # its weights have rank 8
+
+
+@extra_setup
+def _internlm2_out_a_link(tmp: Path) -> None:
+    _internlm2_source(tmp)
+    (tmp / "elsewhere").mkdir()
+    (tmp / "elsewhere" / "notes.txt").write_text("mine")
+    (tmp / "out").symlink_to(tmp / "elsewhere", target_is_directory=True)
+
+
+@extra_setup
+def _internlm2_adapters_inside_out(tmp: Path) -> None:
+    """OUT converted before; the adapters to convert were then put inside it."""
+    from esc.cli import main
+
+    _internlm2_source(tmp)
+    assert main(["models", "convert-internlm2", str(tmp / "internlm2"), str(tmp / "out")]) == 0
+    shutil.move(tmp / "ESC-RANK", tmp / "out" / "released")
+
 
 # --- issue 50 setups: settings ---
 
 # --- issue 50 setups: secrets ---
 
+
 # --- issue 50 setups: processes ---
+@extra_setup
+def _merge_shard(tmp: Path) -> None:
+    """A shard folder as evaluate.py leaves it: a manifest naming its cards, one dialogue."""
+    (tmp / "shard" / "dialogues").mkdir(parents=True)
+    cards = {"languages": ["en"], "ids": None, "limit": 1, "paths": None}
+    (tmp / "shard" / "manifest.json").write_text(json.dumps({"config": {"cards": cards}}))
+    (tmp / "shard" / "dialogues" / "tiny__tiny__en.jsonl").write_text(_dialogue_line(32999))
+
+
+@extra_setup
+def _bench_keep(tmp: Path) -> None:
+    """`bench_evaluate.py --keep`: a notes file where a folder is meant, and a result cut short (a
+    benchmark killed while an older version wrote it)."""
+    (tmp / "notes.txt").write_text("my notes\n")
+    (tmp / "keep").mkdir()
+    (tmp / "keep" / "cpu_bf16-false.json").write_text('{"seconds": 12.5, "texts": {"32999": ["I fe')
+
 
 # --- issue 50 setups: scoring ---
+
+
+@extra_setup
+def _official_without_a_dimension(tmp: Path) -> None:
+    """An official score file of two dialogues, the second without `tech` (20 of 21 imported, no word)."""
+    scores = {"0": {k: 3 for k in OFFICIAL_KEYS}, "1": {k: 2 for k in OFFICIAL_KEYS if k != "tech"}}
+    (tmp / "model_en.json").write_text(json.dumps(scores), encoding="utf-8")
 
 
 def _setup(name: str, tmp: Path) -> None:
