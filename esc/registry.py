@@ -43,8 +43,9 @@ class Registry(Mapping[str, T]):
         self._origin = origin or _origin
         self._items: dict[str, T] = {}
         self._scanned = package is None
-        self._scanning = False  # a module being imported by the scan may read the registry
-        self._lock = threading.RLock()
+        self._scanning = False  # the scanning thread's own reads (a module that looks a plugin up)
+        self._lock = threading.Lock()  # guards the entries
+        self._scan_lock = threading.RLock()  # one scan at a time; other threads wait for it
 
     def __repr__(self) -> str:
         return f"Registry({self.what!r}, {sorted(self._items)})"
@@ -82,10 +83,10 @@ class Registry(Mapping[str, T]):
 
     def scan(self) -> None:
         """Import every module of `package` once (each registers its plugins as it is imported)."""
-        if self._scanned or self._scanning:
+        if self._scanned:
             return
-        with self._lock:
-            if self._scanned or self._scanning:
+        with self._scan_lock:  # another thread waits here until the scan is done, never reads half
+            if self._scanned or self._scanning:  # done, or this thread's own scan reading
                 return
             self._scanning = True
             try:

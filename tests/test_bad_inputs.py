@@ -674,7 +674,7 @@ CASES: tuple[Case, ...] = (
         for keep in [
             (
                 "tasks/tasks.jsonl",
-                "tasks/.blind-key-salt",
+                "tasks/blind-key-salt",
                 "other/tasks.jsonl",
                 "old_tasks/tasks.jsonl",
                 "labels.jsonl",

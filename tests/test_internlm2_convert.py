@@ -300,3 +300,32 @@ def test_judge_conversion_follows_weights_changed_in_place(tmp_path: Path, monke
     assert internlm2.native_checkpoint(src) == second and hashed == []  # unchanged: stat only, no re-hash
     monkeypatch.setattr(internlm2, "CONVERTER_VERSION", internlm2.CONVERTER_VERSION + 1)
     assert internlm2.native_checkpoint(src) not in (first, second)  # a new converter converts again
+
+
+def test_a_killed_conversions_folders_are_cleaned_and_an_earlier_output_put_back(tmp_path: Path) -> None:
+    """kill -9 leaves `.OUT.converting-HOST-PID-X` (gigabytes) and, between the two renames of a
+    replacement, the earlier OUT inside `.OUT.replaced-HOST-PID-X`: the next conversion to OUT removes
+    the first and puts the second back where OUT is missing; a live run's folders and other hosts' stay."""
+    import subprocess
+
+    from esc.models import internlm2
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a pid that was a process on this host and is no more
+    host = internlm2._owner_tag().rpartition("-")[0]
+    out = tmp_path / "w"
+    half = tmp_path / f".w.converting-{host}-{gone.pid}-abc123"
+    (half / "shards").mkdir(parents=True)
+    moved = tmp_path / f".w.replaced-{host}-{gone.pid}-def456"
+    (moved / "w").mkdir(parents=True)
+    (moved / "w" / "config.json").write_text("{}")
+    live = tmp_path / f".w.converting-{host}-{os.getppid()}-ghi789"  # a running conversion's
+    live.mkdir()
+    other_host = tmp_path / f".w.converting-elsewhere-{gone.pid}-jkl012"
+    other_host.mkdir()
+    notes = tmp_path / "w.partial"
+    notes.mkdir()
+    internlm2._remove_leftovers(out)
+    assert not half.exists() and not moved.exists()
+    assert (out / "config.json").read_text() == "{}"  # the earlier conversion is back
+    assert live.is_dir() and other_host.is_dir() and notes.is_dir()

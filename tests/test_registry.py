@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,36 @@ def test_every_plugin_kind_uses_the_one_registry(module: str, name: str) -> None
 
     registry = getattr(importlib.import_module(module), name)
     assert isinstance(registry, Registry) and registry.package and len(registry) >= 2
+
+
+def test_a_thread_reading_during_another_threads_scan_waits_for_all_plugins(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import threading
+
+    package = tmp_path / "slow_plugins"
+    package.mkdir()
+    (package / "__init__.py").write_text(REGISTRY_MODULE)
+    for name in ("a_first", "b_slow"):
+        pause = "import time; time.sleep(0.5)\n" if name == "b_slow" else ""
+        (package / f"{name}.py").write_text(
+            f"{pause}from slow_plugins import TOYS\nTOYS.add('{name}', len)\n"
+        )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        import slow_plugins
+
+        seen: dict[str, list[str]] = {}
+
+        def read(who: str) -> None:
+            seen[who] = sorted(slow_plugins.TOYS)
+
+        first = threading.Thread(target=read, args=("first",))
+        first.start()
+        time.sleep(0.2)  # the first thread is inside the scan, in b_slow's import
+        read("second")
+        first.join()
+        assert seen == {"first": ["a_first", "b_slow"], "second": ["a_first", "b_slow"]}
+    finally:
+        for name in [m for m in sys.modules if m.split(".")[0] == "slow_plugins"]:
+            del sys.modules[name]

@@ -23,7 +23,7 @@ LOCK_WAIT_S = 120.0
 def locked(path: Path, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
     """Hold the lock of `path` (a file or folder, existing or not): another esc command writing it
     waits for this one to end; a UserError after `wait_s` seconds."""
-    path = Path(path)
+    path = Path(path).resolve()  # one lock per file, whichever link names it
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(path.parent / f".{path.name}.lock", timeout=wait_s)
     try:

@@ -4,7 +4,7 @@ Export (`export_tasks`) writes a task folder:
 
 - ``tasks.jsonl``: the canonical list, one task per line ({task_id, kind, language, text, payload});
   every import is checked against it;
-- ``.blind-key-salt``: a random secret (owner-readable only) that salts the rating pages' keys
+- ``blind-key-salt``: a random secret (owner-readable only) that salts the rating pages' keys
   (`task_key`); it never reaches the pages;
 - ``tasks.csv``: one row per task, the text and an empty column per field (plus ``annotator``), to
   fill in a spreadsheet;
@@ -74,7 +74,7 @@ RATING_FORMAT = "esc-rating/1"
 
 
 #: the task folder's private file: the random salt of its blind keys, never written into the pages
-SALT_FILE = ".blind-key-salt"
+SALT_FILE = "blind-key-salt"  # not a dotfile: `cp TASKS/*` and archives keep it
 
 
 def task_key(tasks_sha256: str, task_id: str, salt: str | None = None) -> str:
@@ -104,8 +104,12 @@ def read_salt(tasks: Path) -> str | None:
 
 
 def write_salt(folder: Path) -> None:
-    """A new random salt in the task folder, readable by its owner only."""
+    """A random salt in the task folder, readable by its owner only; a folder's salt is kept (an
+    export with --force into it writing the same tasks keeps its pages' keys)."""
     path = Path(folder) / SALT_FILE
+    if path.is_file():
+        read_salt(folder)  # a file there that is no salt is refused
+        return
     atomic_write_bytes(path, (secrets.token_hex(32) + "\n").encode("ascii"))
     path.chmod(0o600)
 
@@ -213,7 +217,7 @@ def export_tasks(tasks: Sequence[Task], out: Path) -> dict[str, Path]:
         raise UserError("two tasks have the same id (the same dialogue or card given twice?)")
     out = Path(out)
     (out / "labelstudio").mkdir(parents=True, exist_ok=True)
-    write_salt(out)  # a new task set: new blind keys
+    write_salt(out)  # the folder's blind keys
     files = {
         "tasks": out / "tasks.jsonl",
         "csv": out / "tasks.csv",
@@ -398,7 +402,7 @@ def _rater(value: Any, path: Path, where: str) -> str:
 
 def _rating_row(
     tasks: dict[str, Task], path: Path, where: str, row: dict[str, Any], tasks_sha256: str | None,
-    keys: dict[str, str], skipped: dict[tuple[str, str], tuple[Path, str]],
+    keys: dict[str, str], skipped: dict[tuple[str, str], tuple[Path, str]], salted: bool = True,
 ) -> list[Label]:  # fmt: skip
     """The labels of one record the rating pages exported ([] for a skipped dialogue); `skipped`
     collects the (task, rater) skipped, and where."""
@@ -410,7 +414,8 @@ def _rating_row(
         )  # fmt: skip
     task_id = keys.get(str(row.get("task")))
     if task_id is None:
-        raise DataError(path, where, f"task {row.get('task')!r} is none of this task folder's")
+        lost = "" if salted else f" (the task folder has no {SALT_FILE}: if its pages had one, put it back)"
+        raise DataError(path, where, f"task {row.get('task')!r} is none of this task folder's{lost}")
     rater = _rater(row.get("rater"), path, where)
     skip = row.get("skipped", False)
     if not isinstance(skip, bool):
@@ -462,7 +467,7 @@ def import_labels(
                         "rated on pages of a newer or other tool",
                     )  # fmt: skip
                 if form == RATING_FORMAT:
-                    new = _rating_row(tasks, path, where, row, tasks_sha256, keys, skips)
+                    new = _rating_row(tasks, path, where, row, tasks_sha256, keys, skips, salt is not None)
                 else:
                     values = {k: v for k, v in row.items() if k not in fields}
                     new = _check(

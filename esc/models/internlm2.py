@@ -19,8 +19,9 @@ serves q, k and v alike and `B`'s rows split like `wqkv`'s, so three adapters on
 an unknown rope scaling, per-module ranks, DoRA, other modules, weights that do not match their
 adapter config) is refused with one `error:` line, never guessed.
 
-Every conversion is written in a folder made for it beside the output (`.OUT.converting-XXXX`) and
-renamed to OUT only when complete; nothing it did not make is removed. The judge's cached copies
+Every conversion is written in a folder made for it beside the output (`.OUT.converting-HOST-PID-XXXX`)
+and renamed to OUT only when complete; nothing it did not make is removed, except the folders of
+this kind that a killed conversion on this host left (its process gone). The judge's cached copies
 are keyed on the content of the files converted (`content_key`).
 """
 
@@ -32,6 +33,7 @@ import logging
 import os
 import re
 import shutil
+import socket
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -73,7 +75,44 @@ LAYER_WEIGHTS = ("attention.wqkv", *RENAMES)  # every layer has each of these (.
 MARKER = "converted_from_internlm2.json"  # in every folder this writes: what it may replace
 # bump when what the conversion writes changes: the judge's cached conversions are then made again
 CONVERTER_VERSION = 2
-STAGING = ".converting-"  # a conversion is written in `.OUT.converting-XXXX` beside OUT, then renamed
+STAGING = ".converting-"  # a conversion is written in `.OUT.converting-HOST-PID-XXXX` beside OUT
+REPLACED = ".replaced-"  # an earlier OUT waits in `.OUT.replaced-HOST-PID-XXXX/OUT` meanwhile
+
+
+def _owner_tag() -> str:
+    """`HOST-PID`: whose temporary folder it is (a shared file system sees several hosts)."""
+    return f"{socket.gethostname().replace('-', '_')}-{os.getpid()}"
+
+
+def _dead_here(tag: str) -> bool:
+    """Whether the conversion that made a folder tagged `HOST-PID-...` ran on this host and is gone."""
+    host, _, rest = tag.partition("-")
+    pid = rest.partition("-")[0]
+    if host != socket.gethostname().replace("-", "_") or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # another user's process
+        return False
+    return False
+
+
+def _remove_leftovers(out: Path) -> None:
+    """What a killed conversion on this host left beside `out`: its half-written folder is removed;
+    an earlier `out` it had moved aside is put back when `out` is missing (the kill came between the
+    two renames), removed otherwise."""
+    for path in sorted(out.parent.glob(f".{out.name}.*")):
+        name = path.name.removeprefix(f".{out.name}")
+        for kind in (STAGING, REPLACED):
+            if not name.startswith(kind) or not path.is_dir() or not _dead_here(name.removeprefix(kind)):
+                continue
+            earlier = path / out.name
+            if kind == REPLACED and earlier.is_dir() and not out.exists():
+                os.rename(earlier, out)
+                log.warning("%s: put back the earlier conversion a killed run had moved aside", out)
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def check_output(out: Path, *sources: Path) -> None:
@@ -109,7 +148,8 @@ def _staged(out: Path, source: Path, kind: str, *sources: Path) -> Iterator[Path
     otherwise. Nothing else beside `out` is touched: `out` appears whole, new or as it was."""
     check_output(out, source, *sources)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}{STAGING}", dir=out.parent))
+    _remove_leftovers(out)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}{STAGING}{_owner_tag()}-", dir=out.parent))
     try:
         yield tmp
         _mark(tmp, source, kind)
@@ -126,7 +166,7 @@ def _replace(new: Path, out: Path) -> None:
     if not out.exists():
         os.rename(new, out)
         return
-    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.replaced-", dir=out.parent))
+    old = Path(tempfile.mkdtemp(prefix=f".{out.name}{REPLACED}{_owner_tag()}-", dir=out.parent))
     os.rename(out, old / out.name)
     try:
         os.rename(new, out)

@@ -208,6 +208,7 @@ def build_site(
         index = building / "index.html"
         index_bytes = index.stat().st_size if index.is_file() else 0  # no overview kind: no index
         if out.exists():
+            _check_out(out, sources)  # again: a file put there while the site was built is refused too
             old = out.parent / f".{out.name}.old-{os.getpid()}"
             out.rename(old)
             building.rename(out)
