@@ -117,7 +117,7 @@ test-gpu: install data
 # vLLM gets its own environment: it pins its own torch stack. Its CPU build pulls CUDA builds of
 # torchvision/torchaudio/torchcodec that it does not need for text models and that fail to import.
 # The build is pinned (VLLM_PIN: an unpinned install once brought a vLLM that broke adapter judging
-# unseen). The environment (~5 GB) lives outside the clone, one per pin (VLLM_ENV), so that a second
+# unseen). The environment (3.4 GB) lives outside the clone, one per pin (VLLM_ENV), so that a second
 # clone or CI on the same machine reuses it; `.venv-vllm` is a link to it (a real `.venv-vllm`
 # folder from before is used as it is). `make vllm-env` installs this clone's package into it
 # (editable: this clone's code; every time, a few seconds when nothing changed), its dependencies
