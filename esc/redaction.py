@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import html
 import logging
 import os
 import re
@@ -38,6 +39,8 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import unquote, unquote_to_bytes
+
+import markupsafe
 
 MASK = "***"
 #: key names that hold credentials (matched at the end of the name, case-insensitive)
@@ -302,10 +305,20 @@ class Spelling:
         return "".join([*parts, text[last:]])
 
 
+def _html_forms(value: str) -> set[str]:
+    """`value` as an HTML page writes it (Jinja's autoescape and `html.escape` spell `'` and `"`
+    differently): a page is masked after it is rendered, so a key holding `&`, `<` or a quote is
+    searched in these forms too."""
+    forms = {html.escape(value, quote=True), str(markupsafe.escape(value))}
+    return forms - {value}
+
+
 @functools.lru_cache(maxsize=64)
 def _spelling(values: tuple[str, ...]) -> Spelling | None:
-    credentials = tuple(sorted({v for v in values if looks_like_credential(v)}, key=len, reverse=True))
-    return Spelling(credentials) if credentials else None
+    credentials = {v for v in values if looks_like_credential(v)}
+    credentials |= {form for v in credentials for form in _html_forms(v)}
+    ordered = tuple(sorted(credentials, key=len, reverse=True))
+    return Spelling(ordered) if ordered else None
 
 
 def spelling_of(values: Iterable[str]) -> Spelling | None:

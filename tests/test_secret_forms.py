@@ -164,3 +164,18 @@ def test_a_key_echoed_in_any_form_reaches_no_file_and_a_placeholder_rewrites_no_
     assert "DUMMY_TOKEN" in line.split(told)[1].replace(",", " ").split()  # the name, never a value
     for form in (KEY, *FORMS.values()):
         assert form not in run.stdout + run.stderr
+
+
+def test_a_key_with_html_characters_is_masked_in_a_rendered_page() -> None:
+    """Pages are masked after Jinja renders them (autoescape), so a key holding `&`, `<` or a quote
+    is found as the page spells it (`&amp;`, `&#39;`, `&#x27;`, ...), not only as written."""
+    import html
+
+    import jinja2
+
+    key = "p&ss'w0rd<\"9Zk4Qm7Tx2"
+    page = jinja2.Environment(autoescape=True).from_string("<p>{{ text }}</p>")
+    for rendered in (page.render(text=f"the model said {key}"), html.escape(f"the model said {key}")):
+        assert key not in rendered  # escaped: the key as written is not there
+        masked = scrub_text(rendered, [key])
+        assert "the model said ***" in masked and "9Zk4Qm7Tx2" not in masked, masked
