@@ -1433,11 +1433,18 @@ CARDS_TO_INTERRUPT = 8  # one-turn dialogues of the tiny model: several left whe
 
 
 @pytest.mark.skipif(not HAS_DATA, reason="the tiny model needs the third-party data: run `make data`")
-def test_sigint_then_rerun_keeps_the_dialogues_written(
-    tmp_path: Path, fx: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_a_signal_mid_run_then_rerun_keeps_the_dialogues_written(
+    stop: signal.Signals,
+    tmp_path: Path,
+    fx: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
 ) -> None:
-    """Ctrl-C mid-run: exit code 130 and one line, no traceback; the rerun (in this process, to save
-    the imports) resumes after the lines already written, which stay byte for byte."""
+    """Ctrl-C (SIGINT), or SIGTERM (`timeout`, `scancel`, SLURM's time limit), mid-run: exit code 128 +
+    the signal and one line, no traceback; the manifest says "interrupted", not "running", and no
+    `.lock.owner` names the dead process; the rerun (in this process, to save the imports) resumes
+    after the lines already written, which stay byte for byte."""
     out = tmp_path / "out"
     path = out / "dialogues" / "tiny__tiny__en.jsonl"
     (tmp_path / "cards.json").write_text(
@@ -1456,16 +1463,22 @@ def test_sigint_then_rerun_keeps_the_dialogues_written(
     while proc.poll() is None and not (path.exists() and path.stat().st_size) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert proc.poll() is None, "the run ended before it could be interrupted"
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(stop)
     stderr = proc.communicate(timeout=120)[1]
-    assert proc.returncode == 130 and "Traceback" not in stderr, stderr[-1500:]
-    assert stderr.rstrip().splitlines()[-1].startswith("error: interrupted")
+    assert proc.returncode == 128 + stop and "Traceback" not in stderr, (proc.returncode, stderr[-1500:])
+    assert stderr.rstrip().splitlines()[-1].startswith("error: interrupted"), stderr[-1500:]
+    if stop == signal.SIGTERM:
+        assert "error: interrupted (SIGTERM)" in stderr
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["status"] == "interrupted", manifest["status"]
+    assert not (out / ".lock.owner").exists(), "a stale lock owner names the dead process"
     written = path.read_bytes()
     assert 1 <= written.count(b"\n") < CARDS_TO_INTERRUPT
 
     code, stderr, _ = run_in_process(entry, monkeypatch, capsys)
     assert code == 0, stderr[-1500:]
     assert path.read_bytes().startswith(written) and path.read_bytes().count(b"\n") == CARDS_TO_INTERRUPT
+    assert json.loads((out / "manifest.json").read_text(encoding="utf-8"))["status"] == "completed"
 
 
 def test_export_names_include_the_roleplayer(

@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -18,50 +17,9 @@ from pathlib import Path
 import pytest
 
 from esc.paths import REPO_ROOT
-from tests.test_bad_inputs import EN_CARD, EV_RUN, HAS_DATA, _command, _fill, fx, run_in_process
+from tests.test_bad_inputs import HAS_DATA, fx
 
 __all__ = ["fx"]  # the fixture of the bad-input table: its card files
-
-CARDS_TO_STOP = 8  # one-turn dialogues of the tiny model: several left when the first is written
-
-
-@pytest.mark.skipif(not HAS_DATA, reason="the tiny model needs the third-party data: run `make data`")
-def test_sigterm_records_the_stop_releases_the_folder_and_the_rerun_resumes(
-    tmp_path: Path, fx: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
-) -> None:
-    """SIGTERM mid-run (what `timeout` and `scancel` send): one line and exit code 143, no traceback;
-    the manifest says "interrupted", not "running"; no `.lock.owner` names a dead process; the rerun
-    (in this process) resumes after the lines written, which stay byte for byte."""
-    out = tmp_path / "out"
-    path = out / "dialogues" / "tiny__tiny__en.jsonl"
-    (tmp_path / "cards.json").write_text(
-        json.dumps([{**EN_CARD, "id": 32999 + i} for i in range(CARDS_TO_STOP)], ensure_ascii=False),
-        encoding="utf-8",
-    )
-    entry = _fill((*EV_RUN, "cards.paths=[{tmp}/cards.json]", "engine.wave_size=1"), fx, tmp_path)
-    env = {**os.environ, "HYDRA_FULL_ERROR": "0", "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(
-        _command(entry), cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    )
-    deadline = time.monotonic() + 240
-    while proc.poll() is None and not (path.exists() and path.stat().st_size) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert proc.poll() is None, "the run ended before it could be stopped"
-    proc.send_signal(signal.SIGTERM)
-    stderr = proc.communicate(timeout=120)[1]
-    assert proc.returncode == 128 + signal.SIGTERM, (proc.returncode, stderr[-1500:])
-    assert "Traceback" not in stderr, stderr[-1500:]
-    assert stderr.rstrip().splitlines()[-1].startswith("error: interrupted (SIGTERM)"), stderr[-1500:]
-    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["status"] == "interrupted", manifest["status"]
-    assert not (out / ".lock.owner").exists(), "a stale lock owner names the dead process"
-    written = path.read_bytes()
-    assert 1 <= written.count(b"\n") < CARDS_TO_STOP
-
-    code, stderr, _ = run_in_process(entry, monkeypatch, capsys)
-    assert code == 0, stderr[-1500:]
-    assert path.read_bytes().startswith(written) and path.read_bytes().count(b"\n") == CARDS_TO_STOP
-    assert json.loads((out / "manifest.json").read_text(encoding="utf-8"))["status"] == "completed"
 
 
 def test_a_second_sigterm_during_the_cleanup_does_not_cut_it_short(tmp_path: Path) -> None:
