@@ -42,8 +42,8 @@ log = logging.getLogger(__name__)
 
 class NoValidJudgments(UserError):
     """A judge whose every judgment is invalid: the files are written (the reasons are in the score
-    files), the leaderboard is all n/a; exit code 1, after the summary, so that no script takes the
-    run for a result."""
+    files), its leaderboard row is all n/a (a jury pools the others); exit code 1, after the summary,
+    so that no script takes the run for a result."""
 
     exit_code = 1
 
@@ -113,7 +113,7 @@ def invalid_judgments(records: Sequence[ScoreRecord]) -> str | None:
     if not unusable:
         return None
     return (
-        f"no valid judgment: {'; '.join(unusable)}; the leaderboard is all n/a (the reasons are in the "
+        f"no valid judgment: {'; '.join(unusable)}; its leaderboard row is all n/a (the reasons are in the "
         "score files): change the judge or its settings (e.g. judge.min_answer_mass) and judge into a new "
         "folder (hydra.run.dir=NEW_DIR)"
     )
