@@ -149,10 +149,12 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, scrub(text).encode("utf-8"))
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
     """Replace `path` with `data` in one step, through a temp file unique to this process and call
     (two writers never share a temp file; a reader sees the old or the new file, never half). A write
-    that fails (a full disk) leaves the old file as it was and names `path`."""
+    that fails (a full disk) leaves the old file as it was and names `path`. `mode`: the file's
+    permissions, set before it appears (a secret is never readable by others, even for a moment);
+    default: the old file's, else the umask's."""
     path = Path(path)
     if path.is_dir():  # os.replace would name the temp file
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
@@ -162,7 +164,9 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             _write_all(fd, data, path)
         finally:
             os.close(fd)
-        os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_UMASK)
+        if mode is None:
+            mode = path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_UMASK
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except OSError as err:
         Path(tmp).unlink(missing_ok=True)

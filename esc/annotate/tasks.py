@@ -110,8 +110,7 @@ def write_salt(folder: Path) -> None:
     if path.is_file():
         read_salt(folder)  # a file there that is no salt is refused
         return
-    atomic_write_bytes(path, (secrets.token_hex(32) + "\n").encode("ascii"))
-    path.chmod(0o600)
+    atomic_write_bytes(path, (secrets.token_hex(32) + "\n").encode("ascii"), mode=0o600)
 
 
 # --- making tasks ------------------------------------------------------------------------------------

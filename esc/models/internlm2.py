@@ -300,7 +300,7 @@ def convert_checkpoint(src: str | Path, out: str | Path, adapters: str | Path | 
     """Write `src` (an InternLM2 folder) as a LlamaForCausalLM folder `out`: config, weights (one
     safetensors file), the generation config and, where `src` has InternLM2's tokenizer.model, the
     tokenizer as a native one (`convert_tokenizer`); with `adapters`, every adapter folder under it
-    into `out/adapters/` (`convert_adapter_tree`). All of it is written in a folder of its own and
+    into `out/adapters/` (`_write_adapter_tree`). All of it is written in a folder of its own and
     replaces `out` only when everything converted: a refusal leaves `out` as it was. Returns `out`."""
     src, out = Path(src), Path(out)
     roots = (Path(adapters),) if adapters is not None else ()
@@ -444,17 +444,6 @@ def _write_adapter(src: Path, dest: Path, config: Mapping[str, Any]) -> None:
     dest.mkdir(parents=True, exist_ok=True)
     save_file(converted, str(dest / "adapter_model.safetensors"), metadata={"format": "pt"})
     (dest / "adapter_config.json").write_text(json.dumps(adapter, indent=2) + "\n", encoding="utf-8")
-
-
-def convert_adapter_tree(root: str | Path, out: str | Path, config: Mapping[str, Any]) -> list[Path]:
-    """Convert every adapter folder under `root` (any folder with adapter_config.json, e.g. the
-    released ESC-RANK's 14) into the same relative place under `out`, all in a folder of its own
-    that replaces `out` only when all converted: one that cannot convert stops the whole tree with
-    its error and leaves `out` as it was."""
-    root, out = Path(root), Path(out)
-    with _staged(out, root, "adapters") as tmp:
-        written = _write_adapter_tree(root, tmp, config)
-    return [out / p.relative_to(tmp) for p in written]
 
 
 def _write_adapter_tree(root: Path, dest: Path, config: Mapping[str, Any]) -> list[Path]:
