@@ -4,8 +4,9 @@ it writes, so that a refactor can show it changed no output.
     .venv/bin/python benchmarks/golden_run.py record   # before: writes benchmarks/golden/tiny.json
     .venv/bin/python benchmarks/golden_run.py check    # after: the same run, compared file by file
 
-The chain, each step a real command line: evaluate.py (dialogues) -> rank.py (scores, leaderboard,
-charts) -> rank.py mode=agreement (the tiny judge against the ESConv human scores) -> rank.py
+The chain, each step a real command line: evaluate.py (dialogues; a second set from a canned
+target, with the seeker's emotion rated) -> rank.py mode=safety, mode=pairwise (the two sets),
+mode=trajectory -> rank.py (scores, leaderboard, charts) -> rank.py mode=agreement (the tiny judge against the ESConv human scores) -> rank.py
 mode=correlation -> card construction -> annotation export of the dialogues. Every file under the
 run folders is compared byte for byte, except the files named in VOLATILE, whose content records
 when, where and how long (manifests, logs, the run folder's lock), and the VOLATILE_KEYS of JSON(L)
@@ -54,6 +55,16 @@ def _steps(out: Path) -> list[tuple[str, list[str]]]:
         ("evaluate", ["evaluate.py", "roleplayer=tiny", "target=tiny", "cards.limit=2",
                       "dialogue.turns=2", "cache.enabled=false", "engine.progress=false",
                       f"hydra.run.dir={dialogues}"]),
+        ("evaluate_b", ["evaluate.py", "roleplayer=tiny", "target=canned_supportive", "cards.limit=2",
+                        "cards.languages=[en]", "dialogue.turns=2", "trajectory.enabled=true",
+                        "cache.enabled=false", "engine.progress=false", f"hydra.run.dir={out / 'evaluate_b'}"]),
+        ("safety", ["rank.py", "mode=safety", "judge=tiny", f"dialogues={dialogues}", "safety.bootstrap=50",
+                    "scoring.progress=false", f"hydra.run.dir={out / 'safety'}"]),
+        ("pairwise", ["rank.py", "mode=pairwise", "judge=tiny", f"dialogues=[{dialogues},{out / 'evaluate_b'}]",
+                      "dimensions=[empathy,overall]", "pairwise.bootstrap=50", "scoring.progress=false",
+                      f"hydra.run.dir={out / 'pairwise'}"]),
+        ("trajectory", ["rank.py", "mode=trajectory", f"dialogues={out / 'evaluate_b'}",
+                        "trajectory.bootstrap=50", f"hydra.run.dir={out / 'trajectory'}"]),
         ("rank", ["rank.py", "judge=tiny", f"dialogues={dialogues}", "scoring.progress=false",
                   "leaderboard.bootstrap=50", f"hydra.run.dir={out / 'rank'}"]),
         ("agreement", ["rank.py", "mode=agreement", "judge=tiny", "agreement.split=test",
