@@ -23,7 +23,7 @@ from omegaconf import DictConfig  # noqa: E402
 
 from esc.config_schema import validate  # noqa: E402
 from esc.errors import exit_on_user_error  # noqa: E402
-from esc.interact.run import evaluate  # noqa: E402
+from esc.evaluate.run import evaluate  # noqa: E402
 from esc.lifecycle import report, run_hydra  # noqa: E402
 
 

@@ -39,8 +39,8 @@ from omegaconf import DictConfig  # noqa: E402
 from esc.config_schema import validate  # noqa: E402
 from esc.errors import exit_on_user_error  # noqa: E402
 from esc.lifecycle import report, run_hydra  # noqa: E402
-from esc.modes.rank import rank  # noqa: E402
-from esc.modes.score import ScoreResult  # noqa: E402
+from esc.rank.run import rank  # noqa: E402
+from esc.tasks.score.task import ScoreResult  # noqa: E402
 
 
 @hydra.main(config_path="conf", config_name="rank", version_base="1.3")

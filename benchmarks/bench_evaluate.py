@@ -16,7 +16,7 @@ message on both sides, the model's decoding settings (SmolLM2's `no_repeat_ngram
 - *official shape*: the loop of haidequanbu/ESC-Eval `evaluate.py`, written out here: one card at a
   time, one `generate` call per message, batch 1, each prompt the whole history through the chat
   template (re-encoded from text every turn), the reply decoded and appended.
-- *ours*: `esc.interact.run.evaluate`, as `evaluate.py` runs it: all cards' dialogues in one wave,
+- *ours*: `esc.evaluate.run.evaluate`, as `evaluate.py` runs it: all cards' dialogues in one wave,
   one batched call per side per turn, the request cache off. `--backend hf` (default): each
   conversation's keys and values kept from its last turn (`backend.prefix_cache_gb`). `--backend
   vllm` (run with the vLLM environment's Python, `make vllm-env`): both sides on one
@@ -99,7 +99,7 @@ from esc.cards import load_cards  # noqa: E402
 from esc.chat.build import build_backend  # noqa: E402
 from esc.dialogues.store import read_dialogues  # noqa: E402
 from esc.errors import ArgumentParser, exit_with_error  # noqa: E402
-from esc.interact.run import evaluate  # noqa: E402
+from esc.evaluate.run import evaluate  # noqa: E402
 from esc.jsonl import atomic_write_text  # noqa: E402
 from esc.models.loading import load_for_inference  # noqa: E402
 from esc.prompts import render_roleplayer_prompt  # noqa: E402

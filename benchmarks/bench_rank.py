@@ -52,7 +52,7 @@ from omegaconf import OmegaConf  # noqa: E402
 from esc.annotate.human_scores import default_esconv_path, read_annotations  # noqa: E402
 from esc.errors import UserError, exit_on_user_error  # noqa: E402
 from esc.models.loading import load_causal_lm, load_tokenizer  # noqa: E402
-from esc.official.scores import official_parse  # noqa: E402
+from esc.official_formats.scores import official_parse  # noqa: E402
 from esc.scoring.judge import VALID, ScoreItem  # noqa: E402
 from esc.scoring.judges import build_judge  # noqa: E402
 from esc.scoring.rubrics import DIMENSION_KEYS, dialogue_text, prompt_style  # noqa: E402

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from esc.reports.site import build_site  # noqa: E402
+from esc.site import build_site  # noqa: E402
 from tests.synthetic_run import synthetic_run  # noqa: E402
 
 

@@ -37,8 +37,8 @@ from hydra.utils import instantiate  # noqa: E402
 
 from benchmarks.common import cpu_trainer  # noqa: E402
 from esc.errors import exit_on_user_error  # noqa: E402
+from esc.esc_role_samples.tokenize import IGNORE_INDEX  # noqa: E402
 from esc.models.loading import load_tokenizer  # noqa: E402
-from esc.sft.tokenize import IGNORE_INDEX  # noqa: E402
 from tests.helpers import compose  # noqa: E402
 
 

@@ -6,7 +6,8 @@ it writes, so that a refactor can show it changed no output.
 
 The chain, each step a real command line: evaluate.py (dialogues; a second set from a canned
 target, with the seeker's emotion rated) -> rank.py mode=safety, mode=pairwise (the two sets),
-mode=trajectory -> rank.py (scores, leaderboard, charts) -> rank.py mode=agreement (the tiny judge against the ESConv human scores) -> rank.py
+mode=trajectory -> rank.py (scores, leaderboard, charts) -> rank.py mode=agreement (the tiny judge
+against the ESConv human scores) -> rank.py
 mode=correlation -> card construction -> annotation export of the dialogues. Every file under the
 run folders is compared byte for byte, except the files named in VOLATILE, whose content records
 when, where and how long (manifests, logs, the run folder's lock), and the VOLATILE_KEYS of JSON(L)
@@ -39,6 +40,7 @@ VOLATILE = (
     "*/manifest.json",  # times, host, git commit, pip freeze
     "*.log",  # Hydra's job log: timestamps
     "*/.lock",
+    "*/blind-key-salt",  # a random salt per annotation export (esc/annotate)
     "*/.hydra/*",  # the resolved config holds the run folder's absolute path
     "*/wandb/*",
     "*/charts/*.png",  # matplotlib's metadata names its version; the figures' data are in the CSV/JSON
@@ -57,10 +59,12 @@ def _steps(out: Path) -> list[tuple[str, list[str]]]:
                       f"hydra.run.dir={dialogues}"]),
         ("evaluate_b", ["evaluate.py", "roleplayer=tiny", "target=canned_supportive", "cards.limit=2",
                         "cards.languages=[en]", "dialogue.turns=2", "trajectory.enabled=true",
-                        "cache.enabled=false", "engine.progress=false", f"hydra.run.dir={out / 'evaluate_b'}"]),
+                        "cache.enabled=false", "engine.progress=false",
+                        f"hydra.run.dir={out / 'evaluate_b'}"]),
         ("safety", ["rank.py", "mode=safety", "judge=tiny", f"dialogues={dialogues}", "safety.bootstrap=50",
                     "scoring.progress=false", f"hydra.run.dir={out / 'safety'}"]),
-        ("pairwise", ["rank.py", "mode=pairwise", "judge=tiny", f"dialogues=[{dialogues},{out / 'evaluate_b'}]",
+        ("pairwise", ["rank.py", "mode=pairwise", "judge=tiny",
+                      f"dialogues=[{dialogues},{out / 'evaluate_b'}]",
                       "dimensions=[empathy,overall]", "pairwise.bootstrap=50", "scoring.progress=false",
                       f"hydra.run.dir={out / 'pairwise'}"]),
         ("trajectory", ["rank.py", "mode=trajectory", f"dialogues={out / 'evaluate_b'}",

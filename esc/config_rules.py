@@ -1,7 +1,7 @@
 """The vocabulary of config checks, and the schema of one config node (`Section`).
 
 Each module that reads a config node declares its schema beside its code (`CONFIG` in
-`esc.interact.run`, `esc.train.run`, `esc.judge_training.train`, `esc.modes.rank`,
+`esc.evaluate.run`, `esc.train.run`, `esc.judge_training.train`, `esc.rank.run`,
 `esc.cards.construct.pipeline`; the pieces they share in `esc.chat.cache`, `esc.chat.build`,
 `esc.models.loading`, `esc.scoring.judges`, `esc.lifecycle`), and `esc.config_schema.validate` runs
 the schemas of the entry point's job before any work. A `Section` names a node, the rules its values

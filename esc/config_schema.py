@@ -3,8 +3,8 @@
 `validate(cfg, job)` is the first line of `train.py`, `evaluate.py`, `rank.py` and `build_cards.py`:
 it stops at the first problem with a `ConfigError` naming the key (one line, exit code 2), so a
 typo'd value never reaches a model load or writes a file. The rules themselves live beside the code
-that reads the values (`CONFIG` of `esc.train.run`, `esc.judge_training.train`, `esc.interact.run`,
-`esc.modes.rank`, `esc.cards.construct.pipeline`, built from the shared sections of `esc.chat`,
+that reads the values (`CONFIG` of `esc.train.run`, `esc.judge_training.train`, `esc.evaluate.run`,
+`esc.rank.run`, `esc.cards.construct.pipeline`, built from the shared sections of `esc.chat`,
 `esc.models.loading` and `esc.scoring.judges`; the vocabulary is `esc.config_rules`). In order:
 
 1. an experiment of another entry point (`rank.py +exp=train/esc_role`);
@@ -45,8 +45,8 @@ JOBS: tuple[str, ...] = ("train", "evaluate", "rank", "cards")
 #: import Lightning); the layers contract holds either way, this module being the top layer.
 SCHEMAS: dict[str, tuple[str, ...]] = {
     "train": ("esc.train.run", "esc.judge_training.train"),
-    "evaluate": ("esc.interact.run",),
-    "rank": ("esc.modes.rank",),
+    "evaluate": ("esc.evaluate.run",),
+    "rank": ("esc.rank.run",),
     "cards": ("esc.cards.construct.pipeline",),
 }
 
@@ -106,7 +106,7 @@ def _needed(cfg: DictConfig, job: str, key: str) -> bool:
     if job != "rank":
         return True
     top = key.split(".", 1)[0]
-    mode = importlib.import_module("esc.modes.mode").configured_mode(cfg)
+    mode = importlib.import_module("esc.tasks.task").configured_mode(cfg)
     if mode is None:  # the `mode` rule names the registered ones
         return False
     if top == "dialogues":

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
-from esc.redaction import scrub
+from esc.secrets.redaction import scrub
 
 F = TypeVar("F", bound=Callable[..., Any])
 

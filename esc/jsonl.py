@@ -2,7 +2,7 @@
 
 Readers (`read_json`, `read_jsonl`, `get_field`) name the file and the record of a bad input.
 Writers: append-only JSON-lines files that survive a killed writer (dialogue and score files). Every
-text written passes the secret filter (`esc.redaction`): a key a model echoed is written `***` (in a
+text written passes the secret filter (`esc.secrets.redaction`): a key a model echoed is written `***` (in a
 record, inside its strings only: `scrub_strings`).
 
 Each write appends whole lines, then fsyncs. A line cut short by a killed process has no newline at
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from esc.errors import ConfigError, DataError, UserError
-from esc.redaction import known_secrets, scrub, scrub_strings
+from esc.secrets.redaction import known_secrets, scrub, scrub_strings
 
 log = logging.getLogger(__name__)
 _UMASK = os.umask(0o022)  # read the process umask (set it back at once): new files get 0o666 & ~umask
@@ -144,7 +144,7 @@ def append_jsonl(path: Path, records: Iterable[Mapping[str, Any]]) -> None:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Replace `path` with `text`, its secrets masked (`esc.redaction.scrub`), in one step (see
+    """Replace `path` with `text`, its secrets masked (`esc.secrets.redaction.scrub`), in one step (see
     `atomic_write_bytes`)."""
     atomic_write_bytes(path, scrub(text).encode("utf-8"))
 

@@ -48,7 +48,7 @@ from esc.errors import (
 from esc.paths import REPO_ROOT
 from esc.rundir import RunFolder, refuse_unswept_sweep, remove_created_folders
 from esc.runinfo import NullManifest, RunManifest
-from esc.secrets import console_masked, remember_secrets
+from esc.secrets.masking import console_masked, remember_secrets
 
 COMPLETED, WITH_FAILURES, INTERRUPTED, FAILED = (
     "completed",

@@ -82,7 +82,8 @@ class Registry(Mapping[str, T]):
     # --- reading (the package scanned first, once) ---------------------------------------------
 
     def scan(self) -> None:
-        """Import every module of `package` once (each registers its plugins as it is imported)."""
+        """Import every module of `package` and its subpackages once (each registers its plugins as
+        it is imported)."""
         if self._scanned:
             return
         with self._scan_lock:  # another thread waits here until the scan is done, never reads half
@@ -91,8 +92,8 @@ class Registry(Mapping[str, T]):
             self._scanning = True
             try:
                 package = importlib.import_module(str(self.package))
-                for info in pkgutil.iter_modules(package.__path__):
-                    importlib.import_module(f"{self.package}.{info.name}")
+                for info in pkgutil.walk_packages(package.__path__, f"{self.package}."):
+                    importlib.import_module(info.name)  # subpackages too: a task is a folder
                 self._scanned = True  # only when every module imported: a failed import is raised again
             finally:
                 self._scanning = False

@@ -27,9 +27,9 @@ import numpy as np
 from esc.cards import RoleCard, load_cards
 from esc.dialogues.record import Dialogue, Turn
 from esc.errors import UserError
-from esc.safety.checklist import question_keys
 from esc.scoring.judge import FAILED, INVALID, VALID, ScoreItem
 from esc.scoring.rubrics import DIMENSION_KEYS
+from esc.tasks.safety.checklist import question_keys
 
 WORDS = (
     "I feel really tired lately and my work keeps piling up , it is hard to sleep . "

@@ -20,7 +20,7 @@ from esc.cli import main as esc_main
 from esc.dialogues.record import dialogue_lines
 from esc.dialogues.store import dialogue_files, read_dialogues
 from esc.errors import DataError
-from esc.interact.run import evaluate
+from esc.evaluate.run import evaluate
 from tests.helpers import evaluate_config, requires_data
 
 pytestmark = requires_data

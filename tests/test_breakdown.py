@@ -15,14 +15,9 @@ from esc.cards import RoleCard, save_cards
 from esc.config_schema import validate
 from esc.dialogues.record import Dialogue, Turn
 from esc.errors import ConfigError
-from esc.modes.mode import LeaderboardSettings
-from esc.modes.score import write_reports
-from esc.reports import judge_agreement as agree
 from esc.reports.breakdown import (
     UNKNOWN,
     Facets,
-    agreement_breakdowns,
-    agreement_markdown,
     annotation_facets,
     breakdowns_markdown,
     cell_text,
@@ -34,6 +29,10 @@ from esc.reports.breakdown import (
 )
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.store import ScoreRecord
+from esc.tasks.agreement import report as agree
+from esc.tasks.agreement.breakdown import agreement_breakdowns, agreement_markdown
+from esc.tasks.score.task import write_reports
+from esc.tasks.task import LeaderboardSettings
 from tests.helpers import compose
 
 PROMPT = {"style": "official", "version": 1}

@@ -122,7 +122,7 @@ def test_a_name_at_the_limit_fits_every_file_built_from_it(tmp_path: Path) -> No
     store = DialogueStore(path)
     store.add(Dialogue(32999, "en", name, name, "card", "Hello", None, [], "failed"))  # .failed.jsonl
     assert store.failed_path.is_file()
-    score = tmp_path / "scores" / f"{path.stem}__{name}.jsonl"  # esc.modes.score's score file
+    score = tmp_path / "scores" / f"{path.stem}__{name}.jsonl"  # esc.tasks.score.task's score file
     score.parent.mkdir()
     atomic_write_text(score, "")  # through its temporary copy, the longest name
     assert score.is_file()

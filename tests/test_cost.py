@@ -22,10 +22,10 @@ from esc.chat.cost import (
 )
 from esc.dialogues.record import Dialogue, Turn
 from esc.errors import ConfigError
-from esc.interact.run import evaluate
-from esc.modes.rank import rank
-from esc.safety.checklist import question_keys
+from esc.evaluate.run import evaluate
+from esc.rank.run import rank
 from esc.scoring.rubrics import DIMENSION_KEYS
+from esc.tasks.safety.checklist import question_keys
 from tests.helpers import compose, evaluate_config
 from tests.scripted_backend import ScriptedBackend
 

@@ -11,6 +11,15 @@ from esc.corpora.esconv import esconv_path
 from esc.corpora.roleplay import CHARACTEREVAL_DATA, CHARACTEREVAL_PROFILES, ROLEBENCH_FILES
 from esc.corpora.smile import smile_dir
 from esc.errors import ConfigError, UserError
+from esc.esc_role_samples.esconv import read_esconv, read_esconv_splits
+from esc.esc_role_samples.mixture import build_samples
+from esc.esc_role_samples.roleplay import (
+    charactereval_samples,
+    rolebench_samples,
+)
+from esc.esc_role_samples.sample import Sample
+from esc.esc_role_samples.smile import read_smile, read_smile_file
+from esc.esc_role_samples.tokenize import IGNORE_INDEX, collate, encode_chat, encode_dataset, pack
 from esc.paths import data_dir
 from esc.prompts import (
     prompt_version,
@@ -19,15 +28,6 @@ from esc.prompts import (
     training_prompt_id,
     training_texts_version,
 )
-from esc.sft.esconv import read_esconv, read_esconv_splits
-from esc.sft.mixture import build_samples
-from esc.sft.roleplay import (
-    charactereval_samples,
-    rolebench_samples,
-)
-from esc.sft.sample import Sample
-from esc.sft.smile import read_smile, read_smile_file
-from esc.sft.tokenize import IGNORE_INDEX, collate, encode_chat, encode_dataset, pack
 
 CHATML = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "

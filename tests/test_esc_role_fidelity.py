@@ -11,14 +11,14 @@ import pytest
 from esc.corpora.roleplay import ROLEBENCH_FILES
 from esc.corpora.smile import smile_dir
 from esc.errors import ConfigError, DataError
+from esc.esc_role_samples.echo import card_echo_turns, echoes_card
+from esc.esc_role_samples.mixture import PAPER_ROLEPLAY_RATIO, build_samples
+from esc.esc_role_samples.roleplay import chat_file_samples, rolebench_samples
+from esc.esc_role_samples.sample import esc_sample
+from esc.esc_role_samples.smile import read_smile
+from esc.esc_role_samples.tokenize import IGNORE_INDEX, encode_chat
 from esc.paths import data_dir
 from esc.prompts import render_roleplayer_prompt
-from esc.sft.echo import card_echo_turns, echoes_card
-from esc.sft.mixture import PAPER_ROLEPLAY_RATIO, build_samples
-from esc.sft.roleplay import chat_file_samples, rolebench_samples
-from esc.sft.sample import esc_sample
-from esc.sft.smile import read_smile
-from esc.sft.tokenize import IGNORE_INDEX, encode_chat
 from tests.helpers import compose
 from tests.test_esc_role_data import tokenizer  # noqa: F401  (fixture)
 
@@ -36,7 +36,7 @@ def _fold(text: str) -> str:
 
 def recites(card: str, turn: str, width: int = 12) -> bool:
     """Whether half of the turn's `width`-character windows occur in the card, or a short turn is
-    the card's problem line: computed independently of `esc.sft.echo` (windows, not matched
+    the card's problem line: computed independently of `esc.esc_role_samples.echo` (windows, not matched
     blocks). Short generic turns ("i feel depressed") are only flagged when they are the problem."""
     c, t = _fold(card), _fold(turn)
     if len(t) < 2 * width:
@@ -148,7 +148,7 @@ def test_smile_cards_from_a_card_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize("language", ["en", "zh"])
 def test_esc_role_local_trains_and_evaluates_with_the_same_prompt(language: str, tmp_path: Path) -> None:
     from esc.cards import load_cards
-    from esc.interact.run import DialogueFactory
+    from esc.evaluate.run import DialogueFactory
 
     cfg = compose(
         ["roleplayer=esc_role_local", f"roleplayer.backend.adapter={tmp_path}", "target=tiny"],

@@ -17,7 +17,7 @@ import pytest
 import tests.scripted_backend  # noqa: F401  (registers backend kind "scripted")
 from esc.dialogues.store import read_dialogues
 from esc.errors import UserError
-from esc.interact.run import evaluate
+from esc.evaluate.run import evaluate
 from tests.helpers import REPO_ROOT, evaluate_config, requires_data, run_entry
 from tests.scripted_backend import ScriptedBackend
 

@@ -7,10 +7,10 @@ import math
 import pytest
 import torch
 
+from esc.esc_role_samples.esconv import read_esconv_splits
+from esc.esc_role_samples.tokenize import IGNORE_INDEX, encode_chat
 from esc.models.loading import load_causal_lm, load_tokenizer
 from esc.paths import data_dir
-from esc.sft.esconv import read_esconv_splits
-from esc.sft.tokenize import IGNORE_INDEX, encode_chat
 from esc.train.heldout import heldout_loss
 from tests.helpers import compose, requires_data
 

@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 
 from esc.dialogues.record import Dialogue, Turn
-from esc.reports import leaderboard as board
-from esc.reports.jury import JURY, leniency, pooled_records, rankings
-from esc.reports.jury import agreement_between_judges as agreement
-from esc.reports.simulators import kendalls_w, simulator_tables, to_markdown, variance_shares
+from esc.scoring.jury import JURY
 from esc.scoring.rubrics import DIMENSION_KEYS
 from esc.scoring.store import ScoreRecord
+from esc.tasks.score import leaderboard as board
+from esc.tasks.score.jury import agreement_between_judges as agreement
+from esc.tasks.score.jury import leniency, pooled_records, rankings
+from esc.tasks.score.simulators import kendalls_w, simulator_tables, to_markdown, variance_shares
 from tests.helpers import requires_data, run_entry
 
 
@@ -168,8 +169,8 @@ def test_a_jury_is_checked_before_any_work() -> None:
     from omegaconf import open_dict
 
     from esc.errors import ConfigError
-    from esc.modes.mode import get_mode
-    from esc.modes.rank import jury_members
+    from esc.rank.run import jury_members
+    from esc.tasks.task import get_mode
     from tests.helpers import compose
 
     cfg = compose(["jury=tiny_pair", "jury.min_valid=3"], config_name="rank")

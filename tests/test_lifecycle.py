@@ -112,7 +112,7 @@ def test_a_stopped_scoring_run_records_how_far_it_got(
     """rank.py interrupted after its first chunk: the manifest says `interrupted` and counts the
     judgments already written."""
     from esc.dialogues.record import Dialogue, Turn
-    from esc.modes.rank import rank
+    from esc.rank.run import rank
 
     turns = [Turn("roleplayer", "I feel stuck.", "stop"), Turn("target", "Tell me more.", "stop")]
     dialogue = Dialogue(32025, "en", "tiny", "tiny", "card prompt", "Hello.", None, turns, "complete")

@@ -21,10 +21,10 @@ from esc.dialogues.record import Dialogue, Turn
 from esc.dialogues.store import read_dialogues
 from esc.errors import ConfigError
 from esc.lifecycle import JobResult
-from esc.modes.mode import Context, Mode, Outcome, Plan, get_mode, modes, register, unregister
 from esc.scoring.judge import ScoreItem
 from esc.scoring.judging import Batch
 from esc.scoring.store import ScoreRecord, ScoreStore
+from esc.tasks.task import Context, Mode, Outcome, Plan, get_mode, modes, register, unregister
 from tests.helpers import compose
 
 QUESTION = "Does this reply ask the seeker a question? Answer yes or no."
@@ -136,7 +136,7 @@ def _cfg(out: Path, *overrides: str):
 
 
 def test_a_registered_mode_runs_through_rank_py_and_resumes(toy_mode, tmp_path: Path) -> None:
-    from esc.modes.rank import rank
+    from esc.rank.run import rank
 
     runs = _dialogues(tmp_path / "evaluate")
     cfg = _cfg(tmp_path / "out", f"dialogues={runs}", "+toy_asks.min_words=2")
@@ -195,7 +195,7 @@ def test_the_mode_list_is_the_registry(toy_mode) -> None:
 def test_a_mode_that_asks_its_own_questions_refuses_score_adapters(toy_mode, tmp_path: Path) -> None:
     """ESC-RANK's per-dimension adapters score 0-4 on a dimension; they cannot answer a mode's own
     questions: refused for any mode that says so, as for mode=safety."""
-    from esc.modes.rank import rank
+    from esc.rank.run import rank
 
     cfg = _cfg(tmp_path / "out", f"dialogues={_dialogues(tmp_path / 'evaluate')}",
                "judge.adapters.layout=single", f"judge.adapters.root={tmp_path}")  # fmt: skip

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from esc.cli import main as esc_main
-from esc.interact.run import evaluate
+from esc.evaluate.run import evaluate
 from tests.helpers import evaluate_config, requires_data
 from tests.scripted_backend import ScriptedBackend  # noqa: F401 (registers kind: scripted)
 from tests.test_scoring_official import CARDS, our_records
@@ -26,9 +26,9 @@ def refused(capsys: pytest.CaptureFixture, args: list[str]) -> str:
 
 def test_scores_import_refuses_an_existing_out_unless_forced(tmp_path: Path, capsys, monkeypatch) -> None:
     """Defect 6: `esc scores import ... --out EXISTING.jsonl` replaced 14 judgments with 7, exit 0."""
-    from esc.official.scores import write_official_scores
+    from esc.official_formats.scores import write_official_scores
 
-    monkeypatch.setattr("esc.official.scores._released_card_ids", lambda language: CARDS)
+    monkeypatch.setattr("esc.official_formats.scores._released_card_ids", lambda language: CARDS)
     official = tmp_path / "llama3_en.json"
     write_official_scores(our_records(), official, CARDS)
     out = tmp_path / "scores.jsonl"
@@ -43,7 +43,7 @@ def test_scores_import_refuses_an_existing_out_unless_forced(tmp_path: Path, cap
 
 def test_an_official_score_file_naming_a_card_twice_is_refused(tmp_path: Path, capsys, monkeypatch) -> None:
     """Defect 11: `{"0": {...1s}, "0": {...4s}}` imported the last silently."""
-    monkeypatch.setattr("esc.official.scores._released_card_ids", lambda language: CARDS)
+    monkeypatch.setattr("esc.official_formats.scores._released_card_ids", lambda language: CARDS)
     path = tmp_path / "llama3_en.json"
     path.write_text('{"0": {"fluency": 1}, "0": {"fluency": 4}}', encoding="utf-8")
     err = refused(capsys, ["scores", "import", str(path), "--out", str(tmp_path / "x.jsonl")])

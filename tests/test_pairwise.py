@@ -14,10 +14,10 @@ import pytest
 
 from esc.dialogues.record import Dialogue, Turn
 from esc.errors import DataError
-from esc.reports.pairwise import Judged, bradley_terry, comparisons, consistency, strengths, win_rates
 from esc.scoring.judge import VALID, Judge, Judgment, ScoreItem, register_judge
-from esc.scoring.pairwise import TIE, pair_items, pairs, verdict
 from esc.scoring.store import ScoreRecord
+from esc.tasks.pairwise.questions import TIE, pair_items, pairs, verdict
+from esc.tasks.pairwise.report import Judged, bradley_terry, comparisons, consistency, strengths, win_rates
 from tests.helpers import compose, requires_data, run_entry
 
 
@@ -136,7 +136,7 @@ def _runs(root: Path, qualities: dict[str, int], cards: int = 6) -> list[Path]:
 def _rank(out: Path, runs: list[Path], bias: str):
     from omegaconf import open_dict
 
-    from esc.modes.rank import rank
+    from esc.rank.run import rank
 
     cfg = compose(["mode=pairwise", f"dialogues=[{','.join(map(str, runs))}]", "dimensions=[empathy,overall]",
                    "pairwise.bootstrap=100", "scoring.progress=false", "cache=off"],
@@ -187,7 +187,7 @@ def test_rank_py_pairwise_with_the_tiny_judge(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     records = [json.loads(line) for line in (out / "pairwise" / "tiny.jsonl").read_text().splitlines()]
     assert len(records) == 2 * 7 * 2 and all(len(r["probs"]) == 3 for r in records)
-    from esc.scoring.pairwise import pairwise_prompts
+    from esc.tasks.pairwise.questions import pairwise_prompts
 
     asked = {"style": "pairwise", "version": 1, "sha256": pairwise_prompts()["sha256"]}
     assert all(r["prompt"] == asked for r in records) and len(asked["sha256"]) == 64
@@ -226,7 +226,7 @@ def test_cards_played_by_one_target_are_listed_and_an_adapter_judge_is_refused(t
     from omegaconf import open_dict
 
     from esc.errors import ConfigError
-    from esc.modes.rank import rank
+    from esc.rank.run import rank
 
     runs = _runs(tmp_path, {"low": 1, "high": 3}, cards=3)
     extra = runs[1] / "dialogues" / "high__seeker__en.jsonl"

@@ -1,7 +1,7 @@
 """The prompt registry (esc/prompts) renders exactly what the two registries it replaced rendered.
 
-`fixtures/roleplayer_prompts_before.json` was written by the old modules (esc/sft/prompts.py and
-esc/interact/prompts.py + roleplayer_prompts.yaml), before they were merged: every role-player
+`fixtures/roleplayer_prompts_before.json` was written by the old modules (esc/esc_role_samples/prompts.py and
+esc/evaluate/prompts.py + roleplayer_prompts.yaml), before they were merged: every role-player
 prompt for synthetic cards in both languages (whitespace and braces included), the training
 texts, and, as sha256 only (third-party data is never committed), the renderings of the first
 released cards and of the real ICL example dialogues.

@@ -8,10 +8,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from esc.reports import leaderboard as board
 from esc.scoring.judge import VALID
 from esc.scoring.rubrics import DIMENSION_KEYS
 from esc.scoring.store import ScoreRecord
+from esc.tasks.score import leaderboard as board
 
 
 def scored(dialogue: str, card: int, dim: str, score: int, target: str = "bot") -> ScoreRecord:
@@ -55,8 +55,8 @@ def test_table_2_resamples_cards_when_a_row_pools_several_dialogues_per_card() -
 
 def judged_pairs(results: list) -> list:
     """Judged verdicts from (x, y, result, card): result x, y, "tie" or None (unread)."""
-    from esc.reports.pairwise import Judged
-    from esc.scoring.pairwise import Pair, Verdict
+    from esc.tasks.pairwise.questions import Pair, Verdict
+    from esc.tasks.pairwise.report import Judged
 
     out = []
     for x, y, result, card in results:
@@ -96,7 +96,7 @@ def independent_fit(targets: list[str], results: Plan, prior: float) -> dict:
 def test_bradley_terry_leaves_out_a_target_without_a_valid_verdict() -> None:
     """Defect 2: a beats b on all 10 cards, d is never validly judged. With the stated prior (1
     pseudo-win each way) a's strength is log(11)/2 = 1.199, as a fit of a and b alone gives; d is n/a."""
-    from esc.reports.pairwise import strengths
+    from esc.tasks.pairwise.report import strengths
 
     results = [("a", "b", "a", c) for c in range(10)] + [("a", "d", None, c) for c in range(10)]
     got = {s.target: s for s in strengths(judged_pairs(results), n_resamples=0)}
@@ -109,7 +109,7 @@ def test_bradley_terry_leaves_out_a_target_without_a_valid_verdict() -> None:
 def test_bradley_terry_prior_is_the_stated_pseudo_wins_with_three_targets() -> None:
     """Defect 3: with three targets, choix's `alpha` is not "1 pseudo-win each way"; the strengths are
     now the exact fit of the data plus those pseudo-wins (scipy, independently)."""
-    from esc.reports.pairwise import strengths
+    from esc.tasks.pairwise.report import strengths
 
     plan = [("a", "b", "a")] * 6 + [("a", "b", "b")] * 2 + [("a", "c", "a")] * 7 + [("a", "c", "tie")]
     plan += [("b", "c", "b")] * 4 + [("b", "c", "c")] * 3 + [("b", "c", "tie")] * 2
@@ -126,7 +126,7 @@ def test_bradley_terry_prior_is_the_stated_pseudo_wins_with_three_targets() -> N
 def test_a_share_at_zero_gives_its_exact_interval_not_a_zero_width_one() -> None:
     """Defect 5: 0 flags in 24 replies on 8 cards was printed "0.0 [0.0, 0.0]%". The exact 95%
     upper bounds are 1 - 0.025^(1/8) = 36.9% by card and 1 - 0.025^(1/24) = 14.2% by reply."""
-    from esc.reports.safety import _rate
+    from esc.tasks.safety.report import _rate
 
     units = [("card", "en", c) for c in range(8) for _ in range(3)]
     rate = _rate([False] * 24, units, ["valid"] * 24, 1000, 0)
@@ -164,8 +164,9 @@ def test_jury_rankings_keep_exact_ties_and_a_tie_is_no_dispute() -> None:
     """Defect 4: judge a scores twin1 and twin2 the same; they were ordered by name, which made a
     dispute with b (twin2 > twin1) and a tau of a plain order. Now a's order keeps the tie, tau is
     tau-b with the tie, and nobody disputes twin1 vs twin2."""
-    from esc.reports.jury import JURY, rankings, to_markdown
-    from esc.reports.leaderboard import Cell, Row
+    from esc.scoring.jury import JURY
+    from esc.tasks.score.jury import rankings, to_markdown
+    from esc.tasks.score.leaderboard import Cell, Row
 
     means = {"a": {"twin1": 75.0, "twin2": 75.0, "mid": 50.0, "low": 25.0},
              "b": {"twin1": 70.0, "twin2": 80.0, "mid": 45.0, "low": 20.0}}  # fmt: skip
@@ -202,7 +203,7 @@ def test_kendalls_w_is_printed_with_its_chance_level_and_a_permutation_p() -> No
     by plain numpy); the report says so, with a permutation p of 1."""
     from scipy.stats import spearmanr
 
-    from esc.reports.simulators import simulator_tables, to_markdown
+    from esc.tasks.score.simulators import simulator_tables, to_markdown
 
     rng = np.random.default_rng(11)
     for m in (2, 3):
@@ -283,7 +284,7 @@ def hand_ordinal_alpha(table: np.ndarray) -> float:
 def test_the_jurys_alpha_is_ordinal_on_stated_scores() -> None:
     """Defect 9: with `jury.reading=stated` the scores are ordinal categories 0-4, but alpha was
     interval-level; it is now the ordinal alpha (checked against the definition)."""
-    from esc.reports.jury import agreement_between_judges as agreement
+    from esc.tasks.score.jury import agreement_between_judges as agreement
 
     a = [0, 1, 1, 2, 3, 4, 4, 2, 0, 3, 1, 4]
     b = [0, 1, 2, 2, 4, 4, 3, 1, 0, 3, 2, 4]
@@ -350,9 +351,9 @@ def test_a_changed_rubric_text_needs_a_new_version_and_re_judges(tmp_path, monke
 @pytest.mark.parametrize(
     ("module", "attribute", "loader", "name"),
     [
-        ("esc.safety.checklist", "CHECKLIST_FILE", "checklist", "safety"),
-        ("esc.scoring.pairwise", "PAIRWISE_FILE", "pairwise_prompts", "pairwise"),
-        ("esc.roleplay_eval.metrics", "ROLEPLAY_METRICS_FILE", "roleplay_metrics", "roleplay_metrics"),
+        ("esc.tasks.safety.checklist", "CHECKLIST_FILE", "checklist", "safety"),
+        ("esc.tasks.pairwise.questions", "PAIRWISE_FILE", "pairwise_prompts", "pairwise"),
+        ("esc.scoring.roleplay_metrics", "ROLEPLAY_METRICS_FILE", "roleplay_metrics", "roleplay_metrics"),
     ],
 )
 def test_every_question_file_refuses_a_text_changed_without_a_new_version(
@@ -399,7 +400,7 @@ def test_pairwise_resamples_as_many_times_as_the_other_reports() -> None:
 def test_a_bradley_terry_resample_without_a_target_is_undefined_for_every_target() -> None:
     """A resample where C (which lost all its verdicts) is absent would centre A and B on another
     scale (A 0.17 instead of 0.61): it counts as undefined for all, never mixed into A's interval."""
-    from esc.reports.pairwise import strengths
+    from esc.tasks.pairwise.report import strengths
 
     results = [("a", "b", "a" if c < 6 else "b", c) for c in range(10)]
     results += [("a", "c", "a", 10 + c) for c in range(3)] + [("b", "c", "b", 13 + c) for c in range(3)]
@@ -434,9 +435,9 @@ def test_the_unscored_note_counts_each_dialogue_once_whatever_the_judges() -> No
 
 def test_a_folder_judged_before_rubric_hashes_still_resumes() -> None:
     """The folder's fingerprint names the rubric by style and version (each judgment keeps the sha256)."""
-    from esc.modes.mode import get_mode
-    from esc.modes.rank import output_settings
+    from esc.rank.run import output_settings
     from esc.scoring.judges import build_judge
+    from esc.tasks.task import get_mode
     from tests.helpers import compose
 
     judge = build_judge(compose(["judge=tiny", "dialogues=x"], config_name="rank").judge)
@@ -448,7 +449,7 @@ def test_a_folder_judged_before_rubric_hashes_still_resumes() -> None:
 def test_a_judge_that_gives_one_answer_is_named_beside_its_numbers() -> None:
     """Issue 37: the demo's leaderboard read "0.00 [0.0, 0.0]" in 5 of 7 dimensions (SmolLM2 as judge),
     which a newcomer reads as a broken tool. The table now says the judge gave one answer there."""
-    from esc.reports.leaderboard import TABLE_ORDER, Cell, Row, one_answer_dimensions, to_markdown
+    from esc.tasks.score.leaderboard import TABLE_ORDER, Cell, Row, one_answer_dimensions, to_markdown
 
     def row(target: str, empathy: float) -> Row:
         cells = {k: Cell(4, 0, 0, 0.0, 0.0, 0.0, cards=4) for k in TABLE_ORDER}

@@ -13,8 +13,8 @@ import torch
 
 from esc.chat.answer_tokens import answer_probabilities, answer_tokens
 from esc.errors import ConfigError
+from esc.esc_role_samples.tokenize import encode_chat
 from esc.scoring.judge import DIGITS
-from esc.sft.tokenize import encode_chat
 
 CHATML = (
     "{% for m in messages %}{{'<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>' + '\\n'}}"

@@ -24,9 +24,9 @@ from esc.annotate.tasks import (
 )
 from esc.errors import DataError
 from esc.hashing import sha256_file
-from esc.reports.judge_agreement import Prediction
-from esc.reports.rater_agreement import rater_rows, to_markdown
 from esc.scoring.rubrics import DIMENSION_KEYS
+from esc.tasks.agreement.raters import rater_rows, to_markdown
+from esc.tasks.agreement.report import Prediction
 
 
 def _task(target: str, language: str, card: int) -> Task:
@@ -180,7 +180,7 @@ def test_the_cli_makes_pages_and_adds_a_raters_file(tasks_dir: Path, tmp_path: P
 def test_the_annotators_agreement_has_intervals_by_card() -> None:
     from esc.annotate.annotator_agreement import agreement
     from esc.annotate.tasks import Label
-    from esc.reports.rater_agreement import annotator_markdown, label_intervals
+    from esc.tasks.agreement.raters import annotator_markdown, label_intervals
 
     scores = [0, 1, 2, 3, 4, 0, 1, 2, 3, 4]
     labels = [Label(f"t{i}", "dialogue", who, "empathy", str(s)) for who in ("ana", "ben")

@@ -84,8 +84,8 @@ def test_a_scan_that_fails_is_not_taken_for_a_finished_one(tmp_path: Path, monke
     [
         ("esc.chat.base", "REGISTRY"),
         ("esc.scoring.judge", "REGISTRY"),
-        ("esc.modes.mode", "MODES"),
-        ("esc.reports.site.pages", "PAGE_KINDS"),
+        ("esc.tasks.task", "MODES"),
+        ("esc.site.pages", "PAGE_KINDS"),
     ],
 )
 def test_every_plugin_kind_uses_the_one_registry(module: str, name: str) -> None:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from esc.reports.site import build_site, slugify
 from esc.scoring.store import latest, read_scores
+from esc.site import build_site, slugify
 from tests.synthetic_run import inject_text, synthetic_run
 
 pytestmark = pytest.mark.browser

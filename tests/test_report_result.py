@@ -21,7 +21,7 @@ from esc.reports.result import (
     table_csv,
     write_result,
 )
-from esc.reports.site.result_html import result_html
+from esc.site.result_html import result_html
 
 REPORT = Report(
     "toy",
@@ -106,7 +106,7 @@ def test_the_page_carries_the_figures_and_escapes_the_text() -> None:
 def test_the_site_prefers_a_readable_result_not_older_than_the_markdown(tmp_path: Path) -> None:
     import os
 
-    from esc.reports.site.pages.reports import report_body
+    from esc.site.pages.reports import report_body
 
     write_result(tmp_path, REPORT)
     md, typed = tmp_path / "toy.md", result_path(tmp_path, "toy")

@@ -1,4 +1,4 @@
-"""The report site (`esc report`, esc/reports/site/): pages that open from disk and show what the
+"""The report site (`esc report`, esc/site/): pages that open from disk and show what the
 run folders hold, model text escaped. Runs are synthetic (`tests.synthetic_run.synthetic_run`:
 the dialogue and score file formats evaluate.py and rank.py write), so nothing here loads a model."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from esc.cli import main
-from esc.reports.site import build_site, slugify
 from esc.scoring.store import latest, read_scores
+from esc.site import build_site, slugify
 from tests.synthetic_run import inject_text, synthetic_run
 
 INJECTION = "<script>alert(1)</script>"
@@ -317,7 +317,7 @@ def test_two_runs_whose_dialogue_files_share_a_name_are_refused(tmp_path: Path) 
 def test_rank_py_writes_its_site_after_the_run_and_a_failed_site_loses_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import esc.modes.rank as rank_job
+    import esc.rank.run as rank_job
 
     rank = synthetic_run(tmp_path / "run", cards=2, targets=["bot"], dims=2, seed=0)
     fields = rank_job.write_site(rank, REPORT_ON, "score")
@@ -340,7 +340,7 @@ def test_rank_py_writes_its_site_after_the_run_and_a_failed_site_loses_nothing(
 
 
 def test_a_leaderboard_run_shows_the_folders_it_read(tmp_path: Path) -> None:
-    import esc.modes.rank as rank_job
+    import esc.rank.run as rank_job
 
     rank = synthetic_run(tmp_path / "run", cards=2, targets=["bot"], dims=2, seed=0)
     out = tmp_path / "board"

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from esc.interact.run import evaluate
+from esc.esc_role_samples.esconv import read_esconv_splits
+from esc.evaluate.run import evaluate
 from esc.paths import data_dir
-from esc.reports.roleplay_eval import table1, win_rates
-from esc.roleplay_eval.questions import PAIRWISE, RoleplayRecord, metric_items, metric_keys, pairwise_items
 from esc.scoring.judge import INVALID, VALID
 from esc.scoring.judges import build_judge
 from esc.scoring.store import ScoreRecord
-from esc.sft.esconv import read_esconv_splits
+from esc.tasks.roleplay.questions import PAIRWISE, RoleplayRecord, metric_items, metric_keys, pairwise_items
+from esc.tasks.roleplay.report import table1, win_rates
 from tests.helpers import evaluate_config, requires_data, run_entry
 from tests.test_scoring_judges import QueuedBackend  # noqa: F401  (registers backend kind "queued_replies")
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from esc.runinfo import RunManifest
-from esc.secrets import redact
+from esc.secrets.masking import redact
 
 
 def test_redact_hides_credentials_but_keeps_env_var_names() -> None:

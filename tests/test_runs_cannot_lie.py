@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from esc.dialogues.store import read_dialogues
-from esc.interact.context import fit_context
-from esc.interact.run import evaluate
+from esc.evaluate.context import fit_context
+from esc.evaluate.run import evaluate
 from tests.helpers import compose, requires_data, run_entry
 
 EN_FILE = "dialogues/tiny__tiny__en.jsonl"

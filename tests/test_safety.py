@@ -13,9 +13,9 @@ import pytest
 
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply
 from esc.dialogues.record import Dialogue, Turn
-from esc.reports.safety import Answer, safety_table
-from esc.safety.checklist import checklist, question_keys, replies, safety_items, selected_questions
 from esc.scoring.store import ScoreRecord
+from esc.tasks.safety.checklist import checklist, question_keys, replies, safety_items, selected_questions
+from esc.tasks.safety.report import Answer, safety_table
 from tests.helpers import compose, requires_data, run_entry
 
 
@@ -58,7 +58,7 @@ def test_each_reply_is_judged_with_the_conversation_up_to_it(tmp_path: Path) -> 
 
 
 def _answer(card: int, item: str, question: str, score: int | None, target: str = "t") -> Answer:
-    from esc.safety.checklist import Reply as SafetyReply
+    from esc.tasks.safety.checklist import Reply as SafetyReply
 
     reply = SafetyReply(item, item.split("#")[0], target, "rp", "en", card, int(item.split("#")[1]), "text")
     status = "valid" if score is not None else "invalid"
@@ -125,7 +125,7 @@ def _rank_cfg(out: Path, dialogues: Path, url: str):
 
 
 def test_planted_replies_are_flagged_through_an_api_judge_and_a_rerun_judges_nothing(tmp_path: Path) -> None:
-    from esc.modes.rank import rank
+    from esc.rank.run import rank
     from tests.fake_openai_server import FakeOpenAIServer
 
     folder = tmp_path / "run" / "dialogues"
@@ -174,7 +174,7 @@ def test_rank_py_safety_with_the_tiny_judge(tmp_path: Path) -> None:
     assert len(records) == 2 * len(question_keys())
     assert all(r["status"] == "valid" and len(r["probs"]) == 2 for r in records)
     # each answer names the question it was asked (the checklist), not the judge's rubric
-    from esc.safety.checklist import checklist
+    from esc.tasks.safety.checklist import checklist
 
     asked = {"style": "safety", "version": 1, "sha256": checklist()["sha256"]}
     assert {json.dumps(r["prompt"]) for r in records} == {json.dumps(asked)} and len(asked["sha256"]) == 64

@@ -11,7 +11,6 @@ import pytest
 
 from esc.chat.closed import ClosedAnswer
 from esc.errors import ConfigError, DataError, UserError
-from esc.reports import leaderboard as board
 from esc.reports.bootstrap import bootstrap_ci
 from esc.scoring.judge import FAILED, INVALID, VALID, Judgment, ScoreItem
 from esc.scoring.judges import build_judge
@@ -23,6 +22,7 @@ from esc.scoring.rubrics import (
     prompt_style,
 )
 from esc.scoring.store import ScoreRecord, ScoreStore, read_scores
+from esc.tasks.score import leaderboard as board
 from tests.helpers import compose, requires_data, run_entry
 
 LINES = (

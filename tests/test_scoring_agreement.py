@@ -25,8 +25,8 @@ from esc.annotate.human_scores import (
 )
 from esc.errors import DataError
 from esc.paths import REPO_ROOT
-from esc.reports import judge_agreement as agree
 from esc.scoring.store import read_scores
+from esc.tasks.agreement import report as agree
 from tests.helpers import requires_data, run_entry
 
 DIALOGUE = [{"role": "user", "content": "I lost my job."}, {"role": "assistant", "content": "That is hard."}]
@@ -451,7 +451,7 @@ def test_rank_py_empty_dialogue_file_is_one_line_error(tmp_path: Path) -> None:
 
 
 def test_sample_dialogues_is_seeded_and_keeps_whole_dialogues() -> None:
-    from esc.reports.judge_agreement_data import sample_dialogues
+    from esc.tasks.agreement.data import sample_dialogues
 
     anns = [
         Annotation(f"d{i}", "en", (("user", "x"),), dim, 2, "a")

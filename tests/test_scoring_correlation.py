@@ -1,5 +1,6 @@
-"""Correlation analysis (esc/reports/textmetrics.py, esc/reports/correlation.py): each text metric
-against a value worked out by hand, the correlations on a toy, n/a cases, and `run_correlation` end
+"""Correlation analysis (esc/tasks/correlation/textmetrics.py, esc/tasks/correlation/report.py): each
+text metric against a value worked out by hand, the correlations on a toy, n/a cases, and
+`run_correlation` end
 to end on small files (the two levels on an inputs x systems design: tests/test_scoring_statistics.py).
 Offline, CPU."""
 
@@ -19,9 +20,9 @@ from esc.annotate.human_scores import default_esconv_path
 from esc.config_rules import load_section
 from esc.config_schema import validate
 from esc.errors import ConfigError, DataError
-from esc.modes.correlation import CorrelationSettings, run_correlation
-from esc.reports import correlation as corr
-from esc.reports.textmetrics import bleu, distinct, meteor, rouge_l, tokenize
+from esc.tasks.correlation import report as corr
+from esc.tasks.correlation.task import CorrelationSettings, run_correlation
+from esc.tasks.correlation.textmetrics import bleu, distinct, meteor, rouge_l, tokenize
 from tests.helpers import compose
 
 HYP = ["the cat sat on the mat"]

@@ -148,8 +148,8 @@ def test_what_a_run_spends_stays_under_its_estimate(tmp_path: Path, capsys: pyte
     """Both sides of evaluate.py (English and Chinese cards, 3 turns) and then judge=gpt4 on those
     dialogues, all through the fake OpenAI server, which reports the tokens the served model read.
     The estimate was $1.30 where $1.378 was spent: its rule undercounted prompts."""
-    from esc.interact.run import evaluate
-    from esc.modes.rank import rank
+    from esc.evaluate.run import evaluate
+    from esc.rank.run import rank
     from tests.fake_openai_server import FakeOpenAIServer
 
     with FakeOpenAIServer() as server:
@@ -201,7 +201,7 @@ def test_a_config_from_gpt4_yaml_with_another_model_is_refused_before_any_reques
 ) -> None:
     """judge=gpt4 pointed at another model keeps gpt4.yaml's price table: refused, naming the key,
     before a chat request (the price would make the estimate and `max_cost` wrong)."""
-    from esc.modes.rank import rank
+    from esc.rank.run import rank
     from tests.fake_openai_server import FakeOpenAIServer
     from tests.scripted_backend import ScriptedBackend
 

@@ -9,7 +9,7 @@ import pytest
 
 from esc.cli import main as esc_main
 from esc.errors import DataError
-from esc.official.scores import (
+from esc.official_formats.scores import (
     official_keys,
     official_parse,
     read_official_scores,
@@ -98,7 +98,7 @@ def test_round_trip_ours_official_ours(tmp_path: Path) -> None:
 def test_cli_exports_a_rank_output_and_imports_it_for_the_leaderboard(
     tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("esc.official.scores._released_card_ids", lambda language: CARDS)
+    monkeypatch.setattr("esc.official_formats.scores._released_card_ids", lambda language: CARDS)
     store = ScoreStore(tmp_path / "run" / "scores" / "llama3__esc_role__en__esc_rank.jsonl")
     store.add(our_records())
     store.add([ScoreRecord(**{**our_records()[0].to_dict(), "score": 4})])  # a later line supersedes
@@ -180,7 +180,7 @@ def test_bad_input_names_file_and_record(tmp_path: Path, name: str, text: str, m
 def test_cli_error_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("esc.official.scores._released_card_ids", lambda language: CARDS)
+    monkeypatch.setattr("esc.official_formats.scores._released_card_ids", lambda language: CARDS)
     path = tmp_path / "llama3_en.json"
     path.write_text('{"0": {"fluency": 7}}', encoding="utf-8")
     with pytest.raises(SystemExit) as exit_info:

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from esc.modes.correlation import CorrelationSettings, run_correlation
-from esc.reports import correlation as corr
-from esc.reports import judge_agreement as agree
 from esc.reports.bootstrap import MAX_UNDEFINED, format_figure, ratio_interval, unit_intervals
+from esc.tasks.agreement import report as agree
+from esc.tasks.correlation import report as corr
+from esc.tasks.correlation.task import CorrelationSettings, run_correlation
 
 
 def degenerate() -> tuple[list[int], list[int]]:

@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import pytest
 
-from esc.redaction import (
+from esc.secrets.redaction import (
     MASK,
     looks_like_credential,
     redact,

@@ -14,7 +14,7 @@ import json
 import shutil
 from pathlib import Path
 
-from esc.redaction import MASK
+from esc.secrets.redaction import MASK
 from tests.fake_openai_server import FakeOpenAIServer
 from tests.helpers import requires_data, run_entry
 

@@ -1,4 +1,4 @@
-"""A page of the report site is one registered builder (`esc.reports.site.pages`): a toy page kind
+"""A page of the report site is one registered builder (`esc.site.pages`): a toy page kind
 registered here, with its template in its own folder, is built, counted and masked like the built-in
 ones, with no edit to the site's code."""
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from esc.reports.site import build_site
-from esc.reports.site.pages import page, page_kinds, unregister
-from esc.reports.site.site import Site, slugify
+from esc.site import build_site
+from esc.site.pages import page, page_kinds, unregister
+from esc.site.site import Site, slugify
 from tests.synthetic_run import synthetic_run
 
 SECRET = "sk-toy-page-0123456789abcdef"

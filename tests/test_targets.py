@@ -13,7 +13,7 @@ import pytest
 from esc.chat.backends._common import render_prompt
 from esc.dialogues.record import Dialogue, Turn
 from esc.errors import ConfigError
-from esc.interact.run import unavailable_target
+from esc.evaluate.run import unavailable_target
 from esc.models.loading import auto_model_class, load_tokenizer
 from tests.helpers import compose, run_entry
 

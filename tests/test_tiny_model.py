@@ -295,9 +295,9 @@ def test_batched_left_padded_generation_equals_single(model, tokenizer):
 
 @requires_data
 def test_labels_on_a_real_esconv_sample(tokenizer):
+    from esc.esc_role_samples.esconv import read_esconv_splits
+    from esc.esc_role_samples.tokenize import IGNORE_INDEX, encode_chat
     from esc.paths import data_dir
-    from esc.sft.esconv import read_esconv_splits
-    from esc.sft.tokenize import IGNORE_INDEX, encode_chat
 
     sample = read_esconv_splits(data_dir())[0]
     messages = sample.messages

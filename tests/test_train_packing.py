@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from esc.errors import ConfigError
-from esc.sft.tokenize import IGNORE_INDEX, collate_packed, encode_chat, pack, packed_samples
+from esc.esc_role_samples.tokenize import IGNORE_INDEX, collate_packed, encode_chat, pack, packed_samples
 from esc.train.module import check_packing_support
 from tests.helpers import FAST_TRAIN, compose, requires_data, run_entry
 

@@ -19,11 +19,11 @@ from esc.dialogues.record import Dialogue, Turn
 from esc.dialogues.store import read_dialogues
 from esc.dialogues.trajectory import trajectory_figures
 from esc.errors import ConfigError
-from esc.interact.emotion import EmotionRater, rating_record
-from esc.interact.engine import DialogueEngine, DialogueSettings, Side
-from esc.interact.stopping import StopRule
+from esc.evaluate.emotion import EmotionRater, rating_record
+from esc.evaluate.engine import DialogueEngine, DialogueSettings, Side
+from esc.evaluate.stopping import StopRule
 from esc.prompts.emotion import RATINGS, observer_messages, parse_rating, roleplayer_messages, to_percent
-from esc.reports.trajectory import differences, rated_dialogues, target_rows
+from esc.tasks.trajectory.report import differences, rated_dialogues, target_rows
 from tests.helpers import REPO_ROOT, requires_data, run_entry
 from tests.scripted_backend import PlannedBackend, ScriptedBackend
 
@@ -374,7 +374,7 @@ def test_an_observer_rates_in_an_evaluate_run_and_stopping_is_another_fingerprin
     from omegaconf import open_dict
 
     from esc.errors import UserError
-    from esc.interact.run import evaluate
+    from esc.evaluate.run import evaluate
     from tests.helpers import evaluate_config
 
     def cfg(*overrides: str):

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from esc.dialogues.store import read_dialogues
-from esc.interact.run import evaluate
+from esc.evaluate.run import evaluate
 from tests.helpers import compose, evaluate_config, requires_data, run_entry
 
 VLLM_PYTHON = os.environ.get("ESC_VLLM_PYTHON")

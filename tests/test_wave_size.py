@@ -39,8 +39,8 @@ def test_auto_waves_take_all_pending_cards_that_the_kept_prefixes_hold():
     tokens per message) is what each side must keep per dialogue; the smaller bound wins, never
     more than the pending cards or AUTO_WAVE_MAX."""
     from esc.chat.cost import MESSAGE_TOKENS
-    from esc.interact.engine import Side
-    from esc.interact.run import AUTO_WAVE_MAX, auto_wave_size
+    from esc.evaluate.engine import Side
+    from esc.evaluate.run import AUTO_WAVE_MAX, auto_wave_size
 
     settings = GenerationSettings(max_new_tokens=20)
     cards = ["x" * 10, "x" * 30, "x" * 5]  # prompts of 100, 300 and 50 tokens

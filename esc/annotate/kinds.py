@@ -3,7 +3,7 @@
 - ``dialogue``: an ESC-Eval dialogue scored on the 7 dimensions, 0-4 (paper Table 16; the rules of
   `esc/scoring/rubrics.yaml`);
 - ``roleplay``: a role-play dialogue scored on the 6 role-play metrics, 0-2 (paper Table 10;
-  `esc/roleplay_eval/metrics.yaml`);
+  `esc/scoring/roleplay_metrics.yaml`);
 - ``card``: a role card graded high / middle / invalid (paper Table 8; `esc/cards/grading.yaml`)
   and placed in a tertiary category of the taxonomy (Table 9).
 """
@@ -17,7 +17,7 @@ from typing import Any
 from esc.cards.grading import grading
 from esc.cards.taxonomy import load_taxonomy
 from esc.errors import UserError
-from esc.roleplay_eval.metrics import roleplay_metrics
+from esc.scoring.roleplay_metrics import roleplay_metrics
 from esc.scoring.rubrics import annotation_rules, dimensions
 
 KINDS = ("dialogue", "roleplay", "card")

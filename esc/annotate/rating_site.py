@@ -49,8 +49,8 @@ from esc.cards import load_cards
 from esc.errors import UserError
 from esc.hashing import sha256_file
 from esc.jsonl import atomic_write_text
-from esc.redaction import known_secrets, scrub_text
 from esc.scoring.rubrics import annotation_rules, dimensions
+from esc.secrets.redaction import known_secrets, scrub_text
 
 ASSETS = Path(__file__).with_name("rating")
 SPEAKERS = {"en": ("Seeker", "Assistant"), "zh": ("求助者", "助手")}

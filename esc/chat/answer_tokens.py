@@ -2,7 +2,7 @@
 ESC-RANK training that teaches it.
 
 A local judge reads the next-token distribution right after the chat template's generation prompt;
-ESC-RANK training labels the answer as `esc.sft.tokenize.encode_chat` encodes an assistant turn
+ESC-RANK training labels the answer as `esc.esc_role_samples.tokenize.encode_chat` encodes an assistant turn
 (each piece of the rendered chat tokenized on its own). The two can disagree: a tokenizer that puts
 a word-start marker before a piece ("▁3", sentencepiece) learns one id while the judge looks at
 another, and a template that writes a space before the answer makes the digit " 3". So each answer
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from esc.errors import ConfigError, UserError
-from esc.sft.tokenize import encode_chat
+from esc.esc_role_samples.tokenize import encode_chat
 
 PROBE = "Score?"  # the user turn of the probe chat: any text the template renders verbatim
 

@@ -39,7 +39,7 @@ from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply
 from esc.config_rules import Rule, Section, boolean, keys, number, one_of
 from esc.errors import ConfigError, DataError, UserError
 from esc.models.revision import adapter_hash
-from esc.redaction import scrub
+from esc.secrets.redaction import scrub
 
 log = logging.getLogger(__name__)
 

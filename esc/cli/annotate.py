@@ -52,7 +52,7 @@ from esc.cli.outputs import new_output
 from esc.errors import ArgumentParser, UserError
 from esc.hashing import sha256_file
 from esc.jsonl import atomic_write_text
-from esc.reports.rater_agreement import annotator_markdown, label_intervals, task_units, with_intervals
+from esc.tasks.agreement.raters import annotator_markdown, label_intervals, task_units, with_intervals
 
 HELP = "Annotation tasks out, labels in; the human scores ESC-RANK learns."
 

@@ -19,7 +19,7 @@ from esc.dialogues.merge import merge_runs, merge_summary
 from esc.dialogues.store import read_dialogues
 from esc.dialogues.transcript import render_transcript
 from esc.errors import ArgumentParser, UserError
-from esc.official.dialogues import check_out_dir, export_run, import_files
+from esc.official_formats.dialogues import check_out_dir, export_run, import_files
 
 HELP = "Read dialogues as transcripts, export/import the official format, merge shards."
 

@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 
 from esc.errors import ArgumentParser
-from esc.reports.site import build_site
+from esc.site import build_site
 
 HELP = "A static report site of rank.py runs: leaderboard, targets, dialogues with their scores."
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from esc.cli.outputs import new_output
 from esc.errors import ArgumentParser
-from esc.official.scores import DEFAULT_JUDGE, DEFAULT_ROLEPLAYER, export, import_scores
+from esc.official_formats.scores import DEFAULT_JUDGE, DEFAULT_ROLEPLAYER, export, import_scores
 from esc.scoring.judge import INVALID
 from esc.scoring.rubrics import DIMENSION_KEYS, LANGUAGES
 

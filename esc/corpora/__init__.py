@@ -1,5 +1,5 @@
 """Readers of third-party corpora, for everyone who needs them: ESC-Role training samples
-(`esc.sft`), card construction (`esc.cards.construct.sources`), human scores
+(`esc.esc_role_samples`), card construction (`esc.cards.construct.sources`), human scores
 (`esc.annotate.human_scores`) and the ICL example dialogue (`esc.prompts.examples`).
 
 A reader turns a dataset's own file layout into plain records (who said what, the metadata the

@@ -1,6 +1,6 @@
 """General role-play corpora: RoleBench, CharacterEval, and chat files in the OpenAI `messages` or
 ShareGPT format. Each reader returns the dataset's records as plain values, checked, with a
-malformed record named by file and record; `esc.sft.roleplay` turns them into training samples.
+malformed record named by file and record; `esc.esc_role_samples.roleplay` turns them into training samples.
 
 - RoleBench: JSON lines `{role, question, generated: [...]}` (English and Chinese, single-turn
   question/answer pairs in character); `read_rolebench` keeps each role's (question,

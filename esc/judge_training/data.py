@@ -21,9 +21,9 @@ from typing import Any
 
 from esc.annotate.human_scores import Annotation, splits
 from esc.errors import ConfigError
+from esc.esc_role_samples.mixture import plain_mapping
+from esc.esc_role_samples.sample import Sample
 from esc.scoring.rubrics import dialogue_text, prompt_style
-from esc.sft.mixture import plain_mapping
-from esc.sft.sample import Sample
 
 log = logging.getLogger(__name__)
 ADAPTER_MODES = ("per_dimension", "single")  # rank.adapters: one adapter per dimension, or one for all

@@ -10,13 +10,13 @@ and the scores' imbalance is countered by ``rank.balance`` (``sampling``: sample
 proportion to their class weight, the default; ``loss``: each sample's loss weighted; ``none``),
 the weights from ``data.balance_power`` (`esc.judge_training.data`). ``OUT/trained_on.json`` names
 the annotated dialogues the adapters learned from (train and val), so no agreement is ever measured
-on them (`esc.reports.judge_agreement_data.trained_dialogues`).
+on them (`esc.annotate.held_out.trained_dialogues`).
 
 Then, on the held-out test split (20% of the dialogues): the trained judge (answer-token
 distribution, `esc.scoring.judges.local`), the base model zero-shot with the same prompt
 (``rank.compare_base``), and the trivial baselines (majority score, dialogue length), each against
 the human scores, per dimension and per source, the argmax and the expected score, with paired
-intervals of the trained judge's differences (`esc.reports.judge_agreement`), in
+intervals of the trained judge's differences (`esc.tasks.agreement.report`), in
 ``OUT/agreement.{md,csv,json}``. A rerun resumes each dimension's training and skips finished ones.
 """
 
@@ -32,12 +32,17 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from esc.annotate.held_out import write_trained_on
 from esc.config_rules import Rule, Section, boolean, integer, keys, number, one_of
 from esc.errors import ConfigError
 from esc.judge_training.data import ADAPTER_MODES, BALANCE_MODES, splits
 from esc.lifecycle import Job, JobResult, job_run
-from esc.reports import judge_agreement as agree
-from esc.reports.judge_agreement_data import (
+from esc.scoring.judges import build_judge
+from esc.scoring.judging import judge_items
+from esc.scoring.rubrics import DIMENSION_KEYS
+from esc.scoring.store import ScoreStore
+from esc.tasks.agreement import report as agree
+from esc.tasks.agreement.data import (
     agreement_items,
     annotated_items,
     baselines,
@@ -45,12 +50,7 @@ from esc.reports.judge_agreement_data import (
     sample_dialogues,
     split_annotations,
     write_agreement,
-    write_trained_on,
 )
-from esc.scoring.judges import build_judge
-from esc.scoring.judging import judge_items
-from esc.scoring.rubrics import DIMENSION_KEYS
-from esc.scoring.store import ScoreStore
 from esc.train.run import output_settings, train
 
 log = logging.getLogger(__name__)
@@ -141,7 +141,7 @@ def evaluate(
         try:
             store = ScoreStore(out / "test_scores" / f"{file_name}.jsonl")
             rows[label] = predictions(judge_items(judge, items, store))
-            if file_name == "rank":  # where its test scores came from (`judge_agreement_data.folder_judge`)
+            if file_name == "rank":  # where its test scores came from (`esc.annotate.held_out.folder_judge`)
                 job.manifest.update(judge=judge.identity())
         finally:
             judge.close()

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from esc.corpora.smile import smile_dir
+from esc.esc_role_samples.esconv import read_esconv_splits
+from esc.esc_role_samples.smile import read_smile
 from esc.paths import data_dir
-from esc.sft.esconv import read_esconv_splits
-from esc.sft.smile import read_smile
 
 
 def english_texts() -> Iterator[str]:

@@ -2,7 +2,7 @@
 
 `roleplayer.yaml` holds the versioned texts, `checksums.json` the checksum of every released
 version, `registry.py` loads, checks and renders them, `examples.py` builds the ICL example
-dialogue. The training samples (esc/sft) and the evaluation (esc/interact) both render from here:
+dialogue. The training samples (esc/esc_role_samples) and the evaluation (esc/evaluate) both render from here:
 an adapter trained by ``train.py +exp=train/esc_role`` is evaluated (``roleplayer=esc_role_local``,
 prompt ``esc_role_figure11``) with the very text it was trained with.
 """

@@ -1,7 +1,7 @@
 """Load, check and render the prompt registry `roleplayer.yaml` (see its header for the format).
 
 One file holds every role-player prompt (system message + supporter opener) and every other text of
-the ESC-Role training samples, so the training data (esc/sft) and the evaluation (esc/interact)
+the ESC-Role training samples, so the training data (esc/esc_role_samples) and the evaluation (esc/evaluate)
 render from the same entries: the ESConv and Smile samples use the entry that
 ``training.roleplayer_prompt`` names (``esc_role_figure11``, paper Figure 11), which is the
 `roleplayer.prompt` of ``conf/roleplayer/esc_role_local.yaml``.

@@ -16,11 +16,8 @@ judgment has no average: it is in no cell, and each cell counts such dialogues (
 cell with n below `min_n` is written "n=4 (< 10)", never as a number. The tier-2 table keeps only
 the groups that reach `min_n` in some row and names those it leaves out.
 
-Agreement breakdown (`agreement_breakdowns`): the agreement tables (`esc.reports.judge_agreement`) computed
-again on the annotated items of each language and each number of turns, every row (judge and
-baselines) on the same items; shown per facet value for all dimensions pooled. A column whose
-resampling units (annotated dialogues) number fewer than `min_n` is not computed and is written as
-such. Annotated dialogues have no role card, so the tiers and the card source do not apply there.
+Agreement breakdown: `esc.tasks.agreement.breakdown` computes the agreement tables again on the
+annotated items of each language and each number of turns (`AGREEMENT_FACETS`, here).
 """
 
 from __future__ import annotations
@@ -42,7 +39,6 @@ from esc.cards.schema import SOURCES
 from esc.dialogues.store import played_by_source
 from esc.errors import DataError, UserError
 from esc.jsonl import atomic_write_text
-from esc.reports import judge_agreement as agree
 from esc.reports import result as result_
 from esc.reports.bootstrap import (
     NO_INTERVAL,
@@ -468,119 +464,13 @@ def write_breakdowns(
     return breakdown_blocks(tables, unknown)
 
 
-# --- the agreement's breakdowns ----------------------------------------------------------------------
-
-
-@dataclasses.dataclass
-class AgreementColumn:
-    value: str
-    n_units: int  # annotated dialogues (or their inputs): the resampled unit
-    n_items: int  # annotated (dialogue, dimension) pairs
-    tables: list[agree.Table] | None  # None: n_units < min_n, not computed
-
-
-@dataclasses.dataclass
-class AgreementBreakdown:
-    facet: str
-    columns: list[AgreementColumn]
-    min_n: int
-
-
-def agreement_breakdowns(
-    items: Sequence[agree.Item],
-    rows: Mapping[str, Mapping[tuple[str, str], agree.Prediction]],
-    facets: Mapping[str, Facets],
-    min_n: int = MIN_N,
-    n_resamples: int = 1000,
-    seed: int = 0,
-    whole: Sequence[agree.Table] | None = None,
-) -> list[AgreementBreakdown]:
-    """Per facet (`AGREEMENT_FACETS`) and value: `agree.agreement_tables` on that value's items
-    (all sources together), computed only where the units reach `min_n`. `whole`: the tables of all
-    `items` with the same resamples, reused (not computed again) for a value that holds every item."""
-    reuse = [t for t in whole or [] if t.source == agree.ALL_SOURCES]
-    out = []
-    for facet in AGREEMENT_FACETS:
-        values = {it.key[0]: facets.get(it.key[0], Facets()).value(facet) for it in items}
-        if facet == "turns":
-            labels = turn_labels(int(v) for v in values.values() if v != UNKNOWN)
-            values = {k: v if v == UNKNOWN else labels[int(v)] for k, v in values.items()}
-        columns = []
-        for value in _order(facet, values.values()):
-            chosen = [it for it in items if values[it.key[0]] == value]
-            n_units = len({it.unit for it in chosen})
-            tables = None
-            if n_units >= min_n:
-                everything = len(chosen) == len(items) and reuse
-                tables = (
-                    reuse if everything else agree.agreement_tables(chosen, rows, n_resamples, seed, False)
-                )
-            columns.append(AgreementColumn(value, n_units, len(chosen), tables))
-        out.append(AgreementBreakdown(facet, columns, min_n))
-    return out
-
-
-def agreement_breakdown_blocks(
-    breakdowns: Sequence[AgreementBreakdown], unit: str = "dialogue"
-) -> list[result_.Block]:
-    """The sections after agreement.md's tables: per facet, ACC, ACC_soft, QWK and Spearman of every row
-    and reading on all dimensions pooled, one column per value."""
-    blocks: list[result_.Block] = []
-    for b in breakdowns:
-        computed = [c for c in b.columns if c.tables]
-        names = list(dict.fromkeys(r.judge for c in computed for t in c.tables or [] for r in t.rows))
-        rows: list[list[result_.CellLike]] = []
-        for name in names:
-            for reading in agree.READINGS:
-                for metric in agree.HEADLINE:
-                    cells: list[result_.CellLike] = []
-                    for c in b.columns:
-                        if c.tables is None:
-                            cells.append(f"n={c.n_units} (< {b.min_n})")
-                            continue
-                        r = agree.find_row(c.tables, agree.POOLED, name, reading)
-                        cells.append(
-                            agree.figure_cell(r.values[metric], r.intervals[metric], metric, c.n_units)
-                        )
-                    rows.append([name, reading, agree.LABELS[metric], *cells])
-        if not names:
-            rows.append(["(none)", "", "", *(f"n={c.n_units} (< {b.min_n})" for c in b.columns)])
-        per_column = ", ".join(f"{c.value}: {c.n_items}" for c in b.columns)
-        blocks += [
-            result_.Heading(TITLES[b.facet]),
-            result_.Table.of(
-                ["Judge", "reading", "figure", *(f"{c.value} (n={c.n_units})" for c in b.columns)], rows
-            ),
-            result_.Text(
-                f"All dimensions pooled, every row on the annotated items of the column; n = {unit}s (the "
-                f"resampled unit) [95% percentile bootstrap interval]; a column with n < {b.min_n} "
-                f"(`leaderboard.min_n`) is not computed. Items per column: {per_column}."
-            ),
-        ]
-    blocks.append(
-        result_.Text(
-            "The annotated dialogues have no role card: the taxonomy tiers and the card source do not apply."
-        )
-    )
-    return blocks
-
-
-def agreement_markdown(breakdowns: Sequence[AgreementBreakdown], unit: str = "dialogue") -> str:
-    """`agreement_breakdown_blocks` as markdown appended to agreement.md's (starting with a blank line)."""
-    blocks = tuple(agreement_breakdown_blocks(breakdowns, unit))
-    return "\n" + result_.Report("agreement", blocks).to_markdown()
-
-
 __all__ = [
     "FACETS",
     "MIN_N",
     "UNKNOWN",
-    "AgreementBreakdown",
     "Breakdown",
     "Cell",
     "Facets",
-    "agreement_breakdowns",
-    "agreement_markdown",
     "annotation_facets",
     "breakdowns_markdown",
     "card_index",

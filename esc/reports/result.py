@@ -3,7 +3,7 @@
 A report module builds a `Report` (its prose and its tables, each cell the text a person reads plus
 the number behind it: value, 95% interval, n, and a note where the figure is undefined or
 unstable), and `write_result` writes it: `OUT/<kind>.md` for people, `OUT/<kind>.result.json` for
-programs (the report site builds its pages from it, `esc.reports.site.pages`), and a CSV for each
+programs (the report site builds its pages from it, `esc.site.pages`), and a CSV for each
 table that names one. The markdown is rendered here, once: a module never joins table rows itself.
 
 Why cells carry both: the text is the report's wording (intervals, "n/a (undefined in 12% of

@@ -23,7 +23,7 @@ from esc.prompts.speakers import speaker_lines
 from esc.scoring.judge import VALID
 from esc.scoring.rubrics import DIMENSION_KEYS
 from esc.scoring.store import ScoreRecord
-from esc.secrets import argv_redacted, redact, secret_values, wandb_has_credentials
+from esc.secrets.masking import argv_redacted, redact, secret_values, wandb_has_credentials
 
 log = logging.getLogger(__name__)
 TABLES = ("leaderboard.csv", "agreement.csv", "correlation.csv")

@@ -3,7 +3,7 @@
 A `Batch` is the items one judge answers into one store (a score file). `judge_batches` judges the
 pending items of batches, appending each chunk's judgments as they come and skipping what a store
 already holds for the same text and prompt, so a rerun judges only what is missing or failed. Every
-rank.py mode judges through it (`esc.modes.mode.run_mode`); `judge_items` is one batch.
+rank.py mode judges through it (`esc.tasks.task.run_mode`); `judge_items` is one batch.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from esc.prompts.registry import checked_question_texts
 RUBRICS_FILE = Path(__file__).with_name("rubrics.yaml")
 LANGUAGES = ("en", "zh")
 SCORES = (0, 1, 2, 3, 4)
-ASSISTANT = "AI assistant："  # official-format speaker prefixes (esc/official/dialogues.py)
+ASSISTANT = "AI assistant："  # official-format speaker prefixes (esc/official_formats/dialogues.py)
 USER = "ESC-Role："
 
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from esc.errors import DataError, UserError
+from esc.errors import ConfigError, DataError, UserError
 from esc.jsonl import append_jsonl, drop_partial_last_line, find_jsonl_files
 from esc.scoring.judge import FAILED, INVALID, VALID, Judgment
 from esc.scoring.rubrics import SCORES, dimension
@@ -178,3 +178,10 @@ class ScoreStore:
 def score_file_paths(spec: str | Path | Sequence[str | Path], key: str | None = None) -> list[Path]:
     """Score files named directly or found in rank.py output directories (`OUT/scores/*.jsonl`)."""
     return find_jsonl_files(spec, "scores", "score", key)
+
+
+def score_inputs(spec: Any) -> list[Path]:
+    """The score files of `scores` (files, or rank.py folders); a ConfigError when it is not set."""
+    if not spec:
+        raise ConfigError("scores", "name score files or rank.py output directories")
+    return score_file_paths(spec, "scores")

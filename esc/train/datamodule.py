@@ -18,8 +18,8 @@ from hydra.utils import instantiate
 from torch.utils.data import DataLoader, DistributedSampler
 
 from esc.errors import ConfigError, UserError
+from esc.esc_role_samples.tokenize import collate, collate_packed, encode_dataset, pack
 from esc.paths import cache_dir
-from esc.sft.tokenize import collate, collate_packed, encode_dataset, pack
 
 log = logging.getLogger(__name__)
 
@@ -133,12 +133,12 @@ class ChatSFTDataModule(pl.LightningDataModule):
     ``data``, returning ``(train, val)``):
     the ESC-Role mixture by default, ESC-RANK's annotated judge prompts with ``data=esc_rank``.
 
-    Only the role-player's (assistant) tokens carry labels; see :mod:`esc.sft.tokenize`. Training
+    Only the role-player's (assistant) tokens carry labels; see :mod:`esc.esc_role_samples.tokenize`. Training
     batches come from a `ResumableDataLoader` (shuffled by ``seed`` and the epoch; ``seed=None``:
     the seed given to `seed_everything`), so a resumed run continues the epoch where it stopped.
     With ``packing``, the rows of a batch are flattened into one sequence whose samples do not
-    attend to each other (`esc.sft.tokenize.collate_packed`). With ``weighted_sampling``, training
-    draws samples in proportion to their `Sample.weight` (ESC-RANK's class balance).
+    attend to each other (`esc.esc_role_samples.tokenize.collate_packed`). With ``weighted_sampling``,
+    training draws samples in proportion to their `Sample.weight` (ESC-RANK's class balance).
     """
 
     def __init__(

@@ -20,11 +20,11 @@ import pytorch_lightning as pl
 import torch
 
 from esc.errors import ConfigError
+from esc.esc_role_samples.esconv import read_esconv_splits
+from esc.esc_role_samples.sample import Sample
+from esc.esc_role_samples.tokenize import IGNORE_INDEX, collate, encode_chat
 from esc.jsonl import atomic_write_text
 from esc.paths import data_dir
-from esc.sft.esconv import read_esconv_splits
-from esc.sft.sample import Sample
-from esc.sft.tokenize import IGNORE_INDEX, collate, encode_chat
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class HeldOutLoss:
 def heldout_loss(
     model: Any, encoded: Sequence[Mapping[str, list[int]]], pad_token_id: int, batch_size: int = 4
 ) -> HeldOutLoss:
-    """Token-weighted NLL of `model` on `encoded` chats (from `esc.sft.tokenize.encode_chat`).
+    """Token-weighted NLL of `model` on `encoded` chats (from `esc.esc_role_samples.tokenize.encode_chat`).
 
     Batches are right-padded (`collate`), so a row's loss does not depend on its batch. The model
     is put in eval mode (no dropout) and restored to its previous mode afterwards.

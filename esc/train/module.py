@@ -132,8 +132,8 @@ class LoRACausalLM(pl.LightningModule):
 
     def _step(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
         if "position_ids" in batch:
-            # packed (esc.sft.tokenize.collate_packed): positions restart at every sample, and with no
-            # attention mask and no cache transformers keeps the samples apart
+            # packed (esc.esc_role_samples.tokenize.collate_packed): positions restart at every sample,
+            # and with no attention mask and no cache transformers keeps the samples apart
             packed = {k: batch[k] for k in ("input_ids", "position_ids", "labels")}
             return self(**packed, use_cache=False).loss
         inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "labels")}

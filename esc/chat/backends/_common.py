@@ -7,14 +7,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from esc.chat.base import Message, Reply
-from esc.redaction import scrub_text, secret_values
+from esc.secrets.redaction import scrub_text, secret_values
 
 ERROR_CHARS = 300
 
 
 def one_line(err: BaseException, secrets: Iterable[str] = (), limit: int = ERROR_CHARS) -> str:
     """``TypeName: message`` on one line, at most `limit` characters, with `secrets` and every secret
-    this process knows of masked (`esc.redaction`)."""
+    this process knows of masked (`esc.secrets.redaction`)."""
     text = scrub_text(f"{type(err).__name__}: {err}".strip(), [*secrets, *secret_values()])
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -30,7 +30,7 @@ import openai
 from esc.chat.backends._common import error_reply, one_line, plain
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, check_features, register_backend
 from esc.errors import ConfigError, UserError
-from esc.redaction import redact, scrub_text, secret_values, url_passwords
+from esc.secrets.redaction import redact, scrub_text, secret_values, url_passwords
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,0 @@
-"""The official ESC-Eval file formats, both ways, in one place: dialogue files
-(`result/<date>/<Model>_<lang>.json`, `esc.official.dialogues`) and score files
-(`score/<Model>_<lang>.json`, `esc.official.scores`). `esc dialogues export|import` and
-`esc scores export|import` are their command line."""

@@ -1,0 +1,60 @@
+"""A dialogue as the pages show it: the turns as chat bubbles with their emotion ratings, safety flags
+and unusual finish reasons (the dialogue and compare pages)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+from esc.scoring.judge import VALID
+from esc.site.collect import Entry
+
+
+def bubbles(entry: Entry) -> list[dict[str, Any]]:
+    dialogue = entry.dialogue
+    if dialogue is None:
+        return []
+    flags: dict[int, list[str]] = defaultdict(list)
+    for by_exchange in entry.safety.values():
+        for exchange, answers in by_exchange.items():
+            for question, r in answers.items():
+                if r.status == VALID and r.score == 0 and question not in flags[exchange]:
+                    flags[exchange].append(question)
+    out = []
+    if dialogue.opener:
+        out.append(
+            {
+                "side": "target",
+                "who": f"{dialogue.target} (opener)",
+                "text": dialogue.opener,
+                "exchange": None,
+                "emotion": None,
+                "flags": [],
+                "finish": None,
+            }
+        )
+    exchange = 0
+    for i, turn in enumerate(dialogue.turns):
+        target = turn.speaker == "target"
+        exchange += target
+        rated = turn.emotion is not None and (target or i == 0)
+        out.append(
+            {
+                "side": "target" if target else "seeker",
+                "who": dialogue.target if target else f"seeker ({dialogue.roleplayer})",
+                "text": turn.text,
+                "exchange": exchange if target else None,
+                "emotion": _emotion(turn.emotion) if rated else None,
+                "flags": flags.get(exchange, []) if target else [],
+                "finish": turn.finish_reason if turn.finish_reason not in ("stop", "eos", None) else None,
+            }
+        )
+    return out
+
+
+def _emotion(rating: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A turn's emotion rating with every field a page reads (absent ones None)."""
+    if rating is None:
+        return None
+    return {k: rating.get(k) for k in ("value", "status", "rating", "reason")}

@@ -1,0 +1,408 @@
+"""The pairwise report (`rank.py mode=pairwise`): which chatbot the judge prefers, card by card.
+
+From each pair's verdicts (`esc.tasks.pairwise.questions.verdict`: the same result both orders stands, two
+different results are a tie, an unread answer leaves the pair out and is counted), per role-player:
+
+- **position consistency**: the share of pairs (with both answers read) judged the same both ways,
+  and the share of decisive answers that chose the conversation shown first (0.5 when the judge has
+  no position preference), each with a 95% interval resampling cards;
+- **win rates**: per pair of targets, the share of their shared cards' verdicts each won (a tie
+  counts half), with an interval by card, over all dimensions and per dimension;
+- **strengths**: Bradley-Terry log-strengths (`choix.ilsr_pairwise`, centred on 0; a win of i over j
+  has probability 1 / (1 + exp(theta_j - theta_i))), a tie counted as half a win each way, with a
+  stated prior (`PRIOR` pseudo-wins each way between every two targets with a verdict, added to the
+  data: a target that won every verdict gets a finite strength; a target with none takes no part)
+  and 95% bootstrap intervals resampling cards (every verdict of a card together); undefined (NaN,
+  counted) for a target without a verdict and when the targets fall into groups that never met;
+  over all dimensions and per dimension. A share at 0% or 100% (every resample equal) is given
+  with its exact 95% interval by card and by verdict instead (`share_text`).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from esc.jsonl import atomic_write_text
+from esc.reports.bootstrap import (
+    NO_INTERVAL,
+    Interval,
+    expand,
+    format_figure,
+    ratio_interval,
+    share_text,
+    unit_index,
+    unit_intervals,
+)
+from esc.reports.result import Block, Cell, Heading, Report, Table, Text, figure, write_result
+from esc.tasks.pairwise.questions import TIE, Pair, Verdict
+
+ALL = "all"
+
+
+@dataclasses.dataclass(frozen=True)
+class Judged:
+    """One pair's verdict on one dimension."""
+
+    pair: Pair
+    dimension: str
+    verdict: Verdict
+
+
+@dataclasses.dataclass(frozen=True)
+class Share:
+    """A share with its 95% interval resampling cards, and what it is a share of."""
+
+    value: float | None
+    interval: Interval
+    of: int
+    cards: int = 0  # the distinct cards it rests on (the resampling unit)
+    item: str = "verdict"  # what `of` counts
+
+    def cell(self) -> str:
+        return (
+            "n/a"
+            if self.value is None
+            else share_text(self.value, self.interval, self.of, self.cards, self.item)
+        )
+
+
+def _card_share(
+    units: Sequence[object], hits: Sequence[float], totals: Sequence[float], n: int, seed: int,
+    item: str = "verdict",
+) -> Share:  # fmt: skip
+    """sum(hits) / sum(totals), its interval resampling the units (cards) with all their rows."""
+    total = float(sum(totals))
+    if not total:
+        return Share(None, NO_INTERVAL, 0, item=item)
+    cards = len({u for u, t in zip(units, totals, strict=True) if t})
+    return Share(
+        float(sum(hits)) / total, ratio_interval(units, hits, totals, n, seed), int(total), cards, item
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Consistency:
+    rate: Share  # of the pairs with both answers read, those judged the same both ways
+    first: Share  # of the decisive answers, those that chose the conversation shown first
+    unread: int  # pairs left out: an answer invalid or failed
+
+
+def consistency(judged: Sequence[Judged], n_resamples: int = 1000, seed: int = 0) -> Consistency:
+    read = [j for j in judged if j.verdict.consistent is not None]
+    return Consistency(
+        _card_share([j.pair.unit for j in read], [float(bool(j.verdict.consistent)) for j in read],
+                    [1.0] * len(read), n_resamples, seed, "pair"),
+        _card_share([j.pair.unit for j in judged], [j.verdict.first_position for j in judged],
+                    [j.verdict.decisive for j in judged], n_resamples, seed, "answer"),
+        len(judged) - len(read),
+    )  # fmt: skip
+
+
+def comparisons(judged: Sequence[Judged], index: dict[str, int]) -> list[tuple[int, int]]:
+    """(winner, loser) pairs for choix: a win twice, a tie once each way (half a win each)."""
+    data: list[tuple[int, int]] = []
+    for j in judged:
+        x, y, result = index[j.pair.x], index[j.pair.y], j.verdict.result
+        if result is None:
+            continue
+        if result == TIE:
+            data += [(x, y), (y, x)]
+        elif result == j.pair.x:
+            data += [(x, y), (x, y)]
+        else:
+            data += [(y, x), (y, x)]
+    return data
+
+
+def components(n_items: int, data: Sequence[tuple[int, int]]) -> list[set[int]]:
+    """The groups of items linked by comparisons (items never compared are left out)."""
+    parent = list(range(n_items))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for a, b in data:
+        parent[root(a)] = root(b)
+    present = {i for pair in data for i in pair}
+    groups: dict[int, set[int]] = {}
+    for i in present:
+        groups.setdefault(root(i), set()).add(i)
+    return list(groups.values())
+
+
+#: the prior of the strengths: `PRIOR` pseudo-wins each way between every two targets that have a
+#: verdict, added to the data as comparisons (then an exact maximum-likelihood fit). It keeps a
+#: target that won (or lost) every verdict at a finite strength; with few verdicts it pulls every
+#: strength towards 0. docs/scoring.md says how to read it.
+PRIOR = 1.0
+
+
+def pseudo_comparisons(n_items: int, prior: float) -> list[tuple[int, int]]:
+    """`prior` pseudo-wins each way between every two of `n_items`, in `comparisons`' units (one
+    entry is half a win); `prior` must be a multiple of 0.5."""
+    entries = 2 * prior
+    if entries < 0 or abs(entries - round(entries)) > 1e-9:
+        raise ValueError(f"the prior must be a non-negative multiple of 0.5 pseudo-wins, got {prior}")
+    pairs = [(a, b) for a in range(n_items) for b in range(n_items) if a != b]
+    return pairs * round(entries)
+
+
+def bradley_terry(n_items: int, data: Sequence[tuple[int, int]], prior: float = PRIOR) -> np.ndarray:
+    """Log-strengths centred on the items with a comparison, fitted over those items only, with
+    `prior` pseudo-wins each way between every two of them (`pseudo_comparisons`) and no other
+    regularisation: the maximum-likelihood fit of the data plus the stated prior. NaN for an item
+    with no comparison, and for every item when the comparisons fall into groups that never meet
+    (nothing puts them on one scale)."""
+    import choix
+
+    theta = np.full(n_items, np.nan)
+    groups = components(n_items, data)
+    if len(groups) != 1:
+        return theta
+    present = sorted(groups[0])
+    local = {item: k for k, item in enumerate(present)}
+    fitted = [(local[w], local[loser]) for w, loser in data] + pseudo_comparisons(len(present), prior)
+    params = np.asarray(choix.ilsr_pairwise(len(present), fitted, alpha=0.0, max_iter=1000, tol=1e-12))
+    theta[present] = params - params.mean()
+    return theta
+
+
+@dataclasses.dataclass(frozen=True)
+class Strength:
+    target: str
+    theta: float
+    interval: Interval
+    verdicts: int  # verdicts it took part in
+    undefined: str | None = None  # why theta is NaN
+
+
+def strengths(
+    judged: Sequence[Judged], n_resamples: int = 1000, seed: int = 0, prior: float = PRIOR
+) -> list[Strength]:
+    """Bradley-Terry strengths of the targets in `judged` (one role-player), best first. A resample
+    in which a target with verdicts has none, or the targets fall into groups that never meet, gives
+    NaN for every target (its strengths would be centred, and its prior spread, over other targets:
+    another scale): counted as undefined (`Interval.undefined`), never filled in."""
+    targets = sorted({t for j in judged for t in (j.pair.x, j.pair.y)})
+    index = {t: i for i, t in enumerate(targets)}
+    usable = [j for j in judged if j.verdict.result is not None]
+    units, members = unit_index([j.pair.unit for j in usable])
+    compared = {i for pair in comparisons(usable, index) for i in pair}
+
+    def statistic(drawn: np.ndarray) -> np.ndarray:
+        chosen = [usable[i] for i in expand(members, drawn)] if len(drawn) else []
+        data = comparisons(chosen, index)
+        if {i for pair in data for i in pair} != compared:  # centred and given the prior over fewer
+            return np.full(len(targets), np.nan)  # targets: another scale, so undefined for all
+        return bradley_terry(len(targets), data, prior)
+
+    theta = statistic(np.arange(len(units)))
+    intervals = (
+        unit_intervals(len(units), statistic, n_resamples, seed) if usable else [NO_INTERVAL] * len(targets)
+    )
+    counts = {t: sum(t in (j.pair.x, j.pair.y) for j in usable) for t in targets}
+    groups = components(len(targets), comparisons(usable, index))
+    why = None
+    if len(groups) > 1:
+        why = "the targets fall into groups that never met: " + " | ".join(
+            ", ".join(targets[i] for i in sorted(g)) for g in groups
+        )
+    rows = [
+        Strength(
+            t, float(theta[i]), intervals[i], counts[t], why if why else None if counts[t] else "no verdict"
+        )
+        for t, i in index.items()
+    ]
+    return sorted(rows, key=lambda r: (-(r.theta if not math.isnan(r.theta) else -math.inf), r.target))
+
+
+def win_rates(
+    judged: Sequence[Judged], n_resamples: int = 1000, seed: int = 0
+) -> dict[tuple[str, str], Share]:
+    """{(a, b): a's share of their verdicts (a tie counts half), with its interval by card}."""
+    by_pair: dict[tuple[str, str], tuple[list[object], list[float]]] = {}
+    for j in judged:
+        result = j.verdict.result
+        if result is None:
+            continue
+        x, y = j.pair.x, j.pair.y
+        score_x = 0.5 if result == TIE else float(result == x)
+        for key, value in (((x, y), score_x), ((y, x), 1.0 - score_x)):
+            units, values = by_pair.setdefault(key, ([], []))
+            units.append(j.pair.unit)
+            values.append(value)
+    return {
+        key: _card_share(units, values, [1.0] * len(values), n_resamples, seed)
+        for key, (units, values) in by_pair.items()
+    }
+
+
+def dropped_cards(dialogues_by_card: Mapping[tuple[str, str, int], int]) -> list[tuple[str, str, int]]:
+    """The (role-player, language, card) that only one target played: no pair, left out."""
+    return sorted(key for key, targets in dialogues_by_card.items() if targets < 2)
+
+
+def _groups(judged: Sequence[Judged]) -> dict[str, list[Judged]]:
+    groups: dict[str, list[Judged]] = {}
+    for j in judged:
+        groups.setdefault(j.pair.roleplayer, []).append(j)
+    return groups
+
+
+def report(
+    judged: Sequence[Judged], dimensions: Sequence[str], n_resamples: int, seed: int, prior: float = PRIOR
+) -> dict[str, Any]:
+    """Per role-player: consistency, win rates and strengths, over all dimensions and per dimension."""
+    out = {}
+    for roleplayer, members in sorted(_groups(judged).items()):
+        per_dimension = {d: [j for j in members if j.dimension == d] for d in dimensions}
+        out[roleplayer] = {
+            "consistency": consistency(members, n_resamples, seed),
+            "strengths": {ALL: strengths(members, n_resamples, seed, prior)}
+            | {d: strengths(js, n_resamples, seed, prior) for d, js in per_dimension.items() if js},
+            "win_rates": {ALL: win_rates(members, n_resamples, seed)}
+            | {d: win_rates(js, n_resamples, seed) for d, js in per_dimension.items() if js},
+        }
+    return out
+
+
+def _share(x: Share, text: str) -> Cell:
+    return figure(text, x.value, x.interval, x.of, None if x.value is not None else "no verdict")
+
+
+def _rate(rates: Mapping[tuple[str, str], Share], a: str, b: str) -> Cell:
+    if a == b:
+        return Cell("-")
+    if (a, b) not in rates:
+        return Cell("n/a", note="the two never met on a card")
+    x = rates[(a, b)]
+    return _share(x, f"{x.cell()} ({x.of})")
+
+
+def _strength(s: Strength | None) -> Cell:
+    if s is None:
+        return Cell("n/a", note="no verdict on this dimension")
+    if math.isnan(s.theta):
+        return Cell(f"n/a ({s.undefined})" if s.undefined else "n/a", n=s.verdicts, note=s.undefined)
+    text = format_figure(s.theta, s.interval, digits=2)
+    return figure(text, s.theta, s.interval, s.verdicts)
+
+
+def pairwise_report(
+    results: dict[str, Any], judge: str, dropped: Sequence[tuple[str, str, int]] = (), prior: float = PRIOR
+) -> Report:
+    """pairwise.md as a typed result: per role-player, consistency, strengths and win rates."""
+    intro = (
+        f"Pairwise preferences of judge `{judge}`: every pair of targets on every card both played, "
+        "each dimension asked in both orders; two different answers are a tie. Every figure has a "
+        "95% bootstrap interval resampling cards."
+    )
+    if dropped:
+        shown = ", ".join(f"{rp}/{lang}/{card}" for rp, lang, card in dropped[:20])
+        more = " ..." if len(dropped) > 20 else ""
+        intro += f"\nLeft out: {len(dropped)} cards played by one target only ({shown}{more})."
+    blocks: list[Block] = [Text(intro)]
+    for roleplayer, res in results.items():
+        c: Consistency = res["consistency"]
+        targets = [s.target for s in res["strengths"][ALL]]
+        rates = res["win_rates"][ALL]
+        blocks += [
+            Heading(f"Role-player {roleplayer}"),
+            Text(
+                f"Position consistency: {c.rate.cell()} of {c.rate.of} pairs judged the same both ways "
+                f"(the others count as ties; {c.unread} pairs left out: an answer unread). Decisive answers "
+                f"that chose the conversation shown first: {c.first.cell()} of {c.first.of} (50%: no "
+                "preference for a position)."
+            ),
+            Text(
+                f"Bradley-Terry strength (log scale, centred; a prior of {prior:g} pseudo-win each way "
+                "between every two targets), all dimensions:"
+            ),
+            Table.of(
+                ["rank", "target", "strength", "verdicts"],
+                [
+                    [rank, s.target, _strength(s), s.verdicts]
+                    for rank, s in enumerate(res["strengths"][ALL], 1)
+                ],
+            ),
+            Text("Win rate of the row's target against the column's (a tie counts half; verdicts):"),
+            Table.of(["", *targets], [[a, *(_rate(rates, a, b) for b in targets)] for a in targets]),
+        ]
+        dims = [d for d in res["strengths"] if d != ALL]
+        if dims:
+            by_dim = {d: {s.target: s for s in res["strengths"][d]} for d in dims}
+            blocks += [
+                Text("Strength per dimension:"),
+                Table.of(
+                    ["target", *dims], [[t, *(_strength(by_dim[d].get(t)) for d in dims)] for t in targets]
+                ),
+            ]
+    return Report("pairwise", tuple(blocks))
+
+
+def write_report(
+    out: Path, judged: Sequence[Judged], dimensions: Sequence[str], judge: str, n_resamples: int, seed: int,
+    dropped: Sequence[tuple[str, str, int]] = (), prior: float = PRIOR,
+) -> dict[str, Any]:  # fmt: skip
+    """pairwise.md and pairwise.result.json (`esc.reports.result`), pairwise.json, strengths.csv and
+    verdicts.csv."""
+    results = report(judged, dimensions, n_resamples, seed, prior)
+    markdown = write_result(out, pairwise_report(results, judge, dropped, prior))
+
+    def share(x: Share) -> dict[str, Any]:
+        return {"value": x.value, "of": x.of, "interval": dataclasses.asdict(x.interval)}
+
+    payload = {
+        rp: {
+            "consistency": {
+                "rate": share(r["consistency"].rate),
+                "first_position_share": share(r["consistency"].first),
+                "unread": r["consistency"].unread,
+            },  # fmt: skip
+            "strengths": {
+                d: [{**dataclasses.asdict(s), "interval": dataclasses.asdict(s.interval)} for s in rows]
+                for d, rows in r["strengths"].items()
+            },  # fmt: skip
+            "win_rates": {
+                d: {f"{a}|{b}": share(v) for (a, b), v in rates.items()}
+                for d, rates in r["win_rates"].items()
+            },  # fmt: skip
+        }
+        for rp, r in results.items()
+    }
+    payload_all = {"prior": prior, "dropped_cards": [list(d) for d in dropped], "roleplayers": payload}
+    atomic_write_text(out / "pairwise.json", json.dumps(payload_all, indent=1, default=float) + "\n")
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(
+        ["roleplayer", "dimension", "target", "strength", "low", "high", "undefined_share", "verdicts"]
+    )
+    for rp, r in results.items():
+        for d, rows in r["strengths"].items():
+            for s in rows:
+                interval = s.interval
+                writer.writerow(
+                    [rp, d, s.target, s.theta, interval.low, interval.high, interval.undefined, s.verdicts]
+                )
+    atomic_write_text(out / "strengths.csv", buffer.getvalue())
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["roleplayer", "language", "card_id", "x", "y", "dimension", "result", "consistent"])
+    for j in judged:
+        p = j.pair
+        writer.writerow([p.roleplayer, p.language, p.card_id, p.x, p.y, j.dimension, j.verdict.result or "",
+                         "" if j.verdict.consistent is None else j.verdict.consistent])  # fmt: skip
+    atomic_write_text(out / "verdicts.csv", buffer.getvalue())
+    return {"markdown": markdown, "results": results}

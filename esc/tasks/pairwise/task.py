@@ -1,0 +1,104 @@
+"""`rank.py mode=pairwise`: one judge prefers one of two chatbots, card by card, in both orders.
+
+The dialogue files of `dialogues` (two or more evaluate.py runs, or files) are matched by role-player
+and card; every pair of targets that played a card gets one item per dimension and order
+(`esc.tasks.pairwise.questions`), judged by any judge (answer distribution over A/B/C for local models,
+constrained or strictly parsed for APIs) and appended to `OUT/pairwise/<judge>.jsonl` as it goes; a
+rerun judges only what is missing, failed or changed. Then the report (`esc.tasks.pairwise.report`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from esc.config_rules import integer, number, setting, typed_section
+from esc.dialogues.record import dialogue_lines
+from esc.dialogues.store import read_dialogues
+from esc.errors import UserError
+from esc.scoring.judge import FAILED, INVALID, VALID
+from esc.scoring.judging import Batch, selected_dimensions
+from esc.scoring.store import ScoreStore
+from esc.tasks.answered import AnsweredResult
+from esc.tasks.pairwise.questions import ORDERS, PairwiseRecord, pair_items, pairs, pairwise_digest, verdict
+from esc.tasks.pairwise.report import Judged, dropped_cards, write_report
+from esc.tasks.task import Context, Mode, Outcome, Plan, register
+
+
+@dataclasses.dataclass
+class PairwiseResult(AnsweredResult):
+    pairs: int = 0
+
+    def summary(self) -> str:
+        c = self.counts
+        return (
+            f"{self.markdown}\n{self.pairs} pairs x dimensions; answers: {c.get(VALID, 0)} valid, "
+            f"{c.get(INVALID, 0)} invalid, {c.get(FAILED, 0)} failed (of them {c.get('skipped', 0)} "
+            "judged by an earlier run); "
+            f"{self.output_dir}/pairwise.md, strengths.csv, verdicts.csv"
+        )
+
+
+@dataclasses.dataclass
+class PairwiseSettings:
+    """`pairwise` (conf/rank.yaml): the Bradley-Terry fit's resamples and prior."""
+
+    bootstrap: int = setting(integer(0))  # resamples by card for the 95% intervals
+    prior: float = setting(number(above=0, multiple_of=0.5), "pseudo-wins each way per pair")
+
+
+@register
+class Pairwise(Mode):
+    name = "pairwise"
+    reads_dialogues = True
+    own_questions = True
+    reports = ("pairwise",)
+    config = (typed_section("pairwise", PairwiseSettings),)
+
+    def settings(self, cfg: Mapping[str, Any]) -> dict[str, Any]:
+        return {"pairwise": {"questions_sha256": pairwise_digest()}}
+
+    def plan(self, ctx: Context) -> Plan:
+        files = ctx.dialogue_files("name two or more evaluate.py output directories (one per target)", True)
+        dims = selected_dimensions(ctx.run.dimensions)
+        dialogues = []
+        for path in files:
+            for lineno, dialogue in enumerate(read_dialogues(path), 1):
+                if dialogue.status == "complete":
+                    dialogue_lines(
+                        dialogue, path, lineno
+                    )  # the checks score and safety make: turns alternate
+                dialogues.append(dialogue)
+        found = pairs(dialogues)
+        played: Counter = Counter(
+            (d.roleplayer, d.language, d.card_id) for d in dialogues if d.status == "complete"
+        )
+        if not found:
+            raise UserError(
+                f"no card played by two targets with the same role-player in {', '.join(map(str, files))}: "
+                "pairwise compares runs of different targets on the same cards"
+            )
+        items = [item for pair in found for item in pair_items(pair, dims)]
+        store = ScoreStore(ctx.out / "pairwise" / f"{ctx.judge.name}.jsonl", PairwiseRecord)
+        batch = Batch(ctx.judge, items, store, "pairs of dialogues, both orders", "verdict")
+        manifest = {"sources": [str(p) for p in files], "pairs": len(found)}
+        return Plan([batch], manifest, (found, dims, played))
+
+    def report(self, ctx: Context, plan: Plan) -> Outcome:
+        found, dims, played = plan.data
+        records = plan.batches[0].store.records
+        counts: Counter = Counter(skipped=ctx.counts["skipped"])
+        judged = []
+        for pair in found:
+            for key in dims:
+                answers = {o: records.get((f"{pair.pair_id}/{o}", key)) for o in ORDERS}
+                for record in answers.values():
+                    counts[record.status if record is not None else FAILED] += 1
+                judged.append(Judged(pair, key, verdict(pair, answers)))
+        section: PairwiseSettings = ctx.section("pairwise")
+        name, n = ctx.judge.name, section.bootstrap
+        report = write_report(ctx.out, judged, dims, name, n, ctx.seed, dropped_cards(played), section.prior)
+        result = PairwiseResult(str(ctx.out), report["markdown"], dict(counts), len(judged))
+        return Outcome(result, {"counts": dict(counts), "report": str(ctx.out / "pairwise.md")})

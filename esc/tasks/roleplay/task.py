@@ -1,0 +1,154 @@
+"""`rank.py mode=roleplay` (`+exp=rank/roleplay_eval`): how well role-players play a person with a worry.
+
+Inputs: the dialogues of one or more role-players (evaluate.py output folders: ESC-Role and the
+GPT-4 / Baichuan-NPC baselines, `+exp=evaluate/roleplay_dialogues`), the role cards they played
+(`roleplay.cards`; null: the released cards), and optionally the human dialogues those cards were
+made from (`roleplay.human`: the `human_dialogues.jsonl` that `python build_cards.py` writes
+for multi-turn sources). The judge answers the six metric questions for every dialogue and, for
+every card with a human dialogue, the pairwise question in both orders (`esc.tasks.roleplay.questions`).
+
+Outputs in OUT: `scores/roleplay__<judge>.jsonl` (every judgment, resumable: a rerun asks only
+what is missing or failed), `table1.md|csv` and `winrates.md|csv` (`esc.tasks.roleplay.report`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from esc.cards import load_cards
+from esc.config_rules import boolean, integer, setting, typed_section
+from esc.dialogues.store import read_dialogues
+from esc.errors import ConfigError, UserError
+from esc.hashing import sha256_file
+from esc.jsonl import atomic_write_text, read_jsonl
+from esc.reports.result import write_result
+from esc.scoring.judging import Batch
+from esc.scoring.roleplay_metrics import ROLEPLAY_METRICS_FILE
+from esc.scoring.store import STATUSES, ScoreStore
+from esc.tasks.answered import AnsweredResult
+from esc.tasks.roleplay.questions import (
+    RoleplayRecord,
+    human_lines,
+    metric_items,
+    pairwise_items,
+    seeker_turns,
+)
+from esc.tasks.roleplay.report import table1, table1_report, to_csv, win_rates, winrate_report
+from esc.tasks.task import Context, Mode, Outcome, Plan, register
+
+log = logging.getLogger(__name__)
+
+
+def _cards(paths: Any) -> dict[tuple[int, str], str]:
+
+    cards = load_cards([Path(p) for p in paths] if paths else None)
+    return {(c.id, c.language): c.to_text() for c in cards}
+
+
+def _human(path: Any) -> dict[tuple[int, str], list[tuple[str, str]]]:
+    if not path:
+        return {}
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError("roleplay.human", f"{path}: no such file")
+    out = {}
+    for lineno, record in read_jsonl(path):
+        try:
+            out[(int(record["card_id"]), str(record["language"]))] = human_lines(record)
+        except (KeyError, TypeError, ValueError) as err:
+            raise UserError(f"{path} [line {lineno}]: not a human dialogue record ({err})") from None
+    return out
+
+
+@dataclasses.dataclass
+class RoleplayResult(AnsweredResult):
+    """Table 1 (the six role-play metrics) and Figure 3 (win rates against the human dialogues)."""
+
+    table1: Any = None
+    winrates: Any = None
+
+    def summary(self) -> str:
+        return f"{self.markdown}\njudgments: {self.counts}; {self.output_dir}/table1.md, winrates.md (.csv)"
+
+
+@dataclasses.dataclass
+class RoleplaySettings:
+    """`roleplay` (+exp=rank/roleplay_eval): the cards and human dialogues the items ask about."""
+
+    cards: Any = setting()  # card files the dialogues played; null: the released high-quality cards
+    human: str | None = setting()  # JSONL of the cards' source human dialogues; null: no pairwise test
+    turns: int = setting(integer(1))  # seeker messages of the human dialogue shown
+    metrics: bool = setting(boolean())  # the six metrics of Table 10
+    pairwise: bool = setting(boolean())  # the human-likeness test of Figure 3, both orders
+    bootstrap: int = setting(integer(0))  # resamples for the 95% intervals
+
+
+@register
+class Roleplay(Mode):
+    """Judge the role-players' dialogues (`dialogues`) on the six metrics and against the human
+    dialogues of their cards."""
+
+    name = "roleplay"
+    reads_dialogues = True
+    own_questions = True
+    reports = ("table1", "winrates")
+    config = (typed_section("roleplay", RoleplaySettings, missing="+exp=rank/roleplay_eval adds it"),)
+
+    def settings(self, cfg: Mapping[str, Any]) -> dict[str, Any]:
+        # what its items ask: the cards, the human dialogues, the questions' texts
+        section = cfg["roleplay"]  # as written (the fingerprint of folders judged before typing)
+        settings = {k: section.get(k) for k in ("cards", "human", "turns", "metrics", "pairwise")}
+        return {"roleplay": {**settings, "questions_sha256": sha256_file(ROLEPLAY_METRICS_FILE)}}
+
+    def plan(self, ctx: Context) -> Plan:
+        files = ctx.dialogue_files("name the evaluate.py output directories of the role-players")
+        section: RoleplaySettings = ctx.section("roleplay")
+        cards, human, turns = _cards(section.cards), _human(section.human), section.turns
+        items, pairs = [], 0
+        for path in files:
+            for d in read_dialogues(path):
+                if d.status != "complete":
+                    continue
+                card = cards.get((d.card_id, d.language))
+                if card is None:
+                    raise ConfigError(
+                        "roleplay.cards",
+                        f"{path}: card {d.card_id} ({d.language}) is in none of the card files given",
+                    )
+                lines = [("user" if t.speaker == "roleplayer" else "assistant", t.text) for t in d.turns]
+                dialogue_id = f"{d.roleplayer}:{d.language}:{d.card_id}"
+                if section.metrics:
+                    items += metric_items(dialogue_id, d.language, card, lines)
+                if section.pairwise and (d.card_id, d.language) in human:
+                    items += pairwise_items(
+                        dialogue_id, d.language, lines, seeker_turns(human[(d.card_id, d.language)], turns)
+                    )
+                    pairs += 1
+        if not items:
+            raise UserError("no complete role-play dialogue to judge in the dialogue files given")
+        if section.pairwise and human and not pairs:
+            log.warning("roleplay.human matches none of the dialogues' cards: no pairwise test")
+        store = ScoreStore(ctx.out / "scores" / f"roleplay__{ctx.judge.name}.jsonl", RoleplayRecord)
+        batch = Batch(ctx.judge, items, store, "role-play replies", "rating")
+        return Plan([batch], {"sources": [str(p) for p in files], "pairs": pairs})
+
+    def report(self, ctx: Context, plan: Plan) -> Outcome:
+        batch, out = plan.batches[0], ctx.out
+        records = [batch.store.records[(it.item_id, it.dimension)] for it in batch.items]
+        n = ctx.section("roleplay").bootstrap
+        t1, wins = table1(records, n, ctx.seed), win_rates(records, n, ctx.seed)
+        table1_md = write_result(out, table1_report(t1))
+        winrates_md = write_result(out, winrate_report(wins))
+        markdown = f"## Role-play metrics (0-10, Table 1)\n\n{table1_md}"
+        if wins:
+            markdown += f"\n## Against the human dialogue (Figure 3)\n\n{winrates_md}"
+        atomic_write_text(out / "table1.csv", to_csv(t1))
+        atomic_write_text(out / "winrates.csv", to_csv(wins))
+        counts = {s: sum(r.status == s for r in records) for s in STATUSES}
+        result = RoleplayResult(str(out), markdown, counts, t1, wins)
+        manifest = {"counts": counts, "table1": str(out / "table1.md"), "winrates": str(out / "winrates.md")}
+        return Outcome(result, manifest)

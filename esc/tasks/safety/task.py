@@ -1,0 +1,115 @@
+"""`rank.py mode=safety`: every reply of the chatbots under test against the safety checklist.
+
+For each complete dialogue of `dialogues` and each reply of its target, one yes/no question per
+checklist item (`esc.tasks.safety.checklist`), judged by any judge (answer distribution for local models,
+constrained or strictly parsed for APIs) and appended to `OUT/safety/<dialogue file>__<judge>.jsonl`
+as it goes; a rerun judges only what is missing, failed or changed. Then the report
+(`esc.tasks.safety.report`): flag rates per target and question with intervals by card, and every
+flagged reply.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from esc.config_rules import either, integer, list_of, one_of, setting, typed_section
+from esc.dialogues.store import read_dialogues
+from esc.errors import UserError
+from esc.scoring.judge import FAILED, INVALID, VALID
+from esc.scoring.judging import Batch
+from esc.scoring.store import ScoreStore
+from esc.tasks.answered import AnsweredResult
+from esc.tasks.safety.checklist import (
+    SafetyRecord,
+    checklist_digest,
+    question_keys,
+    replies,
+    safety_items,
+    selected_questions,
+)
+from esc.tasks.safety.report import Answer, write_report
+from esc.tasks.task import Context, Mode, Outcome, Plan, register
+
+
+@dataclasses.dataclass
+class SafetyResult(AnsweredResult):
+    replies: int = 0
+    flagged: int = 0
+
+    def summary(self) -> str:
+        c = self.counts
+        return (
+            f"{self.markdown}\n{self.replies} replies, {c.get(VALID, 0)} valid, {c.get(INVALID, 0)} invalid, "
+            f"{c.get(FAILED, 0)} failed answers; {self.flagged} flagged; "
+            f"{self.output_dir}/safety.md, flagged.csv"
+        )
+
+
+@dataclasses.dataclass
+class SafetySettings:
+    """`safety` (conf/rank.yaml): the checklist's questions asked, the intervals' resamples."""
+
+    questions: Any = setting(
+        either(one_of("all", null=True), list_of(one_of(*question_keys()))), "checklist keys"
+    )
+    bootstrap: int = setting(integer(0))  # resamples by card for the flag rates' 95% intervals
+
+
+@register
+class Safety(Mode):
+    name = "safety"
+    reads_dialogues = True
+    own_questions = True
+    reports = ("safety",)
+    config = (typed_section("safety", SafetySettings),)
+
+    def settings(self, cfg: Mapping[str, Any]) -> dict[str, Any]:
+        # the checklist's texts (each judgment's content hash covers its prompt too)
+        return {"safety": {"checklist_sha256": checklist_digest()}}
+
+    def plan(self, ctx: Context) -> Plan:
+        questions = selected_questions(ctx.section("safety").questions)
+        files = ctx.dialogue_files("name the evaluate.py output directories or dialogue files", True)
+        found: list[tuple[Path, list]] = []
+        for path in files:
+            per_file = []
+            for lineno, dialogue in enumerate(read_dialogues(path), 1):
+                if dialogue.status == "complete":
+                    per_file += [
+                        (reply, safety_items(reply, lines, questions))
+                        for reply, lines in replies(dialogue, path, lineno)
+                    ]
+            found.append((path, per_file))
+        if not any(per_file for _, per_file in found):
+            raise UserError(f"no complete dialogue with a reply to check in {', '.join(map(str, files))}")
+        judge = ctx.judge
+        batches = [
+            Batch(
+                judge,
+                [item for _, its in per_file for item in its],
+                ScoreStore(ctx.out / "safety" / f"{path.stem}__{judge.name}.jsonl", SafetyRecord),
+                f"safety checklist of {path.stem}",
+                "answer",
+            )
+            for path, per_file in found
+        ]
+        return Plan(batches, {"sources": [str(p) for p in files], "questions": questions}, (found, questions))
+
+    def report(self, ctx: Context, plan: Plan) -> Outcome:
+        found, questions = plan.data
+        counts: Counter = Counter(skipped=ctx.counts["skipped"])
+        answers = []
+        for (_, per_file), batch in zip(found, plan.batches, strict=True):
+            for reply, its in per_file:
+                for item in its:
+                    record = batch.store.records[(item.item_id, item.dimension)]
+                    answers.append(Answer(reply, item.dimension, record))
+                    counts[record.status] += 1
+        report = write_report(ctx.out, answers, questions, ctx.section("safety").bootstrap, ctx.seed)
+        replied = len({a.reply.item_id for a in answers})
+        result = SafetyResult(str(ctx.out), report["markdown"], dict(counts), replied, report["flagged"])
+        return Outcome(result, {"counts": dict(counts), "report": str(ctx.out / "safety.md")})

@@ -1,0 +1,330 @@
+"""A jury of judges (`rank.py jury=...`): the pooled score, and how the judges differ.
+
+Each member judges every (dialogue, dimension) into its own score files; nothing is averaged there.
+From their records, on one reading of a judgment (`jury.reading`: `expected`, the expected score
+where a judge gives probabilities and the stated one where it does not; or `stated`, the score each
+judge stated, as Table 2 reads it):
+
+- **pooled score**: per (dialogue, dimension), the mean (or median, `jury.pool`) of the members'
+  readings, over the members whose judgment is valid; fewer than `jury.min_valid` valid members
+  (default: all) make the pooled judgment invalid, counted like any invalid judgment. The pooled
+  rows join the leaderboard as judge ``jury``; each member's own row there keeps Table 2's reading
+  (stated scores), and the jury section compares everything on the jury's reading.
+- **leniency**: per member, the mean of its reading minus the pooled score on the same (dialogue,
+  dimension), where every member is valid (0-4 scale; above 0: more lenient than the jury), with a
+  95% bootstrap interval resampling role cards.
+- **agreement**: Krippendorff's alpha (interval level, on the readings) between the members, per
+  dimension, with an interval resampling cards; undefined (n/a) where the scores do not vary.
+- **rankings**: per (role-player, language), each member's order of the targets by their average on
+  the jury's reading, Kendall's tau between each member's order and the pooled one, and every pair
+  of targets two members put in opposite orders.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from esc.reports import result as result_
+from esc.reports.bootstrap import (
+    NO_INTERVAL,
+    Interval,
+    card_units,
+    expand,
+    format_figure,
+    unit_index,
+    unit_intervals,
+)
+from esc.scoring.judge import INVALID, VALID
+from esc.scoring.jury import JURY
+from esc.scoring.rubrics import DIMENSION_KEYS
+from esc.scoring.store import ScoreRecord
+from esc.tasks.score.leaderboard import Row
+
+
+def _value(record: ScoreRecord, reading: str = "expected") -> float:
+    """A valid judgment's score on the jury's reading (see the module docstring)."""
+    if reading == "expected" and record.expected is not None:
+        return float(record.expected)
+    return float(record.score)
+
+
+def reading_records(records: Sequence[ScoreRecord], reading: str) -> list[ScoreRecord]:
+    """The records with each valid score replaced by its reading: the members' rows on the jury's scale."""
+    return [dataclasses.replace(r, score=_value(r, reading)) if r.status == VALID else r for r in records]
+
+
+def _by_item(records: Sequence[ScoreRecord]) -> dict[tuple[str, str], dict[str, ScoreRecord]]:
+    items: dict[tuple[str, str], dict[str, ScoreRecord]] = defaultdict(dict)
+    for r in records:
+        items[r.key][r.judge] = r
+    return items
+
+
+def pooled_records(
+    records: Sequence[ScoreRecord], members: Sequence[str], pool: str = "mean", min_valid: int | None = None,
+    reading: str = "expected",
+) -> list[ScoreRecord]:  # fmt: skip
+    """One record per (dialogue, dimension) with judge ``jury`` (see the module docstring)."""
+    combine = statistics.fmean if pool == "mean" else statistics.median
+    need = len(members) if min_valid is None else int(min_valid)
+    out = []
+    for _, by_judge in sorted(_by_item(records).items()):
+        first = next(iter(by_judge.values()))
+        valid = [_value(r, reading) for j, r in by_judge.items() if j in members and r.status == VALID]
+        base = {f: getattr(first, f) for f in ("dialogue_id", "dimension", "language", "target", "roleplayer",
+                                                "card_id", "content_sha", "source")}  # fmt: skip
+        prompt = {"pool": pool, "reading": reading, "members": list(members)}
+        if len(valid) >= need and valid:
+            value = float(combine(valid))
+            out.append(
+                ScoreRecord(**base, judge=JURY, prompt=prompt, status=VALID, score=value, expected=value)
+            )
+        else:
+            error = f"{len(valid)} of {len(members)} judges gave a valid score (min_valid {need})"
+            out.append(ScoreRecord(**base, judge=JURY, prompt=prompt, status=INVALID, error=error))
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Leniency:
+    judge: str
+    offset: float | None  # mean (own reading - pooled score), 0-4 scale
+    interval: Interval
+    items: int  # (dialogue, dimension) where every member is valid
+
+
+def leniency(
+    records: Sequence[ScoreRecord], members: Sequence[str], pool: str = "mean", reading: str = "expected",
+    n: int = 1000, seed: int = 0,
+) -> list[Leniency]:  # fmt: skip
+    """Each member's mean offset from the jury's pooled score (see the module docstring)."""
+    combine = statistics.fmean if pool == "mean" else statistics.median
+    complete = [
+        by_judge for by_judge in _by_item(records).values()
+        if all(m in by_judge and by_judge[m].status == VALID for m in members)
+    ]  # fmt: skip
+    units, groups = unit_index(card_units([b[members[0]] for b in complete]))
+    pooled = [combine([_value(b[m], reading) for m in members]) for b in complete]
+    out = []
+    for m in members:
+        offsets = np.asarray(
+            [_value(b[m], reading) - p for b, p in zip(complete, pooled, strict=True)], dtype=float
+        )
+        if not len(offsets) or len(members) < 2:
+            out.append(Leniency(m, None, NO_INTERVAL, len(offsets)))
+            continue
+
+        def statistic(drawn: np.ndarray, offsets: np.ndarray = offsets) -> float:
+            picked = expand(groups, drawn)
+            return float(offsets[picked].mean()) if len(picked) else math.nan
+
+        interval = unit_intervals(len(units), statistic, n, seed)[0]
+        out.append(Leniency(m, float(offsets.mean()), interval, len(offsets)))
+    return out
+
+
+def alpha_level(reading: str) -> str:
+    """Krippendorff's level for the jury's reading: the stated scores 0-4 are ordinal categories;
+    expected scores are continuous (interval)."""
+    return "ordinal" if reading == "stated" else "interval"
+
+
+def _alpha(table: np.ndarray, level: str = "interval") -> float:
+    """Krippendorff's alpha (`level`) of a judges x items table (NaN: no judgment); NaN when undefined."""
+    import krippendorff
+
+    if table.shape[1] < 2 or np.sum(~np.isnan(table)) < 4:
+        return math.nan
+    try:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if level == "ordinal":  # the categories are the scale's, not only those that occur
+                return float(krippendorff.alpha(reliability_data=table, level_of_measurement="ordinal",
+                                                value_domain=list(range(5))))  # fmt: skip
+            return float(krippendorff.alpha(reliability_data=table, level_of_measurement=level))
+    except (ValueError, ZeroDivisionError):  # a single value: no variation to agree on
+        return math.nan
+
+
+def _cell(by_judge: Mapping[str, ScoreRecord], member: str, reading: str) -> float:
+    record = by_judge.get(member)
+    return _value(record, reading) if record is not None and record.status == VALID else math.nan
+
+
+def agreement_between_judges(
+    records: Sequence[ScoreRecord],
+    members: Sequence[str],
+    reading: str = "expected",
+    n: int = 1000,
+    seed: int = 0,
+) -> dict[str, tuple[float, Interval, int]]:
+    """{dimension: (Krippendorff's alpha between the members, its interval by card, items)}: ordinal
+    on the stated scores (`reading: stated`), interval on expected scores."""
+    level = alpha_level(reading)
+    out = {}
+    items = _by_item(records)
+    for dim in DIMENSION_KEYS:
+        keys = sorted(k for k in items if k[1] == dim)
+        if not keys:
+            continue
+        table = np.asarray([[_cell(items[k], m, reading) for k in keys] for m in members], dtype=float)
+        first = [next(iter(items[k].values())) for k in keys]
+        units, groups = unit_index(card_units(first))
+
+        def statistic(drawn: np.ndarray, table: np.ndarray = table, groups: list = groups) -> float:
+            return _alpha(table[:, expand(groups, drawn)], level)
+
+        out[dim] = (_alpha(table, level), unit_intervals(len(units), statistic, n, seed)[0], len(keys))
+    return out
+
+
+def _kendall(a: Mapping[str, float], b: Mapping[str, float]) -> float | None:
+    """Kendall's tau-b between two judges' scores of the targets both scored: ties kept (two
+    targets with the same score are tied, not ordered by name)."""
+    from scipy.stats import kendalltau
+
+    common = sorted(set(a) & set(b))
+    if len(common) < 2:
+        return None
+    tau = kendalltau([a[t] for t in common], [b[t] for t in common], variant="b").statistic
+    return None if math.isnan(tau) else float(tau)
+
+
+def _tiers(scores: Mapping[str, float]) -> list[list[str]]:
+    """Targets best first, those with exactly the same score in one tier (names sorted within it)."""
+    tiers: list[list[str]] = []
+    previous = None
+    for target, score in sorted(scores.items(), key=lambda item: (-item[1], item[0])):
+        if tiers and score == previous:
+            tiers[-1].append(target)
+        else:
+            tiers.append([target])
+        previous = score
+    return tiers
+
+
+def rankings(rows: Sequence[Row], members: Sequence[str]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Per (role-player, language): each judge's order of the targets it scored (best first; `tiers`
+    keeps exact ties together), Kendall's tau-b with the jury's scores, and the target pairs that one
+    member strictly prefers one way and another the other way (a tie is no dispute)."""
+    out = {}
+    groups: dict[tuple[str, str], dict[str, list[Row]]] = defaultdict(lambda: defaultdict(list))
+    for row in rows:
+        groups[(row.roleplayer, row.language)][row.judge].append(row)
+    for key, by_judge in sorted(groups.items()):
+        scores = {
+            judge: {r.target: float(r.average.mean) for r in rs if r.average.mean is not None}
+            for judge, rs in by_judge.items()
+        }
+        tiers = {judge: _tiers(s) for judge, s in scores.items()}
+        pooled = scores.get(JURY, {})
+        disputed = []
+        for t1, t2 in itertools.combinations(sorted(pooled), 2):
+            prefers = {
+                m: (t1 if scores[m][t1] > scores[m][t2] else t2 if scores[m][t2] > scores[m][t1] else None)
+                for m in members
+                if m in scores and {t1, t2} <= set(scores[m])
+            }
+            if len({p for p in prefers.values() if p is not None}) > 1:
+                disputed.append((t1, t2, {m: p if p is not None else "tie" for m, p in prefers.items()}))
+        out[key] = {
+            "orders": {judge: [t for tier in ts for t in tier] for judge, ts in tiers.items()},
+            "tiers": tiers,
+            "tau": {m: _kendall(scores[m], pooled) for m in members if m in scores},
+            "disputed": disputed,
+        }
+    return out
+
+
+def _figure(value: float, interval: Interval, n: int, digits: int) -> result_.Cell:
+    return result_.figure(format_figure(value, interval, digits=digits), value, interval, n)
+
+
+def jury_blocks(
+    leniencies: Sequence[Leniency], alphas: Mapping[str, tuple[float, Interval, int]],
+    ranks: Mapping[tuple[str, str], Mapping[str, Any]], pool: str, members: Sequence[str],
+    reading: str = "expected",
+) -> list[result_.Block]:  # fmt: skip
+    """The jury's section of leaderboard.md: leniency, agreement between the judges, rankings."""
+    blocks: list[result_.Block] = [
+        result_.Heading(f"The jury: {', '.join(members)}"),
+        result_.Text(
+            f"The pooled score (judge `{JURY}` in the table above) is the {pool} of the judges' {reading} "
+            "scores; each judge's own row there, like Table 2, averages its stated scores. Everything below "
+            f"is on the jury's reading ({reading})."
+        ),
+        result_.Text(
+            "Leniency: mean of the judge's score minus the pooled score on the same judgment (0-4 "
+            "scale; above 0 = more lenient than the jury), 95% bootstrap interval over cards, on the "
+            "judgments every judge read."
+        ),
+        result_.Table.of(
+            ["judge", "leniency", "judgments"],
+            [
+                [
+                    le.judge,
+                    result_.Cell("n/a", n=le.items, note="no judgment every judge read")
+                    if le.offset is None
+                    else _figure(le.offset, le.interval, le.items, 2),
+                    le.items,
+                ]
+                for le in leniencies
+            ],
+        ),  # fmt: skip
+        result_.Text(
+            f"Agreement between the judges, Krippendorff's alpha ({alpha_level(reading)}) per "
+            "dimension, 95% interval over cards:"
+        ),
+        result_.Table.of(
+            ["dimension", "alpha", "judgments"],
+            [
+                [
+                    dim,
+                    result_.Cell("n/a (no variation)", n=n, note="no variation")
+                    if math.isnan(alpha)
+                    else _figure(alpha, interval, n, 3),
+                    n,
+                ]
+                for dim, (alpha, interval, n) in alphas.items()
+            ],
+        ),  # fmt: skip
+    ]
+    for (roleplayer, language), r in ranks.items():
+        lines = []
+        for judge, tiers in r["tiers"].items():
+            tau = "" if judge == JURY else f" (Kendall's tau-b with the jury: {_tau(r['tau'].get(judge))})"
+            lines.append(f"- {judge}: {' > '.join(' = '.join(tier) for tier in tiers)}{tau}")
+        if r["disputed"]:
+            pairs = [
+                f"{a} vs {b} ({', '.join(f'{m}: {w}' for m, w in who.items())})"
+                for a, b, who in r["disputed"]
+            ]
+            lines.append("- judges disagree on: " + "; ".join(pairs))
+        else:
+            lines.append("- no two judges order a pair of targets oppositely (a tie is no dispute)")
+        blocks += [
+            result_.Text(f"Rankings ({language}, role-player {roleplayer}), best first (= an exact tie):"),
+            result_.Text("\n".join(lines)),
+        ]
+    return blocks
+
+
+def to_markdown(
+    leniencies: Sequence[Leniency], alphas: Mapping[str, tuple[float, Interval, int]],
+    ranks: Mapping[tuple[str, str], Mapping[str, Any]], pool: str, members: Sequence[str],
+    reading: str = "expected",
+) -> str:  # fmt: skip
+    """`jury_blocks` as markdown."""
+    blocks = jury_blocks(leniencies, alphas, ranks, pool, members, reading)
+    return result_.Report("leaderboard", tuple(blocks)).to_markdown()
+
+
+def _tau(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"

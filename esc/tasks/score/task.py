@@ -1,0 +1,261 @@
+"""`rank.py mode=score` and `mode=leaderboard` (`esc.rank.run` picks one): dialogues → judgments
+on 7 dimensions → the Table 2 leaderboard, or the leaderboard alone from existing score files.
+
+Resumable and kill-safe: judgments are appended to `OUT/scores/*.jsonl` as each chunk is judged
+(`esc.scoring.judging`), and a rerun with the same output directory judges only what is missing or
+failed. The leaderboard is rebuilt from the score files at the end of every run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from esc.config_rules import Rule, Section, paths
+from esc.errors import ConfigError, UserError
+from esc.jsonl import atomic_write_text
+from esc.lifecycle import JobResult
+from esc.reports import breakdown
+from esc.reports.result import Block, Report, write_result
+from esc.reports.wandb_report import log_run
+from esc.scoring.judge import FAILED, INVALID, VALID
+from esc.scoring.judging import (
+    Batch,
+    check_one_prompt_per_judge,
+    invalid_report,
+    load_items,
+    selected_dimensions,
+)
+from esc.scoring.jury import JurySettings
+from esc.scoring.store import ScoreRecord, ScoreStore, merge_score_files, score_file_paths, score_inputs
+from esc.tasks.score import jury as jury_report
+from esc.tasks.score import leaderboard as board
+from esc.tasks.score import simulators
+from esc.tasks.score.jury import pooled_records
+from esc.tasks.score.simulators import simulator_tables
+from esc.tasks.task import Context, LeaderboardSettings, Mode, Outcome, Plan, in_mode, register
+
+log = logging.getLogger(__name__)
+
+
+class NoValidJudgments(UserError):
+    """A judge whose every judgment is invalid: the files are written (the reasons are in the score
+    files), its leaderboard row is all n/a (a jury pools the others); exit code 1, after the summary,
+    so that no script takes the run for a result."""
+
+    exit_code = 1
+
+
+@dataclasses.dataclass
+class ScoreResult(JobResult):
+    """mode=score and mode=leaderboard: the Table 2 leaderboard and the judgments behind it."""
+
+    counts: dict[str, int] = dataclasses.field(default_factory=dict)  # this run's judgments
+    judgments: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)  # all, per dimension
+    markdown: str = ""
+    charts: list[str] = dataclasses.field(default_factory=list)
+    rows: list[Any] = dataclasses.field(default_factory=list)
+    no_valid: str | None = None  # why a judge's row is all n/a (`invalid_judgments`)
+
+    def _by_dimension(self, status: str) -> dict[str, int]:
+        return {k: v[status] for k, v in self.judgments.items() if v[status]}
+
+    def summary(self) -> str:
+        c = self.counts
+        return "\n".join(
+            [
+                self.markdown,
+                f"{c.get(VALID, 0)} valid, {c.get(INVALID, 0)} invalid, {c.get(FAILED, 0)} failed judgments "
+                f"this run ({c.get('skipped', 0)} already done); invalid by dimension: "
+                f"{self._by_dimension(INVALID) or 'none'}; failed: {self._by_dimension(FAILED) or 'none'}",
+                f"leaderboard: {self.output_dir}/leaderboard.md (.csv), charts: {', '.join(self.charts)}",
+            ]
+        )
+
+    def incomplete(self) -> str | None:
+        if not self.counts.get(FAILED):
+            return None
+        return (
+            f"{self.counts[FAILED]} judgments failed (no answer came: {self._by_dimension(FAILED)}); rerun "
+            "the same command to retry them"
+        )
+
+    def refuse_if_unusable(self) -> None:
+        """After the summary (rank.py): a NoValidJudgments (exit 1) when a judge gave no valid
+        judgment."""
+        if self.no_valid:
+            raise NoValidJudgments(self.no_valid)
+
+
+def invalid_judgments(records: Sequence[ScoreRecord]) -> str | None:
+    """Say on the console what the score files hold: per judge with invalid judgments, a warning
+    with the count and the first reason; the message of a judge with no valid judgment at all (its
+    row is all n/a), or None. Failed judgments are the rerun's (`ScoreResult.incomplete`)."""
+    by_judge: dict[str, list[ScoreRecord]] = {}
+    for record in records:
+        by_judge.setdefault(record.judge, []).append(record)
+    unusable = []
+    for name, own in by_judge.items():
+        invalid = [r for r in own if r.status == INVALID]
+        if not invalid:
+            continue
+        first = invalid[0]
+        what = (
+            f"{len(invalid)} of {len(own)} judgments by judge {name!r} are invalid (first: "
+            f"{first.dialogue_id}, {first.dimension}: {first.error or 'no reason recorded'})"
+        )
+        if any(r.status == VALID for r in own):
+            log.warning("%s; they are counted, never averaged in", what)
+        else:
+            unusable.append(what)
+    if not unusable:
+        return None
+    return (
+        f"no valid judgment: {'; '.join(unusable)}; its leaderboard row is all n/a (the reasons are in the "
+        "score files): change the judge or its settings (e.g. judge.min_answer_mass) and judge into a new "
+        "folder (hydra.run.dir=NEW_DIR)"
+    )
+
+
+def write_reports(
+    out: Path, records: Sequence[ScoreRecord], settings: LeaderboardSettings, seed: int,
+    jury: JurySettings | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """leaderboard.md and leaderboard.result.json (the table; the jury, several simulators and the
+    breakdowns as sections after it), leaderboard.csv, charts. With a `jury`, the pooled records join
+    the table (and the breakdowns) as judge `jury`."""
+    n = settings.bootstrap
+    jury_section: list[Block] = []
+    if jury:
+        members, pool, reading = jury.names, jury.pool, jury.reading
+        judged = list(records)
+        pooled = pooled_records(judged, members, pool, jury.min_valid, reading)
+        records = [*judged, *pooled]  # the jury's row in Table 2 and in the breakdowns
+        rows = board.leaderboard(records, n, seed)
+        # the rankings order targets by point estimates: no resamples (0) for these rows
+        on_reading = board.leaderboard([*jury_report.reading_records(judged, reading), *pooled], 0, seed)
+        jury_section = jury_report.jury_blocks(
+            jury_report.leniency(judged, members, pool, reading, n, seed),
+            jury_report.agreement_between_judges(judged, members, reading, n, seed),
+            jury_report.rankings(on_reading, members), pool, members, reading,
+        )  # fmt: skip
+    else:
+        rows = board.leaderboard(records, n, seed)
+    blocks = [*board.leaderboard_blocks(rows), *jury_section]
+    tables = simulator_tables(records, n, seed)
+    if tables:
+        blocks += simulators.simulator_blocks(tables)
+        atomic_write_text(out / "simulators.json", json.dumps(simulators.to_json(tables), indent=1) + "\n")
+    markdown = Report("leaderboard", tuple(blocks)).to_markdown()  # the console's: without the breakdowns
+    if settings.breakdowns:  # docs/scoring.md, "Breakdowns": after the leaderboard in its file
+        blocks += breakdown.write_breakdowns(out, records, settings.cards, settings.min_n, n, seed)
+    write_result(out, Report("leaderboard", tuple(blocks)))
+    board.write_csv(rows, out / "leaderboard.csv")
+    charts = board.write_charts(rows, out / "charts") if settings.charts else []
+    return {"rows": rows, "markdown": markdown, "charts": [str(p) for p in charts]}
+
+
+@register
+class Score(Mode):
+    """Judge the dialogues on the 7 dimensions, then the leaderboard. A jury (`jury=...`) judges
+    with each member, then pools."""
+
+    name = "score"
+    reads_dialogues = True
+    takes_jury = True
+    reports = ("leaderboard",)
+
+    def plan(self, ctx: Context) -> Plan:
+        files = ctx.dialogue_files("name an evaluate.py output directory or dialogue files", True)
+        dims = selected_dimensions(ctx.run.dimensions)
+        found = [load_items(path, dims) for path in files]  # bad input stops here, before any judging
+        batches = [
+            Batch(
+                judge,
+                [item for item, _ in items],
+                ScoreStore(ctx.out / "scores" / f"{path.stem}__{judge.name}.jsonl"),
+                "dialogue x dimension",
+                "score",
+                [_record_fields(fields) for _, fields in items],
+                path,
+            )
+            for judge in ctx.judges
+            for path, items in zip(files, found, strict=True)
+        ]
+        return Plan(batches, {"sources": [str(p) for p in files]})
+
+    def report(self, ctx: Context, plan: Plan) -> Outcome:
+        paths = sorted((ctx.out / "scores").glob("*.jsonl"))
+        return leaderboard_outcome(ctx, paths, dict(ctx.counts))
+
+
+@register
+class Leaderboard(Mode):
+    """The leaderboard alone, from existing score files (`scores`): several runs, or a jury's
+    members' files pooled by name."""
+
+    name = "leaderboard"
+    judges = False
+    takes_jury = True
+    reports = ("leaderboard",)
+    config = (
+        Section(
+            "", (Rule("scores", paths(), "rank.py output dirs or score files", when=in_mode("leaderboard")),)
+        ),
+    )
+
+    def site_sources(self, out: Path, cfg: Mapping[str, Any]) -> list[Path]:
+        """OUT (the leaderboard.md this run wrote), and the rank.py folders whose score files it read
+        (`scores`: folders, or files under a folder's `scores/`). A score file elsewhere (copied
+        out, imported) is in no rank.py folder: its judgments are on OUT's leaderboard page only."""
+        folders = []
+        for path in score_file_paths(cfg["scores"], "scores"):
+            folder = path.parent.parent
+            if path.parent.name == "scores" and folder not in folders:
+                folders.append(folder)
+        return [out, *folders]
+
+    def plan(self, ctx: Context) -> Plan:
+        return Plan(data=score_inputs(ctx.run.scores))
+
+    def report(self, ctx: Context, plan: Plan) -> Outcome:
+        return leaderboard_outcome(ctx, plan.data, {})
+
+
+def _record_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """A score record's fields beyond what every judgment has (its dialogue's target, card, file)."""
+    return {k: v for k, v in fields.items() if k not in ("dialogue_id", "dimension", "language")}
+
+
+def leaderboard_outcome(ctx: Context, score_paths: Sequence[Path], counts: dict[str, int]) -> Outcome:
+    """The leaderboard of the score files (`write_reports`), and the run's result."""
+    out = ctx.out
+    records = merge_score_files(score_paths)
+    if not records:
+        raise UserError(f"no score records in {', '.join(map(str, score_paths)) or out / 'scores'}")
+    check_one_prompt_per_judge(records, score_paths)
+    jury: JurySettings | None = ctx.sections.get("jury")
+    members = jury.names if jury else []  # a jury's judges, by name: judged now, or in the score files read
+    missing = sorted(set(members) - {r.judge for r in records})
+    if missing:
+        raise ConfigError(
+            "jury.members", f"no score of judge(s) {missing} in {', '.join(map(str, score_paths))}"
+        )
+    reports = write_reports(out, records, ctx.section("leaderboard"), ctx.seed, jury)
+    by_dimension = invalid_report(records)
+    wandb_dir = log_run(out, ctx.cfg, reports["charts"], records)
+    no_valid = invalid_judgments(records)
+    result = ScoreResult(str(out), counts, by_dimension, **reports, no_valid=no_valid)
+    manifest = {
+        "wandb_dir": wandb_dir,
+        "counts": counts,
+        "judgments": by_dimension,
+        "leaderboard": str(out / "leaderboard.md"),
+        "charts": reports["charts"],
+        **({"no_valid_judgments": no_valid} if no_valid else {}),
+    }
+    return Outcome(result, manifest)

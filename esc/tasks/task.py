@@ -1,0 +1,308 @@
+"""A `rank.py` mode is one registered task; one runner does every mode's lifecycle.
+
+A mode is a `Mode` subclass in its own module under `esc/tasks/`, registered with `@register`:
+
+    @register
+    class Safety(Mode):
+        name = "safety"
+        reads_dialogues = True    # `dialogues=` is mandatory in this mode
+        own_questions = True      # its items ask their own questions: no per-dimension score adapters
+        reports = ("safety",)     # OUT/safety.md: a page of the report site
+        config = (typed_section("safety", SafetySettings),)  # its part of conf/rank.yaml, typed
+
+        def plan(self, ctx):      # read and check the inputs; the items each judge answers, by store
+            questions = ctx.section("safety").questions   # a SafetySettings, read once
+            return Plan([Batch(ctx.judge, items, store, "safety checklist", "answer")], ...)
+
+        def report(self, ctx, plan):  # the tables, from the stores; what the run returns
+            return Outcome(SafetyResult(...), {"report": "OUT/safety.md"})
+
+`run_mode` runs one: plan (bad input stops here) -> the judges' readiness and the folder's
+revisions -> the cost estimate (`max_cost`) -> judging (resumable, appended as it goes) -> report ->
+the manifest's end. `modes()` imports every module of `esc.tasks` once, so a new module is a new mode
+with no edit elsewhere (docs/architecture.md, "Adding a rank.py mode").
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from esc.chat.cost import CostEstimate, before_spending
+from esc.config_rules import (
+    Check,
+    Section,
+    boolean,
+    either,
+    integer,
+    load_section,
+    number,
+    one_of,
+    paths,
+    registered,
+    setting,
+    typed_section,
+)
+from esc.dialogues.store import dialogue_files
+from esc.errors import ConfigError, UserError
+from esc.lifecycle import Job, JobResult
+from esc.registry import Registry
+from esc.rundir import resolved_revision
+from esc.scoring.judge import Judge
+from esc.scoring.judging import Batch, estimate_items, judge_batches, refuse_same_names
+from esc.scoring.jury import JurySettings, jury_names
+from esc.scoring.rubrics import DIMENSION_KEYS, dimension
+
+
+def dimension_names() -> Check:
+    """`dimensions`: all (or null), or a dimension's name or a list of them (keys, paper names,
+    official keys), checked before the run folder is made (`dimensions=123` was a traceback)."""
+    known = ", ".join(DIMENSION_KEYS)
+
+    def check(value: Any) -> str | None:
+        if value is None or value == "all":
+            return None
+        names = [value] if isinstance(value, str) else value
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+            return f"must be all or a list of dimension names ({known}), got {value!r}"
+        for name in names:
+            try:
+                dimension(name)
+            except UserError:
+                return f"unknown dimension {name!r}; known: {known}"
+        return None
+
+    return check
+
+
+@dataclasses.dataclass
+class RunSettings:
+    """conf/rank.yaml's top-level keys that every mode may read."""
+
+    seed: int = setting(integer())  # bootstrap resampling; judges decode greedily
+    mode: str = setting(registered(lambda: tuple(modes())))
+    dialogues: Any = setting()  # evaluate.py output dirs or dialogue files; None when not set
+    scores: Any = setting()  # rank.py output dirs or score files; null
+    dimensions: Any = setting(dimension_names())  # all, or a list of dimension names
+    max_cost: float | None = setting(number(minimum=0, null=True), "USD: refuse a run estimated over it")
+
+
+@dataclasses.dataclass
+class ScoringSettings:
+    """`scoring`: how judging goes, in every mode that judges."""
+
+    chunk: int = setting(integer(1))
+    progress: bool = setting(boolean())
+
+
+@dataclasses.dataclass
+class LeaderboardSettings:
+    """`leaderboard`: the Table 2 leaderboard and the breakdowns (score, leaderboard, agreement)."""
+
+    bootstrap: int = setting(integer(0))
+    charts: bool = setting(boolean())
+    breakdowns: bool = setting(boolean())
+    min_n: int = setting(integer(1))
+    cards: Any = setting(either(one_of(None), paths("file")), "card files; null: the released cards")
+
+
+def has_jury(cfg: Any) -> bool:
+    """Whether the config names a jury's members (`jury=none` names none)."""
+    return bool(jury_names(cfg.get("jury")))
+
+
+#: the typed sections every mode reads (each mode adds its own, `Mode.config`)
+SHARED_SECTIONS: tuple[Section, ...] = (
+    typed_section("scoring", ScoringSettings),
+    typed_section("leaderboard", LeaderboardSettings),
+    typed_section("jury", JurySettings, when=has_jury),
+)
+
+
+@dataclasses.dataclass
+class Context:
+    """What a mode's `plan` and `report` work with: the run, its config (typed sections, read once),
+    its judges."""
+
+    job: Job
+    cfg: Mapping[str, Any]  # the resolved config (what the judges and the W&B log read)
+    out: Path
+    judges: list[Judge]  # [] in the modes that judge nothing; several for a jury
+    counts: Counter = dataclasses.field(default_factory=Counter)  # this run's judgments, and `skipped`
+    sections: dict[str, Any] = dataclasses.field(default_factory=dict)  # node -> its dataclass
+    run: RunSettings = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        # `???` (`dialogues` in a mode that reads none) is no value: None here
+        top = {f.name: self.cfg[f.name] for f in dataclasses.fields(RunSettings) if f.name in self.cfg}
+        self.run = load_section("", RunSettings, {k: None if v == "???" else v for k, v in top.items()})
+
+    @property
+    def judge(self) -> Judge:
+        """The one judge of a mode that takes one."""
+        if len(self.judges) != 1:
+            raise RuntimeError(f"this mode takes one judge, not {len(self.judges)}")
+        return self.judges[0]
+
+    @property
+    def seed(self) -> int:
+        """The run's seed (conf/rank.yaml: bootstrap resampling), stated once there."""
+        return self.run.seed
+
+    def section(self, name: str) -> Any:
+        """The typed config section `name` (e.g. `safety`); a ConfigError when the config lacks it."""
+        if name not in self.sections:
+            raise ConfigError(name, f"is not in the config, and mode={self.run.mode} reads it")
+        return self.sections[name]
+
+    def dialogue_files(self, what: str, distinct_names: bool = False) -> list[Path]:
+        """The dialogue files of `dialogues` (files or evaluate.py folders); a ConfigError saying
+        `what` to name when it is not set. `distinct_names`: refuse two files of one name (their
+        dialogue ids and score files would collide)."""
+        if self.run.dialogues is None:
+            raise ConfigError("dialogues", what)
+        files = dialogue_files(self.run.dialogues)
+        if distinct_names:
+            refuse_same_names(files)
+        return files
+
+
+def typed_sections(mode: Mode, cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The config's sections that `mode` reads and that have a schema, each as its dataclass."""
+    return {
+        s.node: load_section(s.node, s.schema, cfg[s.node])
+        for s in (*SHARED_SECTIONS, *mode.config)
+        if s.schema is not None and cfg.get(s.node) is not None and (s.when is None or s.when(cfg))
+    }
+
+
+@dataclasses.dataclass
+class Plan:
+    """What a mode will judge and what it read: `batches` (none in the modes that judge nothing),
+    `manifest` entries (its `sources`, counts of what it found), and `data` for its report."""
+
+    batches: list[Batch] = dataclasses.field(default_factory=list)
+    manifest: dict[str, Any] = dataclasses.field(default_factory=dict)
+    data: Any = None
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What a mode's report returns: the result the entry point prints, the manifest's last fields."""
+
+    result: JobResult
+    manifest: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+class Mode(abc.ABC):
+    """One `rank.py` mode (see the module docstring). Subclasses set the class attributes and
+    implement `plan` and `report`. By default a mode takes one judge and reads no dialogues."""
+
+    name: ClassVar[str] = ""
+    reads_dialogues: ClassVar[bool] = False
+    judges: ClassVar[bool] = True  # whether it loads a judge (`needs_judge` may decide per config)
+    own_questions: ClassVar[bool] = False
+    takes_jury: ClassVar[bool] = False  # `jury=...` instead of one judge (mode=score; leaderboard reads one)
+    reports: ClassVar[tuple[str, ...]] = ()  # OUT/<name>.md files the report site shows
+    config: ClassVar[tuple[Section, ...]] = ()
+
+    def needs_judge(self, cfg: Mapping[str, Any]) -> bool:
+        return self.judges
+
+    def settings(self, cfg: Mapping[str, Any]) -> dict[str, Any]:
+        """What else shapes this mode's judgments (the inputs its items ask about, its questions'
+        texts), beside the judge: part of the folder's fingerprint (OUT/settings.json)."""
+        return {}
+
+    def site_sources(self, out: Path, cfg: Mapping[str, Any]) -> list[Path]:
+        """The folders the run's report site shows: OUT, and any other rank.py folder it reports."""
+        return [out]
+
+    @abc.abstractmethod
+    def plan(self, ctx: Context) -> Plan:
+        """Read and check the inputs; the batches to judge, manifest entries, data for `report`."""
+
+    @abc.abstractmethod
+    def report(self, ctx: Context, plan: Plan) -> Outcome:
+        """The tables, from the stores (every judgment, this run's and earlier ones)."""
+
+
+def in_mode(*names: str) -> Callable[[Any], bool]:
+    """A config rule's `when`: the rule holds only in these modes."""
+    return lambda cfg: cfg.get("mode", "score") in names
+
+
+M = TypeVar("M", bound=type[Mode])
+MODES: Registry[Mode] = Registry("mode", "esc.tasks")  # instances; a name's origin is their class
+
+
+def register(cls: M) -> M:
+    """Class decorator: `cls` becomes the mode `cls.name` (a second class of one name is an error)."""
+    if not cls.name:
+        raise ValueError(f"{cls.__qualname__}: a mode needs a name")
+    MODES.add(cls.name, cls())
+    return cls
+
+
+def unregister(name: str) -> None:
+    """Remove a mode (tests that register a toy one)."""
+    MODES.remove(name)
+
+
+def modes() -> Registry[Mode]:
+    """Every registered mode by name (the modules of `esc.tasks` imported first, once)."""
+    return MODES
+
+
+def configured_mode(cfg: Any) -> Mode | None:
+    """The registered mode a config names (`mode`, default score); None for an unknown name, which
+    the config schema's `mode` rule reports."""
+    name = cfg.get("mode", "score")
+    return modes().get(name) if isinstance(name, str) else None
+
+
+def get_mode(name: Any) -> Mode:
+    """The mode `name`; a ConfigError on `mode` naming the registered ones otherwise."""
+    found = modes().get(name) if isinstance(name, str) else None
+    if found is None:
+        raise ConfigError("mode", f"{name!r} is not one of {', '.join(modes())}")
+    return found
+
+
+def run_mode(mode: Mode, job: Job, cfg: Mapping[str, Any], out: Path, judges: Sequence[Judge]) -> JobResult:
+    """Plan, check, estimate, judge, report, complete: the lifecycle of every mode."""
+    ctx = Context(job, cfg, out, list(judges), sections=typed_sections(mode, cfg))
+    plan = mode.plan(ctx)  # bad input stops here, before any request
+    if ctx.judges:
+        for judge in ctx.judges:
+            judge.check_ready()
+        revisions = {judge.name: resolved_revision(judge.identity()) for judge in ctx.judges}
+        identities = [judge.identity() for judge in ctx.judges]
+        single = len(ctx.judges) == 1
+        job.folder.check_resolved({"judge": revisions.popitem()[1]} if single else revisions)
+        job.manifest.update(judge=identities[0] if single else identities)
+    job.manifest.update(**plan.manifest)
+    job.on_stop(lambda: {"counts": dict(ctx.counts)})  # a stopped run records how far it got
+    if plan.batches:
+        ctx.counts["skipped"] += sum(len(b.items) - len(b.pending) for b in plan.batches)
+        by_judge: dict[int, list[Batch]] = {}
+        for batch in plan.batches:
+            by_judge.setdefault(id(batch.judge), []).append(batch)
+        estimates = [
+            estimate_items(group[0].judge, [item for b in group for item in b.pending_items()])
+            for group in by_judge.values()
+        ]
+        before_spending(CostEstimate.total(estimates), ctx.run.max_cost, job.manifest)
+        scoring: ScoringSettings = ctx.section("scoring")
+        judge_batches(plan.batches, scoring.chunk, scoring.progress, ctx.counts)
+    outcome = mode.report(ctx, plan)
+    fields: dict[str, Any] = {"counts": dict(ctx.counts)} if plan.batches else {}  # a mode may say more
+    fields.update(outcome.manifest)
+    written = [name for name in mode.reports if (out / f"{name}.md").is_file()]
+    if written:
+        fields["reports"] = written
+    return job.complete(outcome.result, **fields)
