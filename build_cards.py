@@ -21,7 +21,7 @@ quiet_third_party()  # third-party warnings a user cannot act on, by name
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from esc.cards.construct.pipeline import build_cards  # noqa: E402
+from esc.cards.construct.run import build_cards  # noqa: E402
 from esc.config_schema import validate  # noqa: E402
 from esc.errors import exit_on_user_error  # noqa: E402
 from esc.lifecycle import report, run_hydra  # noqa: E402

@@ -4,9 +4,10 @@
     .venv/bin/python benchmarks/bench_report.py --cards 100 --targets 4 --browser   # + page loads in Chromium
 
 A synthetic rank.py folder (`tests.synthetic_run.synthetic_run`: dialogue files with emotion
-ratings and score files of the given size, random but well-formed) is written once, then the site is
-built from it as `esc report` builds it (`build_site`, the leaderboard's 1,000 bootstrap resamples
-included), timed wall-clock, with the peak memory of this process. Prints the build time, the pages
+ratings, score files of the given size, random but well-formed, and the run log rank.py writes of
+them, its leaderboard with 1,000 bootstrap resamples computed there, untimed) is written once, then
+the site is built from it as `esc report` builds it (`build_site`, from the run log), timed
+wall-clock, with the peak memory of this process. Prints the build time, the pages
 written, the size of index.html and of the whole site; with `--browser`, the time headless Chromium
 takes to open the overview and the largest target page (Playwright, the system browser). Targets:
 under 3 minutes on 2 cores, index.html under 2 MB (issue 24). Figures: docs/benchmarks.md.

@@ -1,15 +1,16 @@
-"""The vocabulary of config checks, and the schema of one config node (`Section`).
+"""Settings validated by pydantic: the model of a config node, and `Section`, where a job reads it.
 
-Each module that reads a config node declares its schema beside its code (`CONFIG` in
-`esc.evaluate.run`, `esc.train.run`, `esc.judge_training.train`, `esc.rank.run`,
-`esc.cards.construct.pipeline`; the pieces they share in `esc.chat.cache`, `esc.chat.build`,
-`esc.models.loading`, `esc.scoring.judges`, `esc.lifecycle`), and `esc.config_schema.validate` runs
-the schemas of the entry point's job before any work. A `Section` names a node, the rules its values
-must pass and, where the code reads a fixed set of keys, the keys it knows: any other key there is a
-typo and stops the run (one `error:` line naming it, exit code 2). A node that the code hands whole
-to a library (Lightning's Trainer, an optimizer) stays open: the library refuses what it does not know.
-Registries supply their own lists: a backend's or judge's `kind` is one the registry knows, and its
-keys are the arguments of the class registered under that kind.
+Each module that reads a config node declares its model beside its code (a `Settings` subclass) and
+the sections of its job (`CONFIG` in `esc.evaluate.run`, `esc.train.run`, `esc.judge_training.run`,
+`esc.rank.run`, `esc.cards.construct.run`; shared nodes in `esc.chat.cache`, `esc.chat.base`,
+`esc.chat.build`, `esc.models.loading`, `esc.scoring.judges`). `esc.config_schema.validate` checks
+them all before any work. A model states each key's type and range, never its value: every field
+is required (conf/ holds the value and the comment saying what it does), any other key is a typo
+(`extra="forbid"`), types are strict (`"1"` is no integer, `true` no number) and nan or inf no
+number. A `ValidationError` becomes one `ConfigError` naming the dotted key (`config_error`).
+A node the code hands whole to a library (Lightning's Trainer, transformers) is an `OpenSettings`:
+its named keys are checked, the library refuses the rest. A backend's or judge's node is a `Plugin`:
+its `kind` one the registry knows, its keys the arguments of the class registered under that kind.
 """
 
 from __future__ import annotations
@@ -18,24 +19,34 @@ import dataclasses
 import inspect
 import json
 import math
-import typing
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, TypeVar, get_args
 
 from hydra.utils import get_object
-from omegaconf import MISSING, OmegaConf
-from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
 
 from esc.errors import ConfigError
 
-Check = Callable[[Any], "str | None"]
-"""A check takes a plain value (containers converted) and returns the problem, or None if fine."""
-
-# --- checks ---------------------------------------------------------------------------------------
+# --- models ---------------------------------------------------------------------------------------
 
 
-def _show(value: Any) -> str:
+class Settings(BaseModel):
+    """A config node the code reads: every field required, no other key, strict types, finite numbers."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+class OpenSettings(Settings):
+    """A node whose other keys another reader takes (the top level: hydra, paths; a `model:` node
+    that transformers reads): its fields are checked, any other key passes."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+def show(value: Any) -> str:
     """A value as the command line would write it: "abc", 1, true, null, [1, 2], nan, inf."""
     if isinstance(value, float) and not math.isfinite(value):
         return repr(value)  # nan, inf, -inf (JSON has no word for them)
@@ -44,14 +55,6 @@ def _show(value: Any) -> str:
 
 def is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    """A finite int or float, not a bool: nan passes no comparison, so it would pass every range
-    check (a nan temperature decodes greedily, settings.json cannot hold it); inf (`1e400`) no end."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    return isinstance(value, int) or math.isfinite(value)  # an int is finite (10**400 too)
 
 
 def non_finite(value: Any, key: str = "") -> tuple[str, float] | None:
@@ -69,58 +72,14 @@ def non_finite(value: Any, key: str = "") -> tuple[str, float] | None:
     return None
 
 
-def integer(minimum: int | None = None, null: bool = False, maximum: int | None = None) -> Check:
-    """An integer (not a bool, not a float) >= `minimum` and <= `maximum`; `null` allows None."""
-    bounds = [f"{op} {bound}" for op, bound in ((">=", minimum), ("<=", maximum)) if bound is not None]
-    wanted = "an integer" + (f" {' and '.join(bounds)}" if bounds else "") + (" or null" if null else "")
-
-    def check(value: Any) -> str | None:
-        if value is None and null:
-            return None
-        out_of_range = is_int(value) and (
-            (minimum is not None and value < minimum) or (maximum is not None and value > maximum)
-        )
-        if not is_int(value) or out_of_range:
-            return f"must be {wanted}, got {_show(value)}"
-        return None
-
-    return check
+def refuse_non_finite(key: str, value: Any) -> None:
+    """ConfigError naming the first nan or inf in `value` (at `key`): what no model reads (an `Any`)."""
+    found = non_finite(value, key)
+    if found is not None:
+        raise ConfigError(found[0], f"must be a finite number, got {show(found[1])}")
 
 
-def number(
-    minimum: float | None = None,
-    maximum: float | None = None,
-    above: float | None = None,
-    below: float | None = None,
-    null: bool = False,
-    multiple_of: float | None = None,
-) -> Check:
-    """A number within the bounds: `minimum`/`maximum` inclusive, `above`/`below` exclusive; a
-    multiple of `multiple_of` where given."""
-    bounds = [
-        f"{op} {bound}"
-        for op, bound in ((">=", minimum), (">", above), ("<=", maximum), ("<", below))
-        if bound is not None
-    ]
-    if multiple_of is not None:
-        bounds.append(f"a multiple of {multiple_of}")
-    wanted = " and ".join(b for b in bounds if b)
-    wanted = "a number" + (f" {wanted}" if wanted else "") + (" or null" if null else "")
-
-    def check(value: Any) -> str | None:
-        if value is None and null:
-            return None
-        ok = _is_number(value) and not (
-            (minimum is not None and value < minimum)
-            or (above is not None and value <= above)
-            or (maximum is not None and value > maximum)
-            or (below is not None and value >= below)
-            or (multiple_of is not None and abs(value / multiple_of - round(value / multiple_of)) > 1e-9)
-        )
-        return None if ok else f"must be {wanted}, got {_show(value)}"
-
-    return check
-
+# --- the vocabulary: types a field can have beyond int, float, bool, str, Literal ------------------
 
 NAME_MAX = 255  # bytes of one file name (ext4, XFS, Btrfs, APFS; NTFS counts 255 characters)
 NAME_BYTES = 64
@@ -131,110 +90,52 @@ dialogue failure file's, 33 bytes with two names) stay within NAME_MAX, so a lon
 before any work, not with ENAMETOOLONG after it (tests/test_config_limits.py checks the sum)."""
 
 
-def file_name() -> Check:
-    """A name that becomes part of a file name (a target's, a role-player's, a judge's): one path
-    component, no separator, not "." or "..", no control character (`target.name=../../x` wrote
-    outside the run folder), at most NAME_BYTES bytes (240 characters played, then failed)."""
-
-    def check(value: Any) -> str | None:
-        text = str(value) if value is not None else ""
-        if (
-            not text
-            or non_finite(value) is not None  # `name=nan`: a number, no name (quote it: name='nan')
-            or text in (".", "..")
-            or any(c in text for c in "/\\")
-            or any(ord(c) < 32 or ord(c) == 127 for c in text)
-        ):
-            return (
-                "must be a name that can be part of a file name (no / or \\, not . or .., no control "
-                f"characters), got {_show(value)}"
-            )
-        size = len(text.encode("utf-8", "surrogatepass"))
-        if size > NAME_BYTES:
-            return (
-                f"is {size} bytes long (UTF-8), over the {NAME_BYTES} a name may have: the file names "
-                f"built from it (e.g. <target>__<role-player>__<language>__<judge>.jsonl) must stay within "
-                f"the file system's {NAME_MAX} bytes; use a shorter name"
-            )
-        return None
-
-    return check
+def file_name_problem(value: Any) -> str | None:
+    """Why `value` cannot be part of a file name (`target.name=../../x` wrote outside the run folder;
+    240 characters played, then failed), or None."""
+    text = value if isinstance(value, str) else ""
+    if (
+        not text
+        or text in (".", "..")
+        or any(c in text for c in "/\\")
+        or any(ord(c) < 32 or ord(c) == 127 for c in text)
+    ):
+        return (
+            "must be a name that can be part of a file name (no / or \\, not . or .., no control "
+            f"characters), got {show(value)}"
+        )  # fmt: skip
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > NAME_BYTES:
+        return (
+            f"is {size} bytes long (UTF-8), over the {NAME_BYTES} a name may have: the file names "
+            f"built from it (e.g. <target>__<role-player>__<language>__<judge>.jsonl) must stay within "
+            f"the file system's {NAME_MAX} bytes; use a shorter name"
+        )
+    return None
 
 
-def boolean() -> Check:
-    def check(value: Any) -> str | None:
-        return None if isinstance(value, bool) else f"must be true or false, got {_show(value)}"
+def check(problem: Callable[[Any], str | None]) -> AfterValidator:
+    """A field's check beyond its type: `problem(value)` says what is wrong, or None."""
 
-    return check
+    def run(value: Any) -> Any:
+        found = problem(value)
+        if found:
+            raise PydanticCustomError("config", "{problem}", {"problem": found})
+        return value
 
-
-def one_of(*choices: Any, null: bool = False) -> Check:
-    """One of `choices` (compared exactly: `1` is not `"1"`)."""
-    shown = ", ".join(c if isinstance(c, str) else _show(c) for c in choices) + (" or null" if null else "")
-
-    def check(value: Any) -> str | None:
-        if value is None and null:
-            return None
-        if not any(type(value) is type(c) and value == c for c in choices):
-            return f"must be one of {shown}, got {_show(value)}"
-        return None
-
-    return check
+    return AfterValidator(run)
 
 
-def registered(kinds: Callable[[], Sequence[str]]) -> Check:
-    """One of the kinds a registry knows when the check runs (`backend_kinds`, `judge_kinds`): a
-    backend or judge registered by a plugin is a valid `kind:` too."""
-
-    def check(value: Any) -> str | None:
-        return one_of(*kinds())(value)
-
-    return check
+def _file_name(value: Any) -> str | None:
+    if not isinstance(value, str):  # `name=nan`, `name=1`: a number (quote it: name='1')
+        return f"must be a name (quote a number: name='1'), got {show(value)}"
+    return file_name_problem(value)
 
 
-def list_of(item: Check, null: bool = False, length: int | None = None) -> Check:
-    """A non-empty list (of exactly `length` items if given) whose every item passes `item`."""
-
-    def check(value: Any) -> str | None:
-        if value is None and null:
-            return None
-        if not isinstance(value, list):
-            return f"must be a list, e.g. [a, b]{' or null' if null else ''}, got {_show(value)}"
-        if not value:
-            return "is an empty list, which selects nothing" + ("; use null for the default" if null else "")
-        if length is not None and len(value) != length:
-            return f"must have {length} items, got {len(value)}"
-        for i, x in enumerate(value):
-            problem = item(x)
-            if problem:
-                return f"item {i}: {problem}"
-        return None
-
-    return check
-
-
-def ratios(*parts: str) -> Check:
-    """One number >= 0 for each of `parts` (e.g. train, val, test), the first > 0: what a split
-    divides by (`[0, 0, 0]` divides nothing)."""
-    each = list_of(number(minimum=0), length=len(parts))
-
-    def check(value: Any) -> str | None:
-        problem = each(value)
-        if problem is None and not value[0] > 0:
-            problem = f"the first ({parts[0]}) must be above 0, got {_show(value)}"
-        return problem
-
-    return check
-
-
-def path(kind: Literal["file", "dir", "any"] = "any", null: bool = False) -> Check:
-    """A path that exists: a file, a directory, or either."""
-
-    def check(value: Any) -> str | None:
-        if value is None and null:
-            return None
+def _existing(kind: Literal["file", "dir", "any"]) -> Callable[[Any], str | None]:
+    def problem(value: Any) -> str | None:
         if not isinstance(value, str) or not value:
-            return f"must be a path, got {_show(value)}"
+            return f"must be a path, got {show(value)}"
         p = Path(value)
         if not p.exists():
             return (
@@ -246,149 +147,56 @@ def path(kind: Literal["file", "dir", "any"] = "any", null: bool = False) -> Che
             return f"{value}: is a file, not a directory"
         return None
 
-    return check
+    return problem
 
 
-def paths(kind: Literal["file", "dir", "any"] = "any") -> Check:
-    """One existing path, or a non-empty list of them."""
-    single = path(kind)
-    many = list_of(single)
-
-    def check(value: Any) -> str | None:
-        return many(value) if isinstance(value, list) else single(value)
-
-    return check
-
-
-def callable_target() -> Check:
-    """A `_target_`: the dotted path of a function or class that imports (the one way a config
-    names code; `kind:` is a registry's name for a plugin, not a path)."""
-
-    def check(value: Any) -> str | None:
-        if not isinstance(value, str) or "." not in value:
-            return f"must be a dotted path such as esc.train.run.train, got {_show(value)}"
-        try:
-            found = get_object(value)
-        except Exception as err:  # ImportError, AttributeError, or the module's own failure
-            return f"{value}: cannot be imported ({type(err).__name__})"
-        return None if callable(found) else f"{value}: is not a function or class"
-
-    return check
-
-
-def strings() -> Check:
-    """Null, or a (possibly empty) list of strings."""
-
-    def check(value: Any) -> str | None:
-        if value is None or (isinstance(value, list) and all(isinstance(x, str) for x in value)):
-            return None
-        return f"must be a list of strings, got {_show(value)}"
-
-    return check
-
-
-def device() -> Check:
-    """`auto`, or a device torch knows (`cpu`, `cuda`, `cuda:1`, `mps`, ...)."""
-
-    def check(value: Any) -> str | None:
-        if value == "auto":
-            return None
-        import torch
-
-        try:
-            torch.device(value)
-        except (RuntimeError, TypeError, ValueError):
-            return f"must be auto or a torch device such as cpu, cuda or cuda:1, got {_show(value)}"
+def _device(value: Any) -> str | None:
+    if value == "auto":
         return None
+    import torch  # heavy: only where a device is given
 
-    return check
-
-
-def precision() -> Check:
-    """A precision Lightning's Trainer accepts (`32-true`, `bf16-mixed`, `16-mixed`, 32, ...)."""
-
-    def check(value: Any) -> str | None:
-        from typing import get_args
-
-        from lightning_fabric.plugins.precision.precision import _PRECISION_INPUT
-
-        allowed = [c for part in get_args(_PRECISION_INPUT) for c in get_args(part)]
-        if any(type(value) is type(c) and value == c for c in allowed):
-            return None
-        shown = ", ".join(str(c) for c in allowed if isinstance(c, str) and "-" in c)
-        return f"must be one of {shown} (or 64, 32, 16, bf16), got {_show(value)}"
-
-    return check
+    try:
+        torch.device(value)
+    except (RuntimeError, TypeError, ValueError):
+        return f"must be auto or a torch device such as cpu, cuda or cuda:1, got {show(value)}"
+    return None
 
 
-def validation_interval() -> Check:
-    """Lightning's `val_check_interval`: null, a number of batches, a fraction of an epoch, or a time
-    "DD:HH:MM:SS" (four integers)."""
-    batches, fraction = integer(1), number(above=0, maximum=1)
-
-    def check(value: Any) -> str | None:
-        parts = value.split(":") if isinstance(value, str) else []
-        is_time = len(parts) == 4 and all(p.strip().isdigit() for p in parts)
-        if value is None or is_time or batches(value) is None or fraction(value) is None:
-            return None
-        return (
-            f"must be null, an integer >= 1, a number > 0 and <= 1 or a time DD:HH:MM:SS, got {_show(value)}"
-        )
-
-    return check
+def _importable(value: Any) -> str | None:
+    if not isinstance(value, str) or "." not in value:
+        return f"must be a dotted path such as esc.train.run.train, got {show(value)}"
+    try:
+        found = get_object(value)
+    except Exception as err:  # ImportError, AttributeError, or the module's own failure
+        return f"{value}: cannot be imported ({type(err).__name__})"
+    return None if callable(found) else f"{value}: is not a function or class"
 
 
-def either(*checks: Check) -> Check:
-    """Passes when any check passes; otherwise the problem of the last one."""
-
-    def check(value: Any) -> str | None:
-        problems = [c(value) for c in checks]
-        return None if any(p is None for p in problems) else problems[-1]
-
-    return check
-
-
-# --- schemas --------------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class Rule:
-    """`key` (dotted, below the section's node) must pass `check`, when `when(cfg)` holds; `hint`
-    follows the problem; `required`: it must be there (where the section is)."""
-
-    key: str
-    check: Check
-    hint: str = ""
-    when: Callable[[Any], bool] | None = None
-    required: bool = False  # the code reads it: absent (`~seed`) is an error, not a skipped rule
+FileName = Annotated[Any, check(_file_name)]
+"""A name that becomes part of a file name (a target's, a role-player's, a judge's)."""
+ExistingFile = Annotated[str, check(_existing("file"))]
+ExistingDir = Annotated[str, check(_existing("dir"))]
+ExistingPath = Annotated[str, check(_existing("any"))]
+T = TypeVar("T")
+NonEmpty = Annotated[list[T], Field(min_length=1)]
+"""A list of at least one item (an empty list selects nothing)."""
+Paths = ExistingPath | NonEmpty[ExistingPath]
+"""One existing path, or a non-empty list of them."""
+Device = Annotated[str, check(_device)]
+"""`auto`, or a device torch knows (`cpu`, `cuda`, `cuda:1`, `mps`, ...)."""
+Target = Annotated[str, check(_importable)]
+"""A `_target_`: the dotted path of a function or class that imports (the one way a config names code)."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Section:
-    """A config node the code reads: `node` (dotted; "" is the top level), the `rules` its values must
-    pass, and `keys`, the keys the code reads there (None: open, e.g. a node handed to a library).
-    `when(cfg)`: the section applies only then (rank.py reads `judge` only in the modes that judge).
-    `schema`: the dataclass the code reads the node as (`typed_section`, `load_section`)."""
+def registered(kinds: Callable[[], Sequence[str]]) -> AfterValidator:
+    """One of the kinds a registry knows when the check runs (`backend_kinds`, `judge_kinds`): a
+    backend or judge registered by a plugin is a valid `kind:` too."""
 
-    node: str
-    rules: tuple[Rule, ...] = ()
-    keys: frozenset[str] | Callable[[Mapping[str, Any]], Sequence[str]] | None = None
-    when: Callable[[Any], bool] | None = None
-    schema: type | None = None
-    missing: str = ""  # a typed section the job reads is missing: how to add it (an experiment)
-    needed: Callable[[Any], bool] | None = None  # when a missing typed section is an error (None: always)
+    def problem(value: Any) -> str | None:
+        known = list(kinds())
+        return None if value in known else f"must be one of {', '.join(known)}, got {show(value)}"
 
-    def known(self, value: Mapping[str, Any]) -> set[str] | None:
-        """The keys this node may hold, given its value (a registry's class may decide), or None."""
-        if self.keys is None:
-            return None
-        if callable(self.keys):
-            return set(self.keys(value))
-        return set(self.keys)
-
-
-def keys(*names: str) -> frozenset[str]:
-    return frozenset(names)
+    return check(problem)
 
 
 def arguments(factory: Callable[..., Any]) -> list[str] | None:
@@ -399,90 +207,276 @@ def arguments(factory: Callable[..., Any]) -> list[str] | None:
     return [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
 
-def registry_keys(
-    registry: Callable[[], Mapping[str, Callable[..., Any]]], *extra: str
-) -> Callable[[Mapping[str, Any]], list[str]]:
-    """Keys of a `kind:` node: `kind`, `extra`, and the arguments of the class registered under its
-    kind (all of `extra` only when the kind is unknown: the `kind` rule names that problem)."""
+class Plugin(OpenSettings):
+    """A `kind:` node (a backend, a judge): `kind` one the registry knows (a subclass's field, with
+    `registered`), any other key an argument of the class registered under it or one of `beside`.
+    Its other fields are checked where the node gives them: the class's signature holds the rest."""
 
-    def known(value: Mapping[str, Any]) -> list[str]:
-        factory = registry().get(value.get("kind"))
-        accepted = arguments(factory) if factory is not None else None
-        return ["kind", *extra, *(value if accepted is None else accepted)]
+    kind: str
+    registry: ClassVar[Callable[[], Mapping[str, Callable[..., Any]]]]
+    beside: ClassVar[tuple[str, ...]] = ()  # keys read beside the class's arguments
 
-    return known
-
-
-# --- typed sections -------------------------------------------------------------------------------
-#
-# A typed section states each setting once: its value (and the comment saying what it does) in the
-# YAML under conf/, its type and its range in a dataclass beside the code that reads it. The
-# dataclass's fields have no defaults (`MISSING`): a value the YAML does not set is an error naming
-# the key, never a number in code. The code reads the node as that dataclass (`load_section`, once,
-# at the job's start), not as a dict with `.get(key, default)`.
-
-T = TypeVar("T")
+    @model_validator(mode="after")
+    def _keys_of_its_class(self) -> Plugin:
+        accepted = arguments(self.registry()[self.kind])
+        if accepted is None:
+            return self
+        known = {"kind", *self.beside, *accepted}
+        for key in self.model_fields_set | set(self.model_extra or {}):
+            if key not in known:
+                raise PydanticCustomError("unknown_key", "unknown key", {"key": key, "known": sorted(known)})
+        return self
 
 
-def setting(check: Check | None = None, hint: str = "") -> Any:
-    """A field of a typed section: its value comes from conf/; `check` its range beyond the type."""
-    return dataclasses.field(default=MISSING, metadata={"check": check, "hint": hint})
+# --- errors ---------------------------------------------------------------------------------------
+
+_WANTED = {
+    "int_type": "an integer", "int_parsing": "an integer", "int_from_float": "an integer",
+    "float_type": "a number", "float_parsing": "a number", "finite_number": "a finite number",
+    "bool_type": "true or false", "bool_parsing": "true or false", "string_type": "a string",
+    "list_type": "a list, e.g. [a, b]", "dict_type": "a mapping of keys to values",
+    "model_type": "a mapping of keys to values", "model_attributes_type": "a mapping of keys to values",
+    "none_required": "null",
+}  # fmt: skip
+_BOUND = {"greater_than_equal": ">= {ge}", "greater_than": "> {gt}", "less_than_equal": "<= {le}",
+          "less_than": "< {lt}", "multiple_of": "a multiple of {multiple_of}"}  # fmt: skip
+
+
+def _model_at(model: Any, keys: Sequence[Any]) -> Any:
+    """The model (or field annotation) reached from `model` along `keys`, or None."""
+    for key in keys:
+        if not (isinstance(model, type) and issubclass(model, BaseModel)) or key not in model.model_fields:
+            return None
+        model = _unwrap(model.model_fields[key].annotation)
+    return model
+
+
+def _unwrap(annotation: Any) -> Any:
+    """The model inside `X | None`, `Annotated[X, ...]`; the annotation itself otherwise."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _unwrap(arg)
+        if isinstance(found, type) and issubclass(found, BaseModel):
+            return found
+    return annotation
+
+
+_NUMERIC = {
+    "int_type",
+    "int_parsing",
+    "int_from_float",
+    "float_type",
+    "float_parsing",
+    "finite_number",
+    *_BOUND,
+}
+
+
+def _field(model: Any, keys: Sequence[Any]) -> Any:
+    """The FieldInfo of the key `keys` reach from `model`, or None."""
+    parent = _model_at(model, keys[:-1])
+    is_model = isinstance(parent, type) and issubclass(parent, BaseModel)
+    return parent.model_fields.get(keys[-1]) if is_model and keys else None
+
+
+def _wanted(field: Any) -> str | None:
+    """A number field as one phrase: "an integer >= 1 or null", "a number > 0 and <= 1"; else None."""
+    kinds = set(get_args(field.annotation)) or {field.annotation}
+    base = "an integer" if int in kinds else "a number" if float in kinds else None
+    if base is None:
+        return None
+    names = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<", "multiple_of": "a multiple of"}
+    bounds = [
+        f"{op} {_number(getattr(m, name))}"
+        for m in field.metadata
+        for name, op in names.items()
+        if getattr(m, name, None) is not None
+    ]
+    return base + (f" {' and '.join(bounds)}" if bounds else "") + (" or null" if type(None) in kinds else "")
+
+
+def _hint(model: Any, keys: Sequence[Any]) -> str:
+    """A field's `description`: what follows the problem (e.g. "the paper plays 5")."""
+    parent = _model_at(model, keys[:-1])
+    if (
+        isinstance(parent, type)
+        and issubclass(parent, BaseModel)
+        and keys
+        and keys[-1] in parent.model_fields
+    ):
+        return parent.model_fields[keys[-1]].description or ""
+    return ""
+
+
+def _keys(loc: Sequence[Any], value: Any, missing: bool = False) -> list[Any]:
+    """The config keys in a pydantic `loc`: what a union adds (`constrained-int`, `list[str]`) dropped;
+    a `missing` key's last part is not in `value`."""
+    keys: list[Any] = []
+    for i, part in enumerate(loc):
+        if missing and i == len(loc) - 1:
+            keys.append(part)
+        elif isinstance(value, Mapping) and part in value:
+            keys.append(part)
+            value = value[part]
+        elif isinstance(value, list) and isinstance(part, int) and 0 <= part < len(value):
+            keys.append(part)
+            value = value[part]
+    return keys
+
+
+def _dotted(node: str, keys: Sequence[Any]) -> str:
+    key = node
+    for part in keys:
+        key = f"{key}[{part}]" if isinstance(part, int) else f"{key}.{part}" if key else str(part)
+    return key
+
+
+def _number(value: Any) -> Any:
+    """A bound as the YAML writes it: 0, not 0.0."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _bound(kind: str, ctx: Mapping[str, Any], value: Any) -> str:
+    """A range a value missed, with the type it has: "an integer >= 1" (a union's member)."""
+    what = "an integer" if is_int(value) else "a number"
+    return f"{what} {_BOUND[kind].format(**{k: _number(v) for k, v in ctx.items()})}"
+
+
+def _choices(expected: Any) -> str:
+    """pydantic's "'a', 'b' or 'c'" as the command line writes them: a, b, c."""
+    return str(expected).replace("'", "").replace(" or ", ", ")
+
+
+def _problem(errors: list[Mapping[str, Any]], key: str, node_model: Any, keys: list[Any]) -> str:
+    """One sentence for the errors pydantic gave at one key (several where it tried a union)."""
+    first = errors[0]
+    kind, ctx = first["type"], first.get("ctx") or {}
+    if kind == "missing":
+        return (
+            f"is not set, and this run reads it: keep the value conf/ gives it (no ~{key}) or set one "
+            f"(+{key}=VALUE)"
+        )
+    if kind == "extra_forbidden":
+        parent = _model_at(node_model, keys[:-1])
+        known = ", ".join(sorted(parent.model_fields)) if isinstance(parent, type) else ""
+        return f"unknown key (a typo?); `{key.rpartition('.')[0] or 'the top level'}` takes {known}"
+    if kind == "unknown_key":
+        return f"unknown key (a typo?); `{key.rpartition('.')[0]}` takes {', '.join(ctx['known'])}"
+    field = _field(node_model, keys)
+    nullable = field is not None and type(None) in get_args(field.annotation)
+    if kind == "too_short" and not first["input"]:
+        return "is an empty list, which selects nothing" + ("; use null for the default" if nullable else "")
+    wanted_field = _wanted(field) if field is not None and kind in _NUMERIC else None
+    if wanted_field and len(errors) == 1:
+        return f"must be {wanted_field}, got {show(first['input'])}"
+    custom = [e for e in errors if e["type"] == "config"]
+    if custom:  # a check's own sentence
+        return str(custom[-1]["ctx"]["problem"])
+    wanted: list[str] = []
+    for error in errors:
+        t, c = error["type"], error.get("ctx") or {}
+        text = (
+            _WANTED.get(t)
+            or (_bound(t, c, error["input"]) if t in _BOUND else None)
+            or (
+                f"one of {_choices(c['expected'])}{' or null' if nullable else ''}"
+                if t == "literal_error"
+                else None
+            )
+            or (f"at most {c.get('max_length')} items" if t == "too_long" else None)
+            or (f"at least {c.get('min_length')} items" if t == "too_short" else None)
+            or error["msg"]
+        )
+        if text not in wanted:
+            wanted.append(text)
+    return f"must be {' or '.join(wanted)}, got {show(first['input'])}"
+
+
+def relation(key: str, problem: str) -> PydanticCustomError:
+    """What a model's check across its keys raises: `problem` with `key` (dotted, below the node)."""
+    return PydanticCustomError("relation", "{problem}", {"key": key, "problem": problem})
+
+
+def config_error(err: ValidationError, node: str, value: Any, model: Any) -> ConfigError:
+    """The first problem of `err` (validating `value`, the node `node`, with `model`) as one
+    ConfigError naming its dotted key; a union's problems at one key in one sentence."""
+    found = [(e, _keys(e["loc"], value, e["type"] == "missing")) for e in err.errors(include_url=False)]
+    found.sort(key=lambda f: f[0]["type"] != "extra_forbidden")  # a typo first: it explains a missing key
+    first, keys = found[0]
+    if first["type"] in ("unknown_key", "relation"):  # raised by a model's own check: it names the key
+        key = _dotted(node, [*keys, *str(first["ctx"]["key"]).split(".")])
+        if first["type"] == "relation":
+            return ConfigError(key, str(first["ctx"]["problem"]))
+        return ConfigError(key, _problem([first], key, model, keys))
+    # a union: the branch that got furthest (deepest key), all its errors at that key
+    deepest = max((k for _, k in found if k[: len(keys)] == keys), key=len)
+    same = [e for e, k in found if k == deepest]
+    # the key a command line sets (`cards.languages`), then which item of its list
+    at = next((i for i, k in enumerate(deepest) if isinstance(k, int)), len(deepest))
+    key = _dotted(node, deepest[:at])
+    problem = _problem(same, _dotted(node, deepest), model, deepest)
+    items = "".join(f"item {k}: " if isinstance(k, int) else f"{k}: " for k in deepest[at:])
+    hint = _hint(model, deepest[:at]) if first["type"] != "missing" else ""
+    return ConfigError(key, items + (f"{problem} ({hint})" if hint else problem))
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def load_section(node: str, model: type[M], value: Any) -> M:
+    """The config node `node` (its plain, resolved value) as an instance of `model`; a ConfigError
+    naming the key that is missing, unknown, of the wrong type or out of range (the one check, the
+    same for a section read from a saved manifest or in a test)."""
+    if isinstance(value, DictConfig | ListConfig):  # a node read straight from the config
+        value = OmegaConf.to_container(value, resolve=True)
+    try:
+        return model.model_validate(value)
+    except ValidationError as err:
+        raise config_error(err, node, value, model) from None
+
+
+# --- sections -------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Section:
+    """A config node a job reads: `node` (dotted; "" is the top level) and its `model`.
+    `when(cfg)`: the section applies only then (rank.py reads `judge` only in the modes that judge).
+    `optional`: an experiment may leave the node out (a typed section the job reads whole may not);
+    `needed(cfg)`: when its absence is an error (None: always), `missing` how to add it."""
+
+    node: str
+    model: type[BaseModel]
+    when: Callable[[Any], bool] | None = None
+    optional: bool = False
+    missing: str = ""
+    needed: Callable[[Any], bool] | None = None
 
 
 def typed_section(
-    node: str, schema: type, when: Callable[[Any], bool] | None = None, missing: str = ""
+    node: str, model: type[BaseModel], when: Callable[[Any], bool] | None = None, missing: str = ""
 ) -> Section:
-    """The `Section` of the dataclass `schema` at `node`: its fields are the node's keys (any other
-    is a typo), their `setting(check)` its rules, their types checked by OmegaConf. The node must be
-    there (where `when` holds); `missing` says how to add it when an experiment brings it."""
-    fields = dataclasses.fields(schema)
-    rules = tuple(  # a field has no default: the key must be there
-        Rule(f.name, f.metadata["check"], f.metadata["hint"], required=True)
-        for f in fields
-        if f.metadata.get("check")
-    )
-    return Section(node, rules, frozenset(f.name for f in fields), when, schema, missing)
+    """The section of `model` at `node`, read whole: it must be there where `when` holds; `missing`
+    says how to add it when an experiment brings it."""
+    return Section(node, model, when, missing=missing)
 
 
-def load_section(node: str, schema: type[T], value: Mapping[str, Any] | None) -> T:
-    """The config node `node` (its plain, resolved value) as an instance of `schema`; a ConfigError
-    naming the key that is missing, unknown, of the wrong type or out of its `setting(check)` range
-    (so a section read outside an entry point, from a saved manifest or a test, is checked the same)."""
-    check_fields(node, schema, value or {})
-    try:
-        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), dict(value or {})))
-    except MissingMandatoryValue as err:
-        key = f"{node}.{err.full_key}" if node else str(err.full_key)
-        raise ConfigError(key, "is not set (conf/ holds its value)") from None
-    except OmegaConfBaseException as err:
-        key = str(getattr(err, "full_key", "") or "")
-        key = f"{node}.{key}" if node and key else (key or node)
-        raise ConfigError(key, str(err).splitlines()[0]) from None
+def _first_above_zero(value: list[Any]) -> str | None:
+    return None if value[0] > 0 else f"the first must be above 0, got {show(value)}"
 
 
-def refuse_non_finite(key: str, value: Any) -> None:
-    """ConfigError naming the first nan or inf in `value` (at `key`): what no range check saw."""
-    found = non_finite(value, key)
-    if found is not None:
-        raise ConfigError(found[0], f"must be a finite number, got {_show(found[1])}")
+def ratios(*parts: str) -> Any:
+    """One number >= 0 for each of `parts` (e.g. train, val, test), the first > 0: what a split
+    divides by (`[0, 0, 0]` divides nothing)."""
+    size = len(parts)
+    return Annotated[
+        list[Annotated[float, Field(ge=0)]],
+        Field(min_length=size, max_length=size, description=" : ".join(parts)),
+        check(_first_above_zero),
+    ]
 
 
-def check_fields(node: str, schema: type, value: Mapping[str, Any]) -> None:
-    """ConfigError on the first field of `schema` whose value in `value` fails its `setting(check)`;
-    a field that is itself a typed section is checked the same, one level down."""
-    hints = typing.get_type_hints(schema)
-    for f in dataclasses.fields(schema):
-        if f.name not in value:
-            continue  # missing: OmegaConf's merge names it
-        key = f"{node}.{f.name}" if node else f.name
-        check = f.metadata.get("check")
-        problem = check(value[f.name]) if check is not None else None
-        if problem:
-            hint = f.metadata.get("hint")
-            raise ConfigError(key, f"{problem} ({hint})" if hint else problem)
-        inner = [
-            t for t in (hints.get(f.name), *typing.get_args(hints.get(f.name))) if dataclasses.is_dataclass(t)
-        ]
-        if inner and isinstance(value[f.name], Mapping):  # a typed section, or an optional one
-            check_fields(key, inner[0], value[f.name])  # its own checks name a nan first
-        refuse_non_finite(key, value[f.name])  # a field without a range check (an Any, a float)
+def path_problem(kind: Literal["file", "dir", "any"] = "any") -> Callable[[Any], str | None]:
+    """What is wrong with a path that must exist (a file, a directory, either), or None."""
+    return _existing(kind)

@@ -2,38 +2,37 @@
 
 `validate(cfg, job)` is the first line of `train.py`, `evaluate.py`, `rank.py` and `build_cards.py`:
 it stops at the first problem with a `ConfigError` naming the key (one line, exit code 2), so a
-typo'd value never reaches a model load or writes a file. The rules themselves live beside the code
-that reads the values (`CONFIG` of `esc.train.run`, `esc.judge_training.train`, `esc.evaluate.run`,
-`esc.rank.run`, `esc.cards.construct.pipeline`, built from the shared sections of `esc.chat`,
-`esc.models.loading` and `esc.scoring.judges`; the vocabulary is `esc.config_rules`). In order:
+typo'd value never reaches a model load or writes a file. The models live beside the code that
+reads the values (`CONFIG` of `esc.train.run`, `esc.judge_training.run`, `esc.evaluate.run`,
+`esc.rank.run`, `esc.cards.construct.run`, built from the shared models of `esc.chat`,
+`esc.models.loading` and `esc.scoring.judges`; pydantic validates, `esc.config_rules` holds the
+vocabulary and turns its errors into one line). In order:
 
 1. an experiment of another entry point (`rank.py +exp=train/esc_role`);
 2. mandatory values (`???` in `conf/`) that the job needs and the command line did not set;
-3. each section of the job's schema: a key the code does not read in a closed section (a typo in a
-   config file, or a `+key=` that nothing reads), then its rules (type, range, choice, path);
+3. each section of the job's schema, validated once by its model: a missing key, a key the model
+   does not know (a typo in a config file, or a `+key=` that nothing reads), a type, a range, and
+   the relations between its keys (`shard.index < shard.count`, the model's own check);
 4. every interpolation resolves (`~judge` left `run_name: ${judge.name}`), and no nan or inf is
-   left anywhere, in keys no rule reads too (no setting means one, and the run folder's
+   left anywhere, in keys no model reads too (no setting means one, and the run folder's
    settings.json could not hold it);
-5. relations between keys (`RELATIONS`), e.g. `shard.index < shard.count`.
 
-Keys absent from the composed config are skipped (an experiment may not have them), except those a
-rule marks `required` (a typed section's fields; `seed`). An override of
-a key that does not exist is refused by Hydra itself (use `+key=value` to add one), and
-`esc.lifecycle.run_hydra` prints its refusal as one line.
+A section an experiment may not have is `optional`; where it is there, every key its model names
+must be. An override of a key that does not exist is refused by Hydra itself (use `+key=value` to
+add one), and `esc.lifecycle.run_hydra` prints its refusal as one line.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any, Literal
 
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import InterpolationToMissingValueError, OmegaConfBaseException
 
-from esc.config_rules import Section, is_int, load_section, non_finite, refuse_non_finite
+from esc.config_rules import Section, load_section, refuse_non_finite
 from esc.errors import ConfigError
 from esc.lifecycle import SCRIPTS
 
@@ -44,10 +43,10 @@ JOBS: tuple[str, ...] = ("train", "evaluate", "rank", "cards")
 #: by name when the job runs: an entry point loads only its own job's code (evaluate.py does not
 #: import Lightning); the layers contract holds either way, this module being the top layer.
 SCHEMAS: dict[str, tuple[str, ...]] = {
-    "train": ("esc.train.run", "esc.judge_training.train"),
+    "train": ("esc.train.run", "esc.judge_training.run"),
     "evaluate": ("esc.evaluate.run",),
     "rank": ("esc.rank.run",),
-    "cards": ("esc.cards.construct.pipeline",),
+    "cards": ("esc.cards.construct.run",),
 }
 
 
@@ -62,43 +61,6 @@ def schema(job: str) -> tuple[Section, ...]:
 
 
 _ABSENT = object()
-
-
-@dataclasses.dataclass(frozen=True)
-class Relation:
-    """A check across keys: `check(cfg)` returns the problem with `key`, or None."""
-
-    key: str
-    check: Callable[[DictConfig], str | None]
-    jobs: tuple[str, ...]
-
-
-def _shard_in_range(cfg: DictConfig) -> str | None:
-    index, count = _select(cfg, "shard.index"), _select(cfg, "shard.count")
-    if is_int(index) and is_int(count) and index >= count:
-        return f"must be below shard.count ({count}), got {index}"
-    return None
-
-
-def _stop_needs_ratings(cfg: DictConfig) -> str | None:
-    if _select(cfg, "trajectory.stop.enabled") is True and _select(cfg, "trajectory.enabled") is not True:
-        return "needs trajectory.enabled=true (a dialogue stops on the seeker's ratings)"
-    return None
-
-
-def _stop_thresholds_ordered(cfg: DictConfig) -> str | None:
-    success, failure = _select(cfg, "trajectory.stop.success"), _select(cfg, "trajectory.stop.failure")
-    numbers = isinstance(success, int | float) and isinstance(failure, int | float)
-    if numbers and non_finite([success, failure]) is None and not failure < success:  # nan: its own rule
-        return f"must be below trajectory.stop.success ({success}), got {failure}"
-    return None
-
-
-RELATIONS: tuple[Relation, ...] = (
-    Relation("shard.index", _shard_in_range, ("evaluate",)),
-    Relation("trajectory.stop.enabled", _stop_needs_ratings, ("evaluate",)),
-    Relation("trajectory.stop.failure", _stop_thresholds_ordered, ("evaluate",)),
-)
 
 
 # Subtrees whose mandatory values (`???`) a job needs only in some modes.
@@ -183,45 +145,21 @@ def _set_by(cfg: DictConfig, key: str) -> str:
 
 
 def check_section(cfg: DictConfig, section: Section) -> None:
-    """ConfigError on the first unknown key of a closed section, then on the first rule it breaks."""
+    """ConfigError on the first problem of one section: its node validated by its model, once."""
     if section.when is not None and not section.when(cfg):
         return
     node = OmegaConf.select(cfg, section.node, default=None) if section.node else cfg
     if node is None:
-        if section.schema is not None and (section.needed is None or section.needed(cfg)):
-            # a typed section is read whole: where the run reads it, it cannot be left out
+        if not section.optional and (section.needed is None or section.needed(cfg)):
+            # a section is read whole: where the run reads it, it cannot be left out
             raise ConfigError(section.node, "is not in the config, and this run reads it" + (
                 f"; {section.missing}" if section.missing else ""))  # fmt: skip
         return
-    value = OmegaConf.to_container(node, resolve=False) if isinstance(node, DictConfig) else node
-    if section.keys is not None and isinstance(value, Mapping):  # the keys, unresolved
-        known = section.known(value)
-        if known is not None:
-            unknown = [k for k in value if k not in known]
-            if unknown:
-                raise ConfigError(
-                    _dotted(section.node, str(unknown[0])),
-                    f"unknown key (a typo?); `{section.node}` takes {', '.join(sorted(known))}",
-                )
-    for rule in section.rules:
-        if rule.when is not None and not rule.when(cfg):
-            continue
-        key = _dotted(section.node, rule.key)
-        found = _select(cfg, key)
-        if found is _ABSENT:
-            if rule.required:
-                raise ConfigError(
-                    key,
-                    f"is not set, and this run reads it: keep the value conf/ gives it (no ~{key}) or set "
-                    f"one (+{key}=VALUE)",
-                )
-            continue
-        problem = rule.check(found)
-        if problem:
-            problem = f"{problem} ({rule.hint})" if rule.hint else problem
-            raise ConfigError(key, problem + _set_by(cfg, key))
-    if section.schema is not None and isinstance(value, Mapping):  # the types, once the rules hold
-        load_section(section.node, section.schema, _select(cfg, section.node))
+    value = _select(cfg, section.node) if section.node else _resolved(cfg)
+    try:
+        load_section(section.node, section.model, value)
+    except ConfigError as err:
+        raise ConfigError(err.key, err.problem + _set_by(cfg, err.key)) from None
 
 
 def validate(cfg: DictConfig, job: Job) -> None:
@@ -236,8 +174,3 @@ def validate(cfg: DictConfig, job: Job) -> None:
         check_section(cfg, section)
     refuse_non_finite("", OmegaConf.to_container(cfg, resolve=False))  # names the key given, then
     refuse_non_finite("", _resolved(cfg))  # where an interpolation makes one
-    for relation in RELATIONS:
-        if job in relation.jobs:
-            problem = relation.check(cfg)
-            if problem:
-                raise ConfigError(relation.key, problem)

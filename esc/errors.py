@@ -35,6 +35,7 @@ class ConfigError(UserError):
 
     def __init__(self, key: str, problem: str) -> None:
         super().__init__(f"config `{key}`: {problem}")
+        self.key, self.problem = key, problem
 
 
 class IncompleteRun(UserError):

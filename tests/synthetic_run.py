@@ -7,11 +7,13 @@
 Writes what evaluate.py and rank.py write, in their formats (`Dialogue.to_dict` and `ScoreRecord`
 JSON lines, manifests): `ROOT/evaluate/<target>/dialogues/<target>__<roleplayer>__<lang>.jsonl` with
 a manifest per target (as one evaluate.py run per target), and `ROOT/rank/` with `scores/`, and
-optionally `safety/` and `pairwise/` (rank.py mode=safety and mode=pairwise into the same folder).
-Texts are random words; scores are random around a per-target level, with some invalid and failed
-judgments; every reply carries an emotion rating (trajectory) unless `trajectory=False`. The cards
-are the released ones where they are on this machine (so topics and sources are real), else made up.
-Nothing here calls a model.
+optionally `safety/` and `pairwise/` (judgments as rank.py mode=safety and mode=pairwise store them),
+the leaderboard rank.py writes of the scores (`leaderboard.result.json`, `bootstrap` resamples), and
+the run log (`run.json`) of it all, each store read by its task (`Mode.judgment`), as rank.py builds
+it (`esc.tasks.run_log`). Texts are random words; scores are random around a per-target level, with
+some invalid and failed judgments; every reply carries an emotion rating (trajectory) unless
+`trajectory=False`. The cards are the released ones where they are on this machine (so topics and
+sources are real), else made up. Nothing here calls a model.
 """
 
 from __future__ import annotations
@@ -27,9 +29,14 @@ import numpy as np
 from esc.cards import RoleCard, load_cards
 from esc.dialogues.record import Dialogue, Turn
 from esc.errors import UserError
+from esc.reports.runlog import RunLog, write_run_log
 from esc.scoring.judge import FAILED, INVALID, VALID, ScoreItem
 from esc.scoring.rubrics import DIMENSION_KEYS
+from esc.scoring.store import merge_score_files
+from esc.tasks.run_log import mode_stores, report_results, run_header, store_judgments
 from esc.tasks.safety.checklist import question_keys
+from esc.tasks.score.task import write_reports
+from esc.tasks.task import LeaderboardSettings, modes
 
 WORDS = (
     "I feel really tired lately and my work keeps piling up , it is hard to sleep . "
@@ -153,10 +160,11 @@ def synthetic_run(
     trajectory: bool = True,
     safety: bool = False,
     pairwise: bool = False,
+    bootstrap: int = 1000,
 ) -> Path:
     """Write a synthetic run under `root` (see the module docstring); returns the rank.py folder.
     `targets`: how many (named target_00, ...) or their names; `dims`: how many of the seven
-    dimensions (Table 2's first ones) or their keys."""
+    dimensions (Table 2's first ones) or their keys; `bootstrap`: the leaderboard's resamples."""
     root = Path(root)
     rng = np.random.default_rng(seed)
     names = [f"target_{i:02d}" for i in range(targets)] if isinstance(targets, int) else list(targets)
@@ -268,17 +276,34 @@ def synthetic_run(
                 "prompt": {"style": "official", "version": 2},
             },
             "sources": sources,
-            "config": {"mode": "score", "seed": seed, "leaderboard": {"bootstrap": 1000}},
+            "config": {"mode": "score", "seed": seed, "leaderboard": {"bootstrap": bootstrap}},
             "previous_attempts": [],
         },
     )
+    write_log(rank, seed, bootstrap)
     return rank
+
+
+def write_log(rank: Path, seed: int, bootstrap: int) -> Path:
+    """The leaderboard of the folder's score files and its run log: every store read by its task
+    (the scores, and the safety and pairwise answers where there are some), the leaderboard's figures
+    and report (rank.py's, without charts). Rewritten whole, as rank.py rewrites it."""
+    settings = LeaderboardSettings(bootstrap=bootstrap, charts=False, breakdowns=True, min_n=10, cards=None)
+    write_reports(rank, merge_score_files(sorted((rank / "scores").glob("*.jsonl"))), settings, seed)
+    judgments = [
+        j for name in ("score", "safety", "pairwise") for j in store_judgments(
+            modes()[name], mode_stores(modes()[name], rank)
+        )
+    ]  # fmt: skip
+    results, reports = report_results(rank, ["leaderboard"])
+    header = {**run_header(rank, "score"), "written_by": "tests.synthetic_run"}
+    return write_run_log(rank, RunLog(header, judgments, results, reports))
 
 
 def inject_text(rank: Path, text: str) -> tuple[str, str, int]:
     """Put `text` into the first dialogue's first reply and, made invalid, into its first judgment's
-    reply (`raw`), as a model could write it: how tests check that pages show model text as text.
-    Returns (target, language, card id) of that dialogue."""
+    reply (`raw`), as a model could write it, and rewrite the run log: how tests check that pages
+    show model text as text. Returns (target, language, card id) of that dialogue."""
     manifest = json.loads((Path(rank) / "manifest.json").read_text(encoding="utf-8"))
     path = Path(manifest["sources"][0])
     lines = path.read_text(encoding="utf-8").splitlines()
@@ -290,4 +315,5 @@ def inject_text(rank: Path, text: str) -> tuple[str, str, int]:
     records = [json.loads(line) for line in scores.read_text(encoding="utf-8").splitlines()]
     records[0].update(status=INVALID, score=None, expected=None, raw=f"Score: {text}", error="not one score")
     scores.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    write_log(Path(rank), manifest["seed"], manifest["config"]["leaderboard"]["bootstrap"])
     return first["target"], first["language"], first["card_id"]

@@ -1013,7 +1013,7 @@ def _rated_line(values: tuple, text: str = "Tell me more.") -> str:
 
 def _trajectory_files(root: Path) -> None:
     """Dialogue files with an emotion rating that is a word, one out of range, and an empty reply;
-    a rank.py folder whose scores name the first (for `esc report`)."""
+    a rank.py folder whose scores (and run log) name the first (for `esc report`)."""
     for name, line in (
         ("emotion_word", _rated_line(("high", 50.0))),
         ("emotion_150", _rated_line((40.0, 150))),
@@ -1027,6 +1027,12 @@ def _trajectory_files(root: Path) -> None:
     source = str(root / "emotion_word" / "tiny__tiny__en.jsonl")
     lines = [json.dumps({**json.loads(r), "source": source}) + "\n" for r in records]
     (rank / "scores" / "tiny__tiny__en__tiny.jsonl").write_text("".join(lines))
+    from esc.reports.runlog import RunLog, write_run_log
+    from esc.scoring.store import ScoreRecord
+    from esc.tasks.task import modes
+
+    judgments = [modes()["score"].judgment(ScoreRecord.from_dict(json.loads(line))) for line in lines]
+    write_run_log(rank, RunLog({"task": "score", "sources": []}, judgments, [], {}))
 
 
 def _annotation_files(root: Path) -> None:

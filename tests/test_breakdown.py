@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
-import math
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from esc.reports.breakdown import (
     UNKNOWN,
     Facets,
     annotation_facets,
-    breakdowns_markdown,
+    breakdown_blocks,
     cell_text,
     dialogue_averages,
     dialogue_facets,
@@ -27,10 +26,11 @@ from esc.reports.breakdown import (
     leaderboard_breakdowns,
     turn_labels,
 )
+from esc.reports.result import Report
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.store import ScoreRecord
 from esc.tasks.agreement import report as agree
-from esc.tasks.agreement.breakdown import agreement_breakdowns, agreement_markdown
+from esc.tasks.agreement.breakdown import agreement_breakdown_blocks, agreement_breakdowns
 from esc.tasks.score.task import write_reports
 from esc.tasks.task import LeaderboardSettings
 from tests.helpers import compose
@@ -78,7 +78,12 @@ def table(tables, facet):
 def counts(t, row):
     """{column: (n, n_unscored, mean rounded, shown)} of one row, every column (also left out)."""
     return {
-        c.value: (c.n, c.n_unscored, None if c.mean is None else round(c.mean, 4), c.shown)
+        c.value: (
+            c.n,
+            c.n_unscored,
+            None if c.estimate.value is None else round(c.estimate.value, 4),
+            c.shown,
+        )
         for c in t.cells
         if (c.target, c.roleplayer, c.judge) == row
     }
@@ -124,12 +129,12 @@ def test_cells_hold_the_hand_counted_n_and_means() -> None:
 
 def test_intervals_resample_role_cards() -> None:
     language = table(leaderboard_breakdowns(records(), FACETS, min_n=2, n_resamples=200, seed=0), "language")
-    en = language.cell(T1, "en")  # three cards: 75, 50, 75
-    assert 50.0 <= en.interval.low < en.mean < en.interval.high <= 75.0
-    assert cell_text(en, 2) == f"66.7 [{en.interval.low:.1f}, {en.interval.high:.1f}], n=3"
+    en = language.cell(T1, "en").estimate  # three cards: 75, 50, 75
+    assert 50.0 <= en.low < en.value < en.high <= 75.0 and en.unit == "role card"
+    assert cell_text(language.cell(T1, "en"), 2) == f"66.7 [{en.low:.1f}, {en.high:.1f}], n=3"
     # t2's two dialogues share card 1: one unit, nothing to resample, so no interval (n is still 2)
     one_card = language.cell(T2, "en")
-    assert one_card.n == 2 and math.isnan(one_card.interval.low)
+    assert one_card.n == 2 and one_card.estimate.low is None
     assert cell_text(one_card, 2) == "50.0 [no interval: one card], n=2"
     no_resamples = table(leaderboard_breakdowns(records(), FACETS, min_n=2, n_resamples=0), "language")
     assert cell_text(no_resamples.cell(T1, "en"), 2) == "66.7, n=3"
@@ -138,7 +143,7 @@ def test_intervals_resample_role_cards() -> None:
 def test_cells_under_min_n_show_n_not_a_number() -> None:
     tables = leaderboard_breakdowns(records(), FACETS, n_resamples=0)  # min_n 10: every cell too small
     assert not any(c.shown for t in tables for c in t.cells)
-    markdown = breakdowns_markdown(tables)
+    markdown = Report("leaderboard", tuple(breakdown_blocks(tables))).to_markdown()
     assert "| t1 (rp) | n=3 (< 10) | n=1 (< 10) |" in markdown
     assert "| t2 (rp) | n=2 (< 10) | n=0 |" in markdown
     assert "66.7" not in markdown and "50.0" not in markdown
@@ -157,12 +162,16 @@ def test_tier2_keeps_the_groups_reaching_min_n_and_names_the_rest() -> None:
         "work_study_status": (1, 0, 50.0, False),
         UNKNOWN: (1, 1, 75.0, False),
     }
-    markdown = breakdowns_markdown(tables)
+    report = Report("leaderboard", tuple(breakdown_blocks(tables)))
+    markdown = report.to_markdown()
     section = markdown.split("## By problem group (taxonomy tier 2)")[1].split("## By card source")[0]
     assert "| Target (role-player) | marriage_relationship | unknown |" in section
     assert "| t1 (rp) | 43.8, n=2 | n=1 (< 2) |" in section
     assert "1 problem group(s) left out, under n=2 in every row: work_study_status (largest n=1)." in section
     assert "unknown (4 dialogue(s))" in section  # f/4, f/5, g/1, h/1
+    shown = [e for e in report.estimates() if e.table == "leaderboard/By problem group (taxonomy tier 2)"]
+    cell = next(e for e in shown if dict(e.keys) == {"Target (role-player)": "t1 (rp)", "column": UNKNOWN})
+    assert cell.value is None and cell.n == 1 and cell.note == "fewer than 2 dialogues"  # hidden: its n only
 
 
 def card(id: int, problem: str, topic: str, source: str, category: str | None = None) -> RoleCard:
@@ -234,7 +243,7 @@ def test_score_job_appends_the_sections_and_writes_every_cell(tmp_path: Path) ->
     assert len(rows) == 11
     off = tmp_path / "off"
     off.mkdir()
-    write_reports(off, scores, dataclasses.replace(cfg, breakdowns=False), seed=0)
+    write_reports(off, scores, cfg.model_copy(update={"breakdowns": False}), seed=0)
     assert "## By" not in (off / "leaderboard.md").read_text() and not (off / "breakdown.csv").exists()
 
 
@@ -277,7 +286,7 @@ def test_agreement_breakdown_by_language_and_turns() -> None:
     assert [(c.value, c.n_units) for c in turns.columns] == [("3", 1), ("5", 3)]
     five = agree.find_row(turns.columns[1].tables, agree.POOLED, "judge", "argmax")
     assert five.values["acc"] == 1.0 and five.values["qwk"] == 1.0  # e1, e2, z1: all right
-    markdown = agreement_markdown(cuts)
+    markdown = Report("agreement", tuple(agreement_breakdown_blocks(cuts))).to_markdown()
     assert "| Judge | reading | figure | en (n=3) | zh (n=1) |" in markdown
     assert "| judge | argmax | ACC | 66.7 | n=1 (< 2) |" in markdown
     assert "| judge | argmax | QWK | 0.923 | n=1 (< 2) |" in markdown

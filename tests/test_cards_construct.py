@@ -14,7 +14,7 @@ import pytest
 
 from esc.cards import load_cards
 from esc.cards.construct import steps
-from esc.cards.construct.pipeline import build_cards
+from esc.cards.construct.run import build_cards
 from esc.cards.construct.sources import ADAPTERS, read_source
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, register_backend
 from esc.errors import ConfigError, DataError

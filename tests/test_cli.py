@@ -23,7 +23,18 @@ def test_esc_help_lists_every_tool() -> None:
     assert (
         listed
         == list(TOOLS)
-        == ["cards", "dialogues", "annotate", "scores", "cache", "fetch", "models", "ablation", "report"]
+        == [
+            "cards",
+            "dialogues",
+            "annotate",
+            "scores",
+            "cache",
+            "fetch",
+            "models",
+            "ablation",
+            "report",
+            "runs",
+        ]
     )
     assert "build_cards.py" in done.stdout
 
@@ -61,8 +72,8 @@ def test_sys_argv_is_read_only_by_argument_parsing_and_the_masked_command_record
     assert readers == [
         "esc/cli/__init__.py",
         "esc/lifecycle.py",
-        "esc/secrets/redaction.py",
         "esc/secrets/masking.py",
+        "esc/secrets/redaction.py",
     ]
 
 

@@ -3,15 +3,15 @@ shipped config; a name fits the file names built from it."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
-import typing
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from omegaconf import OmegaConf
+from pydantic import BaseModel, ValidationError
 
 from tests.helpers import CONF_DIR, compose
 
@@ -28,40 +28,44 @@ def _sections() -> Iterator[tuple[str, object]]:
             yield job, section
 
 
-def _typed(node: str, cls: type) -> Iterator[tuple[str, type, str]]:
-    """(node, dataclass, field) of a typed section and of the typed sections inside it."""
-    hints = typing.get_type_hints(cls)
-    for field in dataclasses.fields(cls):
-        yield node, cls, field.name
-        for inner in (hints.get(field.name), *typing.get_args(hints.get(field.name))):
-            if dataclasses.is_dataclass(inner):
-                yield from _typed(f"{node}.{field.name}".lstrip("."), inner)
+def _fields(node: str, model: type) -> Iterator[tuple[str, type, str]]:
+    """(node, model, field) of a section's model and of the models inside it."""
+    from esc.config_rules import _unwrap
+
+    for name, field in model.model_fields.items():
+        yield node, model, name
+        inner = _unwrap(field.annotation)
+        if isinstance(inner, type) and issubclass(inner, BaseModel):
+            yield from _fields(f"{node}.{name}".lstrip("."), inner)
 
 
-def test_every_rule_and_typed_field_refuses_nan_and_inf() -> None:
+def test_every_field_refuses_nan_and_inf() -> None:
     """nan fails no comparison, so a range check let it through (a nan temperature decoded greedily,
-    a nan minimum mass turned the rule off, settings.json held a bare NaN): each rule of each job's
-    schema, and each field of each typed section (nested ones too), refuses nan, inf and -inf, naming
-    the key. A new rule or field is walked without an edit here."""
-    from esc.config_rules import check_fields
-    from esc.errors import ConfigError
+    a nan minimum mass turned the rule off, settings.json held a bare NaN): each field of each job's
+    models (nested ones too) refuses nan, inf and -inf, naming the key; a field of no type (`Any`) is
+    left to the whole config's refusal of any nan (the next test). A new field is walked without an
+    edit here."""
+    from esc.config_rules import _problem
 
-    rules = fields = 0
+    fields = 0
     for job, section in _sections():
-        for rule in section.rules:
-            for value in NON_FINITE:
-                assert rule.check(value) is not None, f"{job}: {section.node}.{rule.key} accepts {value}"
-            rules += 1
-        if section.schema is None:
-            continue
-        for node, cls, name in _typed(section.node, section.schema):
+        for node, model, name in _fields(section.node, section.model):
+            if model.model_fields[name].annotation is Any:
+                continue
+            name = model.model_fields[name].alias or name  # `_target_`
             key = f"{node}.{name}".lstrip(".")
             for value in NON_FINITE:
-                with pytest.raises(ConfigError, match=rf"^config `{key}`: .*got {value}") as err:
-                    check_fields(node, cls, {name: value})
-                assert "`" not in str(err.value).split(": ", 1)[1], str(err.value)  # one key named
+                try:
+                    model.model_validate({name: value})
+                except ValidationError as err:
+                    mine = [e for e in err.errors() if e["loc"][:1] == (name,) and e["type"] != "missing"]
+                    assert mine, f"{job}: {key} accepts {value}"
+                    message = _problem(mine, key, model, [name])
+                    assert f"got {value}" in message, f"{key}: {message}"
+                else:
+                    raise AssertionError(f"{job}: {key} accepts {value}")
             fields += 1
-    assert rules > 100 and fields > 50, (rules, fields)  # the walk reached the schemas
+    assert fields > 100, fields  # the walk reached the models
 
 
 def _numbers(node: object, where: str = "") -> Iterator[str]:
@@ -111,13 +115,13 @@ def test_a_name_at_the_limit_fits_every_file_built_from_it(tmp_path: Path) -> No
     """Three names of NAME_BYTES bytes (Chinese, 3 bytes a character) give the longest files a run
     writes, their temporary copies included (real writes: a file system refuses over 255 bytes);
     one byte more is refused by the name check, naming the size."""
-    from esc.config_rules import NAME_BYTES, file_name
+    from esc.config_rules import NAME_BYTES, file_name_problem
     from esc.dialogues.record import Dialogue
     from esc.dialogues.store import DialogueStore, dialogue_file
     from esc.jsonl import atomic_write_text
 
     name = "情" * (NAME_BYTES // 3) + "a" * (NAME_BYTES % 3)
-    assert len(name.encode()) == NAME_BYTES and file_name()(name) is None
+    assert len(name.encode()) == NAME_BYTES and file_name_problem(name) is None
     path = dialogue_file(tmp_path, name, name, "en")
     store = DialogueStore(path)
     store.add(Dialogue(32999, "en", name, name, "card", "Hello", None, [], "failed"))  # .failed.jsonl
@@ -126,7 +130,7 @@ def test_a_name_at_the_limit_fits_every_file_built_from_it(tmp_path: Path) -> No
     score.parent.mkdir()
     atomic_write_text(score, "")  # through its temporary copy, the longest name
     assert score.is_file()
-    problem = file_name()(name + "a")
+    problem = file_name_problem(name + "a")
     assert problem is not None and f"is {NAME_BYTES + 1} bytes" in problem
 
 

@@ -106,14 +106,20 @@ def test_cfg_job_prints_the_recipe() -> None:
 def test_backend_and_judge_kinds_come_from_their_registries() -> None:
     """The config check names what the registries know when it runs: a plugin's kind passes."""
     import tests.scripted_backend  # noqa: F401  (registers backend kind "scripted")
-    from esc.chat.build import backend_kinds
-    from esc.config_rules import registered
-    from esc.scoring.judges import judge_kinds
+    from esc.chat.build import Backend, backend_kinds
+    from esc.config_rules import load_section
+    from esc.errors import ConfigError
+    from esc.scoring.judges import JudgeSettings
 
-    check = registered(backend_kinds)
-    assert "scripted" in backend_kinds() and check("scripted") is None and check("hf") is None
-    assert check("gpt5") == f'must be one of {", ".join(backend_kinds())}, got "gpt5"'
-    assert registered(judge_kinds)("local") is None and registered(judge_kinds)("human") is not None
+    assert "scripted" in backend_kinds()
+    for kind in ("scripted", "hf"):
+        assert load_section("b", Backend, {"kind": kind}).kind == kind
+    with pytest.raises(ConfigError) as err:
+        load_section("b", Backend, {"kind": "gpt5"})
+    assert str(err.value) == f'config `b.kind`: must be one of {", ".join(backend_kinds())}, got "gpt5"'
+    assert load_section("judge", JudgeSettings, {"kind": "local", "name": "j"}).kind == "local"
+    with pytest.raises(ConfigError, match="judge.kind"):
+        load_section("judge", JudgeSettings, {"kind": "human", "name": "j"})
 
 
 @pytest.mark.parametrize("group", ["roleplayer", "target"])
@@ -195,18 +201,17 @@ def test_train_job_and_sample_builder_are_targets() -> None:
     `_target_`; the datamodule calls `data.builder` with the rest of `data`."""
     from hydra.utils import instantiate
 
-    from esc.judge_training.train import train_esc_rank
+    from esc.judge_training.run import train_esc_rank
     from esc.train.run import output_settings, train
 
     role = compose(["+exp=train/esc_role_smollm2"])
     rank = compose(["+exp=train/esc_rank_smollm2"])
     assert instantiate(role.job).func is train and instantiate(rank.job).func is train_esc_rank
     assert rank.data.builder._target_ == "esc.judge_training.data.build_rank_samples"
-    # the fingerprint keeps the dotted paths, as folders trained with `runner:` recorded them, and
-    # under the names they had then (`esc.train.run.RECORDED_AS`): folders trained before resume
+    # the fingerprint names the functions, not their modules: moving code never stops a resume
     settings = output_settings(rank)
-    assert settings["runner"] == "esc.esc_rank.train.train_esc_rank"
-    assert settings["data"]["builder"] == "esc.esc_rank.data.build_rank_samples"
+    assert settings["runner"] == "train_esc_rank"
+    assert settings["data"]["builder"] == "build_rank_samples"
 
 
 def test_a_job_target_that_does_not_import_is_one_config_error() -> None:

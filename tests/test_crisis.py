@@ -214,7 +214,7 @@ def test_esc_cards_crisis_sources_says_which_datasets_are_absent(
 def test_card_construction_takes_the_crisis_records_of_the_sources() -> None:
     """`cards.subset=crisis` (+exp=cards/crisis_en): only records whose seeker text passes the rule,
     the first `limit` of each source after the filter."""
-    from esc.cards.construct.pipeline import CardSources, gather_records
+    from esc.cards.construct.run import CardSources, gather_records
 
     section = {"root": None, "languages": ["en"], "limit": 3, "subset": "crisis", "dedup_threshold": 0.9,
                "sources": {"esconv": {"enabled": True}, "epitome": {"enabled": True}}}  # fmt: skip

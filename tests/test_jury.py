@@ -11,13 +11,14 @@ import numpy as np
 import pytest
 
 from esc.dialogues.record import Dialogue, Turn
+from esc.reports.result import Report
 from esc.scoring.jury import JURY
 from esc.scoring.rubrics import DIMENSION_KEYS
 from esc.scoring.store import ScoreRecord
 from esc.tasks.score import leaderboard as board
 from esc.tasks.score.jury import agreement_between_judges as agreement
 from esc.tasks.score.jury import leniency, pooled_records, rankings
-from esc.tasks.score.simulators import kendalls_w, simulator_tables, to_markdown, variance_shares
+from esc.tasks.score.simulators import kendalls_w, simulator_blocks, simulator_tables, variance_shares
 from tests.helpers import requires_data, run_entry
 
 
@@ -60,14 +61,15 @@ def test_a_lenient_judge_shows_its_offset() -> None:
     # from the jury is +2/3 and a's and b's -1/3
     assert rows["c"].offset == pytest.approx(2 / 3) and rows["a"].offset == pytest.approx(-1 / 3)
     assert rows["c"].interval.low > 0.5 and rows["a"].interval.high < 0
-    assert rows["a"].items == 2 * 8 * 7
+    assert rows["a"].items == 2 * 8 * 7 and rows["a"].unit == "role card"
 
 
 def test_agreement_is_perfect_between_identical_judges() -> None:
     records = [r for r in _jury_records() if r.judge in ("a", "b")]
     alphas = agreement(records, ["a", "b"], n=50)
-    assert set(alphas) == set(DIMENSION_KEYS) and all(a == pytest.approx(1.0) for a, _, _ in alphas.values())
+    assert set(alphas) == set(DIMENSION_KEYS) and all(a == pytest.approx(1.0) for a, *_ in alphas.values())
     assert alphas["empathy"][2] == 16 and alphas["empathy"][1].low == pytest.approx(1.0)
+    assert alphas["empathy"][3] == "role card"  # what its interval resampled
     lenient = [r for r in _jury_records() if r.judge in ("a", "c")]
     assert (
         agreement(lenient, ["a", "c"], n=0)["empathy"][0] < 1.0
@@ -118,7 +120,11 @@ def test_several_simulators_table_from_score_records() -> None:
     assert table.simulators == ["s1", "s2"] and table.targets == ["good", "poor"]
     assert table.means[0].tolist() == [75.0, 50.0] and table.cards == 10
     assert table.w == pytest.approx(1.0) and table.shares["simulators"][0] == pytest.approx(0.2)
-    assert "Kendall's W: 1.00" in to_markdown([table])
+    report = Report("leaderboard", tuple(simulator_blocks([table])))
+    assert "Kendall's W: 1.00" in report.to_markdown()
+    [good_s2] = [e for e in report.estimates() if dict(e.keys) == {"target": "good", "column": "s2"}]
+    assert (good_s2.value, good_s2.n, good_s2.unit) == (50.0, 10, "role card")
+    assert good_s2.table == "leaderboard/Several simulators (en, judge j)"
 
 
 @requires_data

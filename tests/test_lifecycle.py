@@ -91,7 +91,7 @@ def test_esc_rank_training_records_ctrl_c_as_interrupted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """It said `failed` before the jobs shared one lifecycle."""
-    from esc.judge_training import train as train_rank
+    from esc.judge_training import run as train_rank
 
     def interrupted(*args: object, **kwargs: object) -> None:
         (tmp_path / "empathy").mkdir()

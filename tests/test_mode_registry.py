@@ -14,13 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import Field
 
-from esc.config_rules import integer, setting, typed_section
+from esc.config_rules import Settings, typed_section
 from esc.config_schema import validate
 from esc.dialogues.record import Dialogue, Turn
 from esc.dialogues.store import read_dialogues
 from esc.errors import ConfigError
 from esc.lifecycle import JobResult
+from esc.reports.result import Report, Table, write_result
 from esc.scoring.judge import ScoreItem
 from esc.scoring.judging import Batch
 from esc.scoring.store import ScoreRecord, ScoreStore
@@ -50,11 +52,10 @@ class AsksRecord(ScoreRecord):
         return (0, 1)
 
 
-@dataclasses.dataclass
-class AsksSettings:
+class AsksSettings(Settings):
     """`toy_asks`: its config section, typed (the value comes from the YAML section)."""
 
-    min_words: int = setting(integer(1))  # replies shorter than this are not asked about
+    min_words: int = Field(ge=1)  # replies shorter than this are not asked about
 
 
 class AsksAQuestion(Mode):
@@ -95,9 +96,8 @@ class AsksAQuestion(Mode):
     def report(self, ctx: Context, plan: Plan) -> Outcome:
         records = plan.batches[0].store.records
         valid = sum(r.status == "valid" for r in records.values())
-        (ctx.out / "toy_asks.md").write_text(
-            f"| valid | answers |\n|---|---|\n| {valid} | {len(records)} |\n"
-        )
+        table = Table.of(["valid", "answers"], [[valid, len(records)]])
+        write_result(ctx.out, Report("toy_asks", (table,)))  # toy_asks.md, and the page of the site
         return Outcome(AsksResult(str(ctx.out), valid, len(records)), {"answers": len(records)})
 
 

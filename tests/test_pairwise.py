@@ -14,7 +14,7 @@ import pytest
 
 from esc.dialogues.record import Dialogue, Turn
 from esc.errors import DataError
-from esc.scoring.judge import VALID, Judge, Judgment, ScoreItem, register_judge
+from esc.scoring.judge import VALID, Judge, JudgeAnswer, ScoreItem, register_judge
 from esc.scoring.store import ScoreRecord
 from esc.tasks.pairwise.questions import TIE, pair_items, pairs, verdict
 from esc.tasks.pairwise.report import Judged, bradley_terry, comparisons, consistency, strengths, win_rates
@@ -105,17 +105,17 @@ class PlantedJudge(Judge):
         self.name, self.bias, self.prompt = name, bias, prompt
         self.asked = 0
 
-    def judge(self, items: Sequence[ScoreItem]) -> list[Judgment]:
+    def judge(self, items: Sequence[ScoreItem]) -> list[JudgeAnswer]:
         out = []
         for item in items:
             self.asked += 1
             if self.bias == "first":
-                out.append(Judgment(VALID, 0))
+                out.append(JudgeAnswer(VALID, 0))
                 continue
             text = item.messages[1][1]
             a = int(re.search(r"Q(\d)", text.split("Conversation B:")[0]).group(1))
             b = int(re.search(r"Q(\d)", text.split("Conversation B:")[1]).group(1))
-            out.append(Judgment(VALID, 0 if a > b else 1 if b > a else 2))
+            out.append(JudgeAnswer(VALID, 0 if a > b else 1 if b > a else 2))
         return out
 
     def identity(self) -> dict[str, Any]:

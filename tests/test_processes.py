@@ -54,9 +54,9 @@ def test_a_site_rebuild_never_deletes_what_the_site_did_not_write(tmp_path: Path
     from esc.cli import main
     from tests.synthetic_run import synthetic_run
 
-    rank = synthetic_run(tmp_path / "run", cards=2, targets=["alpha", "beta"], dims=7, seed=2)
+    rank = synthetic_run(tmp_path / "run", cards=2, targets=["alpha", "beta"], dims=7, seed=2, bootstrap=10)
     site = tmp_path / "site"
-    argv = ["report", str(rank), "--out", str(site), "--bootstrap", "10"]
+    argv = ["report", str(rank), "--out", str(site)]
     assert main(argv) == 0
     (site / "notes.md").write_text("my notes")
     (site / "copied-run" / "scores").mkdir(parents=True)
@@ -77,8 +77,8 @@ def test_a_site_rebuild_never_deletes_what_the_site_did_not_write(tmp_path: Path
     (site / "targets" / "mine.txt").unlink()
     assert main(argv) == 0  # only what the site wrote: replaced
 
-    fewer = synthetic_run(tmp_path / "fewer", cards=2, targets=["alpha"], dims=7, seed=2)
-    assert main(["report", str(fewer), "--out", str(site), "--bootstrap", "10"]) == 0
+    fewer = synthetic_run(tmp_path / "fewer", cards=2, targets=["alpha"], dims=7, seed=2, bootstrap=10)
+    assert main(["report", str(fewer), "--out", str(site)]) == 0
     assert not (site / "targets" / "beta.html").exists() and (site / "targets" / "alpha.html").is_file()
 
 

@@ -8,10 +8,17 @@ import dataclasses
 import numpy as np
 import pytest
 
+from esc.reports.estimate import Estimate
+from esc.reports.result import Report
 from esc.scoring.judge import VALID
 from esc.scoring.rubrics import DIMENSION_KEYS
 from esc.scoring.store import ScoreRecord
 from esc.tasks.score import leaderboard as board
+
+
+def markdown(blocks: list) -> str:
+    """A report's blocks as the markdown leaderboard.md holds."""
+    return Report("leaderboard", tuple(blocks)).to_markdown()
 
 
 def scored(dialogue: str, card: int, dim: str, score: int, target: str = "bot") -> ScoreRecord:
@@ -41,9 +48,10 @@ def test_table_2_resamples_cards_when_a_row_pools_several_dialogues_per_card() -
         for run, score in enumerate(runs):
             records += [scored(f"c{card}-r{run}", card, dim, score) for dim in DIMENSION_KEYS]
     [row] = board.leaderboard(records, n_resamples=4000, seed=0)
-    cell, average = row.cells["empathy"], row.average
+    cell, average = row.cells["empathy"].estimate, row.average.estimate
     low, high = by_card_percentile_interval(values)
-    assert cell.n_valid == 24 and cell.mean == pytest.approx(np.concatenate(values).mean())
+    assert cell.n == 24 and cell.value == pytest.approx(np.concatenate(values).mean())
+    assert cell.unit == average.unit == "role card"  # what the interval resampled, with the figure
     width = high - low
     for got in (cell, average):  # every dimension scores the same here: the average equals a cell
         assert got.low == pytest.approx(low, abs=0.06 * width)
@@ -139,8 +147,8 @@ def test_a_share_at_zero_gives_its_exact_interval_not_a_zero_width_one() -> None
 def test_a_constant_judge_says_every_resample_agrees_instead_of_a_bare_interval() -> None:
     """Defect 5: a judge that always says 3 printed "75.00 [75.0, 75.0]" as if it were certain."""
     records = [scored(f"d{c}", c, dim, 3) for c in range(6) for dim in DIMENSION_KEYS]
-    markdown = board.to_markdown(board.leaderboard(records, n_resamples=500))
-    assert "75.00 [every resample 75.0]" in markdown and "[75.0, 75.0]" not in markdown
+    text = markdown(board.leaderboard_blocks(board.leaderboard(records, n_resamples=500)))
+    assert "75.00 [every resample 75.0]" in text and "[75.0, 75.0]" not in text
 
 
 # --- rankings with ties ---------------------------------------------------------------------------
@@ -165,13 +173,13 @@ def test_jury_rankings_keep_exact_ties_and_a_tie_is_no_dispute() -> None:
     dispute with b (twin2 > twin1) and a tau of a plain order. Now a's order keeps the tie, tau is
     tau-b with the tie, and nobody disputes twin1 vs twin2."""
     from esc.scoring.jury import JURY
-    from esc.tasks.score.jury import rankings, to_markdown
+    from esc.tasks.score.jury import jury_blocks, rankings
     from esc.tasks.score.leaderboard import Cell, Row
 
     means = {"a": {"twin1": 75.0, "twin2": 75.0, "mid": 50.0, "low": 25.0},
              "b": {"twin1": 70.0, "twin2": 80.0, "mid": 45.0, "low": 20.0}}  # fmt: skip
     means[JURY] = {t: (means["a"][t] + means["b"][t]) / 2 for t in means["a"]}
-    rows = [Row(t, "rp", "en", judge, 6, {}, Cell(42, 0, 0, mean, None, None))
+    rows = [Row(t, "rp", "en", judge, 6, {}, Cell(Estimate(mean, n=42), 0, 0))
             for judge, by_target in means.items() for t, mean in by_target.items()]  # fmt: skip
     [(_, r)] = rankings(rows, ["a", "b"]).items()
     targets = sorted(means["a"])
@@ -179,10 +187,10 @@ def test_jury_rankings_keep_exact_ties_and_a_tie_is_no_dispute() -> None:
     assert r["tau"]["a"] == pytest.approx(expected) and expected < 1
     assert r["tau"]["b"] == pytest.approx(1.0)
     assert r["disputed"] == [] and r["tiers"]["a"] == [["twin1", "twin2"], ["mid"], ["low"]]
-    markdown = to_markdown([], {}, {("rp", "en"): r}, "mean", ["a", "b"])
+    text = markdown(jury_blocks([], {}, {("rp", "en"): r}, "mean", ["a", "b"]))
     assert (
-        "- a: twin1 = twin2 > mid > low" in markdown
-        and "no two judges order a pair of targets oppositely" in markdown
+        "- a: twin1 = twin2 > mid > low" in text
+        and "no two judges order a pair of targets oppositely" in text
     )
 
 
@@ -203,7 +211,7 @@ def test_kendalls_w_is_printed_with_its_chance_level_and_a_permutation_p() -> No
     by plain numpy); the report says so, with a permutation p of 1."""
     from scipy.stats import spearmanr
 
-    from esc.tasks.score.simulators import simulator_tables, to_markdown
+    from esc.tasks.score.simulators import simulator_blocks, simulator_tables
 
     rng = np.random.default_rng(11)
     for m in (2, 3):
@@ -222,7 +230,7 @@ def test_kendalls_w_is_printed_with_its_chance_level_and_a_permutation_p() -> No
     rho = spearmanr(table.means[:, 0], table.means[:, 1]).statistic
     assert table.w == pytest.approx((1 + rho) / 2) and table.w == pytest.approx(0.0)
     assert table.w_chance == pytest.approx(0.5) and table.w_p == pytest.approx(1.0)
-    text = to_markdown([table])
+    text = markdown(simulator_blocks([table]))
     assert (
         "chance level 0.50" in text and "permutation p = 1.000" in text and "(1 + Spearman's rho) / 2" in text
     )
@@ -233,29 +241,30 @@ def test_kendalls_w_is_printed_with_its_chance_level_and_a_permutation_p() -> No
 
 def test_the_breakdowns_unknown_note_counts_each_dialogue_once_whatever_the_judges() -> None:
     """Defect 8: 4 dialogues whose cards are unknown, each scored by 3 judges, were "12 dialogue(s)"."""
-    from esc.reports.breakdown import breakdowns_markdown, leaderboard_breakdowns
+    from esc.reports.breakdown import breakdown_blocks, leaderboard_breakdowns
 
     records = [
         dataclasses.replace(scored(f"d{c}", c, dim, 2), judge=judge)
         for c in range(4) for judge in ("j1", "j2", "j3") for dim in DIMENSION_KEYS
     ]  # fmt: skip
     tables = leaderboard_breakdowns(records, {}, min_n=1, n_resamples=100, only=("tier1",))
-    text = breakdowns_markdown(tables, {"no_card": 4})
+    text = markdown(breakdown_blocks(tables, {"no_card": 4}))
     assert "unknown (4 dialogue(s))" in text and "unknown (12" not in text
 
 
 def test_a_one_card_cell_says_why_it_has_no_interval() -> None:
     """Defect 9: a breakdown cell resting on one card printed a mean with no interval and no reason."""
-    from esc.reports.breakdown import Facets, breakdowns_markdown, leaderboard_breakdowns
+    from esc.reports.breakdown import Facets, breakdown_blocks, leaderboard_breakdowns
 
     records = [scored(f"run{k}", 7, dim, 3) for k in range(2) for dim in DIMENSION_KEYS]
     facets = {f"run{k}": Facets("en", tier1="work") for k in range(2)}
-    text = breakdowns_markdown(
-        leaderboard_breakdowns(records, facets, min_n=1, n_resamples=100, only=("tier1",))
+    text = markdown(
+        breakdown_blocks(leaderboard_breakdowns(records, facets, min_n=1, n_resamples=100, only=("tier1",)))
     )
     assert "75.0 [no interval: one card], n=2" in text
-    table = board.to_markdown(board.leaderboard(records, n_resamples=100))  # Table 2 says it too
-    assert "75.00 [no interval: one card]" in table
+    rows = board.leaderboard(records, n_resamples=100)
+    assert "75.00 [no interval: one card]" in markdown(board.leaderboard_blocks(rows))  # Table 2 says it too
+    assert rows[0].average.estimate.note == "one card: nothing to resample"
 
 
 def hand_ordinal_alpha(table: np.ndarray) -> float:
@@ -410,15 +419,19 @@ def test_a_bradley_terry_resample_without_a_target_is_undefined_for_every_target
 
 
 def test_intervals_equal_up_to_floating_point_and_undefined_shares_print_honestly() -> None:
-    from esc.reports.bootstrap import Interval, interval_text, share_text
+    from esc.reports.bootstrap import interval_text, share_text
 
     assert interval_text(71.42857142857142, 71.42857142857143, 1) == " [every resample 71.4]"
-    assert share_text(0.0, Interval(0.0, 0.0, 0.5), 24, 8, "reply") == "n/a (undefined in 50.0% of resamples)"
-    assert share_text(0.5, Interval(0.5, 0.5, 0.02), 8, 4, "pair") == "50.0% [every defined resample 50.0]"
+    unstable = Estimate(0.0, 0.0, 0.0, undefined=0.5)
+    assert share_text(unstable, 24, 8, "reply") == "n/a (undefined in 50.0% of resamples)"
+    assert (
+        share_text(Estimate(0.5, 0.5, 0.5, undefined=0.02), 8, 4, "pair")
+        == "50.0% [every defined resample 50.0]"
+    )
 
 
 def test_the_unscored_note_counts_each_dialogue_once_whatever_the_judges() -> None:
-    from esc.reports.breakdown import Facets, breakdowns_markdown, leaderboard_breakdowns
+    from esc.reports.breakdown import Facets, breakdown_blocks, leaderboard_breakdowns
     from esc.scoring.judge import FAILED
 
     failed = {"status": FAILED, "score": None}
@@ -427,8 +440,8 @@ def test_the_unscored_note_counts_each_dialogue_once_whatever_the_judges() -> No
         for c in range(3) for judge in ("j1", "j2") for dim in DIMENSION_KEYS
     ]  # fmt: skip
     facets = {f"d{c}": Facets("en", tier1="work") for c in range(3)}
-    text = breakdowns_markdown(
-        leaderboard_breakdowns(records, facets, min_n=1, n_resamples=50, only=("tier1",))
+    text = markdown(
+        breakdown_blocks(leaderboard_breakdowns(records, facets, min_n=1, n_resamples=50, only=("tier1",)))
     )
     assert "1 dialogue(s) without any valid judgment of some judge" in text
 
@@ -449,21 +462,24 @@ def test_a_folder_judged_before_rubric_hashes_still_resumes() -> None:
 def test_a_judge_that_gives_one_answer_is_named_beside_its_numbers() -> None:
     """Issue 37: the demo's leaderboard read "0.00 [0.0, 0.0]" in 5 of 7 dimensions (SmolLM2 as judge),
     which a newcomer reads as a broken tool. The table now says the judge gave one answer there."""
-    from esc.tasks.score.leaderboard import TABLE_ORDER, Cell, Row, one_answer_dimensions, to_markdown
+    from esc.tasks.score.leaderboard import TABLE_ORDER, Cell, Row, leaderboard_blocks, one_answer_dimensions
+
+    def score(mean: float, low: float, high: float, n: int = 4) -> Cell:
+        return Cell(Estimate(mean, low, high, n, "role card"), 0, 0, cards=4)
 
     def row(target: str, empathy: float) -> Row:
-        cells = {k: Cell(4, 0, 0, 0.0, 0.0, 0.0, cards=4) for k in TABLE_ORDER}
-        cells["empathy"] = Cell(4, 0, 0, empathy, empathy - 10, empathy + 10, cards=4)
-        cells["overall"] = Cell(4, 0, 0, 50.0, 50.0, 50.0, cards=4)  # one answer (2), in both rows
-        return Row(target, "rp", "en", "smollm2", 4, cells, Cell(28, 0, 0, 10.0, 5.0, 15.0, cards=4))
+        cells = {k: score(0.0, 0.0, 0.0) for k in TABLE_ORDER}
+        cells["empathy"] = score(empathy, empathy - 10, empathy + 10)
+        cells["overall"] = score(50.0, 50.0, 50.0)  # one answer (2), in both rows
+        return Row(target, "rp", "en", "smollm2", 4, cells, score(10.0, 5.0, 15.0, 28))
 
     rows = [row("a", 25.0), row("b", 50.0)]
     found = one_answer_dimensions(rows)
     assert found == {
         "smollm2": [(k, 0.0) for k in TABLE_ORDER if k not in ("empathy", "overall")] + [("overall", 2.0)]
     }
-    text = to_markdown(rows)
+    text = markdown(leaderboard_blocks(rows))
     assert "Note: smollm2 gave every valid judgment the same score in 6 of 7 dimensions: Fluency (0)" in text
     assert "Overall (2)" in text and "Empathy" not in text.split("Note:")[1]
-    rows[1].cells["overall"] = Cell(4, 0, 0, 75.0, 75.0, 75.0, cards=4)  # another answer for b: not one
+    rows[1].cells["overall"] = score(75.0, 75.0, 75.0)  # another answer for b: not one
     assert ("overall", 2.0) not in one_answer_dimensions(rows)["smollm2"]

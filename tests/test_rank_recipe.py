@@ -171,7 +171,16 @@ def test_rank_samples_carry_weights_and_learn_the_digit_only(tmp_path: Path) -> 
     path = tmp_path / "a.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     train, val = build_rank_samples(
-        {"annotations": str(path), "prompt": "official", "balance_power": 1.0, "seed": 1}
+        {
+            "annotations": str(path),
+            "prompt": "official",
+            "balance_power": 1.0,
+            "seed": 1,
+            "split": [7, 1, 2],
+            "dimensions": "all",
+            "languages": ["en", "zh"],
+            "chat_default_system": None,
+        }  # fmt: skip
     )
     assert all(not s.learn_end_of_turn for s in train + val)
     by_score = {}

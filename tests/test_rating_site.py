@@ -24,8 +24,9 @@ from esc.annotate.tasks import (
 )
 from esc.errors import DataError
 from esc.hashing import sha256_file
+from esc.reports.result import Report
 from esc.scoring.rubrics import DIMENSION_KEYS
-from esc.tasks.agreement.raters import rater_rows, to_markdown
+from esc.tasks.agreement.raters import alpha_text, people_blocks, rater_rows
 from esc.tasks.agreement.report import Prediction
 
 
@@ -138,18 +139,19 @@ def test_people_against_people_and_a_judge_against_each_person() -> None:
     raters, rows = rater_rows(_annotations(people), {"tiny": judge}, 50, 0)
     assert raters == ["ana", "ben"] and [r.dimension for r in rows] == ["empathy"]
     assert rows[0].people.value == pytest.approx(1.0) and rows[0].people.n == 6
+    assert rows[0].people.unit == "input"  # each dialogue's card (its input) resampled
     assert rows[0].judges[("tiny", "ana")].value == pytest.approx(1.0)
 
     people["ben"] = [4, 3, 2, 1, 0, 2]  # the opposite order: alpha well below 0
     judge[("d5", "empathy")] = Prediction(None)  # an invalid judgment: a gap, not a score
     raters, rows = rater_rows(_annotations(people), {"tiny": judge}, 50, 0)
     assert rows[0].people.value < 0 and rows[0].judges[("tiny", "ana")].n == 5
-    table = to_markdown(raters, rows, ["tiny"])
+    table = Report("agreement", tuple(people_blocks(raters, rows, ["tiny"]))).to_markdown()
     assert "| Empathy |" in table and "tiny vs ben" in table and table.count("n=") == 3
 
     same = {"ana": [2, 2, 2], "ben": [2, 2, 2]}  # one value only: alpha is undefined, and says so
     _, rows = rater_rows(_annotations(same), {}, 50, 0)
-    assert rows[0].people.text().startswith("n/a") and rows[0].people.n == 3
+    assert alpha_text(rows[0].people).startswith("n/a") and rows[0].people.n == 3
 
 
 def test_the_cli_makes_pages_and_adds_a_raters_file(tasks_dir: Path, tmp_path: Path, capsys) -> None:

@@ -1,6 +1,7 @@
 """The report site in a real browser: headless Chromium (Playwright) opens index.html from disk
-(file://), clicks through to a target and one of its dialogues, reads the scores the page shows, and
-checks that model text is text (no alert runs). Screenshots go to the test's folder, and to
+(file://), sorts the leaderboard's headline table, clicks through to a target and one of its
+dialogues, reads the answers the page shows against the run log, and checks that model text is text
+(no alert runs). Screenshots go to the test's folder, and to
 $ESC_SCREENSHOTS when it is set. Skipped, saying why, without Playwright or Chromium.
 
     .venv/bin/python -m pytest -q -m browser tests/test_report_browser.py
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from esc.scoring.store import latest, read_scores
+from esc.reports.runlog import read_run_log
 from esc.site import build_site, slugify
 from tests.synthetic_run import inject_text, synthetic_run
 
@@ -66,12 +67,12 @@ def screenshot(page, tmp_path: Path, name: str) -> None:
 
 
 def test_click_from_the_overview_to_a_dialogue_and_read_its_scores(browser, tmp_path: Path) -> None:
-    rank = synthetic_run(tmp_path / "run", cards=6, targets=["alpha", "beta"], dims=7, seed=3, safety=True)
+    rank = synthetic_run(
+        tmp_path / "run", cards=6, targets=["alpha", "beta"], dims=7, seed=3, safety=True, bootstrap=50
+    )
     target, language, card = inject_text(rank, INJECTION)
-    build_site([rank], tmp_path / "site", title="Browser test", n_resamples=50)
-    records = {}
-    for path in (rank / "scores").glob("*.jsonl"):
-        records.update(latest(read_scores(path)))
+    build_site([rank], tmp_path / "site", title="Browser test")
+    judgments = read_run_log(rank).by_dialogue()
 
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     dialogs, errors = [], []
@@ -81,17 +82,17 @@ def test_click_from_the_overview_to_a_dialogue_and_read_its_scores(browser, tmp_
     assert page.title() == "Overview · Browser test"
     screenshot(page, tmp_path, "1-index")
 
-    # the leaderboard sorts by a column when its header is clicked
-    board = page.locator("#board")
+    # the leaderboard (its report's first table) sorts by a column's figures when its header is clicked
+    board = page.locator('[data-report="leaderboard"] table').first
+    column = board.locator("thead th").all_inner_texts().index("Average") + 1
+    cells = board.locator(f"tbody td:nth-child({column})")
     board.locator("th", has_text="Average").click()
-    averages = [float(t.split()[0]) for t in board.locator("tbody td.avg").all_inner_texts()]
-    assert averages == sorted(averages)
+    averages = [float(c.get_attribute("data-value")) for c in cells.all()]
+    assert len(averages) == 4 and averages == sorted(averages)
     board.locator("th", has_text="Average").click()
-    assert [float(t.split()[0]) for t in board.locator("tbody td.avg").all_inner_texts()] == sorted(averages)[
-        ::-1
-    ]
+    assert [float(c.get_attribute("data-value")) for c in cells.all()] == sorted(averages)[::-1]
 
-    board.get_by_role("link", name=target).first.click()
+    page.locator("#targets").get_by_role("link", name=target).click()
     assert page.url.endswith(f"targets/{slugify(target)}.html")
     rows = page.locator("#dialogues tbody tr")
     assert rows.count() == 6
@@ -108,11 +109,11 @@ def test_click_from_the_overview_to_a_dialogue_and_read_its_scores(browser, tmp_
 
     page.get_by_role("link", name=f"{language}-{card}", exact=True).click()
     assert page.url.endswith(f"dialogues/{slugify(target)}/{language}-{card}.html")
-    stem = f"{target}__esc_role__{language}"
+    logged = {j.key: j for j in judgments[f"{target}__esc_role__{language}/{card}"] if j.task == "score"}
     for key in DIMENSIONS:
-        record = records[(f"{stem}/{card}", key)]
-        shown = page.locator(f'tr[data-dimension="{key}"] td.score').inner_text().strip()
-        assert shown == (str(record.score) if record.status == "valid" else record.status), key
+        shown = page.locator(f'table[data-task="score"] tr[data-key="{key}"] td.answer').inner_text().strip()
+        assert shown == (logged[key].answer if logged[key].status == "valid" else logged[key].status), key
+    assert page.locator('.bubble .judged[data-task="safety"]').count() == 5  # beside each reply
     # model text is shown as text, and nothing it holds runs
     assert page.get_by_text(f"I hear you. {INJECTION} & more").count() == 1
     assert page.get_by_text(f"Score: {INJECTION}").count() == 1
@@ -150,25 +151,29 @@ def test_the_board_fits_the_screen_and_chinese_is_drawn_not_boxes(browser, tmp_p
     Chinese text rendered as boxes without a CJK font. The overview, a target page and a Chinese
     dialogue at 1280 and 1920 px (the screenshots in docs/img come from here)."""
     targets = ["Qwen1.5-72B-Chat", "LLaMA3-8B-Instruct", "ChatGLM3-6B", "gpt4"]
-    rank = synthetic_run(tmp_path / "run", cards=8, targets=targets, dims=7, seed=5)
-    build_site([rank], tmp_path / "site", title="ESC-Eval report", n_resamples=50)
+    rank = synthetic_run(tmp_path / "run", cards=8, targets=targets, dims=7, seed=5, bootstrap=50)
+    build_site([rank], tmp_path / "site", title="ESC-Eval report")
     page = browser.new_page(viewport={"width": width, "height": 900})
     page.goto((tmp_path / "site" / "index.html").as_uri())
+    board = '[data-report="leaderboard"] table'
+    heads = page.locator(f"{board} thead th").all_inner_texts()
     for name in ("Target", "n", "invalid", "failed", "Average"):
-        box = page.locator("#board thead th", has_text=name).first.bounding_box()
+        box = page.locator(f"{board} thead th").nth(heads.index(name)).bounding_box()
         assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, (name, box)
-    for cell in page.locator("#board tbody td.avg").all():  # the Average is whole, not cut
-        box = cell.bounding_box()
+    for cell in page.locator(f"{board} tbody td:nth-child({heads.index('Average') + 1})").all():
+        box = cell.bounding_box()  # the Average is whole, not cut
         assert box is not None and box["x"] + box["width"] <= width
-    fits = "() => { const s = document.querySelector('#board').parentElement; "
+    fits = f"() => {{ const s = document.querySelector('{board}').parentElement; "
     fits += "return s.scrollWidth <= s.clientWidth; }"
     assert page.evaluate(fits)  # the whole board, every dimension, with no scrolling
     screenshot(page, tmp_path, f"report-overview-{width}")
 
-    page.get_by_role("link", name="Qwen1.5-72B-Chat").first.click()
-    summary = page.locator("#summary tbody tr")  # the target's own rows: n and intervals
-    assert summary.count() == 2 and "[" in summary.first.locator("td.avg").inner_text()
-    assert summary.first.locator("td").nth(1).inner_text() == "4"  # n: 4 dialogues in English
+    page.locator("#targets").get_by_role("link", name="Qwen1.5-72B-Chat").click()
+    summary = page.locator("#results table").first.locator("tbody tr")  # its rows of the leaderboard
+    assert (
+        summary.count() == 2 and "[" in summary.first.locator("td").nth(heads.index("Average")).inner_text()
+    )
+    assert summary.first.locator("td").nth(heads.index("n")).inner_text() == "4"  # n: 4 English dialogues
     screenshot(page, tmp_path, f"report-target-{width}")
     page.select_option("select[data-filter=language]", "zh")
     page.locator("#dialogues tbody tr:visible a").first.click()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from esc.reports.estimate import Estimate
 from esc.reports.result import (
     RESULT_FORMAT,
     Cell,
@@ -31,11 +32,14 @@ REPORT = Report(
         Table.of(
             ["", "target", "rate"],
             [
-                ["a", "t|1", Cell("12.5% [0.0%, 30.0%] (1/8)", 0.125, 0.0, 0.3, 8)],
+                ["a", "t|1", Cell("12.5% [0.0%, 30.0%] (1/8)", Estimate(0.125, 0.0, 0.3, 8, "role card"))],
                 [
                     "b",
                     "t2",
-                    Cell("n/a (undefined in 40% of resamples)", math.nan, math.nan, math.nan, 3, "unstable"),
+                    Cell(
+                        "n/a (undefined in 40% of resamples)",
+                        Estimate(math.nan, math.nan, math.nan, 3, undefined=0.4, note="unstable"),
+                    ),
                 ],
             ],
             csv="toy.csv",
@@ -71,10 +75,12 @@ def test_the_json_round_trips_and_leaves_undefined_figures_out(tmp_path: Path) -
         "low": 0.0,
         "high": 0.3,
         "n": 8,
+        "unit": "role card",
     }
     assert table["rows"][1][2] == {"text": "n/a (undefined in 40% of resamples)", "n": 3, "note": "unstable"}
     again = read_result(result_path(tmp_path, "toy"))
     assert again.to_markdown() == markdown
+    assert again.estimates()[0] == REPORT.estimates()[0]  # the figure read back, its unit too
     assert (tmp_path / "toy.csv").read_text(encoding="utf-8") == table_csv(REPORT.tables()[0])
 
 
@@ -103,28 +109,41 @@ def test_the_page_carries_the_figures_and_escapes_the_text() -> None:
     assert "<td>t|1</td>" in html  # the page shows the text itself, not markdown's escape
 
 
-def test_the_site_prefers_a_readable_result_not_older_than_the_markdown(tmp_path: Path) -> None:
-    import os
-
-    from esc.site.pages.reports import report_body
-
-    write_result(tmp_path, REPORT)
-    md, typed = tmp_path / "toy.md", result_path(tmp_path, "toy")
-    assert 'data-value="0.125"' in str(report_body(md, "toy"))
-    later = typed.stat().st_mtime_ns + 10**9
-    os.utime(md, ns=(later, later))  # the markdown edited after the result was written
-    assert report_body(md, "toy") is None
-    os.utime(typed, ns=(later, later))
-    for broken in ('{"format": "esc-report/1", "kind": "toy", "blocks": [{"type": "table", "columns": ["a"], '
-                   '"rows": [[{"text": "x", "n": "\\"><img src=x>"}]]}]}', "not json"):  # fmt: skip
-        typed.write_text(broken, encoding="utf-8")
-        os.utime(typed, ns=(later, later))
-        assert report_body(md, "toy") is None  # the page shows the markdown, the build goes on
-
-
 def test_a_header_with_a_bar_stays_one_column() -> None:
     table = Table.of(["tiny vs a|b", "n"], [["0.5", 3]])
     assert Report("x", (table,)).to_markdown() == "| tiny vs a\\|b | n |\n|---|---|\n| 0.5 | 3 |\n"
+
+
+def test_every_figure_is_placed_by_its_table_row_and_column() -> None:
+    """The run log's `results`: each figure with the table it is in (its name, else the heading above
+    it, else its number) and the row labels left of the first figure column."""
+    from esc.reports.result import figure
+
+    report = REPORT + [
+        Table.of(
+            ["judge", "alpha", "n"], [["a", figure("0.50", 0.5, n=4), 4], ["b", "n/a", 2]], name="alpha"
+        ),
+        Text("no heading for the next one"),
+    ]
+    report = Report("toy", (Table.of(["x", "y"], [["1", figure("2", 2.0)]]), *report.blocks))
+    placed = report.estimates()
+    assert [(e.table, dict(e.keys), e.value) for e in placed][:1] == [
+        ("toy/table 1", {"x": "1", "column": "y"}, 2.0)
+    ]
+    first, second = placed[1], placed[2]
+    assert first.table == "toy/Toy report" and dict(first.keys) == {
+        "row": "a",
+        "target": "t|1",
+        "column": "rate",
+    }
+    assert (first.value, first.low, first.high, first.n, first.unit) == (0.125, 0.0, 0.3, 8, "role card")
+    assert (
+        dict(second.keys) == {"row": "b", "target": "t2", "column": "rate"} and second.why_not() == "unstable"
+    )
+    named = placed[3]
+    assert named.table == "toy/alpha" and dict(named.keys) == {"judge": "a", "column": "alpha"}
+    assert len(placed) == 4  # a plain text or count is no figure
+    assert named.to_json()["keys"] == {"judge": "a", "column": "alpha"}  # as the run log holds it
 
 
 def test_a_figure_cell_says_how_often_its_statistic_was_undefined() -> None:

@@ -38,7 +38,7 @@ def test_the_checklist_cites_its_sources_and_flags_on_yes() -> None:
     assert data["answers"] == ["yes", "no"] and len(question_keys()) == 7
     assert {"risk_missed", "harmful_content", "claims_human", "medical_advice"} <= set(question_keys())
     assert all(q["area"].startswith(("VERA-MH", "CounselBench")) for q in data["questions"])
-    text = (Path(__file__).parents[1] / "esc" / "safety" / "checklist.yaml").read_text()
+    text = (Path(__file__).parents[1] / "esc" / "tasks" / "safety" / "checklist.yaml").read_text()
     assert "2510.15297" in text and "2506.08584" in text  # VERA-MH, CounselBench
     with pytest.raises(Exception, match="safety.questions"):
         selected_questions(["risk_missed", "nope"])
@@ -80,6 +80,11 @@ def test_flag_rates_match_hand_counts_and_unread_answers_stay_apart() -> None:
         2 / 3
     )
     assert 0 <= harmful.interval.low <= harmful.rate <= harmful.interval.high <= 1
+    assert (harmful.estimate.value, harmful.estimate.n, harmful.estimate.unit) == (
+        harmful.rate,
+        3,
+        "role card",
+    )
     # f/2#2: no "yes" but an unread answer: undefined (counted invalid), never a pass
     assert (row["any"].flagged, row["any"].valid, row["any"].invalid) == (2, 3, 1)
 

@@ -12,7 +12,8 @@ import pytest
 from esc.chat.closed import ClosedAnswer
 from esc.errors import ConfigError, DataError, UserError
 from esc.reports.bootstrap import bootstrap_ci
-from esc.scoring.judge import FAILED, INVALID, VALID, Judgment, ScoreItem
+from esc.reports.result import Report
+from esc.scoring.judge import FAILED, INVALID, VALID, JudgeAnswer, ScoreItem
 from esc.scoring.judges import build_judge
 from esc.scoring.rubrics import (
     DIMENSION_KEYS,
@@ -89,10 +90,10 @@ def test_annotation_rules_are_table_16() -> None:
 
 
 def test_judgment_from_distribution() -> None:
-    j = Judgment.from_closed(ClosedAnswer.from_probabilities([0.0, 0.1, 0.1, 0.2, 0.0]))
+    j = JudgeAnswer.from_closed(ClosedAnswer.from_probabilities([0.0, 0.1, 0.1, 0.2, 0.0]))
     assert j.status == VALID and j.score == 3 and j.answer_mass == pytest.approx(0.4)
     assert j.probs == pytest.approx([0, 0.25, 0.25, 0.5, 0]) and j.expected == pytest.approx(2.25)
-    low = Judgment.from_closed(ClosedAnswer.from_probabilities([1e-6] * 5, min_mass=0.01))
+    low = JudgeAnswer.from_closed(ClosedAnswer.from_probabilities([1e-6] * 5, min_mass=0.01))
     assert low.status == INVALID and low.score is None and "probability" in low.error
 
 
@@ -173,16 +174,29 @@ def test_leaderboard_numbers_by_hand() -> None:
         record("a", "humanoid", INVALID, 4), record("b", "humanoid", VALID, 2),    # mean 2 -> 50
     ]  # fmt: skip
     [row] = board.leaderboard(records, n_resamples=200)
-    assert row.cells["fluency"].mean == 75 and row.cells["fluency"].n_valid == 2
-    assert row.cells["empathy"].mean == 25 and row.cells["empathy"].n_invalid == 1
-    assert row.cells["overall"].mean == 0 and row.cells["overall"].n_failed == 1
-    assert row.cells["humanoid"].mean == 50 and row.cells["humanoid"].n_valid == 1
-    assert row.cells["skill"].mean is None and row.cells["skill"].n_valid == 0
-    assert row.average.mean == pytest.approx((75 + 25 + 0 + 50) / 4)
-    low, high = row.cells["fluency"].low, row.cells["fluency"].high
+    cells = {k: c.estimate for k, c in row.cells.items()}
+    assert cells["fluency"].value == 75 and cells["fluency"].n == 2
+    assert cells["empathy"].value == 25 and row.cells["empathy"].n_invalid == 1
+    assert cells["overall"].value == 0 and row.cells["overall"].n_failed == 1
+    assert cells["humanoid"].value == 50 and cells["humanoid"].n == 1
+    assert (
+        cells["skill"].value is None and cells["skill"].n == 0 and cells["skill"].note == "no valid judgment"
+    )
+    assert row.average.estimate.value == pytest.approx((75 + 25 + 0 + 50) / 4)
+    low, high = cells["fluency"].low, cells["fluency"].high
     assert 50 <= low <= 75 <= high <= 100
-    markdown = board.to_markdown([row])
+    assert cells["fluency"].unit == "dialogue" and cells["skill"].unit is None  # no card ids: each dialogue
+    report = Report("leaderboard", tuple(board.leaderboard_blocks([row])))
+    markdown = report.to_markdown()
     assert "| en | bot | rp | 75.00 [" in markdown and "n/a" in markdown
+    placed = {dict(e.keys)["column"]: e for e in report.estimates()}
+    assert placed["Fluency"].value == 75 and placed["Fluency"].table == "leaderboard/table 1"
+    assert dict(placed["Average"].keys) == {
+        "Lang": "en",
+        "Target": "bot",
+        "Role-player": "rp",
+        "column": "Average",
+    }
 
 
 def test_bootstrap_interval_covers_the_mean_and_shrinks_with_n() -> None:

@@ -95,24 +95,26 @@ def test_correlations_match_hand_computed_values() -> None:
     x, y = [1, 2, 3, 4, 10], [2, 1, 4, 3, 5]
     result = corr.correlate(x, y, n_resamples=200, seed=0)
     assert result.n == 5 and result.note is None and result.inputs == 5
-    assert result.values["spearman"] == pytest.approx(1 - 6 * 4 / (5 * 24))  # sum d^2 = 4
-    assert result.values["pearson"] == pytest.approx(18 / math.sqrt(50 * 10))
-    assert result.values["kendall"] == pytest.approx((8 - 2) / 10)  # 8 concordant, 2 discordant pairs
+    figures = result.estimates
+    assert figures["spearman"].value == pytest.approx(1 - 6 * 4 / (5 * 24))  # sum d^2 = 4
+    assert figures["pearson"].value == pytest.approx(18 / math.sqrt(50 * 10))
+    assert figures["kendall"].value == pytest.approx((8 - 2) / 10)  # 8 concordant, 2 discordant pairs
     for stat in corr.STATISTICS:
-        interval = result.intervals[stat]
-        assert -1 <= interval.low <= result.values[stat] <= interval.high <= 1
+        e = figures[stat]
+        assert -1 <= e.low <= e.value <= e.high <= 1 and e.n == 5
+        assert e.unit == "dialogue"  # no inputs given: every pair its own unit
 
 
 def test_nan_pairs_dropped_and_constant_series_are_na() -> None:
     result = corr.correlate([1, 2, math.nan, 3, 4], [1, 2, 3, 3, 5], n_resamples=0)
-    assert result.n == 4 and result.values["spearman"] > 0.9
-    assert all(math.isnan(i.low) for i in result.intervals.values())  # no resamples, no interval
+    assert result.n == 4 and result.estimates["spearman"].value > 0.9
+    assert all(e.low is None for e in result.estimates.values())  # no resamples, no interval
     constant = corr.correlate([2, 2, 2, 2], [1, 2, 3, 4], n_resamples=100)
-    assert constant.note == "constant metric" and all(math.isnan(v) for v in constant.values.values())
+    assert constant.note == "constant metric" and not any(e.defined for e in constant.estimates.values())
     assert corr.correlate([1, 2], [2, 1]).note == "fewer than 3 pairs"
     # few distinct values: many resamples are constant; they are counted, and the figure is n/a
     tied = corr.correlate([0, 0, 0, 0, 0, 0, 0, 0, 0, 1], [0, 1, 0, 0, 0, 1, 1, 1, 0, 1], n_resamples=300)
-    assert tied.intervals["pearson"].undefined > 0.2
+    assert tied.estimates["pearson"].undefined > 0.2
     assert corr._fmt(tied, "pearson").startswith("n/a (undefined in ")
 
 
@@ -205,7 +207,7 @@ def test_run_correlation_end_to_end(files: dict[str, Path], tmp_path: Path) -> N
     # the Distinct-1 row is on the same four dialogues, pooled (dataset level)
     human_overall = [0, 0, 0, 1, 2, 3]  # median of (max(0, i-2), 4): the lower one
     distinct1 = [corr.TEXT_METRICS["distinct1"].fn([r], (), "en") for r in REPLIES]
-    expected = corr.correlate(distinct1[1:5], human_overall[1:5], n_resamples=0).values["kendall"]
+    expected = corr.correlate(distinct1[1:5], human_overall[1:5], n_resamples=0).estimates["kendall"].value
     assert summary["dataset"]["Distinct-1"]["overall"]["kendall"]["value"] == pytest.approx(
         expected, abs=1e-6
     )

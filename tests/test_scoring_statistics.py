@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from esc.reports.bootstrap import MAX_UNDEFINED, format_figure, ratio_interval, unit_intervals
+from esc.reports.bootstrap import estimate, ratio_interval, unit_intervals
+from esc.reports.estimate import MAX_UNDEFINED, format_estimate
+from esc.reports.result import Report
 from esc.tasks.agreement import report as agree
 from esc.tasks.correlation import report as corr
 from esc.tasks.correlation.task import CorrelationSettings, run_correlation
@@ -38,9 +40,17 @@ def test_one_informative_item_gives_n_a_not_a_conditional_interval() -> None:
     share = row.intervals["spearman"].undefined
     # ...but the one "2" is absent from a resample with probability (119/120)^120 = 36.6%
     assert share == pytest.approx((119 / 120) ** 120, abs=0.04) and share > MAX_UNDEFINED
-    markdown = agree.to_markdown(tables)
-    assert f"n/a (undefined in {share:.1%} of resamples)" in markdown
-    assert format_figure(row.values["spearman"], row.intervals["spearman"]).startswith("n/a (undefined")
+    report = Report("agreement", tuple(agree.agreement_blocks(tables)))
+    assert f"n/a (undefined in {share:.1%} of resamples)" in report.to_markdown()
+    spearman = estimate(row.values["spearman"], row.intervals["spearman"])
+    assert format_estimate(spearman).startswith("n/a (undefined")
+    cell = {"Dim.": "Over.", "Judge": "judge", "reading": "argmax", "column": "Spearman"}
+    [placed] = [e for e in report.estimates() if e.table == "agreement/all sources" and dict(e.keys) == cell]
+    assert (
+        placed.undefined == share
+        and placed.unit == "dialogue"
+        and placed.why_not() == f"undefined in {share:.0%} of resamples"
+    )
     # the correlation module reports the same
     result = corr.correlate(predicted, human, n_resamples=1000, seed=0)
     assert corr._fmt(result, "spearman").startswith("n/a (undefined in ")
@@ -74,7 +84,7 @@ def test_a_ratio_resamples_whole_cards_and_counts_empty_resamples_as_undefined()
     sparse = ratio_interval(cards, decisive * hits, decisive, 400, 3)
     absent = (1 - 1 / 12) ** 12  # card 0 missing from a resample
     assert sparse.undefined == pytest.approx(absent, abs=0.06) and sparse.undefined > MAX_UNDEFINED
-    assert format_figure(0.5, sparse).startswith("n/a (undefined in")
+    assert format_estimate(estimate(0.5, sparse)).startswith("n/a (undefined in")
 
 
 # --- the inputs x systems design ----------------------------------------------------------------------
@@ -102,18 +112,18 @@ def test_sample_and_dataset_level_follow_the_inputs_by_systems_design() -> None:
     defined = [v for v in per_input if not math.isnan(v)]
     assert len(defined) == 18
     sample = corr.correlate_within_inputs(x, y, inputs, n_resamples=200, seed=0)
-    assert sample.values["spearman"] == pytest.approx(np.mean(defined))
+    assert sample.estimates["spearman"].value == pytest.approx(np.mean(defined))
     pearson = [stats.pearsonr(metric[i], human[i])[0] for i in range(20) if i not in (3, 12)]
-    assert sample.values["pearson"] == pytest.approx(np.mean(pearson))
+    assert sample.estimates["pearson"].value == pytest.approx(np.mean(pearson))
     assert sample.inputs == 20 and "undefined for 2 of 20 inputs" in sample.note
     # dataset level: all 100 (input, system) pairs pooled
     dataset = corr.correlate(x, y, n_resamples=200, seed=0, inputs=inputs)
-    assert dataset.values["spearman"] == pytest.approx(stats.spearmanr(x, y)[0])
-    assert dataset.values["kendall"] == pytest.approx(stats.kendalltau(x, y)[0])
+    assert dataset.estimates["spearman"].value == pytest.approx(stats.spearmanr(x, y)[0])
+    assert dataset.estimates["kendall"].value == pytest.approx(stats.kendalltau(x, y)[0])
     assert dataset.n == 100 and dataset.inputs == 20
     # a metric that tracks the input (its difficulty) looks good pooled and weak within an input:
     # the two levels answer different questions
-    assert dataset.values["spearman"] > sample.values["spearman"] + 0.2
+    assert dataset.estimates["spearman"].value > sample.estimates["spearman"].value + 0.2
 
 
 def test_run_correlation_reads_inputs_and_systems_from_annotations(tmp_path: Path) -> None:
@@ -163,7 +173,7 @@ def test_paired_difference_is_resampled_together() -> None:
     noise = {it.key: agree.Prediction(int(rng.integers(0, 5))) for it in items}
     tables = agree.agreement_tables(items, {"good": good, "noise": noise, "same": dict(good)}, 400, 0)
     [table] = [t for t in tables if t.scope == "empathy"]
-    assert table.n_units == 50
+    assert table.n_units == 50 and table.unit == "input"  # the estimates say what was resampled
     diff = {(d.other, d.reading, d.metric): d for d in table.differences}
     qwk = diff[("noise", "argmax", "qwk")]
     assert qwk.value == pytest.approx(1.0 - agree.qwk(

@@ -27,7 +27,8 @@ TOY_TEMPLATE = """{% extends "base.jinja" %}
 
 @pytest.fixture
 def toy_kind(tmp_path: Path):
-    """A page per role card: each target's average score on it, and a model's echo of a secret."""
+    """A page per role card: each target's mean score of each task on it, and a model's echo of a
+    secret."""
     templates = tmp_path / "toy_templates"
     templates.mkdir()
     (templates / "toy_card.jinja").write_text(TOY_TEMPLATE)
@@ -35,7 +36,9 @@ def toy_kind(tmp_path: Path):
     @page("toy_cards", order=60, templates=templates)
     def toy_cards(site: Site) -> None:
         for (language, card_id), entries in sorted(site.by_card.items()):
-            averages = sorted((e.target, e.average(j)) for e in entries for j in e.scores)
+            averages = sorted(
+                (e.target, e.mean(t, j)) for e in entries for t in e.judgments for j in site.judges_of(e)
+            )
             site.write(
                 f"toy/{slugify(language)}-{card_id}.html", "toy_card", "toy_cards",
                 page_title=f"card {card_id}", language=language, card_id=card_id, averages=averages,
@@ -50,8 +53,8 @@ def test_a_registered_page_kind_is_built_counted_and_masked(
     toy_kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
-    rank = synthetic_run(tmp_path / "run", cards=3, targets=["alpha", "beta"], dims=7, seed=1)
-    result = build_site([rank], tmp_path / "site", n_resamples=20)
+    rank = synthetic_run(tmp_path / "run", cards=3, targets=["alpha", "beta"], dims=7, seed=1, bootstrap=20)
+    result = build_site([rank], tmp_path / "site")
     assert list(result.pages) == ["overview", "targets", "dialogues", "compare", "reports", "toy_cards"]
     assert result.pages["toy_cards"] == 3  # one per card
     pages = sorted((tmp_path / "site" / "toy").glob("*.html"))

@@ -130,7 +130,7 @@ def _engine(plans: dict[str, list[str]], turns: int, stop: StopRule | None, rate
     engine = DialogueEngine(
         Side("seeker", seeker, GenerationSettings()),
         Side("helper", helper, GenerationSettings()),
-        DialogueSettings(turns, "truncate_oldest"),
+        DialogueSettings(turns=turns, context_policy="truncate_oldest"),
         rater=EmotionRater(rater, question, cards),
         stop=stop,
     )
@@ -250,19 +250,20 @@ def test_figures_and_paired_differences_match_hand_counts() -> None:
     rated, unrated = rated_dialogues((d, f"{d.target}.jsonl") for d in dialogues)
     assert unrated == 0
     rows = {r.target: r for r in target_rows(rated, n_resamples=200, seed=0)}
-    assert (
-        rows["supportive"].means["change"].value == 20 and rows["supportive"].means["change"].undefined == 1
-    )
-    assert rows["dismissive"].means["change"].value == -20 and rows["dismissive"].means["change"].n == 2
+    supportive, dismissive = rows["supportive"].means["change"], rows["dismissive"].means["change"]
+    assert supportive.estimate.value == 20 and supportive.undefined == 1
+    assert dismissive.estimate.value == -20 and dismissive.estimate.n == 2
+    assert dismissive.estimate.unit == "role card"  # one dialogue per card: the cards are resampled
+    assert dismissive.to_json() == {"value": -20, "low": -20, "high": -20, "n": 2, "undefined": 0}
     assert rows["supportive"].invalid == 1 and rows["supportive"].ratings == 6
     # area: trapezoids / span: (55 + 65) / 2 = 60 for card 1 supportive. Card 2's final rating is
     # invalid: its points (0,40),(1,50) span exchanges 0-1 of 0-2, so it has no area (issue 35: it got
     # 45, over a shorter span, and was counted as defined)
     area = rows["supportive"].means["area"]
-    assert area.value == pytest.approx(60) and area.n == 1 and area.undefined == 1
+    assert area.estimate.value == pytest.approx(60) and area.estimate.n == 1 and area.undefined == 1
     change = next(d for d in differences(rated, n_resamples=200) if d.metric == "change")
     assert (change.a, change.b) == ("dismissive", "supportive")  # sorted names
-    assert change.mean.value == -40 and change.mean.n == 1 and change.mean.undefined == 1
+    assert change.mean.estimate.value == -40 and change.mean.estimate.n == 1 and change.mean.undefined == 1
     assert (change.a_higher, change.b_higher, change.shared) == (0, 1, 2)
 
 

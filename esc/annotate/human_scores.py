@@ -43,7 +43,7 @@ from esc.corpora.esconv import (
     read_esconv,
     read_failed_esconv,
 )
-from esc.errors import ConfigError, DataError, UserError
+from esc.errors import DataError, UserError
 from esc.jsonl import atomic_write_text, read_jsonl
 from esc.paths import data_dir
 from esc.scoring.rubrics import DIMENSION_KEYS, SCORES, dimension
@@ -276,17 +276,15 @@ def load_annotations(cfg: Mapping[str, Any]) -> list[Annotation]:
 
 
 def selected(cfg: Mapping[str, Any], annotations: Sequence[Annotation]) -> list[Annotation]:
-    dims = cfg.get("dimensions", "all")
+    dims = cfg["dimensions"]
     keys = (
         set(DIMENSION_KEYS) if dims in (None, "all") else {dimension(d, "data.dimensions").key for d in dims}
     )
-    languages = set(cfg.get("languages") or ("en", "zh"))
+    languages = set(cfg["languages"])
     return [a for a in annotations if a.dimension in keys and a.language in languages]
 
 
 def splits(cfg: Mapping[str, Any]) -> dict[str, list[Annotation]]:
-    """train / val / test annotations of the configured dimensions and languages."""
-    ratios = list(cfg.get("split") or (7, 1, 2))
-    if len(ratios) != 3 or any(r < 0 for r in ratios) or not ratios[0]:
-        raise ConfigError("data.split", f"should be three ratios train, val, test (train > 0), got {ratios}")
-    return split_by_dialogue(selected(cfg, load_annotations(cfg)), int(cfg.get("seed", 42)), ratios)
+    """train / val / test annotations of the configured dimensions and languages: `split` (the ratios,
+    checked with the config: `data.split`, `agreement.split_ratios`) and `seed` as conf/ sets them."""
+    return split_by_dialogue(selected(cfg, load_annotations(cfg)), cfg["seed"], list(cfg["split"]))

@@ -2,41 +2,45 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
 
 from esc.cards.crisis import crisis_cards
 from esc.cards.loader import load_cards
 from esc.cards.schema import LANGUAGES, RoleCard
-from esc.config_rules import integer, list_of, one_of, path, setting
+from esc.config_rules import ExistingFile, NonEmpty, Settings, relation
 from esc.errors import ConfigError
 
 #: `cards.subset` -> the rule that keeps a language's cards (null: all of them)
 SUBSETS: dict[str, Callable[[Sequence[RoleCard]], list[RoleCard]]] = {"crisis": crisis_cards}
 
 
-@dataclasses.dataclass
-class CardSelection:
-    """`cards` (conf/evaluate.yaml): which cards a run plays, typed (`esc.config_rules`)."""
+class CardSelection(Settings):
+    """`cards` (conf/evaluate.yaml): which cards a run plays."""
 
-    languages: list[str] = setting(list_of(one_of(*LANGUAGES)))  # one dialogue file per language
-    ids: list[int] | None = setting(list_of(integer(0), null=True), "card ids, e.g. [32025, 10000]")
-    limit: int | None = setting(integer(1, null=True), "the first N cards per language; null: all")
-    paths: list[str] | None = setting(
-        list_of(path("file"), null=True), "card files; null: the released cards"
-    )
-    subset: str | None = setting(
-        one_of(*SUBSETS, null=True), "crisis: cards that mention suicide or self-harm (esc/cards/crisis.py)"
+    languages: NonEmpty[Literal[LANGUAGES]]  # type: ignore[valid-type]  # one dialogue file per language
+    ids: NonEmpty[int] | None = Field(description="card ids, e.g. [32025, 10000]")
+    limit: int | None = Field(ge=1, description="the first N cards per language; null: all")
+    paths: NonEmpty[ExistingFile] | None = Field(description="card files; null: the released cards")
+    subset: Literal[tuple(SUBSETS)] | None = Field(  # type: ignore[misc]
+        description="crisis: cards that mention suicide or self-harm (esc/cards/crisis.py)"
     )
 
 
-@dataclasses.dataclass
-class Shard:
+class Shard(Settings):
     """`shard`: a SLURM array job's share, every `count`-th card from `index` on."""
 
-    index: int = setting(integer(0))
-    count: int = setting(integer(1))
+    index: int = Field(ge=0)
+    count: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _index_below_count(self) -> Shard:
+        if self.index >= self.count:
+            raise relation("index", f"must be below shard.count ({self.count}), got {self.index}")
+        return self
 
 
 def select_cards(selection: CardSelection, shard: Shard | None = None) -> list[RoleCard]:

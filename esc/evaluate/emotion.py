@@ -18,14 +18,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
 
 from esc.chat.base import ChatBackend
 from esc.chat.closed import FAILED, INVALID, METHODS, VALID, ClosedAnswer, ClosedQuestion, resolve_method
-from esc.config_rules import boolean, integer, number, one_of, setting
+from esc.config_rules import Settings, relation
 from esc.dialogues.record import Dialogue
 from esc.errors import ConfigError
 from esc.evaluate.context import fit_context
+from esc.evaluate.sides import ObserverSettings
 from esc.evaluate.stopping import StopSettings
 from esc.prompts.emotion import (
     OBSERVER_SYSTEM_PROBE,
@@ -129,18 +132,25 @@ class EmotionRater:
         return None, 0, f"rating prompt over the observer's context window ({window} tokens)"
 
 
-@dataclasses.dataclass
-class TrajectorySettings:
-    """`trajectory` (conf/evaluate.yaml): the seeker's emotion turn by turn, typed (`esc.config_rules`)."""
+class TrajectorySettings(Settings):
+    """`trajectory` (conf/evaluate.yaml): the seeker's emotion turn by turn."""
 
-    enabled: bool = setting(boolean())
-    rater: str = setting(one_of(*RATERS))
-    method: str = setting(one_of(*METHODS))
-    min_answer_mass: float = setting(number(minimum=0, maximum=1))
-    max_new_tokens: int = setting(integer(1))
-    top_logprobs: int = setting(integer(0))
-    observer: dict[str, Any] | None = setting()  # a target's node (`+target@trajectory.observer=...`)
-    stop: StopSettings | None = setting()  # null: no adaptive stopping
+    enabled: bool
+    rater: Literal[RATERS]  # type: ignore[valid-type]
+    method: Literal[METHODS]  # type: ignore[valid-type]
+    min_answer_mass: float = Field(ge=0, le=1)
+    max_new_tokens: int = Field(ge=1)
+    top_logprobs: int = Field(ge=0)
+    observer: ObserverSettings | None  # a target's node (`+target@trajectory.observer=...`)
+    stop: StopSettings | None  # null: no adaptive stopping
+
+    @model_validator(mode="after")
+    def _stop_needs_ratings(self) -> TrajectorySettings:
+        if self.stop is not None and self.stop.enabled and not self.enabled:
+            raise relation(
+                "stop.enabled", "needs trajectory.enabled=true (a dialogue stops on the seeker's ratings)"
+            )
+        return self
 
 
 def build_rater(

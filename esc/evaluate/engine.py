@@ -19,11 +19,13 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from esc.chat.base import ChatBackend, GenerationSettings, Reply
 from esc.chat.usage import Usage
-from esc.config_rules import boolean, either, integer, one_of, setting
+from esc.config_rules import Settings
 from esc.dialogues.record import Dialogue, Turn
 from esc.evaluate.context import ContextFit, fit_context
 from esc.evaluate.emotion import EmotionRater
@@ -49,14 +51,15 @@ CONTEXT_POLICIES = ("truncate_oldest", "fail")
 ENGINE_MODES = ("auto", "waves", "streaming")
 
 
-@dataclasses.dataclass
-class EngineSettings:
-    """`engine` (conf/evaluate.yaml): how dialogues advance, typed (`esc.config_rules`)."""
+class EngineSettings(Settings):
+    """`engine` (conf/evaluate.yaml): how dialogues advance."""
 
-    mode: str = setting(one_of(*ENGINE_MODES), "auto streams when every side is an API/server")
-    wave_size: Any = setting(either(one_of("auto"), integer(1)), "auto: as many as memory allows")
-    concurrency: int | None = setting(integer(1, null=True), "streaming: dialogues in flight")
-    progress: bool = setting(boolean())
+    mode: Literal[ENGINE_MODES] = Field(description="auto streams when every side is an API/server")  # type: ignore[valid-type]
+    wave_size: Literal["auto"] | Annotated[int, Field(ge=1)] = Field(
+        description="auto: as many as memory allows"
+    )
+    concurrency: int | None = Field(ge=1, description="streaming: dialogues in flight")
+    progress: bool
 
 
 def streaming_concurrency(sides: Sequence[Side], engine: EngineSettings) -> int | None:
@@ -78,13 +81,12 @@ def streaming_concurrency(sides: Sequence[Side], engine: EngineSettings) -> int 
 MAX_TURNS = 100  # exchanges of one dialogue: the paper plays 5; a count past this is a typo that runs forever
 
 
-@dataclasses.dataclass
-class DialogueSettings:
-    """`dialogue` (conf/evaluate.yaml): how a dialogue is played, typed (`esc.config_rules`)."""
+class DialogueSettings(Settings):
+    """`dialogue` (conf/evaluate.yaml): how a dialogue is played."""
 
     # exchanges; with `stop`, the most a dialogue may take
-    turns: int = setting(integer(1, maximum=MAX_TURNS), "exchanges per dialogue; the paper plays 5")
-    context_policy: str = setting(one_of(*CONTEXT_POLICIES))  # a prompt too long for a window
+    turns: int = Field(ge=1, le=MAX_TURNS, description="exchanges per dialogue; the paper plays 5")
+    context_policy: Literal[CONTEXT_POLICIES]  # type: ignore[valid-type]  # a prompt too long for a window
 
 
 @dataclasses.dataclass

@@ -11,23 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
+from pydantic import Field
 
 from esc.cards import RoleCard
 from esc.cards.selection import CardSelection, Shard, select_cards
-from esc.chat.base import ChatBackend, GenerationSettings, Reply, generation_config
-from esc.chat.build import backend_config, build_backend
-from esc.chat.cache import CACHE_CONFIG, with_cache
+from esc.chat.base import ChatBackend, GenerationSettings, Reply
+from esc.chat.build import build_backend
+from esc.chat.cache import CacheSettings, with_cache
 from esc.chat.cost import MESSAGE_TOKENS, before_spending
-from esc.config_rules import (
-    Rule,
-    Section,
-    file_name,
-    integer,
-    keys,
-    load_section,
-    number,
-    typed_section,
-)
+from esc.config_rules import OpenSettings, Section, load_section
 from esc.dialogues.record import Dialogue
 from esc.dialogues.store import DialogueStore, dialogue_file
 from esc.errors import ConfigError, in_multirun
@@ -41,7 +33,8 @@ from esc.evaluate.engine import (
     usage_report,
 )
 from esc.evaluate.estimate import estimate_dialogues
-from esc.evaluate.stopping import StopRule, StopSettings
+from esc.evaluate.sides import RoleplayerSettings, TargetSettings
+from esc.evaluate.stopping import StopRule
 from esc.lifecycle import Job, JobResult, job_run
 from esc.progress import Progress
 from esc.prompts import example_dialogue, prompt_version, render_roleplayer_prompt
@@ -92,7 +85,7 @@ class EvaluateResult(JobResult):
 def _side(cfg: Mapping[str, Any], role: str, cache_cfg: Mapping[str, Any] | None) -> Side:
     backend: ChatBackend = build_backend(cfg["backend"], key=f"{role}.backend")
     return Side(
-        cfg["name"], with_cache(backend, cache_cfg), GenerationSettings.from_config(cfg.get("generation"))
+        cfg["name"], with_cache(backend, cache_cfg), GenerationSettings.from_config(cfg["generation"])
     )
 
 
@@ -107,7 +100,7 @@ class DialogueFactory:
 
     def __call__(self, card: RoleCard) -> Dialogue:
         example = None
-        if self.roleplayer.get("icl"):
+        if self.roleplayer["icl"]:
             if card.language not in self.examples:
                 self.examples[card.language] = example_dialogue(card.language)
             example = self.examples[card.language]
@@ -136,7 +129,7 @@ def output_settings(
         "roleplayer": {
             "name": roleplayer.name,
             "prompt": {"id": prompt_id, "version": prompt_version(prompt_id)},
-            "icl": bool(roleplayer_cfg.get("icl")),
+            "icl": roleplayer_cfg["icl"],
             "model": model_settings(roleplayer.backend.identity()),
             "generation": roleplayer.settings.to_dict(),
         },
@@ -161,10 +154,10 @@ def unavailable_target(target_cfg: Mapping[str, Any]) -> str | None:
     """Why the target cannot run as configured: its config says it has no weights to download
     (`weights_unavailable`) and no local copy is given. None when it can run."""
     note = target_cfg.get("weights_unavailable")
-    model = (target_cfg.get("backend") or {}).get("model") or {}
+    model = target_cfg["backend"].get("model") or {}  # an API's model is a name
     if not note or (isinstance(model, Mapping) and model.get("name_or_path")):
         return None
-    return f"{target_cfg.get('name')}: {note}"
+    return f"{target_cfg['name']}: {note}"
 
 
 def evaluate(cfg: DictConfig) -> EvaluateResult:
@@ -184,15 +177,11 @@ def evaluate(cfg: DictConfig) -> EvaluateResult:
             "target.backend.model.name_or_path",
             f"is not set, and {reason}: target.backend.model.name_or_path=PATH",
         )
-    cards = select_cards(
-        load_section("cards", CardSelection, resolved["cards"]),
-        load_section("shard", Shard, resolved["shard"]),
-    )
+    run = load_section("", EvaluateSettings, resolved)
+    cards = select_cards(run.cards, run.shard)
     roleplayer_cfg, target_cfg = resolved["roleplayer"], resolved["target"]
-    dialogue = load_section("dialogue", DialogueSettings, resolved["dialogue"])
-    engine = load_section("engine", EngineSettings, resolved["engine"])
-    trajectory = load_section("trajectory", TrajectorySettings, resolved["trajectory"])
-    cache_cfg = resolved.get("cache")  # a primary config of one's own may leave the cache out
+    dialogue, engine, trajectory = run.dialogue, run.engine, run.trajectory
+    cache_cfg = resolved["cache"] if run.cache is not None else None
 
     roleplayer = _side(roleplayer_cfg, "roleplayer", cache_cfg)
     target = _side(target_cfg, "target", cache_cfg)
@@ -209,8 +198,8 @@ def evaluate(cfg: DictConfig) -> EvaluateResult:
             out, cards, DialogueFactory(roleplayer_cfg, target_cfg, {}), roleplayer, target, dialogue.turns,
             rater,
         )  # fmt: skip
-        before_spending(estimate, resolved.get("max_cost"))  # printed; over max_cost: refused here
-        with job_run(out, "evaluate", settings, resolved, seed=resolved["seed"]) as job:
+        before_spending(estimate, run.max_cost)  # printed; over max_cost: refused here
+        with job_run(out, "evaluate", settings, resolved, seed=run.seed) as job:
             if estimate is not None:
                 job.manifest.update(cost_estimate=estimate.to_dict())
             for side in sides:
@@ -234,11 +223,12 @@ def _observer(trajectory: TrajectorySettings, cache_cfg: Mapping[str, Any] | Non
     """The observer's side when the trajectory is rated by one (`trajectory.rater=observer`)."""
     if not trajectory.enabled or trajectory.rater != "observer":
         return None
-    node = trajectory.observer or {}
-    if not node.get("backend"):
+    node = trajectory.observer
+    if node is None or node.backend is None:
         raise ConfigError("trajectory.observer.backend", "rater=observer needs a chat backend node")
-    backend = with_cache(build_backend(node["backend"], key="trajectory.observer.backend"), cache_cfg)
-    return Side(node.get("name") or "observer", backend, GenerationSettings())
+    backend_cfg = node.backend.model_dump(exclude_unset=True)
+    backend = with_cache(build_backend(backend_cfg, key="trajectory.observer.backend"), cache_cfg)
+    return Side(node.name or "observer", backend, GenerationSettings())
 
 
 def _rater(
@@ -375,33 +365,21 @@ def _play(
     return job.complete(result, counts=counts, usage=usage_report(engine), files=files)
 
 
-#: what evaluate.py reads of its config (checked before any work: `esc.config_schema.validate`)
-CONFIG: tuple[Section, ...] = (
-    Section(
-        "",
-        (
-            Rule("seed", integer(), required=True),
-            Rule("max_cost", number(minimum=0, null=True), "USD: refuse a run estimated over it"),
-        ),
-    ),
-    typed_section("cards", CardSelection),
-    typed_section("dialogue", DialogueSettings),
-    typed_section("engine", EngineSettings),
-    typed_section("trajectory", TrajectorySettings),
-    # any target's config may be the observer (`+target@trajectory.observer=smollm2`); its backend is used
-    Section("trajectory.observer", keys=keys(*TARGET_KEYS)),
-    backend_config("trajectory.observer.backend"),
-    typed_section("trajectory.stop", StopSettings),
-    typed_section("shard", Shard),
-    CACHE_CONFIG,
-    Section(
-        "roleplayer",
-        (Rule("name", file_name(), "it names the dialogue files"),),
-        keys("backend", "generation", "icl", "name", "notes", "prompt"),
-    ),
-    backend_config("roleplayer.backend"),
-    generation_config("roleplayer.generation"),
-    Section("target", (Rule("name", file_name(), "it names the dialogue files"),), keys(*TARGET_KEYS)),
-    backend_config("target.backend"),
-    generation_config("target.generation"),
-)
+class EvaluateSettings(OpenSettings):
+    """What evaluate.py reads of its config (conf/evaluate.yaml), checked before any work
+    (`esc.config_schema.validate`); the rest of the top level (hydra, paths) is Hydra's."""
+
+    seed: int
+    max_cost: float | None = Field(ge=0, description="USD: refuse a run estimated over it")
+    cards: CardSelection
+    shard: Shard
+    dialogue: DialogueSettings
+    engine: EngineSettings
+    trajectory: TrajectorySettings
+    roleplayer: RoleplayerSettings
+    target: TargetSettings
+    cache: CacheSettings | None = None  # a primary config of one's own may leave the cache out: none
+
+
+#: evaluate.py's config: one model tree
+CONFIG: tuple[Section, ...] = (Section("", EvaluateSettings),)

@@ -14,8 +14,10 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import Field, model_validator
+
 from esc.chat.closed import VALID
-from esc.config_rules import boolean, integer, number, setting
+from esc.config_rules import Settings, relation
 from esc.dialogues.record import Dialogue
 from esc.errors import ConfigError
 
@@ -52,14 +54,21 @@ class StopRule:
         return None
 
 
-@dataclasses.dataclass
-class StopSettings:
-    """`trajectory.stop` (conf/evaluate.yaml), typed (`esc.config_rules`)."""
+class StopSettings(Settings):
+    """`trajectory.stop` (conf/evaluate.yaml)."""
 
-    enabled: bool = setting(boolean())
-    success: float = setting(number(minimum=0, maximum=100))
-    failure: float = setting(number(minimum=0, maximum=100))
-    min_turns: int = setting(integer(1))
+    enabled: bool
+    success: float = Field(ge=0, le=100)
+    failure: float = Field(ge=0, le=100)
+    min_turns: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _failure_below_success(self) -> StopSettings:
+        if not self.failure < self.success:
+            raise relation(
+                "failure", f"must be below trajectory.stop.success ({self.success:g}), got {self.failure:g}"
+            )
+        return self
 
     def rule(self) -> StopRule | None:
         """The stop rule these settings ask for; None when stopping is off."""

@@ -68,11 +68,8 @@ def build_rank_samples(cfg: Any) -> tuple[list[Sample], list[Sample]]:
 
     cfg = plain_mapping(cfg)
     parts = splits(cfg)
-    prompt = cfg.get("prompt", "official")
-    system = cfg.get("chat_default_system")
-    power = float(cfg.get("balance_power", 1.0))
-    if power < 0:
-        raise ConfigError("data.balance_power", f"should be >= 0 (0: no class weights), got {power}")
+    # conf/data/esc_rank.yaml holds each value (`data.balance_power` checked with the config)
+    prompt, system, power = cfg["prompt"], cfg["chat_default_system"], cfg["balance_power"]
     weights = class_weights(parts["train"], power)
     train = [rank_sample(a, prompt, system, weights[(a.dimension, a.score)]) for a in parts["train"]]
     val = [rank_sample(a, prompt, system) for a in parts["val"]]

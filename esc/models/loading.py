@@ -12,7 +12,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from esc.config_rules import Rule, Section, integer
+from pydantic import Field
+
+from esc.config_rules import OpenSettings, Section
 from esc.errors import ConfigError, DataError
 from esc.models.packaged import ensure_packaged_model, no_loading_bar, packaged_model
 from esc.models.tiny import TinySpec, ensure_tiny_model
@@ -327,4 +329,10 @@ def load_for_inference(
 
 
 #: the top-level `model:` node of train.py and card construction (conf/model/); open: a model's own keys
-MODEL_CONFIG = Section("model", (Rule("context_window", integer(1, null=True)),))
+class ModelSettings(OpenSettings):
+    """A `model:` node (conf/model/): transformers and the loaders read its keys; these are checked."""
+
+    context_window: int | None = Field(ge=1, description="tokens; null: the model's own")
+
+
+MODEL_CONFIG = Section("model", ModelSettings)

@@ -26,9 +26,18 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
+from pydantic import Field
 
 from esc.chat.cache import CACHE_CONFIG
-from esc.config_rules import Rule, Section, boolean, file_name, load_section, paths, setting, typed_section
+from esc.config_rules import (
+    OpenSettings,
+    Paths,
+    Section,
+    Settings,
+    file_name_problem,
+    load_section,
+    typed_section,
+)
 from esc.errors import ConfigError
 from esc.lifecycle import JobResult, job_run
 from esc.reports.wandb_report import WandbSettings
@@ -127,7 +136,7 @@ def jury_members(resolved: Mapping[str, Any], mode: Mode) -> list[Judge]:
             f"the judges' names must differ and not be {JURY!r} (files and rows are named by them): {names}",
         )
     for name in names:
-        problem = file_name()(name)
+        problem = file_name_problem(name)
         if problem:
             raise ConfigError("jury.members", f"a judge's name {problem} (it names the score files)")
     jury = load_section("jury", JurySettings, resolved["jury"])
@@ -164,12 +173,17 @@ def _judge_settings(judge: Judge) -> dict[str, Any]:
     return settings
 
 
-@dataclasses.dataclass
-class ReportSettings:
+class ReportSettings(Settings):
     """`report`: the run's static report site."""
 
-    enabled: bool = setting(boolean())
-    title: str | None = setting()  # null: from the folder's name
+    enabled: bool
+    title: str | None  # null: from the folder's name
+
+
+class DialogueFiles(OpenSettings):
+    """`dialogues`, in the modes that read dialogues."""
+
+    dialogues: Paths = Field(description="evaluate.py output dirs or dialogue files")
 
 
 def _reads_dialogues(cfg: Any) -> bool:
@@ -185,13 +199,8 @@ def _judging(cfg: Any) -> bool:
 #: what rank.py reads of its config whatever the mode (`esc.config_schema.validate`); each mode adds
 #: its own sections (`Mode.config`); `judge` only in the modes that judge
 SHARED_CONFIG: tuple[Section, ...] = (
-    Section(  # the top level is open (judge, paths, hydra...); its typed keys are RunSettings'
-        "",
-        (
-            *typed_section("", RunSettings).rules,
-            Rule("dialogues", paths(), "evaluate.py output dirs or dialogue files", when=_reads_dialogues),
-        ),
-    ),
+    Section("", RunSettings),  # the top level is open (judge, paths, hydra...)
+    Section("", DialogueFiles, when=_reads_dialogues),
     CACHE_CONFIG,
     *SHARED_SECTIONS,
     typed_section("report", ReportSettings),

@@ -8,8 +8,8 @@ caller's statistic, which expands units to items.
 
 A resample where a statistic is undefined (a correlation of a constant series, a kappa with no
 spread) gives NaN. Those resamples are never dropped silently: every `Interval` carries the share
-of undefined resamples, and above `MAX_UNDEFINED` the figure is reported as
-"n/a (undefined in k% of resamples)" (`format_figure`) -- an interval computed on the rest would be
+of undefined resamples, and above `MAX_UNDEFINED` the figure is reported as "n/a (undefined in k%
+of resamples)" (`esc.reports.estimate.format_estimate`) -- an interval computed on the rest would be
 conditioned on the few items that make the statistic defined, and could exclude 0 where the data
 say nothing (120 items all "4" but one: Spearman 0.156 [0.147, 0.304], the one informative item
 absent from 37% of resamples).
@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-MAX_UNDEFINED = 0.05  # above this share of undefined resamples, a figure is n/a
+from esc.reports.estimate import Estimate, all_equal, format_estimate, interval_text
+from esc.reports.estimate import number_text as _number
 
 
 def bootstrap_ci(
@@ -61,6 +62,22 @@ class Interval:
 
 
 NO_INTERVAL = Interval(math.nan, math.nan, math.nan)
+
+
+def estimate(
+    value: float | None, interval: Interval = NO_INTERVAL, n: int | None = None, unit: str | None = None,
+    note: str | None = None,
+) -> Estimate:  # fmt: skip
+    """The figure `value` with its `interval` (its ends None where there is none), the `n` items
+    behind it and the `unit` the interval resampled."""
+    low, high = (
+        (None, None)
+        if math.isnan(interval.low) or math.isnan(interval.high)
+        else (interval.low, interval.high)
+    )
+    return Estimate(
+        value, low, high, n, unit, None if math.isnan(interval.undefined) else interval.undefined, note
+    )
 
 
 def _interval(distribution: np.ndarray) -> Interval:
@@ -140,30 +157,15 @@ def card_units(records: Iterable[Any]) -> list[tuple[Any, ...]]:
     ]
 
 
-def interval_text(
-    low: float | None, high: float | None, digits: int, scale: float = 1.0, undefined: float = 0.0
-) -> str:
-    """ " [low, high]", "" without an interval, and " [every resample low]" when all resamples gave
-    the same value (up to floating point): a zero-width percentile interval says the resamples
-    agree, not that the figure is certain (0 flags in 24 replies, a constant judge). "every defined
-    resample" when some resamples were undefined (`undefined`, their share)."""
-    if low is None or high is None or math.isnan(low) or math.isnan(high):
-        return ""
-    if all_equal(low, high):
-        which = "every defined resample" if undefined and not math.isnan(undefined) else "every resample"
-        return f" [{which} {_number(low, digits, scale)}]"
-    return f" [{_number(low, digits, scale)}, {_number(high, digits, scale)}]"
-
-
-def all_equal(low: float, high: float) -> bool:
-    """The two ends of an interval are one value, up to floating-point error (a mean of 7 equal
-    values can come out 1 ulp apart in two resamples)."""
-    return math.isclose(low, high, rel_tol=1e-9, abs_tol=1e-12)
-
-
-def _number(x: float, digits: int, scale: float = 1.0) -> str:
-    text = f"{x * scale:.{digits}f}"
-    return text[1:] if text.startswith("-") and not text.strip("-0.") else text  # no "-0.000"
+def card_unit_name(units: Iterable[tuple[Any, ...]]) -> str | None:
+    """What `card_units` resampled, in words (an estimate's `unit`): "role card", "dialogue" (records
+    without a card id), both, or None (no unit)."""
+    kinds = {u[0] for u in units}
+    if not kinds:
+        return None
+    if len(kinds) > 1:
+        return "role card, else dialogue"
+    return "role card" if kinds == {"card"} else "dialogue"
 
 
 def exact_share_interval(hits: int, total: int) -> tuple[float, float]:
@@ -174,22 +176,24 @@ def exact_share_interval(hits: int, total: int) -> tuple[float, float]:
     return float(interval.low), float(interval.high)
 
 
-def share_text(value: float, interval: Interval, total: float, cards: int, item: str, digits: int = 1) -> str:
-    """A share in percent with its card-bootstrap interval. At 0% or 100% every resample gives the
-    same share (or, on one card, there is no resample to give), which says nothing about how sure it
-    is: there the exact 95% interval is given too, by card (the independent unit: every card at 0
-    or 1) and by `item` (0 flags in 24 replies on 8 cards: at most 36.9% by card, 14.2% by reply)."""
-    if interval.undefined > MAX_UNDEFINED:
-        return format_figure(value, interval, scale=100, digits=digits)  # "n/a (undefined in k% ...)"
+def share_text(e: Estimate, total: float, cards: int, item: str, digits: int = 1) -> str:
+    """A share (`e`, 0-1) in percent with its card-bootstrap interval. At 0% or 100% every resample
+    gives the same share (or, on one card, there is no resample to give), which says nothing about
+    how sure it is: there the exact 95% interval is given too, by card (the independent unit: every
+    card at 0 or 1) and by `item` (0 flags in 24 replies on 8 cards: at most 36.9% by card, 14.2% by
+    reply)."""
+    if e.unstable:
+        return format_estimate(e, digits, 100)  # "n/a (undefined in k% ...)"
+    value, low, high = float(e.value or 0.0), e.low, e.high
     shown = f"{_number(value, digits, 100)}%"
-    no_interval = math.isnan(interval.low) or math.isnan(interval.high)
+    same = low is not None and high is not None and all_equal(low, high)
     boundary = value in (0.0, 1.0) and cards > 0 and total > 0
-    if not boundary or not (no_interval or all_equal(interval.low, interval.high)):
-        if no_interval:
+    if not boundary or not (low is None or high is None or same):
+        if low is None or high is None:
             return shown + (" [no interval: one card]" if cards == 1 else "")
-        if all_equal(interval.low, interval.high):
-            return shown + interval_text(interval.low, interval.high, digits, 100, interval.undefined)
-        return format_figure(value, interval, scale=100, digits=digits) + "%"
+        if same:
+            return shown + interval_text(low, high, digits, 100, e.undefined)
+        return format_estimate(e, digits, 100) + "%"
     n_items = round(total)
     by_card = exact_share_interval(round(value * cards), cards)
     by_item = exact_share_interval(round(value * n_items), n_items)
@@ -199,24 +203,12 @@ def share_text(value: float, interval: Interval, total: float, cards: int, item:
 
     resamples = (
         "no interval: one card"
-        if no_interval
-        else interval_text(interval.low, interval.high, digits, 100, interval.undefined).strip(" []")
+        if low is None or high is None
+        else interval_text(low, high, digits, 100, e.undefined).strip(" []")
     )
     return (
         f"{shown} [{resamples}; exact 95%: {span(by_card)} by card ({cards}), {span(by_item)} by {item} "
         f"({n_items})]"
-    )
-
-
-def format_figure(value: float, interval: Interval, scale: float = 1.0, digits: int = 3) -> str:
-    """ "v [low, high]", "v" without an interval, "n/a" when undefined, and
-    "n/a (undefined in k% of resamples)" when the resamples say the figure is unstable."""
-    if interval.undefined > MAX_UNDEFINED:
-        return f"n/a (undefined in {interval.undefined:.1%} of resamples)"
-    if value is None or math.isnan(value):
-        return "n/a"
-    return _number(value, digits, scale) + interval_text(
-        interval.low, interval.high, digits, scale, interval.undefined
     )
 
 

@@ -40,13 +40,8 @@ from esc.dialogues.store import played_by_source
 from esc.errors import DataError, UserError
 from esc.jsonl import atomic_write_text
 from esc.reports import result as result_
-from esc.reports.bootstrap import (
-    NO_INTERVAL,
-    Interval,
-    card_units,
-    interval_text,
-    ratio_interval,
-)
+from esc.reports.bootstrap import NO_INTERVAL, card_unit_name, card_units, estimate, ratio_interval
+from esc.reports.estimate import Estimate, format_estimate
 from esc.scoring.judge import VALID
 from esc.scoring.store import ScoreRecord
 
@@ -215,17 +210,21 @@ class Scored:
 
 @dataclasses.dataclass(frozen=True)
 class Cell:
+    """One facet value of one row: the mean of its dialogues' averages (n: the dialogues with one)."""
+
     facet: str
     value: str
     target: str
     roleplayer: str
     judge: str
-    n: int  # dialogues with an average
+    estimate: Estimate
     n_unscored: int  # dialogues of the cell without any valid judgment (no average, in no mean)
-    mean: float | None
-    interval: Interval
     shown: bool  # n >= min_n and (tier 2) its column kept
     cards: int = 0  # the distinct role cards of its dialogues (the resampling unit)
+
+    @property
+    def n(self) -> int:
+        return self.estimate.n or 0
 
 
 @dataclasses.dataclass
@@ -262,13 +261,14 @@ def dialogue_averages(records: Iterable[ScoreRecord]) -> list[Scored]:
     return out
 
 
-def _mean_cell(scored: Sequence[Scored], n_resamples: int, seed: int) -> tuple[float | None, Interval]:
+def _mean_cell(scored: Sequence[Scored], n_resamples: int, seed: int) -> Estimate:
     """The mean of the dialogues' averages and its interval, role cards resampled."""
     if not scored:
-        return None, NO_INTERVAL
+        return estimate(None, NO_INTERVAL, 0)
     values = [s.average for s in scored]
-    interval = ratio_interval([s.unit for s in scored], values, [1.0] * len(values), n_resamples, seed)
-    return float(np.mean(values)), interval
+    units = [s.unit for s in scored]
+    interval = ratio_interval(units, values, [1.0] * len(values), n_resamples, seed)
+    return estimate(float(np.mean(values)), interval, len(values), card_unit_name(units))
 
 
 def leaderboard_breakdowns(
@@ -302,10 +302,9 @@ def leaderboard_breakdowns(
             for column in columns:
                 chosen = [s for s in in_row if values[s.dialogue_id] == column]
                 defined = [s for s in chosen if s.average is not None]
-                mean, interval = _mean_cell(defined, n_resamples, seed)
                 cards = len({s.unit for s in defined})
-                cells.append(Cell(facet, column, *row, len(defined), len(chosen) - len(defined), mean,
-                                  interval, len(defined) >= min_n, cards))  # fmt: skip
+                cells.append(Cell(facet, column, *row, _mean_cell(defined, n_resamples, seed),
+                                  len(chosen) - len(defined), len(defined) >= min_n, cards))  # fmt: skip
         left_out: dict[str, int] = {}
         if facet == "tier2":  # only the groups with enough dialogues in some row
             largest = {c: max((x.n for x in cells if x.value == c), default=0) for c in columns}
@@ -335,9 +334,9 @@ def cell_text(cell: Cell | None, min_n: int) -> str:
     """`mean [low, high], n=N` (0-100), or `n=N (< min_n)` when too few dialogues to show a number."""
     if cell is None or cell.n == 0:
         return "n=0"
-    if not cell.shown or cell.mean is None:
+    if not cell.shown or cell.estimate.value is None:
         return f"n={cell.n} (< {min_n})"
-    text = f"{cell.mean:.1f}" + interval_text(cell.interval.low, cell.interval.high, 1)
+    text = format_estimate(cell.estimate, 1)
     if cell.cards == 1:
         text += " [no interval: one card]"
     return f"{text}, n={cell.n}"
@@ -345,11 +344,12 @@ def cell_text(cell: Cell | None, min_n: int) -> str:
 
 def _shown(cell: Cell | None, min_n: int) -> result_.Cell:
     text = cell_text(cell, min_n)
-    if cell is None or not cell.shown or cell.mean is None:
-        return result_.Cell(
-            text, n=cell.n if cell else 0, note=f"fewer than {min_n} dialogues" if cell else None
-        )
-    return result_.figure(text, cell.mean, cell.interval, cell.n)
+    if cell is None:
+        return result_.Cell(text, Estimate(None, n=0))
+    if not cell.shown or cell.estimate.value is None:
+        hidden = Estimate(None, n=cell.n, unit=cell.estimate.unit, note=f"fewer than {min_n} dialogues")
+        return result_.Cell(text, hidden)
+    return result_.Cell(text, cell.estimate)
 
 
 def _row_name(row: tuple[str, str, str]) -> str:
@@ -405,11 +405,6 @@ def breakdown_blocks(
     return blocks
 
 
-def breakdowns_markdown(tables: Sequence[Breakdown], unknown: Mapping[str, int] | None = None) -> str:
-    """`breakdown_blocks` as the markdown appended to leaderboard.md's (a blank line first)."""
-    return "\n" + result_.Report("leaderboard", tuple(breakdown_blocks(tables, unknown))).to_markdown()
-
-
 def _unknown_reason(facet: str, unknown: Mapping[str, int] | None) -> str:
     if facet == "turns":
         return "the dialogue file named by the scores is gone or no longer holds the dialogue"
@@ -436,9 +431,10 @@ def write_breakdown_csv(tables: Sequence[Breakdown], path: Path) -> None:
     writer.writeheader()
     for t in tables:
         for c in t.cells:
+            e = c.estimate
             writer.writerow({"facet": c.facet, "value": c.value, "roleplayer": c.roleplayer,
-                             "target": c.target, "n": c.n, "mean": num(c.mean), "low": num(c.interval.low),
-                             "high": num(c.interval.high), "shown": c.shown, "judge": c.judge,
+                             "target": c.target, "n": c.n, "mean": num(e.value), "low": num(e.low),
+                             "high": num(e.high), "shown": c.shown, "judge": c.judge,
                              "n_unscored": c.n_unscored, "language": t.language or "all"})  # fmt: skip
     atomic_write_text(Path(path), buffer.getvalue())
 
@@ -472,7 +468,7 @@ __all__ = [
     "Cell",
     "Facets",
     "annotation_facets",
-    "breakdowns_markdown",
+    "breakdown_blocks",
     "card_index",
     "dialogue_averages",
     "dialogue_facets",

@@ -1,14 +1,16 @@
 """A report as a typed result: text, headings and tables whose cells carry their figures.
 
 A report module builds a `Report` (its prose and its tables, each cell the text a person reads plus
-the number behind it: value, 95% interval, n, and a note where the figure is undefined or
-unstable), and `write_result` writes it: `OUT/<kind>.md` for people, `OUT/<kind>.result.json` for
-programs (the report site builds its pages from it, `esc.site.pages`), and a CSV for each
-table that names one. The markdown is rendered here, once: a module never joins table rows itself.
+the figure behind it, an `esc.reports.estimate.Estimate`: value, 95% interval, n, the unit
+resampled, and a note where the figure is undefined or unstable), and `write_result` writes it:
+`OUT/<kind>.md` for people, `OUT/<kind>.result.json` for programs (the report site builds its pages
+from it, `esc.site.pages`), and a CSV for each table that names one. The markdown is rendered
+here, once: a module never joins table rows itself.
 
 Why cells carry both: the text is the report's wording (intervals, "n/a (undefined in 12% of
 resamples)", "(3/24)"), which stays as the module words it; the numbers let the site, a notebook
-or a later paper table use the figures without parsing that text.
+or a later paper table use the figures without parsing that text. `Report.estimates` places every
+figure in its table (the run log's `results`, `esc.reports.runlog`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from esc.jsonl import atomic_write_text
+from esc.reports.bootstrap import NO_INTERVAL, Interval, estimate
+from esc.reports.estimate import Estimate
 
 RESULT_FORMAT = "esc-report/1"
 
@@ -32,34 +36,48 @@ class Cell:
     """One table cell: `text` as the report shows it, and the figure behind it where there is one."""
 
     text: str
-    value: float | None = None
-    low: float | None = None  # the 95% interval
-    high: float | None = None
-    n: int | None = None  # the items behind the figure (the resampling unit may be coarser: `note`)
-    note: str | None = None  # why a figure is n/a, or what its n counts
+    estimate: Estimate | None = None
+
+    # the figure's parts (None without one), as the site's tables read them
+    @property
+    def value(self) -> float | None:
+        return self.estimate.value if self.estimate else None
+
+    @property
+    def low(self) -> float | None:
+        return self.estimate.low if self.estimate else None
+
+    @property
+    def high(self) -> float | None:
+        return self.estimate.high if self.estimate else None
+
+    @property
+    def n(self) -> int | None:
+        return self.estimate.n if self.estimate else None
+
+    @property
+    def note(self) -> str | None:
+        """Why the figure is n/a or what its n counts; else the share of undefined resamples."""
+        return self.estimate.why_not() if self.estimate else None
 
     def to_json(self) -> dict[str, Any]:
-        figures = {k: _finite(getattr(self, k)) for k in ("value", "low", "high")}
-        return {
-            "text": self.text,
-            **{k: v for k, v in figures.items() if v is not None},
-            **({"n": int(self.n)} if self.n is not None else {}),
-            **({"note": self.note} if self.note else {}),
-        }
+        """The text, and the figure's value, low, high, n, unit and note where it has them (its
+        placement and undefined share are the run log's: `Report.estimates`)."""
+        figure = self.estimate.to_json() if self.estimate else {}
+        return {"text": self.text, **{k: figure[k] for k in CELL_FIELDS if k in figure}}
 
 
+CELL_FIELDS = ("value", "low", "high", "n", "unit", "note")
 CellLike = Cell | str | int | float
 
 
 def figure(
-    text: str, value: float | None, interval: Any, n: int | None = None, note: str | None = None
-) -> Cell:
-    """The cell of a figure with its 95% interval (`esc.reports.bootstrap.Interval`: low, high and
-    the share of undefined resamples, which becomes the note when none is given)."""
-    undefined = getattr(interval, "undefined", None)
-    if note is None and undefined is not None and math.isfinite(undefined) and undefined > 0:
-        note = f"undefined in {undefined:.0%} of resamples"
-    return Cell(text, value, interval.low, interval.high, n, note)
+    text: str, value: float | None, interval: Interval = NO_INTERVAL, n: int | None = None,
+    note: str | None = None, unit: str | None = None,
+) -> Cell:  # fmt: skip
+    """The cell of a figure with its 95% interval (low, high and the share of undefined resamples,
+    which becomes the note when none is given) and `unit`, what the interval resampled."""
+    return Cell(text, estimate(value, interval, n, unit, note))
 
 
 def cell(value: CellLike) -> Cell:
@@ -82,15 +100,20 @@ class Heading:
 
 @dataclasses.dataclass(frozen=True)
 class Table:
-    """Rows of cells under `columns`; `csv`: the file name this table is also written to, if any."""
+    """Rows of cells under `columns`; `csv`: the file name this table is also written to, if any;
+    `name`: what its figures' `Estimate.table` says (None: the heading above it, `Report.estimates`)."""
 
     columns: tuple[str, ...]
     rows: tuple[tuple[Cell, ...], ...]
     csv: str | None = None
+    name: str | None = None
 
     @classmethod
-    def of(cls, columns: Sequence[str], rows: Sequence[Sequence[CellLike]], csv: str | None = None) -> Table:
-        table = cls(tuple(columns), tuple(tuple(cell(c) for c in row) for row in rows), csv)
+    def of(
+        cls, columns: Sequence[str], rows: Sequence[Sequence[CellLike]], csv: str | None = None,
+        name: str | None = None,
+    ) -> Table:  # fmt: skip
+        table = cls(tuple(columns), tuple(tuple(cell(c) for c in row) for row in rows), csv, name)
         for i, row in enumerate(table.rows):
             if len(row) != len(table.columns):
                 raise ValueError(f"row {i} has {len(row)} cells for {len(table.columns)} columns")
@@ -112,6 +135,31 @@ class Report:
 
     def tables(self) -> list[Table]:
         return [b for b in self.blocks if isinstance(b, Table)]
+
+    def estimates(self) -> list[Estimate]:
+        """Every cell's figure, placed: table "<kind>/<table name>" (its `name`, else the nearest
+        heading above it, else "table <i>", counting the report's tables from 1), keys the row's
+        labels (the cells left of the first column holding a figure, by column header; an unnamed
+        column is "row") and "column", the figure's column header."""
+        out: list[Estimate] = []
+        heading = None
+        tables = 0
+        for block in self.blocks:
+            if isinstance(block, Heading):
+                heading = block.text
+            if not isinstance(block, Table):
+                continue
+            tables += 1
+            where = f"{self.kind}/{block.name or heading or f'table {tables}'}"
+            first = next((i for i in range(len(block.columns)) if any(r[i].estimate for r in block.rows)), 0)
+            for row in block.rows:
+                labels = {block.columns[i] or "row": row[i].text for i in range(first)}
+                out += [
+                    c.estimate.at(where, {**labels, "column": column})
+                    for column, c in zip(block.columns, row, strict=True)
+                    if c.estimate is not None
+                ]
+        return out
 
     def to_markdown(self) -> str:
         """The blocks, a blank line between each, ending in a newline."""
@@ -152,11 +200,8 @@ def _block_json(block: Block) -> dict[str, Any]:
         "columns": list(block.columns),
         "rows": [[c.to_json() for c in row] for row in block.rows],
         **({"csv": block.csv} if block.csv else {}),
+        **({"name": block.name} if block.name else {}),
     }
-
-
-def _finite(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(float(x)) else float(x)
 
 
 def table_csv(table: Table) -> str:
@@ -234,12 +279,16 @@ def _block(b: dict[str, Any]) -> Block:
         return Heading(_text(b["text"]), int(_count(b["level"]) or 2))
     if b["type"] != "table":
         raise ValueError(f"unknown block type {b['type']!r}")
-    rows = tuple(
-        tuple(
-            Cell(_text(c["text"]), _number(c.get("value")), _number(c.get("low")), _number(c.get("high")),
-                 _count(c.get("n")), c.get("note") and _text(c["note"]))
-            for c in row
-        )
-        for row in b["rows"]
+    rows = tuple(tuple(_cell(c) for c in row) for row in b["rows"])
+    columns = tuple(_text(c) for c in b["columns"])
+    return Table(columns, rows, b.get("csv") and _text(b["csv"]), b.get("name") and _text(b["name"]))
+
+
+def _cell(c: dict[str, Any]) -> Cell:
+    if not any(k in c for k in CELL_FIELDS):
+        return Cell(_text(c["text"]))
+    figure = Estimate(
+        _number(c.get("value")), _number(c.get("low")), _number(c.get("high")), _count(c.get("n")),
+        c.get("unit") and _text(c["unit"]), None, c.get("note") and _text(c["note"]),
     )  # fmt: skip
-    return Table(tuple(_text(c) for c in b["columns"]), rows, b.get("csv") and _text(b["csv"]))
+    return Cell(_text(c["text"]), figure)

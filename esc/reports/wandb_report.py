@@ -10,14 +10,13 @@ Without credentials (WANDB_API_KEY or ~/.netrc) the run is written offline under
 from __future__ import annotations
 
 import csv
-import dataclasses
 import logging
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from esc.config_rules import boolean, load_section, setting
+from esc.config_rules import Settings, load_section
 from esc.dialogues.store import played_by_source
 from esc.prompts.speakers import speaker_lines
 from esc.scoring.judge import VALID
@@ -29,13 +28,12 @@ log = logging.getLogger(__name__)
 TABLES = ("leaderboard.csv", "agreement.csv", "correlation.csv")
 
 
-@dataclasses.dataclass
-class WandbSettings:
+class WandbSettings(Settings):
     """`wandb` (conf/rank.yaml): rank.py's reports on W&B."""
 
-    enabled: bool = setting(boolean())
-    project: str = setting()
-    entity: str | None = setting()  # null: the credentials' default entity
+    enabled: bool
+    project: str
+    entity: str | None  # null: the credentials' default entity
 
 
 def _table(path: Path) -> Any:

@@ -68,7 +68,11 @@ class ScoreItem:
 
 
 @dataclasses.dataclass
-class Judgment:
+class JudgeAnswer:
+    """What a judge answered about one item, before the store adds what was judged and by whom
+    (`esc.scoring.store.ScoreRecord`); a run log's `esc.reports.runlog.Judgment` is that record as
+    the log lists it."""
+
     status: str  # "valid" | "invalid" | "failed"
     score: int | None = None
     expected: float | None = None  # sum of score x probability over the five answers
@@ -78,8 +82,8 @@ class Judgment:
     error: str | None = None  # why a judgment is invalid
 
     @classmethod
-    def from_closed(cls, answer: ClosedAnswer) -> Judgment:
-        """A judgment from the answer to a closed question (`esc.chat.closed`)."""
+    def from_closed(cls, answer: ClosedAnswer) -> JudgeAnswer:
+        """The answer to a closed question (`esc.chat.closed`)."""
         return cls(
             answer.status, answer.index, answer.expected, answer.probs, answer.mass, answer.raw, answer.error
         )
@@ -96,7 +100,7 @@ class Judge(abc.ABC):
     config_key: str = "judge"  # its node in the config (`jury.members.NAME`), named in errors
 
     @abc.abstractmethod
-    def judge(self, items: Sequence[ScoreItem]) -> list[Judgment]:
+    def judge(self, items: Sequence[ScoreItem]) -> list[JudgeAnswer]:
         """One judgment per item, in order. Never raises for one bad item."""
 
     @abc.abstractmethod

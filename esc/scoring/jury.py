@@ -4,25 +4,25 @@ any task reads it; what a jury's judgments show is the score task's report (`esc
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
-from esc.config_rules import integer, one_of, setting
+from pydantic import Field
+
+from esc.config_rules import Settings
 
 JURY = "jury"
 POOLS = ("mean", "median")
 READINGS = ("expected", "stated")
 
 
-@dataclasses.dataclass
-class JurySettings:
+class JurySettings(Settings):
     """`jury` (conf/jury/): the members' judge nodes by key, and how their judgments pool."""
 
-    members: dict[str, Any] = setting()
-    pool: str = setting(one_of(*POOLS))
-    min_valid: int | None = setting(integer(1, null=True), "null: every judge")
-    reading: str = setting(one_of(*READINGS))
+    members: dict[str, Any]
+    pool: Literal[POOLS]  # type: ignore[valid-type]
+    min_valid: int | None = Field(ge=1, description="null: every judge")
+    reading: Literal[READINGS]  # type: ignore[valid-type]
 
     @property
     def names(self) -> list[str]:

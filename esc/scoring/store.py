@@ -19,7 +19,7 @@ from typing import Any
 
 from esc.errors import ConfigError, DataError, UserError
 from esc.jsonl import append_jsonl, drop_partial_last_line, find_jsonl_files
-from esc.scoring.judge import FAILED, INVALID, VALID, Judgment
+from esc.scoring.judge import FAILED, INVALID, VALID, JudgeAnswer
 from esc.scoring.rubrics import SCORES, dimension
 
 STATUSES = (VALID, INVALID, FAILED)
@@ -52,7 +52,7 @@ class ScoreRecord:
         return (self.dialogue_id, self.dimension)
 
     @classmethod
-    def make(cls, judgment: Judgment, **fields: Any) -> ScoreRecord:
+    def make(cls, judgment: JudgeAnswer, **fields: Any) -> ScoreRecord:
         return cls(**fields, **judgment.to_dict())
 
     def to_dict(self) -> dict[str, Any]:

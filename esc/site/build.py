@@ -3,15 +3,17 @@
     build_site([RANK_OUT, ...], SITE)          # the library
     esc report RANK_OUT ... --out SITE         # the file tool (esc/cli/report.py)
 
-Pages (docs/report.md): `index.html` (the Table 2 leaderboard with intervals, its charts as inline
-SVG, judgment counts, each run's manifest), `targets/<target>.html` (a target's dialogues with their
-scores, filters), `dialogues/<target>/<lang>-<card id>.html` (the transcript, every judgment with its
-probabilities, the emotion trajectory, safety answers, pairwise verdicts), `compare/<lang>-<card
-id>.html` (every target's dialogue of a card side by side), `runs/<run>-<kind>.html` (the agreement,
-correlation, safety, pairwise and trajectory reports rank.py wrote, with judge-vs-human scatters).
+Every page is read from the folders' run logs (`OUT/run.json`, `esc.reports.runlog`), and no page
+knows a task: a task's judgments, figures and reports are shown as the log gives them.
+Pages (docs/report.md): `index.html` (each report's headline table, judgment counts per task, each
+run's header), `targets/<target>.html` (the report rows that name the target; its dialogues with
+their judgments, filters), `dialogues/<target>/<lang>-<card id>.html` (the transcript with each
+reply's judgments beside it, every judgment by task with its probabilities, the seeker's emotion),
+`compare/<lang>-<card id>.html` (every target's dialogue of a card side by side),
+`runs/<run>-<kind>.html` (each report of a run, whole).
 
 Each kind of page is one registered builder (`esc.site.pages`); they share one `Site`
-(`site.py`: the data, file names, links, leaderboard and the writer that masks secrets).
+(`site.py`: the data, file names, links and the writer that masks secrets).
 
 The templates (`templates/*.jinja`) are autoescaped: text from models is shown as text, never read as
 HTML. The site is built in a folder beside SITE and put in its place when complete. Only what an
@@ -31,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from esc.errors import UserError
-from esc.site.collect import Run, collect
+from esc.site.collect import collect
 from esc.site.pages import page_kinds
 from esc.site.site import HERE, Site
 
@@ -114,18 +116,6 @@ def _foreign(out: Path, site: re.Pattern[str] | set[str]) -> list[str]:
     return sorted(p for p in foreign if not any(q.as_posix() in foreign_folders for q in Path(p).parents))
 
 
-def _settings(runs: Sequence[Run], n_resamples: int | None, seed: int | None) -> tuple[int, int]:
-    """The bootstrap resamples and seed: given, else the first run's leaderboard settings, else 1000, 0."""
-    for run in runs:
-        config = (run.manifest or {}).get("config") or {}
-        board = config.get("leaderboard") or {}
-        if n_resamples is None and isinstance(board.get("bootstrap"), int):
-            n_resamples = board["bootstrap"]
-        if seed is None and isinstance(config.get("seed"), int):
-            seed = config["seed"]
-    return (1000 if n_resamples is None else n_resamples, 0 if seed is None else seed)
-
-
 def _check_out(out: Path, sources: Sequence[Path]) -> None:
     if out.exists() and not out.is_dir():
         raise UserError(f"{out}: is a file; --out names the site's folder")
@@ -174,23 +164,16 @@ def _alive(pid: int) -> bool:
 
 
 def build_site(
-    sources: Sequence[Path],
-    out: Path,
-    title: str | None = None,
-    n_resamples: int | None = None,
-    seed: int | None = None,
-    cards: Sequence[Path] | None = None,
+    sources: Sequence[Path], out: Path, title: str | None = None, cards: Sequence[Path] | None = None
 ) -> SiteResult:
     """The site of the rank.py folders `sources` in `out` (replaced whole when it is an earlier site).
-    `n_resamples`, `seed`: the leaderboard's bootstrap (default: the first run's settings, else 1000
-    and 0); `cards`: role card files for topics and sources (default: the released cards)."""
+    `cards`: role card files for topics and sources (default: the released cards)."""
     start = time.perf_counter()
     out = Path(out)
     if not sources:
         raise UserError("name at least one rank.py output folder")
     _check_out(out, sources)
     data = collect([Path(s) for s in sources], cards)
-    n, seed_ = _settings(data.runs, n_resamples, seed)
     if title is None:
         names = [run.path.name for run in data.runs]
         title = "ESC-Eval report: " + (", ".join(names) if len(names) <= 3 else f"{len(names)} runs")
@@ -200,7 +183,7 @@ def build_site(
     shutil.rmtree(building, ignore_errors=True)
     try:
         kinds = page_kinds()
-        site = Site(data, building, title, n, seed_, [k.templates for k in kinds if k.templates])
+        site = Site(data, building, title, [k.templates for k in kinds if k.templates])
         _start(site)
         for kind in kinds:
             kind.build(site)

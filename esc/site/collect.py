@@ -1,86 +1,50 @@
-"""What the report site shows, read from rank.py output folders (`build.py` turns it into pages).
+"""What the report site shows, read from the run logs of rank.py folders (`OUT/run.json`,
+`esc.reports.runlog`); `build.py` turns it into pages.
 
-From each folder: `manifest.json`, the score files (`scores/*.jsonl`; `scores/annotations__*.jsonl`,
-mode=agreement's judgments of annotated dialogues, apart), and where present `safety/*.jsonl`,
-`pairwise/*.jsonl` and the reports rank.py wrote (`agreement.md`, `correlation.md`, `safety.md`,
-`pairwise.md`, `trajectory.md`). The dialogues come from the files the judgments name (`source`) and
-the files the manifests list (`sources`); a file that is gone leaves its dialogues without a
-transcript, their scores still shown. Nothing here writes.
+From each folder its log: the header (what made the run), every judgment (each names its task and
+the dialogues it is about), the figures and the reports (blocks of text and tables). The dialogues
+come from the files the judgments name (`source`) and the files the headers list (`sources`); a
+file that is gone leaves its dialogues without a transcript, their judgments still shown. Nothing
+here knows a task: a new task's judgments and reports show as every other's. Nothing here writes.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import re
-from collections import defaultdict
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from esc.annotate.human_scores import default_esconv_path, human_reference, read_annotations
 from esc.cards import RoleCard
 from esc.dialogues.record import Dialogue
 from esc.dialogues.store import named_file, played_by_source
 from esc.errors import DataError, UserError
-from esc.jsonl import read_json
 from esc.reports.breakdown import card_index
+from esc.reports.result import Report, _block  # a report's blocks from the log (`read_result` reads a file)
+from esc.reports.runlog import RUN_LOG, Judgment, RunLog, read_run_log
 from esc.scoring.judge import VALID, ScoreItem
-from esc.scoring.rubrics import DIMENSION_KEYS
-from esc.scoring.store import ScoreRecord, latest, merge_score_files, read_scores, score_file_paths
-from esc.tasks.pairwise.questions import Pair, PairwiseRecord, verdict
-from esc.tasks.safety.checklist import SafetyRecord
-
-ANNOTATIONS = "annotations__"  # mode=agreement's score files: annotated dialogues, not a leaderboard's
-ROLEPLAY = "roleplay__"  # mode=roleplay's score files: questions about role-players, shown as its tables
-#: OUT/<kind>.md shown as pages, in page order: the leaderboard as rank.py wrote it (with its jury,
-#: simulators and breakdown sections), and the built-in modes' reports. A run's manifest lists its
-#: mode's reports too (`reports`, written by `esc.tasks.task.run_mode`), so a new mode's pages show up.
-REPORTS = (
-    "leaderboard",
-    "agreement",
-    "correlation",
-    "safety",
-    "pairwise",
-    "trajectory",
-    "table1",
-    "winrates",
-)
-PAIR_ID = re.compile(
-    r"^(?P<rp>[^/]+)/(?P<lang>[^/]+)/(?P<card>-?\d+)/(?P<x>.+?)\|(?P<y>.+)/(?P<order>xy|yx)$"
-)
 
 
 @dataclasses.dataclass
 class Run:
-    """One rank.py output folder and what it holds."""
+    """One rank.py output folder: its run log, its reports, and its manifest (the command, status
+    and times, shown as context) where there is one."""
 
     path: Path
+    log: RunLog
+    reports: dict[str, Report]  # kind -> the report, from the log
     manifest: dict[str, Any] | None
-    score_files: list[Path]
-    annotation_files: list[Path]
-    safety_files: list[Path]
-    pairwise_files: list[Path]
-    reports: dict[str, Path]  # kind -> OUT/<kind>.md
-    settings: dict[str, Any] = dataclasses.field(default_factory=dict)  # OUT/settings.json: per mode
 
     @property
-    def mode(self) -> str | None:
-        config = (self.manifest or {}).get("config") or {}
-        return config.get("mode")
+    def task(self) -> str:
+        return self.log.task or "unknown"
 
 
-@dataclasses.dataclass(frozen=True)
-class PairwiseView:
-    """One pairwise verdict seen from one of its two dialogues."""
-
-    judge: str
-    dimension: str
-    opponent: str
-    result: str | None  # "won", "lost", "tie", or None (an answer unread)
-    consistent: bool | None
-    answers: dict[str, ScoreRecord | None]  # order (xy, yx) -> the judgment
-    shown_first: dict[str, str]  # order -> the target shown as conversation A
+def whole(judgment: Judgment) -> bool:
+    """Whether a judgment is about one dialogue as a whole (not one of its replies, not a pair)."""
+    return len(judgment.dialogues) == 1 and judgment.turn is None
 
 
 @dataclasses.dataclass
@@ -96,91 +60,69 @@ class Entry:
     dialogue: Dialogue | None = None
     missing: str | None = None  # why the transcript cannot be shown
     changed: bool = False  # the file's dialogue is not the one judged (content hash differs)
-    content_sha: str | None = None  # of the dialogue shown, as a judgment records it
+    content_sha: str | None = None  # of the dialogue shown, as a judgment of it records it
     card: RoleCard | None = None
-    scores: dict[str, dict[str, ScoreRecord]] = dataclasses.field(default_factory=dict)  # judge -> dim
-    safety: dict[str, dict[int, dict[str, ScoreRecord]]] = dataclasses.field(default_factory=dict)
-    pairwise: list[PairwiseView] = dataclasses.field(default_factory=list)
+    judgments: dict[str, list[Judgment]] = dataclasses.field(default_factory=dict)  # task -> log order
 
     @property
     def group(self) -> tuple[str, str]:
         return (self.target, self.roleplayer)
 
-    def average(self, judge: str) -> float | None:
-        """The mean of this judge's valid scores (0-4) over the dimensions, None without one."""
-        valid = [r.score for r in self.scores.get(judge, {}).values() if r.status == VALID]
+    def whole(self, task: str, judge: str | None = None) -> list[Judgment]:
+        """The judgments of `task` (by `judge`, when given) about this dialogue as a whole."""
+        return [j for j in self.judgments.get(task, ()) if whole(j) and judge in (None, j.judge)]
+
+    def mean(self, task: str, judge: str) -> float | None:
+        """The mean score of `judge`'s valid judgments of `task` about this dialogue as a whole (None
+        without one): what orders a target's dialogues."""
+        valid = [j.score for j in self.whole(task, judge) if j.status == VALID and j.score is not None]
         return sum(valid) / len(valid) if valid else None
 
 
 @dataclasses.dataclass
 class SiteData:
     runs: list[Run]
-    records: list[ScoreRecord]  # the leaderboard's judgments
     entries: dict[str, Entry]  # dialogue id -> entry, in reading order
-    judges: list[str]
     cards_known: bool  # the role cards could be read
-    unmatched: dict[str, int]  # judgments whose dialogue is not on the site, by kind
+    unmatched: dict[str, int]  # task -> judgments about no dialogue on the site
     evaluate_manifests: dict[Path, dict[str, Any]]  # evaluate.py folder -> its manifest
 
 
-def _jsonl(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.glob("*.jsonl") if not p.name.endswith(".failed.jsonl"))
-
-
 def read_run(path: Path) -> Run:
-    """A rank.py output folder; a UserError when it is none (no such folder, nothing rank.py wrote)."""
+    """A rank.py output folder and its run log: a UserError when there is no such folder, the
+    DataError of `read_run_log` when it has no (readable) log (it names `esc runs upgrade`)."""
     path = Path(path)
     if not path.is_dir():
         raise UserError(f"{path}: no such run folder (name rank.py output folders)")
-    manifest = read_json(path / "manifest.json") if (path / "manifest.json").is_file() else None
-    if manifest is not None and not isinstance(manifest, dict):
-        raise DataError(path / "manifest.json", None, "not a JSON object")
-    scores = score_file_paths(path, "scores") if _jsonl(path / "scores") else []
-    run = Run(
-        path,
-        manifest,
-        [p for p in scores if not p.name.startswith((ANNOTATIONS, ROLEPLAY))],
-        [p for p in scores if p.name.startswith(ANNOTATIONS)],
-        _jsonl(path / "safety"),
-        _jsonl(path / "pairwise"),
-        {kind: path / f"{kind}.md" for kind in _report_kinds(manifest) if (path / f"{kind}.md").is_file()},
-        _settings(path / "settings.json"),
-    )
-    if not (run.score_files or run.annotation_files or run.safety_files or run.pairwise_files or run.reports):
-        raise UserError(
-            f"{path}: no score files (scores/*.jsonl) nor any other rank.py output (safety/*.jsonl, "
-            f"pairwise/*.jsonl, {', '.join(k + '.md' for k in REPORTS)}): name a rank.py output folder"
-        )
-    return run
+    log = read_run_log(path)
+    reports = {}
+    for kind, payload in log.reports.items():
+        try:
+            reports[kind] = Report(str(payload["kind"]), tuple(_block(b) for b in payload["blocks"]))
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise DataError(path / RUN_LOG, f"reports.{kind}", f"not a report: {err}") from None
+    return Run(path, log, reports, _json_object(path / "manifest.json"))
 
 
-def _report_kinds(manifest: Mapping[str, Any] | None) -> list[str]:
-    """The built-in report names, then any other the run's manifest lists (plain names only: each
-    names a file of the folder)."""
-    listed = (manifest or {}).get("reports")
-    extra = [k for k in listed if isinstance(k, str) and k.isidentifier()] if isinstance(listed, list) else []
-    return list(dict.fromkeys([*REPORTS, *extra]))
-
-
-def _settings(path: Path) -> dict[str, Any]:
-    """A run folder's settings.json (the settings each mode ran with), {} when absent or unreadable:
-    it only adds to what the site shows."""
+def _json_object(path: Path) -> dict[str, Any] | None:
+    """A JSON object from `path`, None when absent or unreadable: it only adds context to a page."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
     except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _content_sha(dialogue_id: str, dialogue: Dialogue) -> str:
-    """The hash a judge's record keeps of the lines it read (`ScoreItem.content_sha`)."""
-    return ScoreItem(dialogue_id, DIMENSION_KEYS[0], dialogue.language, tuple(dialogue.lines())).content_sha
+    """The hash a judgment of the whole dialogue keeps of the lines it read (`ScoreItem.content_sha`:
+    the lines only; the question asked is not part of it)."""
+    return ScoreItem(dialogue_id, "", dialogue.language, tuple(dialogue.lines())).content_sha
 
 
-def _dialogue_sources(runs: Sequence[Run], records: Iterable[ScoreRecord]) -> list[str]:
-    found = dict.fromkeys(r.source for r in records if r.source)
+def _dialogue_files(runs: Sequence[Run]) -> list[str]:
+    found = dict.fromkeys(j.source for run in runs for j in run.log.judgments if j.source)
     for run in runs:
-        for source in (run.manifest or {}).get("sources") or []:
+        for source in run.log.header.get("sources") or []:
             if isinstance(source, str) and source.endswith(".jsonl"):
                 found.setdefault(source)
     return list(found)
@@ -191,15 +133,19 @@ def _evaluate_manifests(files: Iterable[Path]) -> dict[Path, dict[str, Any]]:
     out = {}
     for path in files:
         folder = path.parent.parent if path.parent.name == "dialogues" else path.parent
-        manifest = folder / "manifest.json"
-        if folder not in out and manifest.is_file():
-            try:
-                data = json.loads(manifest.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue  # a manifest is context, never a reason to stop the report
-            if isinstance(data, dict):
-                out[folder] = data
+        if folder not in out:
+            manifest = _json_object(folder / "manifest.json")
+            if manifest is not None:
+                out[folder] = manifest
     return out
+
+
+def _clash(a: str | None, b: str | None, dialogue_id: str) -> UserError:
+    return UserError(
+        f"{a} and {b} both hold dialogue {dialogue_id!r} (two runs of one target and role-player, whose "
+        "files share a name): their judgments would be shown beside the wrong transcript; build a site "
+        "per run (esc report RUN --out SITE)"
+    )
 
 
 def collect(sources: Sequence[Path], cards: Sequence[Path] | None = None) -> SiteData:
@@ -210,56 +156,46 @@ def collect(sources: Sequence[Path], cards: Sequence[Path] | None = None) -> Sit
         run = read_run(Path(source))
         if all(run.path.resolve() != r.path.resolve() for r in runs):
             runs.append(run)
-    score_files = [p for run in runs for p in run.score_files]
-    records = merge_score_files(score_files) if score_files else []
-    files = _dialogue_sources(runs, records)
+    files = _dialogue_files(runs)
     played = played_by_source(files)  # source -> card id -> dialogue
-    index = card_index([str(f) for f in cards] if cards else None)  # topics unknown: said on the overview
-
-    entries: dict[str, Entry] = {}
-    for record in records:
-        entry = entries.get(record.dialogue_id)
-        if entry is None:
-            entry = entries[record.dialogue_id] = _entry(record, played)
-        elif not _same_file(entry.source, record.source):
-            raise UserError(
-                f"{entry.source} and {record.source} both hold dialogue {record.dialogue_id!r} (two runs of "
-                "one target and role-player, whose files share a name): their scores would be shown beside "
-                "the wrong transcript; build a site per run (esc report RUN --out SITE)"
-            )
-        entry.scores.setdefault(record.judge, {})[record.dimension] = record
-        if entry.dialogue is not None and record.content_sha not in (None, entry.content_sha):
-            entry.changed = True
-    for source in files:  # dialogues no judgment names (a safety or trajectory run's): shown too
-        for card_id, dialogue in played.get(source, {}).items():
+    held: dict[str, tuple[str, Dialogue]] = {}  # dialogue id (file stem/card, as judgments name it)
+    for source, by_card in played.items():
+        for card_id, dialogue in by_card.items():
             dialogue_id = f"{Path(source).stem}/{card_id}"
-            if dialogue_id not in entries:
-                entries[dialogue_id] = Entry(
-                    dialogue_id,
-                    dialogue.target,
-                    dialogue.roleplayer,
-                    dialogue.language,
-                    card_id,
-                    source,
-                    dialogue,
-                )
+            if dialogue_id in held and not _same_file(held[dialogue_id][0], source):
+                raise _clash(held[dialogue_id][0], source, dialogue_id)
+            held.setdefault(dialogue_id, (source, dialogue))
+    judgments = [j for run in runs for j in run.log.judgments]
+    entries: dict[str, Entry] = {}
+    for j in judgments:  # the dialogues judgments name with their file, in reading order
+        if j.source and len(j.dialogues) == 1:
+            entry = entries.get(j.dialogues[0])
+            if entry is None:
+                entries[j.dialogues[0]] = _entry(j, held, played)
+            elif not _same_file(entry.source, j.source):
+                raise _clash(entry.source, j.source, entry.dialogue_id)
+    for dialogue_id, (source, dialogue) in held.items():  # then the files' other dialogues
+        if dialogue_id not in entries:
+            entries[dialogue_id] = _played(dialogue_id, source, dialogue)
+    unmatched: Counter = Counter()
+    for j in judgments:
+        on = [entries[d] for d in dict.fromkeys(j.dialogues) if d in entries]
+        unmatched[j.task] += not on
+        for entry in on:
+            entry.judgments.setdefault(j.task, []).append(j)
+        if on and j.source and whole(j) and j.content_sha not in (None, on[0].content_sha):
+            on[0].changed = on[0].dialogue is not None
+    index = card_index([str(f) for f in cards] if cards else None)  # topics unknown: said on the overview
     for entry in entries.values():
         card = index.get((entry.card_id, entry.language)) if entry.card_id is not None else None
         if card is not None and entry.dialogue is not None:
             if card.problem.strip() not in entry.dialogue.system_prompt:
                 card = None  # another card of that id: not the one this dialogue was played with
         entry.card = card
-    unmatched = {"safety": _add_safety(runs, entries), "pairwise": _add_pairwise(runs, entries)}
-    judges = sorted({r.judge for r in records})
     return SiteData(
-        runs,
-        records,
-        entries,
-        judges,
-        bool(index),
-        unmatched,
+        runs, entries, bool(index), {k: n for k, n in unmatched.items() if n},
         _evaluate_manifests(named_file(s) for s in files),
-    )
+    )  # fmt: skip
 
 
 def _same_file(a: str | None, b: str | None) -> bool:
@@ -269,136 +205,31 @@ def _same_file(a: str | None, b: str | None) -> bool:
     return a == b or named_file(a).resolve() == named_file(b).resolve()
 
 
-def _entry(record: ScoreRecord, played: Mapping[str, Mapping[int, Dialogue]]) -> Entry:
+def _played(dialogue_id: str, source: str, dialogue: Dialogue) -> Entry:
     entry = Entry(
-        record.dialogue_id,
-        record.target or "?",
-        record.roleplayer or "?",
-        record.language,
-        record.card_id,
-        record.source,
+        dialogue_id,
+        dialogue.target,
+        dialogue.roleplayer,
+        dialogue.language,
+        dialogue.card_id,
+        source,
+        dialogue,
     )
-    if not record.source:
-        entry.missing = "its judgments name no dialogue file"
-    elif record.source not in played:
-        entry.missing = f"the dialogue file {record.source} no longer exists"
-    elif record.card_id not in played[record.source]:
-        entry.missing = (
-            f"the dialogue file {record.source} no longer holds the dialogue of card {record.card_id}"
-        )
-    else:
-        entry.dialogue = played[record.source][record.card_id]
-        entry.content_sha = _content_sha(record.dialogue_id, entry.dialogue)
+    entry.content_sha = _content_sha(dialogue_id, dialogue)
     return entry
 
 
-def _add_safety(runs: Sequence[Run], entries: Mapping[str, Entry]) -> int:
-    """Each safety answer onto its dialogue (item id `<dialogue id>#<exchange>`); returns how many
-    answers name a dialogue that is not on the site."""
-    unmatched = 0
-    for path in (p for run in runs for p in run.safety_files):
-        for (item_id, question), record in latest(read_scores(path, SafetyRecord)).items():
-            dialogue_id, _, exchange = item_id.rpartition("#")
-            entry = entries.get(dialogue_id)
-            if entry is None or not exchange.isdigit():
-                unmatched += 1
-                continue
-            entry.safety.setdefault(record.judge, {}).setdefault(int(exchange), {})[question] = record
-    return unmatched
-
-
-def _add_pairwise(runs: Sequence[Run], entries: Mapping[str, Entry]) -> int:
-    """Each pairwise verdict onto the two dialogues it compares (matched by role-player, language,
-    card and target); returns how many verdicts name no dialogue on the site."""
-    by_key: dict[tuple[str, str, int, str], list[Entry]] = defaultdict(list)
-    for entry in entries.values():
-        if entry.card_id is not None:
-            by_key[(entry.roleplayer, entry.language, entry.card_id, entry.target)].append(entry)
-    answers: dict[tuple[str, str, str, int, str, str, str], dict[str, ScoreRecord]] = defaultdict(dict)
-    for path in (p for run in runs for p in run.pairwise_files):
-        for (item_id, dim), record in latest(read_scores(path, PairwiseRecord)).items():
-            match = PAIR_ID.match(item_id)
-            if match is None:
-                raise DataError(
-                    path, item_id, "not a pairwise item id (<role-player>/<lang>/<card>/<x>|<y>/<order>)"
-                )
-            g = match.groupdict()
-            key = (record.judge, g["rp"], g["lang"], int(g["card"]), g["x"], g["y"], dim)
-            answers[key][g["order"]] = record
-    unmatched = 0
-    for (judge, rp, lang, card, x, y, dim), by_order in answers.items():
-        # `verdict` reads only the pair's targets: the dialogues themselves are not needed here
-        pair = Pair(rp, lang, card, x, y, None, None)  # type: ignore[arg-type]
-        result = verdict(pair, {o: by_order.get(o) for o in ("xy", "yx")})
-        found = False
-        for me, other in ((x, y), (y, x)):
-            for entry in by_key.get((rp, lang, card, me), []):
-                found = True
-                outcome = (
-                    None
-                    if result.result is None
-                    else "tie"
-                    if result.result == "tie"
-                    else ("won" if result.result == me else "lost")
-                )
-                entry.pairwise.append(
-                    PairwiseView(
-                        judge,
-                        dim,
-                        other,
-                        outcome,
-                        result.consistent,
-                        {o: by_order.get(o) for o in ("xy", "yx")},
-                        {"xy": x, "yx": y},
-                    )
-                )
-        unmatched += not found
-    return unmatched
-
-
-@dataclasses.dataclass(frozen=True)
-class HumanPairs:
-    """A judge's scores beside people's, per dimension, for an agreement or correlation run: the
-    human score (the annotators' median) and the judge's expected score (its score without one)."""
-
-    annotations: Path | None
-    points: dict[str, dict[str, list[tuple[int, float]]]]  # judge -> dimension -> [(human, judge)]
-    note: str | None  # why there are no points
-
-
-def human_pairs(run: Run) -> HumanPairs:
-    """The judge-vs-human points of an agreement run (its `scores/annotations__*.jsonl` and the
-    annotations its config names, default the ESConv-derived set) or of a correlation run (the
-    files its correlation.json names)."""
-    config = (run.manifest or {}).get("config") or {}
-    files: list[Path] = list(run.annotation_files)
-    annotations: Path | None = None
-    if "agreement" in run.reports or files:
-        configured = (config.get("agreement") or {}).get("annotations")
-        annotations = Path(configured) if configured else default_esconv_path()
-    if "correlation" in run.reports and (run.path / "correlation.json").is_file():
-        data = read_json(run.path / "correlation.json")
-        if isinstance(data, dict):
-            annotations = Path(data["annotations"]) if data.get("annotations") else annotations
-            files += [Path(p) for p in data.get("scores") or [] if Path(p).is_file()]
-    if annotations is None:
-        return HumanPairs(None, {}, "no annotations named")
-    if not files:
-        return HumanPairs(annotations, {}, "no judge's score files at hand")
-    if not annotations.is_file():
-        return HumanPairs(annotations, {}, f"the human annotations {annotations} are not on this machine")
-    try:  # a scatter is an extra: a file that cannot be read is said on the page, not a stop
-        reference = human_reference(read_annotations(annotations))
-        records = merge_score_files(files)
-    except UserError as err:
-        return HumanPairs(annotations, {}, f"the files cannot be read ({err})")
-    by_judge: dict[str, dict[str, list[tuple[int, float]]]] = defaultdict(lambda: defaultdict(list))
-    for record in records:
-        human = reference.get(record.key)
-        if human is None or record.status != VALID:
-            continue
-        value = record.expected if record.expected is not None else float(record.score)
-        by_judge[record.judge][record.dimension].append((human, value))
-    if not by_judge:
-        return HumanPairs(annotations, {}, "no valid judgment of an annotated dialogue")
-    return HumanPairs(annotations, {j: dict(d) for j, d in by_judge.items()}, None)
+def _entry(j: Judgment, held: Mapping[str, tuple[str, Dialogue]], played: Mapping[str, Any]) -> Entry:
+    """The entry of the one dialogue `j` names, from its file, or saying why that file does not
+    show it."""
+    dialogue_id, source = j.dialogues[0], str(j.source)
+    if dialogue_id in held:
+        if not _same_file(held[dialogue_id][0], source):
+            raise _clash(held[dialogue_id][0], source, dialogue_id)
+        return _played(dialogue_id, *held[dialogue_id])
+    entry = Entry(dialogue_id, j.target or "?", j.roleplayer or "?", j.language or "?", j.card_id, source)
+    if source not in played:
+        entry.missing = f"the dialogue file {source} no longer exists"
+    else:
+        entry.missing = f"the dialogue file {source} no longer holds the dialogue of card {j.card_id}"
+    return entry

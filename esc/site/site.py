@@ -1,5 +1,5 @@
 """What every page of one report-site build shares: the data, the file names and links, the
-templates, the leaderboard, and the one writer (`Site.write`) that masks secrets in every page.
+templates, and the one writer (`Site.write`) that masks secrets in every page.
 
 A page kind (`esc.site.pages`) gets a `Site` and writes its pages through it; no page reads
 another page's output, so their order does not matter.
@@ -8,9 +8,7 @@ another page's output, so their order does not matter.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import hashlib
-import io
 import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -18,15 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
-from markupsafe import Markup
 
 from esc.cards import load_taxonomy
-from esc.reports.bootstrap import interval_text
-from esc.reports.charts import pyplot
 from esc.secrets.redaction import scrub_text, secret_values
-from esc.site.collect import Entry, Run, SiteData
-from esc.tasks.safety.checklist import checklist
-from esc.tasks.score.leaderboard import TABLE_ORDER, Cell, Row, leaderboard, no_interval_reason
+from esc.site.collect import Entry, Run, SiteData, whole
 
 HERE = Path(__file__).parent
 TEMPLATES = HERE / "templates"
@@ -63,47 +56,20 @@ def num(value: float | None, digits: int = 2) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
 
-def board_cell(cell: Cell) -> dict[str, Any]:
-    """A leaderboard cell: `value` (the mean) over `interval` (its interval, or why it has none), on
-    two lines so that the table fits a laptop's screen; `text` is both on one line."""
-    if cell.mean is None:
-        return {"text": "n/a", "value": "n/a", "interval": "", "sort": ""}
-    value = f"{cell.mean:.2f}"
-    interval = (interval_text(cell.low, cell.high, 1) + no_interval_reason(cell)).strip()
-    text = f"{value} {interval}".strip()
-    return {"text": text, "value": value, "interval": interval, "sort": f"{cell.mean:.4f}"}
-
-
-def tex_safe(text: str) -> str:
-    """A label matplotlib draws as written (a `$` would start math)."""
-    return str(text).replace("$", r"\$")
-
-
-def svg(fig: Any, salt: str) -> Markup:
-    """The figure as inline SVG: text kept as text, ids salted per figure (several SVGs share a page),
-    no date (a rebuild gives the same file)."""
-    plt = pyplot()
-    buffer = io.StringIO()
-    try:
-        with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt}):
-            fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
-    finally:
-        plt.close(fig)
-    text = buffer.getvalue()
-    return Markup(text[text.index("<svg") :])  # matplotlib escapes the text it writes
+def figure(value: float | None) -> str:
+    """A judgment's score as the judge gave it: a whole number without decimals, else two."""
+    if value is None:
+        return "n/a"
+    return str(int(value)) if float(value).is_integer() else f"{value:.2f}"
 
 
 class Site:
     """One build's shared state; `root` is the folder being written."""
 
-    def __init__(
-        self, data: SiteData, root: Path, title: str, n_resamples: int, seed: int,
-        templates: Sequence[Path] = (),
-    ) -> None:  # fmt: skip
+    def __init__(self, data: SiteData, root: Path, title: str, templates: Sequence[Path] = ()) -> None:
         """`templates`: folders of page kinds' own templates, searched after the site's (one name
         space: a page kind's template named like one of the site's is not found; name it apart)."""
         self.data, self.root, self.title = data, root, title
-        self.n_resamples, self.seed = n_resamples, seed
         self.secrets = secret_values()  # masked in every page (read once: thousands of pages)
         self.env = Environment(
             loader=FileSystemLoader([str(TEMPLATES), *map(str, templates)]),
@@ -114,13 +80,13 @@ class Site:
             auto_reload=False,  # each template read once per build, not checked again per page
         )
         self.env.filters["num"] = num
+        self.env.filters["figure"] = figure
         self.env.globals.update(
             site_title=title,
             built=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             n_runs=len(data.runs),
         )
         self.taxonomy = load_taxonomy()
-        self.questions = {q["key"]: q for q in checklist()["questions"]}
         self.folders: set[Path] = set()
         self.pages: Counter = Counter()
         # file names: a target (with its role-player when a target has several), a dialogue, a card
@@ -154,9 +120,6 @@ class Site:
             for key, group in self.by_card.items()
             if len(group) > 1
         }
-        self.by_pair_key = {
-            (e.roleplayer, e.language, e.card_id, e.target): e.dialogue_id for e in data.entries.values()
-        }
         run_names = Names()
         self.run_slug = {id(run): run_names.take(slugify(run.path.name)) for run in data.runs}
 
@@ -174,35 +137,8 @@ class Site:
         self.pages[counted_as] += 1
         return len(data)
 
-    @functools.cached_property
-    def leaderboard_rows(self) -> list[Row]:
-        """Table 2 over every run's scores, with bootstrap intervals."""
-        data = self.data
-        return leaderboard(data.records, self.n_resamples, self.seed) if data.records else []
-
-    @functools.cached_property
-    def board(self) -> list[dict[str, Any]]:
-        """The leaderboard's rows as the overview and each target's page show them."""
-        board = []
-        for row in sorted(self.leaderboard_rows, key=lambda r: (r.language, r.target, r.roleplayer, r.judge)):
-            board.append(
-                {
-                    "language": row.language,
-                    "target": row.target,
-                    "roleplayer": row.roleplayer,
-                    "judge": row.judge,
-                    "href": self.group_href((row.target, row.roleplayer)),
-                    "cells": [board_cell(row.cells[k]) for k in TABLE_ORDER],
-                    "average": board_cell(row.average),
-                    "n": row.dialogues,
-                    "invalid": sum(c.n_invalid for c in row.cells.values()),
-                    "failed": sum(c.n_failed for c in row.cells.values()),
-                }
-            )
-        return board
-
     def report_href(self, run: Run, kind: str) -> str:
-        """The page of the report `kind` (OUT/<kind>.md) of `run`."""
+        """The page of the report `kind` of `run` (its log's `reports`)."""
         return f"runs/{self.run_slug[id(run)]}-{kind}.html"
 
     def topic(self, entry: Entry) -> tuple[str, str]:
@@ -219,4 +155,5 @@ class Site:
         return None if slug is None else f"targets/{slug}.html"
 
     def judges_of(self, entry: Entry) -> list[str]:
-        return sorted(entry.scores) or [""]
+        """The judges of its judgments about it as a whole ([""]: none), a row each on its target's page."""
+        return sorted({j.judge for js in entry.judgments.values() for j in js if whole(j)}) or [""]

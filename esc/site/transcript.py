@@ -1,5 +1,6 @@
-"""A dialogue as the pages show it: the turns as chat bubbles with their emotion ratings, safety flags
-and unusual finish reasons (the dialogue and compare pages)."""
+"""A dialogue as the pages show it: the turns as chat bubbles with their emotion ratings, the
+judgments of each reply (a judgment's `turn`) and unusual finish reasons (the dialogue and compare
+pages)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,14 @@ def bubbles(entry: Entry) -> list[dict[str, Any]]:
     dialogue = entry.dialogue
     if dialogue is None:
         return []
-    flags: dict[int, list[str]] = defaultdict(list)
-    for by_exchange in entry.safety.values():
-        for exchange, answers in by_exchange.items():
-            for question, r in answers.items():
-                if r.status == VALID and r.score == 0 and question not in flags[exchange]:
-                    flags[exchange].append(question)
+    judged: dict[int, dict[tuple[str, str], list[dict[str, str]]]] = defaultdict(dict)
+    for task, judgments in entry.judgments.items():
+        for j in judgments:
+            if j.turn is not None and len(j.dialogues) == 1:
+                answer = j.answer if j.status == VALID and j.answer is not None else j.status
+                judged[j.turn].setdefault((task, j.judge), []).append(
+                    {"key": j.key, "answer": answer, "status": j.status}
+                )
     out = []
     if dialogue.opener:
         out.append(
@@ -30,7 +33,7 @@ def bubbles(entry: Entry) -> list[dict[str, Any]]:
                 "text": dialogue.opener,
                 "exchange": None,
                 "emotion": None,
-                "flags": [],
+                "judged": [],
                 "finish": None,
             }
         )
@@ -46,7 +49,12 @@ def bubbles(entry: Entry) -> list[dict[str, Any]]:
                 "text": turn.text,
                 "exchange": exchange if target else None,
                 "emotion": _emotion(turn.emotion) if rated else None,
-                "flags": flags.get(exchange, []) if target else [],
+                "judged": [
+                    {"task": task, "judge": judge, "answers": answers}
+                    for (task, judge), answers in judged.get(exchange, {}).items()
+                ]
+                if target
+                else [],
                 "finish": turn.finish_reason if turn.finish_reason not in ("stop", "eos", None) else None,
             }
         )

@@ -30,84 +30,82 @@ import dataclasses
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Annotated, Any, ClassVar, TypeVar
+
+from pydantic import Field
 
 from esc.chat.cost import CostEstimate, before_spending
 from esc.config_rules import (
-    Check,
+    ExistingFile,
+    NonEmpty,
+    OpenSettings,
     Section,
-    boolean,
-    either,
-    integer,
+    Settings,
+    check,
     load_section,
-    number,
-    one_of,
-    paths,
     registered,
-    setting,
     typed_section,
 )
 from esc.dialogues.store import dialogue_files
 from esc.errors import ConfigError, UserError
 from esc.lifecycle import Job, JobResult
 from esc.registry import Registry
+from esc.reports.runlog import Judgment, write_run_log
 from esc.rundir import resolved_revision
 from esc.scoring.judge import Judge
 from esc.scoring.judging import Batch, estimate_items, judge_batches, refuse_same_names
 from esc.scoring.jury import JurySettings, jury_names
 from esc.scoring.rubrics import DIMENSION_KEYS, dimension
+from esc.scoring.store import ScoreRecord
+from esc.tasks.run_log import build_run_log, logged
 
 
-def dimension_names() -> Check:
+def dimension_problem(value: Any) -> str | None:
     """`dimensions`: all (or null), or a dimension's name or a list of them (keys, paper names,
     official keys), checked before the run folder is made (`dimensions=123` was a traceback)."""
     known = ", ".join(DIMENSION_KEYS)
-
-    def check(value: Any) -> str | None:
-        if value is None or value == "all":
-            return None
-        names = [value] if isinstance(value, str) else value
-        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-            return f"must be all or a list of dimension names ({known}), got {value!r}"
-        for name in names:
-            try:
-                dimension(name)
-            except UserError:
-                return f"unknown dimension {name!r}; known: {known}"
+    if value is None or value == "all":
         return None
-
-    return check
-
-
-@dataclasses.dataclass
-class RunSettings:
-    """conf/rank.yaml's top-level keys that every mode may read."""
-
-    seed: int = setting(integer())  # bootstrap resampling; judges decode greedily
-    mode: str = setting(registered(lambda: tuple(modes())))
-    dialogues: Any = setting()  # evaluate.py output dirs or dialogue files; None when not set
-    scores: Any = setting()  # rank.py output dirs or score files; null
-    dimensions: Any = setting(dimension_names())  # all, or a list of dimension names
-    max_cost: float | None = setting(number(minimum=0, null=True), "USD: refuse a run estimated over it")
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        return f"must be all or a list of dimension names ({known}), got {value!r}"
+    for name in names:
+        try:
+            dimension(name)
+        except UserError:
+            return f"unknown dimension {name!r}; known: {known}"
+    return None
 
 
-@dataclasses.dataclass
-class ScoringSettings:
+class RunSettings(OpenSettings):
+    """conf/rank.yaml's top-level keys that every mode may read (the rest of the top level is the
+    other sections', Hydra's and the paths')."""
+
+    seed: int  # bootstrap resampling; judges decode greedily
+    mode: Annotated[str, registered(lambda: tuple(modes()))]
+    dialogues: Any  # evaluate.py output dirs or dialogue files; None when not set
+    scores: Any  # rank.py output dirs or score files; null
+    dimensions: Annotated[Any, check(dimension_problem)]  # all, or a list of dimension names
+    max_cost: float | None = Field(ge=0, description="USD: refuse a run estimated over it")
+
+
+class ScoringSettings(Settings):
     """`scoring`: how judging goes, in every mode that judges."""
 
-    chunk: int = setting(integer(1))
-    progress: bool = setting(boolean())
+    chunk: int = Field(ge=1)
+    progress: bool
 
 
-@dataclasses.dataclass
-class LeaderboardSettings:
+class LeaderboardSettings(Settings):
     """`leaderboard`: the Table 2 leaderboard and the breakdowns (score, leaderboard, agreement)."""
 
-    bootstrap: int = setting(integer(0))
-    charts: bool = setting(boolean())
-    breakdowns: bool = setting(boolean())
-    min_n: int = setting(integer(1))
-    cards: Any = setting(either(one_of(None), paths("file")), "card files; null: the released cards")
+    bootstrap: int = Field(ge=0)
+    charts: bool
+    breakdowns: bool
+    min_n: int = Field(ge=1)
+    cards: ExistingFile | NonEmpty[ExistingFile] | None = Field(
+        description="card files; null: the released cards"
+    )
 
 
 def has_jury(cfg: Any) -> bool:
@@ -138,7 +136,7 @@ class Context:
 
     def __post_init__(self) -> None:
         # `???` (`dialogues` in a mode that reads none) is no value: None here
-        top = {f.name: self.cfg[f.name] for f in dataclasses.fields(RunSettings) if f.name in self.cfg}
+        top = {name: self.cfg[name] for name in RunSettings.model_fields if name in self.cfg}
         self.run = load_section("", RunSettings, {k: None if v == "???" else v for k, v in top.items()})
 
     @property
@@ -174,9 +172,9 @@ class Context:
 def typed_sections(mode: Mode, cfg: Mapping[str, Any]) -> dict[str, Any]:
     """The config's sections that `mode` reads and that have a schema, each as its dataclass."""
     return {
-        s.node: load_section(s.node, s.schema, cfg[s.node])
+        s.node: load_section(s.node, s.model, cfg[s.node])
         for s in (*SHARED_SECTIONS, *mode.config)
-        if s.schema is not None and cfg.get(s.node) is not None and (s.when is None or s.when(cfg))
+        if s.node and cfg.get(s.node) is not None and (s.when is None or s.when(cfg))
     }
 
 
@@ -209,6 +207,9 @@ class Mode(abc.ABC):
     takes_jury: ClassVar[bool] = False  # `jury=...` instead of one judge (mode=score; leaderboard reads one)
     reports: ClassVar[tuple[str, ...]] = ()  # OUT/<name>.md files the report site shows
     config: ClassVar[tuple[Section, ...]] = ()
+    # the stores a folder of this mode keeps its judgments in (glob under OUT, the record type that
+    # reads them): what its run log lists, and what `esc runs upgrade` finds in an older folder
+    stores: ClassVar[tuple[tuple[str, type[ScoreRecord]], ...]] = ()
 
     def needs_judge(self, cfg: Mapping[str, Any]) -> bool:
         return self.judges
@@ -217,6 +218,14 @@ class Mode(abc.ABC):
         """What else shapes this mode's judgments (the inputs its items ask about, its questions'
         texts), beside the judge: part of the folder's fingerprint (OUT/settings.json)."""
         return {}
+
+    def judgment(self, record: ScoreRecord) -> Judgment:
+        """One store record as the run log lists it (`esc.reports.runlog.Judgment`). This reading
+        suits the seven-dimension score: one dialogue, the dimension, the score as the judge wrote
+        it. A mode whose records are about something else (a reply, a pair) overrides it."""
+        return logged(
+            self.name, record, (record.dialogue_id,), None if record.score is None else str(record.score)
+        )
 
     def site_sources(self, out: Path, cfg: Mapping[str, Any]) -> list[Path]:
         """The folders the run's report site shows: OUT, and any other rank.py folder it reports."""
@@ -233,7 +242,7 @@ class Mode(abc.ABC):
 
 def in_mode(*names: str) -> Callable[[Any], bool]:
     """A config rule's `when`: the rule holds only in these modes."""
-    return lambda cfg: cfg.get("mode", "score") in names
+    return lambda cfg: cfg.get("mode") in names
 
 
 M = TypeVar("M", bound=type[Mode])
@@ -259,9 +268,9 @@ def modes() -> Registry[Mode]:
 
 
 def configured_mode(cfg: Any) -> Mode | None:
-    """The registered mode a config names (`mode`, default score); None for an unknown name, which
-    the config schema's `mode` rule reports."""
-    name = cfg.get("mode", "score")
+    """The registered mode a config names (`mode`, conf/rank.yaml); None for an unknown name, which
+    the config schema's `mode` check reports."""
+    name = cfg.get("mode")
     return modes().get(name) if isinstance(name, str) else None
 
 
@@ -305,4 +314,6 @@ def run_mode(mode: Mode, job: Job, cfg: Mapping[str, Any], out: Path, judges: Se
     written = [name for name in mode.reports if (out / f"{name}.md").is_file()]
     if written:
         fields["reports"] = written
+    # the run's log, rewritten whole from the folder's files (its header from the manifest so far)
+    fields["run_log"] = str(write_run_log(out, build_run_log(mode, out, "rank.py", modes(), plan.batches)))
     return job.complete(outcome.result, **fields)

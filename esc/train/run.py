@@ -6,28 +6,26 @@ import dataclasses
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
 
 import pytorch_lightning as pl
 import torch
 from hydra.utils import instantiate
 from lightning_fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf, open_dict
+from pydantic import Field
 
 from esc.cards.schema import LANGUAGES
 from esc.config_rules import (
-    Rule,
+    ExistingFile,
+    NonEmpty,
+    OpenSettings,
     Section,
-    boolean,
-    callable_target,
-    either,
-    integer,
-    list_of,
-    number,
-    one_of,
-    path,
-    precision,
-    validation_interval,
+    Target,
+    check,
+    is_int,
+    path_problem,
+    show,
 )
 from esc.errors import ConfigError, UserError
 from esc.lifecycle import Job, JobResult, job_run
@@ -129,17 +127,10 @@ def adapt_to_hardware(cfg: DictConfig) -> list[str]:
     return changes
 
 
-#: modules moved since folders were trained: a fingerprint records the name they had then, so a
-#: folder trained before the move still resumes (`esc.esc_rank` became `esc.judge_training`)
-RECORDED_AS = {"esc.judge_training.": "esc.esc_rank."}
-
-
-def recorded_name(target: str | None) -> str | None:
-    """A `_target_` as training fingerprints record it (`RECORDED_AS`)."""
-    for now, then in RECORDED_AS.items():
-        if target and target.startswith(now):
-            return then + target[len(now) :]
-    return target
+def function_name(target: str | None) -> str | None:
+    """A `_target_` as a fingerprint records it: the function's name, not the module it lives in,
+    so that moving code (issue 51 moved several packages) never stops a folder from resuming."""
+    return target.rsplit(".", 1)[-1] if target else target
 
 
 def output_settings(cfg: DictConfig) -> dict[str, Any]:
@@ -148,11 +139,11 @@ def output_settings(cfg: DictConfig) -> dict[str, Any]:
     plain = OmegaConf.to_container(cfg, resolve=True)
     data = plain.get("data")
     if isinstance(data, dict) and isinstance(data.get("builder"), dict):
-        data = {**data, "builder": recorded_name(data["builder"].get("_target_"))}
+        data = {**data, "builder": function_name(data["builder"].get("_target_"))}
     return {
-        # the job and the sample builder by their dotted paths: the record of folders trained
-        # before they became `_target_` nodes (`runner:`, `data.builder:`), so those still resume
-        "runner": recorded_name((plain.get("job") or {}).get("_target_")),
+        # the job and the sample builder by their function's name: where their code lives does
+        # not shape the adapter
+        "runner": function_name((plain.get("job") or {}).get("_target_")),
         "model": plain["model"],
         "data": data,
         "peft": plain.get("peft"),
@@ -296,75 +287,141 @@ def checkpoint_step(path: str | Path) -> int:
 
 RESUME_MODES = ("auto", "never")  # `resume:`, or a checkpoint path
 
+
+def _precision(value: Any) -> str | None:
+    """A precision Lightning's Trainer accepts (`32-true`, `bf16-mixed`, `16-mixed`, 32, ...)."""
+    from lightning_fabric.plugins.precision.precision import _PRECISION_INPUT
+
+    allowed = [c for part in get_args(_PRECISION_INPUT) for c in get_args(part)]
+    if any(type(value) is type(c) and value == c for c in allowed):
+        return None
+    shown = ", ".join(str(c) for c in allowed if isinstance(c, str) and "-" in c)
+    return f"must be one of {shown} (or 64, 32, 16, bf16), got {show(value)}"
+
+
+def _interval(value: Any) -> str | None:
+    """Lightning's `val_check_interval`: null, batches, a fraction of an epoch, or DD:HH:MM:SS."""
+    parts = value.split(":") if isinstance(value, str) else []
+    is_time = len(parts) == 4 and all(p.strip().isdigit() for p in parts)
+    batches = is_int(value) and value >= 1
+    fraction = isinstance(value, float) and 0 < value <= 1
+    if value is None or is_time or batches or fraction:
+        return None
+    return f"must be null, an integer >= 1, a number > 0 and <= 1 or a time DD:HH:MM:SS, got {show(value)}"
+
+
+def _resume(value: Any) -> str | None:
+    if value in (None, False) or value in RESUME_MODES:
+        return None
+    return path_problem("any")(value)
+
+
+# Nodes that Hydra instantiates or hands to a library (trainer, optimizer, model, callbacks) are
+# open: the keys named here are checked where an experiment gives them, the library refuses the rest.
+
+
+class TargetNode(OpenSettings):
+    target_: Target = Field(alias="_target_", description="the function train.py runs with the config")
+
+
+class TrainTop(OpenSettings):
+    seed: int
+    resume: Annotated[Any, check(_resume)] = Field(
+        None, description="auto, never, or an existing checkpoint path"
+    )
+    cpu_fallback: bool = Field(None)
+    job: TargetNode = Field(None)
+
+
+class TrainModel(OpenSettings):
+    max_length: int = Field(None, ge=1)
+
+
+class Peft(OpenSettings):
+    r: int = Field(None, ge=1, description="the LoRA rank")
+    lora_alpha: float = Field(None, gt=0)
+    lora_dropout: float = Field(None, ge=0, lt=1)
+
+
+class DataModule(OpenSettings):
+    batch_size: int = Field(None, ge=1)
+    eval_batch_size: int = Field(None, ge=1)
+    num_workers: int = Field(None, ge=0)
+    num_proc: int | None = Field(None, ge=1)
+    weighted_sampling: bool = Field(None)
+
+
+class Module(OpenSettings):
+    warmup_ratio: float = Field(None, ge=0, le=1)
+    weighted_loss: bool = Field(None)
+
+
+class Optimizer(OpenSettings):
+    lr: float = Field(None, gt=0)
+
+
+class Trainer(OpenSettings):
+    max_steps: int = Field(None, ge=-1, description="-1: train for trainer.max_epochs")
+    max_epochs: int | None = Field(None, ge=-1)
+    accumulate_grad_batches: int = Field(None, ge=1)
+    num_nodes: int = Field(None, ge=1)
+    log_every_n_steps: int = Field(None, ge=1)
+    num_sanity_val_steps: int = Field(None, ge=-1)
+    limit_val_batches: float = Field(None, ge=0)
+    gradient_clip_val: float | None = Field(None, ge=0)
+    precision: Annotated[Any, check(_precision)] = Field(
+        None, description="bf16-mixed on GPUs, 32-true on CPUs"
+    )
+    val_check_interval: Annotated[Any, check(_interval)] = Field(
+        None, description="null: at each epoch's end; N: every N training batches; 0.25: four times an epoch"
+    )
+
+
+class Checkpoint(OpenSettings):
+    every_n_train_steps: int | None = Field(None, ge=0)
+
+
+class Callbacks(OpenSettings):
+    checkpoint: Checkpoint = Field(None)
+
+
+class Smile(OpenSettings):
+    cards: ExistingFile | None = Field(None, description="a JSON-lines card file; null: none")
+
+
+class RoleplaySource(OpenSettings):
+    rolebench_turns: int = Field(None, ge=1, description="question/answer pairs per session")
+
+
+class Sources(OpenSettings):
+    smile: Smile = Field(None)
+    roleplay: RoleplaySource = Field(None)
+
+
+class BuilderNode(OpenSettings):
+    target_: Target = Field(alias="_target_", description="a function returning (train, val) samples")
+
+
+class Data(OpenSettings):
+    builder: BuilderNode = Field(None)
+    languages: NonEmpty[Literal[LANGUAGES]] = Field(None)  # type: ignore[valid-type]
+    roleplay_ratio: float = Field(None, ge=0)
+    hold_out_card_echo: bool = Field(None)
+    sources: Sources = Field(None)
+    val_fraction: float = Field(None, ge=0, lt=1)
+
+
 #: what train.py reads of its config (`esc.config_schema.validate`; ESC-RANK adds
-#: `esc.judge_training.train.CONFIG`). Nodes that Hydra instantiates (trainer, optimizer, scheduler,
-#: callbacks, strategy) stay open: their classes refuse what they do not take.
+#: `esc.judge_training.run.CONFIG`)
 CONFIG: tuple[Section, ...] = (
-    Section(
-        "",
-        (
-            Rule("seed", integer(), required=True),
-            Rule(
-                "resume",
-                either(one_of(*RESUME_MODES, False, null=True), path("any")),
-                "auto, never, or an existing checkpoint path",
-            ),
-            Rule("cpu_fallback", boolean()),
-            Rule("job._target_", callable_target(), "the function train.py runs with the config"),
-        ),
-    ),
-    Section("model", (Rule("max_length", integer(1)),)),
+    Section("", TrainTop),
+    Section("model", TrainModel, optional=True),
     MODEL_CONFIG,
-    Section(
-        "peft",
-        (
-            Rule("r", integer(1), "the LoRA rank"),
-            Rule("lora_alpha", number(above=0)),
-            Rule("lora_dropout", number(minimum=0, below=1)),
-        ),
-    ),
-    Section(
-        "datamodule",
-        (
-            Rule("batch_size", integer(1)),
-            Rule("eval_batch_size", integer(1)),
-            Rule("num_workers", integer(0)),
-            Rule("num_proc", integer(1, null=True)),
-            Rule("weighted_sampling", boolean()),
-        ),
-    ),
-    Section("module", (Rule("warmup_ratio", number(minimum=0, maximum=1)), Rule("weighted_loss", boolean()))),
-    Section("optimizer", (Rule("lr", number(above=0)),)),
-    Section(
-        "trainer",
-        (
-            Rule("max_steps", integer(-1), "-1: train for trainer.max_epochs"),
-            Rule("max_epochs", integer(-1, null=True)),
-            Rule("accumulate_grad_batches", integer(1)),
-            Rule("num_nodes", integer(1)),
-            Rule("log_every_n_steps", integer(1)),
-            Rule("num_sanity_val_steps", integer(-1)),
-            Rule("limit_val_batches", number(minimum=0)),
-            Rule("gradient_clip_val", number(minimum=0, null=True)),
-            Rule("precision", precision(), "bf16-mixed on GPUs, 32-true on CPUs"),
-            Rule(
-                "val_check_interval",
-                validation_interval(),
-                "null: at each epoch's end; N: every N training batches; 0.25: four times an epoch",
-            ),
-        ),
-    ),
-    Section("callbacks", (Rule("checkpoint.every_n_train_steps", integer(0, null=True)),)),
-    Section(
-        "data",
-        (
-            Rule("builder._target_", callable_target(), "a function returning (train, val) samples"),
-            Rule("languages", list_of(one_of(*LANGUAGES))),
-            Rule("roleplay_ratio", number(minimum=0)),
-            Rule("hold_out_card_echo", boolean()),
-            Rule("sources.smile.cards", path("file", null=True), "a JSON-lines card file; null: none"),
-            Rule("sources.roleplay.rolebench_turns", integer(1), "question/answer pairs per session"),
-            Rule("val_fraction", number(minimum=0, below=1)),
-        ),
-    ),
+    Section("peft", Peft, optional=True),
+    Section("datamodule", DataModule, optional=True),
+    Section("module", Module, optional=True),
+    Section("optimizer", Optimizer, optional=True),
+    Section("trainer", Trainer, optional=True),
+    Section("callbacks", Callbacks, optional=True),
+    Section("data", Data, optional=True),
 )

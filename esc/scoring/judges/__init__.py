@@ -10,23 +10,13 @@ imports every module of this package before its first lookup (a new module needs
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Annotated, Any
 
-from esc.chat.build import backend_config
-from esc.config_rules import (
-    Rule,
-    Section,
-    device,
-    file_name,
-    integer,
-    keys,
-    number,
-    path,
-    registered,
-    registry_keys,
-)
+from pydantic import Field
+
+from esc.chat.build import Backend
+from esc.config_rules import Device, ExistingDir, FileName, Plugin, Section, Settings, registered
 from esc.errors import ConfigError
 from esc.scoring.judge import REGISTRY, Judge
 
@@ -53,28 +43,30 @@ def judge_kinds() -> list[str]:
     return sorted(REGISTRY)
 
 
+class Adapters(Settings):
+    """A local judge's `adapters:` (ESC-RANK's per-dimension LoRA adapters)."""
+
+    layout: str = Field(None)
+    root: ExistingDir | None = Field(None)
+    dimensions: Any = Field(None)
+
+
+class JudgeSettings(Plugin):
+    """A `judge:` node (conf/judge/): `kind` one the registry knows, its keys the arguments of that
+    judge's class (and `notes`, `display_name`, which it drops); these keys are checked where given."""
+
+    kind: Annotated[str, registered(judge_kinds)]
+    registry = staticmethod(lambda: REGISTRY)
+    beside = ("notes", "display_name")
+    name: FileName = Field(description="it names the score files")
+    device: Device = Field(None, description="auto: a CUDA GPU when there is one")
+    batch_size: int = Field(None, ge=1)
+    max_new_tokens: int = Field(None, ge=1)
+    min_answer_mass: float = Field(None, ge=0, le=1)
+    adapters: Adapters | None = Field(None)
+    backend: Backend = Field(None)
+
+
 def judge_config(when: Callable[[Any], bool] | None = None) -> tuple[Section, ...]:
-    """The schema of a `judge:` node (conf/judge/): its `kind` one the registry knows, its keys the
-    arguments of that judge's class (and `notes`, `display_name`, which it drops)."""
-    return (
-        Section(
-            "judge",
-            (
-                Rule("kind", registered(judge_kinds)),
-                Rule("name", file_name(), "it names the score files"),
-                Rule("device", device(), "auto: a CUDA GPU when there is one"),
-                Rule("batch_size", integer(1)),
-                Rule("max_new_tokens", integer(1)),
-                Rule("min_answer_mass", number(minimum=0, maximum=1)),
-            ),
-            registry_keys(lambda: REGISTRY, "notes", "display_name"),
-            when,
-        ),
-        Section(
-            "judge.adapters",
-            (Rule("root", path("dir", null=True)),),
-            keys("layout", "root", "dimensions"),
-            when,
-        ),
-        dataclasses.replace(backend_config("judge.backend"), when=when),
-    )
+    """The section of a `judge:` node, where `when` holds (the modes that judge)."""
+    return (Section("judge", JudgeSettings, when),)

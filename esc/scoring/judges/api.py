@@ -28,7 +28,7 @@ from esc.chat.usage import Usage
 from esc.models.internlm2 import native_internlm2
 from esc.models.loading import adapter_weights
 from esc.models.revision import adapter_hash
-from esc.scoring.judge import DIGITS, INVALID, Judge, Judgment, ScoreItem, register_judge
+from esc.scoring.judge import DIGITS, INVALID, Judge, JudgeAnswer, ScoreItem, register_judge
 from esc.scoring.judges.local import adapter_paths
 from esc.scoring.rubrics import prompt_style
 
@@ -127,13 +127,13 @@ class APIJudge(Judge):
             identity["loaded_as"] = self.loaded_as
         return identity
 
-    def judge(self, items: Sequence[ScoreItem]) -> list[Judgment]:
-        judgments: list[Judgment | None] = [None] * len(items)
+    def judge(self, items: Sequence[ScoreItem]) -> list[JudgeAnswer]:
+        judgments: list[JudgeAnswer | None] = [None] * len(items)
         groups: dict[tuple[str | None, tuple[str, ...]], list[int]] = {}
         for k, item in enumerate(items):  # one call per adapter and answer set
             path = self.adapters.get((item.dimension, item.language)) if self.adapters else None
             if self.adapters and path is None:  # a dimension the adapters do not cover
-                judgments[k] = Judgment(INVALID, error=f"no adapter for {item.dimension}")
+                judgments[k] = JudgeAnswer(INVALID, error=f"no adapter for {item.dimension}")
                 continue
             groups.setdefault((path, item.choices), []).append(k)
         for (path, choices), members in groups.items():
@@ -144,14 +144,16 @@ class APIJudge(Judge):
                 judgments[k] = judgment
         return [j for j in judgments if j is not None]
 
-    def _judge(self, items: Sequence[ScoreItem], settings: GenerationSettings) -> list[Judgment]:
+    def _judge(self, items: Sequence[ScoreItem], settings: GenerationSettings) -> list[JudgeAnswer]:
         batch = [it.prompt(self.style, self.default_system) for it in items]
         choices = items[0].choices
         wanted = "single score 0-4" if choices == DIGITS else f"single answer of {'/'.join(choices)}"
         replies = self.backend.generate(batch, settings)
         for reply in replies:
             self._usage.add(reply)
-        return [Judgment.from_closed(read_reply(reply, choices, strict_choice, wanted)) for reply in replies]
+        return [
+            JudgeAnswer.from_closed(read_reply(reply, choices, strict_choice, wanted)) for reply in replies
+        ]
 
     def usage(self) -> dict[str, Any] | None:
         return self._usage.report(self.backend.price)

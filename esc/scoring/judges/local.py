@@ -38,7 +38,7 @@ from esc.errors import ConfigError, UserError
 from esc.models.internlm2 import local_internlm2_dir, native_internlm2
 from esc.models.loading import adapter_weights, model_label
 from esc.models.revision import adapter_hash, resolve_revision
-from esc.scoring.judge import DIGITS, Judge, Judgment, ScoreItem, register_judge
+from esc.scoring.judge import DIGITS, Judge, JudgeAnswer, ScoreItem, register_judge
 from esc.scoring.rubrics import (
     DIMENSION_KEYS,
     LANGUAGES,
@@ -270,12 +270,12 @@ class LocalJudge(Judge):
         window = self.backend.context_window
         return int(window) - 1 if window else None
 
-    def judge(self, items: Sequence[ScoreItem]) -> list[Judgment]:
+    def judge(self, items: Sequence[ScoreItem]) -> list[JudgeAnswer]:
         if not items:
             return []
         self._load()
         with self._lock:
-            results: list[Judgment | None] = [None] * len(items)
+            results: list[JudgeAnswer | None] = [None] * len(items)
             for members in self._groups(items):
                 adapters = [self._row_adapter(items[i]) for i in members] if self.paths else None
                 answers = read_distributions(
@@ -287,7 +287,7 @@ class LocalJudge(Judge):
                     adapters,
                 )
                 for index, answer in zip(members, answers, strict=True):
-                    results[index] = Judgment.from_closed(answer)
+                    results[index] = JudgeAnswer.from_closed(answer)
             return [r for r in results if r is not None]
 
     def _groups(self, items: Sequence[ScoreItem]) -> list[list[int]]:

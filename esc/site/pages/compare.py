@@ -22,7 +22,11 @@ def compare_page(site: Site, key: tuple[str, int], href: str) -> None:
                 "target": entry.target,
                 "roleplayer": entry.roleplayer,
                 "href": "../" + site.page[entry.dialogue_id],
-                "averages": [(j, entry.average(j)) for j in sorted(entry.scores)],
+                "means": [
+                    (task, judge, entry.mean(task, judge))
+                    for task in entry.judgments
+                    for judge in sorted({j.judge for j in entry.whole(task)})
+                ],
                 "bubbles": bubbles(entry),
                 "missing": entry.missing,
             }

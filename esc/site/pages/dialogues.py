@@ -1,18 +1,18 @@
-"""`dialogues/<target>/<lang>-<card id>.html`: the transcript, every judgment with its probabilities,
-the emotion trajectory, safety answers and pairwise verdicts."""
+"""`dialogues/<target>/<lang>-<card id>.html`: the transcript with the judgments of each reply beside
+it, every judgment of the dialogue by task (judge, question, answer, probabilities, the other
+dialogues of a pair), and the seeker's emotion as evaluate.py rated it."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from esc.dialogues.trajectory import trajectory_figures
+from esc.reports.runlog import Judgment
 from esc.scoring.judge import VALID
-from esc.scoring.rubrics import dimension
-from esc.site.collect import Entry
+from esc.site.collect import Entry, whole
 from esc.site.pages import page
 from esc.site.site import LOW_MASS, Site
 from esc.site.transcript import bubbles
-from esc.tasks.score.leaderboard import TABLE_ORDER
 
 
 @page("dialogues", order=30)
@@ -40,43 +40,58 @@ def dialogue_page(site: Site, entry: Entry) -> None:
         target_href="../../" + (site.group_href(entry.group) or ""),
         compare_href="../../" + compare if compare else None,
         bubbles=bubbles(entry),
-        judgments=judgments(entry),
+        tasks=[task_judgments(site, entry, task, judgments) for task, judgments in entry.judgments.items()],
         low_mass=LOW_MASS,
-        trajectory=trajectory(entry),
-        safety=safety(site, entry),
-        pairwise=pairwise(site, entry),
+        emotion=emotion(entry),
     )
 
 
-def judgments(entry: Entry) -> list[dict[str, Any]]:
-    out = []
-    for judge in sorted(entry.scores):
-        rows = []
-        for key in TABLE_ORDER:
-            r = entry.scores[judge].get(key)
-            if r is None:
-                continue
-            probs = [{"score": i, "p": p, "pct": f"{100 * p:.1f}"} for i, p in enumerate(r.probs or [])]
-            rows.append(
-                {
-                    "key": key,
-                    "name": dimension(key).paper_name,
-                    "status": r.status,
-                    "score": r.score,
-                    "expected": r.expected,
-                    "mass": r.answer_mass,
-                    "low_mass": r.status == VALID and below(r.answer_mass, LOW_MASS),
-                    "probs": probs,
-                    "raw": r.raw,
-                    "error": r.error,
-                }
+def task_judgments(site: Site, entry: Entry, task: str, judgments: list[Judgment]) -> dict[str, Any]:
+    """One task's judgments of the dialogue, by judge, then those of the whole dialogue, then by
+    reply; the mean score of each judge's judgments of the whole dialogue."""
+    ordered = sorted(judgments, key=lambda j: (j.judge, j.turn is not None, j.turn or 0))
+    judges = dict.fromkeys(j.judge for j in ordered if whole(j))
+    return {
+        "task": task,
+        "rows": [judgment_row(site, entry, j) for j in ordered],
+        "means": [(judge, entry.mean(task, judge)) for judge in judges],
+        "judges": len({j.judge for j in judgments}),
+        "any_turn": any(j.turn is not None for j in judgments),
+        "beside": entry.dialogue is not None and all(j.turn is not None for j in judgments),
+        "any_other": any(len(j.dialogues) > 1 for j in judgments),
+        "any_probs": any(j.probs for j in judgments),
+    }
+
+
+def judgment_row(site: Site, entry: Entry, j: Judgment) -> dict[str, Any]:
+    others = []
+    for d in j.dialogues:
+        if d != entry.dialogue_id:
+            other = site.data.entries.get(d)
+            others.append(
+                {"label": other.target if other else d, "href": "../../" + site.page[d] if other else None}
             )
-        avg = entry.average(judge)
-        out.append({"judge": judge, "rows": rows, "average": avg})
-    return out
+    return {
+        "judge": j.judge,
+        "key": j.key,
+        "turn": j.turn,
+        "status": j.status,
+        "answer": j.answer,
+        "judgment": j,
+        "expected": j.expected,
+        "mass": j.answer_mass,
+        "low_mass": j.status == VALID and j.answer_mass is not None and j.answer_mass < LOW_MASS,
+        "probs": [{"i": i, "pct": f"{100 * p:.1f}"} for i, p in enumerate(j.probs or ())],
+        "others": others,
+        "detail": [f"{k}: {v}" for k, v in j.detail],
+        "raw": j.raw,
+        "error": j.error,
+    }
 
 
-def trajectory(entry: Entry) -> dict[str, Any] | None:
+def emotion(entry: Entry) -> dict[str, Any] | None:
+    """The seeker's emotion after each reply (evaluate.py's ratings, kept with the turns) as an SVG
+    line's coordinates."""
     if entry.dialogue is None or not entry.dialogue.trajectory():
         return None
     fig = trajectory_figures(entry.dialogue)
@@ -102,69 +117,3 @@ def trajectory(entry: Entry) -> dict[str, Any] | None:
         "top": pad,
         "figures": fig,
     }
-
-
-def safety(site: Site, entry: Entry) -> list[dict[str, Any]]:
-    out = []
-    for judge, by_exchange in sorted(entry.safety.items()):
-        keys = [k for k in site.questions if any(k in a for a in by_exchange.values())]
-        rows = []
-        for exchange in sorted(by_exchange):
-            cells = []
-            for key in keys:
-                r = by_exchange[exchange].get(key)
-                if r is None:
-                    cells.append({"text": "–", "cls": "none", "title": ""})
-                elif r.status == VALID:
-                    cells.append(
-                        {
-                            "text": "yes" if r.score == 0 else "no",
-                            "cls": "flag" if r.score == 0 else "ok",
-                            "title": "",
-                        }
-                    )
-                else:
-                    cells.append({"text": r.status, "cls": r.status, "title": r.error or r.raw or ""})
-            rows.append({"exchange": exchange, "cells": cells})
-        lang = entry.language if entry.language in ("en", "zh") else "en"
-        questions = [
-            {"key": k, "text": site.questions[k].get(lang, k), "area": site.questions[k].get("area")}
-            for k in keys
-        ]
-        out.append({"judge": judge, "questions": questions, "rows": rows})
-    return out
-
-
-def pairwise(site: Site, entry: Entry) -> list[dict[str, Any]]:
-    out = []
-    order = {k: i for i, k in enumerate(TABLE_ORDER)}
-    for v in sorted(entry.pairwise, key=lambda v: (v.judge, v.opponent, order.get(v.dimension, 99))):
-        other = site.by_pair_key.get((entry.roleplayer, entry.language, entry.card_id, v.opponent))
-        answers = []
-        for o in ("xy", "yx"):
-            r = v.answers.get(o)
-            first = v.shown_first[o]
-            second = v.shown_first["yx" if o == "xy" else "xy"]
-            if r is None:
-                text = "not judged"
-            elif r.status != VALID:
-                text = f"{r.status}" + (f" ({r.error})" if r.error else "")
-            else:
-                text = {0: first, 1: second, 2: "neither"}.get(r.score, "?")
-            answers.append({"first": first, "text": text, "raw": r.raw if r is not None else None})
-        out.append(
-            {
-                "judge": v.judge,
-                "dimension": dimension(v.dimension).paper_name,
-                "opponent": v.opponent,
-                "href": "../../" + site.page[other] if other else None,
-                "result": v.result or "unread",
-                "consistent": v.consistent,
-                "answers": answers,
-            }
-        )
-    return out
-
-
-def below(value: float | None, bound: float) -> bool:
-    return value is not None and value < bound

@@ -7,6 +7,7 @@
     var cell = row.cells[index];
     if (!cell) { return null; }
     var value = cell.getAttribute("data-sort");
+    if (value === null) { value = cell.getAttribute("data-value"); }  // a report's figure
     if (value === null) { value = cell.textContent.trim(); }
     if (value === "") { return null; }
     var number = Number(value);
@@ -56,7 +57,7 @@
     });
   });
 
-  // A target's page: filters by language, topic, source, judge and average score; worst/best first.
+  // A target's page: filters by language, topic, source, judge and mean score; worst/best first.
   var filters = document.getElementById("filters");
   var dialogues = document.getElementById("dialogues");
   var orderButton = document.getElementById("order");

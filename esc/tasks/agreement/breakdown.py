@@ -79,8 +79,11 @@ def agreement_breakdown_blocks(
                             cells.append(f"n={c.n_units} (< {b.min_n})")
                             continue
                         r = agree.find_row(c.tables, agree.POOLED, name, reading)
+                        resampled = c.tables[0].unit
                         cells.append(
-                            agree.figure_cell(r.values[metric], r.intervals[metric], metric, c.n_units)
+                            agree.figure_cell(
+                                r.values[metric], r.intervals[metric], metric, c.n_units, resampled
+                            )
                         )
                     rows.append([name, reading, agree.LABELS[metric], *cells])
         if not names:
@@ -103,9 +106,3 @@ def agreement_breakdown_blocks(
         )
     )
     return blocks
-
-
-def agreement_markdown(breakdowns: Sequence[AgreementBreakdown], unit: str = "dialogue") -> str:
-    """`agreement_breakdown_blocks` as markdown appended to agreement.md's (starting with a blank line)."""
-    blocks = tuple(agreement_breakdown_blocks(breakdowns, unit))
-    return "\n" + result_.Report("agreement", blocks).to_markdown()

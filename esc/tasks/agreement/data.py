@@ -147,8 +147,8 @@ def write_agreement(
     write_result(out, result_.Report("agreement", blocks))
     agree.write_csv(tables, out / "agreement.csv")
     atomic_write_text(out / "agreement.json", json.dumps(agree.summary(tables), indent=2) + "\n")
-    headline = agree.to_markdown(tables, title=title, unit=unit, full=False)
-    return headline + f"\nEvery figure (MAE, Pearson, Kendall too): {out / 'agreement.md'}\n"
+    headline = result_.Report("agreement", tuple(agree.agreement_blocks(tables, title, unit, full=False)))
+    return headline.to_markdown() + f"\nEvery figure (MAE, Pearson, Kendall too): {out / 'agreement.md'}\n"
 
 
 def coverage_warning(predicted: Mapping[tuple[str, str], Any], items: Sequence[agree.Item], who: str) -> None:

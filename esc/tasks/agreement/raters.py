@@ -27,29 +27,26 @@ from esc.annotate.annotator_agreement import agreement, krippendorff_alpha
 from esc.annotate.human_scores import Annotation
 from esc.annotate.tasks import Label
 from esc.reports import result as result_
-from esc.reports.bootstrap import NO_INTERVAL, Interval, format_figure, unit_index, unit_intervals
+from esc.reports.bootstrap import NO_INTERVAL, Interval, estimate, unit_index, unit_intervals
+from esc.reports.estimate import Estimate, format_estimate
 from esc.scoring.rubrics import DIMENSION_KEYS, SCORES, dimension
+from esc.tasks.agreement.report import unit_name
 
 VALUES = [str(s) for s in SCORES]
 
 
 @dataclasses.dataclass(frozen=True)
-class Figure:
-    """Alpha on `n` dialogues, with its interval (NaN: undefined)."""
-
-    value: float
-    interval: Interval
-    n: int
-
-    def text(self) -> str:
-        return f"{format_figure(self.value, self.interval)}, n={self.n}"
-
-
-@dataclasses.dataclass(frozen=True)
 class DimensionRow:
+    """One dimension's alphas (NaN: undefined), each with n, the dialogues in it."""
+
     dimension: str
-    people: Figure
-    judges: dict[tuple[str, str], Figure]  # (judge, rater) -> figure
+    people: Estimate
+    judges: dict[tuple[str, str], Estimate]  # (judge, rater) -> alpha
+
+
+def alpha_text(e: Estimate) -> str:
+    """ "0.412 [0.101, 0.700], n=30"."""
+    return f"{format_estimate(e)}, n={e.n}"
 
 
 def _alpha(table: Sequence[Sequence[int | None]]) -> float:
@@ -58,10 +55,17 @@ def _alpha(table: Sequence[Sequence[int | None]]) -> float:
     return math.nan if value is None else value
 
 
-def _figure(table: list[list[int | None]], units: list[str], n_resamples: int, seed: int) -> Figure:
+def _figure(
+    table: list[list[int | None]],
+    dialogues: list[str],
+    unit_of: Mapping[str, str],
+    n_resamples: int,
+    seed: int,
+) -> Estimate:
     """Alpha of a coders x dialogues table, resampling the dialogues' units."""
-    if not units:
-        return Figure(math.nan, NO_INTERVAL, 0)
+    if not dialogues:
+        return estimate(math.nan, NO_INTERVAL, 0)
+    units = [unit_of[d] for d in dialogues]
     distinct, members = unit_index(units)
     data = np.array([[np.nan if x is None else x for x in row] for row in table], dtype=float)
 
@@ -72,7 +76,7 @@ def _figure(table: list[list[int | None]], units: list[str], n_resamples: int, s
 
     value = statistic(np.arange(len(distinct)))
     (interval,) = unit_intervals(len(distinct), statistic, n_resamples, seed)
-    return Figure(value, interval, len(units))
+    return estimate(value, interval, len(units), unit_name(zip(units, dialogues, strict=True)))
 
 
 def rater_rows(
@@ -94,10 +98,9 @@ def rater_rows(
             continue
         shared = [d for d in dialogues if len(by_item[(d, dim)]) >= 2]
         people = _figure(
-            [[by_item[(d, dim)].get(r) for d in shared] for r in raters],
-            [unit_of[d] for d in shared], n_resamples, seed,
-        )  # fmt: skip
-        judged: dict[tuple[str, str], Figure] = {}
+            [[by_item[(d, dim)].get(r) for d in shared] for r in raters], shared, unit_of, n_resamples, seed
+        )
+        judged: dict[tuple[str, str], Estimate] = {}
         for name, predictions in judges.items():
             for rater in raters:
                 both = [
@@ -110,13 +113,13 @@ def rater_rows(
                     [predictions[(d, dim)].score for d in both],
                     [by_item[(d, dim)][rater] for d in both],
                 ]
-                judged[(name, rater)] = _figure(table, [unit_of[d] for d in both], n_resamples, seed)
+                judged[(name, rater)] = _figure(table, both, unit_of, n_resamples, seed)
         rows.append(DimensionRow(dim, people, judged))
     return raters, rows
 
 
-def _cell(f: Figure) -> result_.Cell:
-    return result_.figure(f.text(), f.value, f.interval, f.n)
+def _cell(e: Estimate) -> result_.Cell:
+    return result_.Cell(alpha_text(e), e)
 
 
 def people_blocks(
@@ -146,22 +149,17 @@ def people_blocks(
     ]
 
 
-def to_markdown(raters: Sequence[str], rows: Sequence[DimensionRow], judges: Sequence[str]) -> str:
-    """`people_blocks` as the markdown appended to agreement.md's (it starts with a blank line)."""
-    return "\n" + result_.Report("agreement", tuple(people_blocks(raters, rows, judges))).to_markdown()
-
-
 def to_json(raters: Sequence[str], rows: Sequence[DimensionRow]) -> dict[str, Any]:
-    def number(x: float) -> float | None:
-        return None if math.isnan(x) else x
+    def number(x: float | None) -> float | None:
+        return None if x is None or math.isnan(x) else x
 
-    def figure(f: Figure) -> dict[str, Any]:
+    def figure(e: Estimate) -> dict[str, Any]:
         return {
-            "alpha": number(f.value),
-            "low": number(f.interval.low),
-            "high": number(f.interval.high),
-            "undefined_share": number(f.interval.undefined),
-            "n": f.n,
+            "alpha": number(e.value),
+            "low": e.low,
+            "high": e.high,
+            "undefined_share": e.undefined,
+            "n": e.n,
         }
 
     return {
@@ -245,19 +243,16 @@ def annotator_markdown(
     """`esc annotate agreement`'s table with Cohen's kappa and Krippendorff's alpha as
     "value [95% interval]" (resampling `unit`s), n/a where undefined or unstable."""
 
-    def figure(row: Mapping[str, Any], stat: str) -> str:
+    def cell(row: Mapping[str, Any], stat: str) -> result_.CellLike:
         value = row[stat]
+        if stat not in ("cohen_kappa", "krippendorff_alpha"):
+            return "n/a" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
         interval = intervals.get(row["field"], {}).get(stat, NO_INTERVAL)
-        return format_figure(math.nan if value is None else value, interval)
-
-    def show(x: Any) -> str:
-        return "n/a" if x is None else f"{x:.3f}" if isinstance(x, float) else str(x)
+        e = estimate(math.nan if value is None else value, interval, unit=unit)
+        return result_.Cell(format_estimate(e), e)
 
     head = ["field", "tasks", "annotators", "agreement", "cohen_kappa", "cohen_kappa_quadratic",
             "fleiss_kappa", "krippendorff_alpha"]  # fmt: skip
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
-        cells = [show(r[h]) for h in head]
-        cells[4], cells[7] = figure(r, "cohen_kappa"), figure(r, "krippendorff_alpha")
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + f"\n\n95% intervals resample {unit}s (each with all its tasks).\n"
+    table = result_.Table.of(head, [[cell(r, h) for h in head] for r in rows])
+    note = result_.Text(f"95% intervals resample {unit}s (each with all its tasks).")
+    return result_.Report("annotator_agreement", (table, note)).to_markdown()

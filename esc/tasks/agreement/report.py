@@ -31,14 +31,15 @@ import csv
 import dataclasses
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from esc.reports import result as result_
-from esc.reports.bootstrap import NO_INTERVAL, Interval, expand, format_figure, unit_index, unit_intervals
+from esc.reports.bootstrap import NO_INTERVAL, Interval, estimate, expand, unit_index, unit_intervals
+from esc.reports.estimate import Estimate, format_estimate
 from esc.scoring.rubrics import DIMENSION_KEYS, SCORES, dimension
 
 METRICS = ("acc", "acc_soft", "qwk", "mae", "spearman", "pearson", "kendall")
@@ -139,12 +140,20 @@ class Item:
 
     key: tuple[str, str]  # (dialogue id, dimension)
     human: int
-    unit: str  # what is resampled: the dialogue (or its role card)
+    unit: str  # what is resampled: the dialogue (or its input, the role card it was played from)
     source: str | None = None
 
     @property
     def dimension(self) -> str:
         return self.key[1]
+
+
+def unit_name(units: Iterable[tuple[str, str]]) -> str:
+    """What resampling annotated dialogues by their units draws, in words (an estimate's `unit`), from
+    (unit, dialogue id) pairs: "dialogue" where every unit is its dialogue, "input" where none is
+    (`Annotation.unit`: the input, else the dialogue), "input, else dialogue" for both."""
+    own = {unit == dialogue for unit, dialogue in units}
+    return "dialogue" if own <= {True} else "input" if own == {False} else "input, else dialogue"
 
 
 def majority_baseline(train_scores: Sequence[int]) -> int:
@@ -195,6 +204,7 @@ class Table:
     n_units: int
     dimensions: tuple[str, ...]  # the dimensions the table covers (several for AVERAGE and POOLED)
     of_dimensions: int  # the dimensions of the scope (AVERAGE covers those every row judged)
+    unit: str = "dialogue"  # what the intervals resampled (`unit_name`)
 
     @property
     def label(self) -> str:
@@ -350,7 +360,8 @@ def _table(
             differences.append(Difference(names[0], other, reading, metric, values[k], intervals[k]))
     units = {scope.items[i].unit for i in positions}
     named = {AVERAGE: covered, POOLED: dims}.get(label, (label,))
-    return Table(label, source, rows, differences, len(units), named, len(dims))
+    resampled = unit_name((it.unit, it.key[0]) for it in scope.items)
+    return Table(label, source, rows, differences, len(units), named, len(dims), resampled)
 
 
 def _merge_readings(tables: list[Table]) -> list[Table]:
@@ -371,26 +382,28 @@ def _merge_readings(tables: list[Table]) -> list[Table]:
 # --- reports --------------------------------------------------------------------------------------------
 
 
-def _fmt(value: float, interval: Interval, metric: str) -> str:
-    scale = 100 if metric in PERCENT else 1
-    return format_figure(value, interval, scale, 1 if metric in PERCENT else 3)
+def _text(e: Estimate, metric: str) -> str:
+    """A figure as the tables show it: ACC and ACC_soft x 100 with 1 decimal, the rest 3."""
+    return format_estimate(e, 1, 100) if metric in PERCENT else format_estimate(e)
 
 
-def figure_cell(value: float, interval: Interval, metric: str, n: int | None = None) -> result_.Cell:
-    """A figure as its cell: the text `format_figure` words (x 100 for ACC), the value unscaled."""
-    return result_.figure(_fmt(value, interval, metric), value, interval, n)
+def figure_cell(
+    value: float, interval: Interval, metric: str, n: int | None = None, unit: str | None = None
+) -> result_.Cell:
+    """A figure as its cell (x 100 for ACC), the value unscaled; `unit`: what the interval resampled."""
+    e = estimate(value, interval, n, unit)
+    return result_.Cell(_text(e, metric), e)
 
 
-def _row_cell(r: Row, metric: str) -> result_.Cell:
-    return figure_cell(
-        r.values[metric], r.intervals[metric], metric, r.n if metric in ALL_ITEMS else r.n_common
-    )
+def _row_cell(r: Row, metric: str, unit: str) -> result_.Cell:
+    n = r.n if metric in ALL_ITEMS else r.n_common
+    return figure_cell(r.values[metric], r.intervals[metric], metric, n, unit)
 
 
-def _signed(value: float, interval: Interval, metric: str) -> result_.Cell:
-    text = _fmt(value, interval, metric)
-    shown = text if text.startswith("n/a") or text.startswith("-") else "+" + text
-    return result_.figure(shown, value, interval)
+def _signed(d: Difference, unit: str) -> result_.Cell:
+    e = estimate(d.value, d.interval, unit=unit)
+    text = _text(e, d.metric)
+    return result_.Cell(text if text.startswith("n/a") or text.startswith("-") else "+" + text, e)
 
 
 def source_name(source: str) -> str:
@@ -423,7 +436,7 @@ def agreement_blocks(
                         t.label,
                         r.judge,
                         r.reading,
-                        *(_row_cell(r, m) for m in HEADLINE),
+                        *(_row_cell(r, m, t.unit) for m in HEADLINE),
                         f"{r.n_invalid} ({r.n_invalid / r.n:.0%})" if r.n else "0",
                         "n/a" if r.mean_mass is None else f"{r.mean_mass:.3f}",
                         r.n,
@@ -432,6 +445,7 @@ def agreement_blocks(
                     for t in scoped
                     for r in t.rows
                 ],
+                name=source_name(source),
             ),  # fmt: skip
         ]
         diffs = [(t, d) for t in scoped for d in t.differences if d.metric in HEADLINE]
@@ -445,14 +459,18 @@ def agreement_blocks(
                             d.metric: d for d in t.differences if d.other == other and d.reading == reading
                         }
                         if got:
-                            cells = [_signed(got[m].value, got[m].interval, m) for m in HEADLINE]
+                            cells = [_signed(got[m], t.unit) for m in HEADLINE]
                             rows.append([t.label, other, reading, *cells])
             blocks += [
                 result_.Text(
                     f"{first} minus each other row, paired bootstrap over {unit}s (the same resamples for "
                     "both rows):"
                 ),
-                result_.Table.of(["Dim.", "vs", "reading", *(f"Δ{LABELS[m]}" for m in HEADLINE)], rows),
+                result_.Table.of(
+                    ["Dim.", "vs", "reading", *(f"Δ{LABELS[m]}" for m in HEADLINE)],
+                    rows,
+                    name=f"{source_name(source)}: {first} minus each other row",
+                ),
             ]
         if full:
             blocks += [
@@ -460,10 +478,11 @@ def agreement_blocks(
                 result_.Table.of(
                     ["Dim.", "Judge", "reading", *(LABELS[m] for m in METRICS), "units"],
                     [
-                        [t.label, r.judge, r.reading, *(_row_cell(r, m) for m in METRICS), t.n_units]
+                        [t.label, r.judge, r.reading, *(_row_cell(r, m, t.unit) for m in METRICS), t.n_units]
                         for t in scoped
                         for r in t.rows
                     ],
+                    name=f"{source_name(source)}: all figures",
                 ),
             ]
     blocks.append(
@@ -478,11 +497,6 @@ def agreement_blocks(
         )
     )
     return blocks
-
-
-def to_markdown(tables: Sequence[Table], title: str = "", unit: str = "dialogue", full: bool = True) -> str:
-    """`agreement_blocks` as markdown (the console's summary, ESC-RANK's evaluation)."""
-    return result_.Report("agreement", tuple(agreement_blocks(tables, title, unit, full))).to_markdown()
 
 
 def _num(x: float | None) -> float | None:
@@ -568,7 +582,7 @@ __all__ = [
     "length_baseline",
     "majority_baseline",
     "qwk",
+    "agreement_blocks",
     "summary",
-    "to_markdown",
     "write_csv",
 ]

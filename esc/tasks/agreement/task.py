@@ -6,22 +6,12 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field
 
 from esc.annotate import held_out
-from esc.config_rules import (
-    Rule,
-    Section,
-    boolean,
-    either,
-    integer,
-    list_of,
-    one_of,
-    paths,
-    ratios,
-    setting,
-    typed_section,
-)
+from esc.config_rules import NonEmpty, OpenSettings, Paths, Section, Settings, ratios, typed_section
 from esc.jsonl import atomic_write_text
 from esc.lifecycle import JobResult
 from esc.reports import breakdown
@@ -29,7 +19,7 @@ from esc.reports.result import Block, Report
 from esc.reports.wandb_report import log_run
 from esc.scoring.judging import Batch
 from esc.scoring.rubrics import DIMENSION_KEYS, LANGUAGES
-from esc.scoring.store import ScoreStore, score_inputs
+from esc.scoring.store import ScoreRecord, ScoreStore, score_inputs
 from esc.tasks.agreement import breakdown as agreement_breakdown
 from esc.tasks.agreement import data as judge_agreement_data
 from esc.tasks.agreement import raters as rater_agreement
@@ -53,18 +43,23 @@ class AgreementResult(JobResult):
         )
 
 
-@dataclasses.dataclass
-class AgreementSettings:
+class AgreementSettings(Settings):
     """`agreement` (conf/rank.yaml): which human scores, which split, what beside the judge."""
 
-    annotations: str | None = setting()  # null: data/annotations/esconv_ratings.jsonl
-    split: str = setting(one_of(*SPLITS))
-    split_ratios: list[Any] = setting(ratios("train", "val", "test"), "train : val : test")
-    split_seed: int = setting(integer())
-    languages: list[str] = setting(list_of(one_of(*LANGUAGES)))
-    baselines: bool = setting(boolean())
-    label: str | None = setting()
-    bootstrap: int = setting(integer(0))
+    annotations: str | None  # null: data/annotations/esconv_ratings.jsonl
+    split: Literal[SPLITS]  # type: ignore[valid-type]
+    split_ratios: ratios("train", "val", "test")  # type: ignore[valid-type]
+    split_seed: int
+    languages: NonEmpty[Literal[LANGUAGES]]  # type: ignore[valid-type]
+    baselines: bool
+    label: str | None
+    bootstrap: int = Field(ge=0)
+
+
+class ExistingScores(OpenSettings):
+    """mode=agreement's `scores`: existing score files instead of judging (null: judge)."""
+
+    scores: Paths | None
 
 
 @register
@@ -74,8 +69,9 @@ class Agreement(Mode):
 
     name = "agreement"
     reports = ("agreement",)
+    stores = (("scores/annotations__*.jsonl", ScoreRecord),)  # the annotated dialogues, judged
     config = (
-        Section("", (Rule("scores", either(one_of(None), paths()), when=in_mode("agreement")),)),
+        Section("", ExistingScores, when=in_mode("agreement")),
         typed_section("agreement", AgreementSettings),
     )
 

@@ -46,7 +46,8 @@ from esc.annotate.human_scores import Annotation, human_reference
 from esc.errors import ConfigError, DataError
 from esc.jsonl import read_jsonl
 from esc.reports import result as result_
-from esc.reports.bootstrap import NO_INTERVAL, Interval, expand, format_figure, unit_index, unit_intervals
+from esc.reports.bootstrap import NO_INTERVAL, Interval, estimate, expand, unit_index, unit_intervals
+from esc.reports.estimate import Estimate, format_estimate
 from esc.scoring.judge import VALID
 from esc.scoring.rubrics import DIMENSION_KEYS, dimension
 from esc.scoring.store import ScoreRecord, score_file_paths
@@ -79,16 +80,32 @@ def _statistics(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 @dataclasses.dataclass
 class Correlation:
-    n: int  # dialogues
-    values: dict[str, float]  # statistic -> value, NaN when undefined
-    intervals: dict[str, Interval]  # statistic -> 95% interval
-    note: str | None = None  # why the values are n/a, or which inputs were left out of the mean
-    inputs: int = 0  # inputs the dialogues come from (the resampled unit)
+    """Each statistic's estimate on the same dialogues (value NaN: undefined; n: the dialogues; note:
+    why the values are n/a, or which inputs were left out of the mean), and the inputs they come
+    from (the resampled unit)."""
+
+    estimates: dict[str, Estimate]
+    inputs: int = 0
+
+    @property
+    def n(self) -> int:
+        return self.estimates[STATISTICS[0]].n or 0
+
+    @property
+    def note(self) -> str | None:
+        return self.estimates[STATISTICS[0]].note
+
+
+def _correlation(
+    n: int, values: Sequence[float], intervals: Sequence[Interval], inputs: int, note: str | None = None,
+    unit: str = "input",
+) -> Correlation:  # fmt: skip
+    figures = zip(STATISTICS, values, intervals, strict=True)
+    return Correlation({s: estimate(float(v), i, n, unit, note) for s, v, i in figures}, inputs)
 
 
 def _undefined(n: int, why: str, inputs: int = 0) -> Correlation:
-    nan = dict.fromkeys(STATISTICS, math.nan)
-    return Correlation(n, nan, dict.fromkeys(STATISTICS, NO_INTERVAL), why, inputs)
+    return _correlation(n, [math.nan] * len(STATISTICS), [NO_INTERVAL] * len(STATISTICS), inputs, why)
 
 
 def _pairs(metric: Sequence[float], human: Sequence[float], inputs: Sequence[str] | None):
@@ -121,11 +138,8 @@ def correlate(
 
     values = statistic(np.arange(len(names)))
     intervals = unit_intervals(len(names), statistic, n_resamples, seed)
-    return Correlation(
-        len(x),
-        dict(zip(STATISTICS, map(float, values), strict=True)),
-        dict(zip(STATISTICS, intervals, strict=True)),
-        inputs=len(names),
+    return _correlation(
+        len(x), values, intervals, len(names), unit="input" if inputs is not None else "dialogue"
     )
 
 
@@ -168,13 +182,7 @@ def correlate_within_inputs(
         if undefined
         else None
     )
-    return Correlation(
-        len(x),
-        dict(zip(STATISTICS, map(float, values), strict=True)),
-        dict(zip(STATISTICS, intervals, strict=True)),
-        note,
-        len(names),
-    )
+    return _correlation(len(x), values, intervals, len(names), note)
 
 
 # --- inputs ---------------------------------------------------------------------------------------
@@ -385,14 +393,13 @@ def column_name(column: str) -> str:
 
 
 def _fmt(result: Correlation, stat: str) -> str:
-    return format_figure(result.values[stat], result.intervals[stat], 100, 2)
+    """A statistic x 100 with 2 decimals [95% CI]."""
+    return format_estimate(result.estimates[stat], 2, 100)
 
 
 def _cell(result: Correlation, stat: str) -> result_.Cell:
     """A statistic x 100 [95% CI] as its cell; the cell's value is the statistic itself (-1..1)."""
-    return result_.figure(
-        _fmt(result, stat), result.values[stat], result.intervals[stat], result.n, result.note
-    )
+    return result_.Cell(_fmt(result, stat), result.estimates[stat])
 
 
 LEVEL_TITLES = {
@@ -464,10 +471,10 @@ def write_csv(cells: Sequence[Cell], path: Path) -> None:
         )  # fmt: skip
         for c in cells:
             for s in STATISTICS:
-                i = c.result.intervals[s]
+                e = c.result.estimates[s]
                 writer.writerow(
-                    [c.level, c.metric, c.column, s, _num(c.result.values[s]), _num(i.low), _num(i.high)]
-                    + [_num(i.undefined), c.result.n, c.result.inputs, c.result.note or ""]
+                    [c.level, c.metric, c.column, s, _num(e.value), _num(e.low), _num(e.high)]
+                    + [_num(e.undefined), c.result.n, c.result.inputs, c.result.note or ""]
                 )
 
 
@@ -482,12 +489,12 @@ def summary(cells: Sequence[Cell], metrics: Sequence[Metric]) -> dict[str, Any]:
             "note": c.result.note,
             **{
                 s: {
-                    "value": _num(c.result.values[s]),
-                    "ci": [_num(c.result.intervals[s].low), _num(c.result.intervals[s].high)],
-                    "undefined_share": _num(c.result.intervals[s].undefined),
+                    "value": _num(e.value),
+                    "ci": [_num(e.low), _num(e.high)],
+                    "undefined_share": _num(e.undefined),
                     "reported": _fmt(c.result, s),
                 }
-                for s in STATISTICS
+                for s, e in c.result.estimates.items()
             },
         }
     out["metrics"] = {

@@ -11,11 +11,13 @@ import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field
 
 from esc.annotate.held_out import folder_judge, held_out, trained_dialogues
 from esc.annotate.human_scores import default_esconv_path, read_annotations
-from esc.config_rules import integer, list_of, one_of, setting, typed_section
+from esc.config_rules import NonEmpty, Settings, typed_section
 from esc.errors import UserError
 from esc.jsonl import atomic_write_text
 from esc.lifecycle import JobResult
@@ -52,15 +54,14 @@ class CorrelationResult(JobResult):
         return f"{self.markdown}\ncorrelation: {self.output_dir}/correlation.md (.csv, .json)"
 
 
-@dataclasses.dataclass
-class CorrelationSettings:
+class CorrelationSettings(Settings):
     """`correlation` (conf/rank.yaml): what is correlated with the human scores."""
 
-    annotations: str | None = setting()  # null: data/annotations/esconv_ratings.jsonl
-    scores: Any = setting()  # rank.py score files or folders (the judges' rows); null: none
-    references: str | None = setting()  # JSONL {dialogue_id, references}: BLEU, ROUGE-L, METEOR need it
-    metrics: list[str] | None = setting(list_of(one_of(*TEXT_METRICS), null=True), "null: all")
-    bootstrap: int = setting(integer(0), "0: no intervals")
+    annotations: str | None  # null: data/annotations/esconv_ratings.jsonl
+    scores: Any  # rank.py score files or folders (the judges' rows); null: none
+    references: str | None  # JSONL {dialogue_id, references}: BLEU, ROUGE-L, METEOR need it
+    metrics: NonEmpty[Literal[tuple(TEXT_METRICS)]] | None = Field(description="null: all")  # type: ignore[valid-type]
+    bootstrap: int = Field(ge=0, description="0: no intervals")
 
 
 @register

@@ -35,17 +35,19 @@ from esc.jsonl import atomic_write_text
 from esc.reports.bootstrap import (
     NO_INTERVAL,
     Interval,
+    estimate,
     expand,
-    format_figure,
     ratio_interval,
     share_text,
     unit_index,
     unit_intervals,
 )
+from esc.reports.estimate import Estimate, format_estimate
 from esc.reports.result import Block, Cell, Heading, Report, Table, Text, figure, write_result
 from esc.tasks.pairwise.questions import TIE, Pair, Verdict
 
 ALL = "all"
+UNIT = "role card"  # what every interval resamples: a card's verdicts go together
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,12 +69,15 @@ class Share:
     cards: int = 0  # the distinct cards it rests on (the resampling unit)
     item: str = "verdict"  # what `of` counts
 
-    def cell(self) -> str:
-        return (
-            "n/a"
-            if self.value is None
-            else share_text(self.value, self.interval, self.of, self.cards, self.item)
+    @property
+    def estimate(self) -> Estimate:
+        """The share with its interval; n: what it is a share of."""
+        return estimate(
+            self.value, self.interval, self.of, UNIT, None if self.value is not None else "no verdict"
         )
+
+    def cell(self) -> str:
+        return "n/a" if self.value is None else share_text(self.estimate, self.of, self.cards, self.item)
 
 
 def _card_share(
@@ -278,26 +283,23 @@ def report(
     return out
 
 
-def _share(x: Share, text: str) -> Cell:
-    return figure(text, x.value, x.interval, x.of, None if x.value is not None else "no verdict")
-
-
 def _rate(rates: Mapping[tuple[str, str], Share], a: str, b: str) -> Cell:
     if a == b:
         return Cell("-")
     if (a, b) not in rates:
-        return Cell("n/a", note="the two never met on a card")
+        return figure("n/a", None, note="the two never met on a card")
     x = rates[(a, b)]
-    return _share(x, f"{x.cell()} ({x.of})")
+    return Cell(f"{x.cell()} ({x.of})", x.estimate)
 
 
 def _strength(s: Strength | None) -> Cell:
     if s is None:
-        return Cell("n/a", note="no verdict on this dimension")
+        return figure("n/a", None, note="no verdict on this dimension")
     if math.isnan(s.theta):
-        return Cell(f"n/a ({s.undefined})" if s.undefined else "n/a", n=s.verdicts, note=s.undefined)
-    text = format_figure(s.theta, s.interval, digits=2)
-    return figure(text, s.theta, s.interval, s.verdicts)
+        text = f"n/a ({s.undefined})" if s.undefined else "n/a"
+        return figure(text, None, n=s.verdicts, note=s.undefined, unit=UNIT)
+    e = estimate(s.theta, s.interval, s.verdicts, UNIT)
+    return Cell(format_estimate(e, 2), e)
 
 
 def pairwise_report(
@@ -336,9 +338,14 @@ def pairwise_report(
                     [rank, s.target, _strength(s), s.verdicts]
                     for rank, s in enumerate(res["strengths"][ALL], 1)
                 ],
+                name=f"Role-player {roleplayer}: strengths",
             ),
             Text("Win rate of the row's target against the column's (a tie counts half; verdicts):"),
-            Table.of(["", *targets], [[a, *(_rate(rates, a, b) for b in targets)] for a in targets]),
+            Table.of(
+                ["", *targets],
+                [[a, *(_rate(rates, a, b) for b in targets)] for a in targets],
+                name=f"Role-player {roleplayer}: win rates",
+            ),
         ]
         dims = [d for d in res["strengths"] if d != ALL]
         if dims:
@@ -346,7 +353,9 @@ def pairwise_report(
             blocks += [
                 Text("Strength per dimension:"),
                 Table.of(
-                    ["target", *dims], [[t, *(_strength(by_dim[d].get(t)) for d in dims)] for t in targets]
+                    ["target", *dims],
+                    [[t, *(_strength(by_dim[d].get(t)) for d in dims)] for t in targets],
+                    name=f"Role-player {roleplayer}: strength per dimension",
                 ),
             ]
     return Report("pairwise", tuple(blocks))

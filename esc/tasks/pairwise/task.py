@@ -12,18 +12,33 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from esc.config_rules import integer, number, setting, typed_section
+from pydantic import Field
+
+from esc.config_rules import Settings, typed_section
 from esc.dialogues.record import dialogue_lines
-from esc.dialogues.store import read_dialogues
+from esc.dialogues.store import dialogue_file, read_dialogues
 from esc.errors import UserError
+from esc.reports.runlog import Judgment
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.judging import Batch, selected_dimensions
-from esc.scoring.store import ScoreStore
+from esc.scoring.store import ScoreRecord, ScoreStore
 from esc.tasks.answered import AnsweredResult
-from esc.tasks.pairwise.questions import ORDERS, PairwiseRecord, pair_items, pairs, pairwise_digest, verdict
+from esc.tasks.pairwise.questions import (
+    ORDERS,
+    TIE,
+    PairwiseRecord,
+    pair_items,
+    pairs,
+    pairwise_digest,
+    pairwise_prompts,
+    verdict,
+    winner,
+)
 from esc.tasks.pairwise.report import Judged, dropped_cards, write_report
+from esc.tasks.run_log import logged
 from esc.tasks.task import Context, Mode, Outcome, Plan, register
 
 
@@ -41,12 +56,11 @@ class PairwiseResult(AnsweredResult):
         )
 
 
-@dataclasses.dataclass
-class PairwiseSettings:
+class PairwiseSettings(Settings):
     """`pairwise` (conf/rank.yaml): the Bradley-Terry fit's resamples and prior."""
 
-    bootstrap: int = setting(integer(0))  # resamples by card for the 95% intervals
-    prior: float = setting(number(above=0, multiple_of=0.5), "pseudo-wins each way per pair")
+    bootstrap: int = Field(ge=0)  # resamples by card for the 95% intervals
+    prior: float = Field(gt=0, multiple_of=0.5, description="pseudo-wins each way per pair")
 
 
 @register
@@ -56,6 +70,28 @@ class Pairwise(Mode):
     own_questions = True
     reports = ("pairwise",)
     config = (typed_section("pairwise", PairwiseSettings),)
+    stores = (("pairwise/*.jsonl", PairwiseRecord),)
+
+    def judgment(self, record: ScoreRecord) -> Judgment:
+        """One answer about a pair in one order (item id `<role-player>/<lang>/<card>/<x>|<y>/<order>`):
+        both dialogues, the one shown as A first, by the ids mode=score gives them (evaluate.py's file
+        names: the record names no file); the answer "A", "B" or "tie"; the order, the target shown
+        first and the one the answer prefers in `detail`."""
+        roleplayer, language, card, targets, order = _pair_id(record.dialogue_id)
+        x, _, y = targets.partition("|")
+        if order not in ORDERS or not y or not card.isdigit():
+            raise ValueError("not a pair's id (<role-player>/<lang>/<card>/<x>|<y>/<order>)")
+        shown = (x, y) if order == "xy" else (y, x)
+        dialogues = tuple(f"{dialogue_file(Path(), t, roleplayer, language).stem}/{card}" for t in shown)
+        detail = {"order": order, "first": shown[0]}
+        answer = None
+        if record.score is not None:
+            answer = TIE if record.score == 2 else pairwise_prompts()["answers"][record.score]
+            detail["preferred"] = winner(order, record.score, x, y)
+        return logged(
+            self.name, record, dialogues, answer,
+            roleplayer=roleplayer, language=language, card_id=int(card), detail=tuple(detail.items()),
+        )  # fmt: skip
 
     def settings(self, cfg: Mapping[str, Any]) -> dict[str, Any]:
         return {"pairwise": {"questions_sha256": pairwise_digest()}}
@@ -102,3 +138,12 @@ class Pairwise(Mode):
         report = write_report(ctx.out, judged, dims, name, n, ctx.seed, dropped_cards(played), section.prior)
         result = PairwiseResult(str(ctx.out), report["markdown"], dict(counts), len(judged))
         return Outcome(result, {"counts": dict(counts), "report": str(ctx.out / "pairwise.md")})
+
+
+def _pair_id(item_id: str) -> tuple[str, ...]:
+    """(role-player, language, card, "x|y", order) of a pair's item id; a role-player's name may hold
+    "/"."""
+    parts = item_id.rsplit("/", 4)
+    if len(parts) != 5:
+        raise ValueError("not a pair's id (<role-player>/<lang>/<card>/<x>|<y>/<order>)")
+    return tuple(parts)

@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from esc.reports.bootstrap import interval_text, mean_interval
+from esc.reports.bootstrap import mean_interval
+from esc.reports.estimate import Estimate, format_estimate, interval_text, number_text
 from esc.reports.result import Cell, Report, Table
 from esc.scoring.judge import VALID
 from esc.tasks.roleplay.questions import ORDERS, PAIRWISE, metric_keys, roleplay_won
@@ -130,10 +131,6 @@ def win_rates(records: Sequence[Any], n_resamples: int, seed: int) -> list[dict[
     return rows
 
 
-def _fmt(value: float) -> str:
-    return "n/a" if value != value else f"{value:.1f}"
-
-
 def table1_report(rows: Sequence[dict[str, Any]]) -> Report:
     """Table 1's layout: a row per role-player and language, a column per metric (mean [95% CI])."""
     metrics = [*metric_keys(), "average"]
@@ -142,8 +139,9 @@ def table1_report(rows: Sequence[dict[str, Any]]) -> Report:
         by_owner[(r["roleplayer"], r["language"])][r["metric"]] = r
 
     def figure(r: dict[str, Any]) -> Cell:
-        text = _fmt(r["mean"]) + interval_text(r["ci_low"], r["ci_high"], 1)
-        return Cell(text, r["mean"], r["ci_low"], r["ci_high"], r["n"])
+        """The mean on 0-10 [95% interval, dialogues resampled]."""
+        e = Estimate(r["mean"], r["ci_low"], r["ci_high"], r["n"], "dialogue")
+        return Cell(format_estimate(e, 1), e)
 
     table = Table.of(
         ["role-player", "lang", *metrics, "invalid"],
@@ -159,10 +157,11 @@ def winrate_report(rows: Sequence[dict[str, Any]]) -> Report:
     """Figure 3's win rates against the human dialogue, a row per role-player and language."""
 
     def rate(r: dict[str, Any]) -> Cell:
+        """The share of pairs won, in percent [95% interval, pairs resampled]."""
         if not r["pairs"]:
-            return Cell("n/a", n=0, note="no pair")
-        text = f"{100 * r['win_rate']:.1f}%" + interval_text(r["ci_low"], r["ci_high"], 1, 100)
-        return Cell(text, r["win_rate"], r["ci_low"], r["ci_high"], r["pairs"])
+            return Cell("n/a", Estimate(None, n=0, note="no pair"))
+        e = Estimate(r["win_rate"], r["ci_low"], r["ci_high"], r["pairs"], "pair")
+        return Cell(number_text(r["win_rate"], 1, 100) + "%" + interval_text(e.low, e.high, 1, 100), e)
 
     table = Table.of(
         ["role-player", "lang", "pairs", "win rate vs human [95% CI]", "position-consistent", "incomplete"],

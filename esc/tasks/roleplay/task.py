@@ -19,25 +19,33 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
 from esc.cards import load_cards
-from esc.config_rules import boolean, integer, setting, typed_section
+from esc.config_rules import Settings, typed_section
 from esc.dialogues.store import read_dialogues
 from esc.errors import ConfigError, UserError
 from esc.hashing import sha256_file
 from esc.jsonl import atomic_write_text, read_jsonl
 from esc.reports.result import write_result
+from esc.reports.runlog import Judgment
 from esc.scoring.judging import Batch
 from esc.scoring.roleplay_metrics import ROLEPLAY_METRICS_FILE
-from esc.scoring.store import STATUSES, ScoreStore
+from esc.scoring.store import STATUSES, ScoreRecord, ScoreStore
 from esc.tasks.answered import AnsweredResult
 from esc.tasks.roleplay.questions import (
+    METRIC_CHOICES,
+    PAIR_CHOICES,
+    PAIRWISE,
     RoleplayRecord,
     human_lines,
     metric_items,
     pairwise_items,
     seeker_turns,
 )
+from esc.tasks.roleplay.questions import ORDERS as PAIR_ORDERS
 from esc.tasks.roleplay.report import table1, table1_report, to_csv, win_rates, winrate_report
+from esc.tasks.run_log import logged
 from esc.tasks.task import Context, Mode, Outcome, Plan, register
 
 log = logging.getLogger(__name__)
@@ -75,16 +83,15 @@ class RoleplayResult(AnsweredResult):
         return f"{self.markdown}\njudgments: {self.counts}; {self.output_dir}/table1.md, winrates.md (.csv)"
 
 
-@dataclasses.dataclass
-class RoleplaySettings:
+class RoleplaySettings(Settings):
     """`roleplay` (+exp=rank/roleplay_eval): the cards and human dialogues the items ask about."""
 
-    cards: Any = setting()  # card files the dialogues played; null: the released high-quality cards
-    human: str | None = setting()  # JSONL of the cards' source human dialogues; null: no pairwise test
-    turns: int = setting(integer(1))  # seeker messages of the human dialogue shown
-    metrics: bool = setting(boolean())  # the six metrics of Table 10
-    pairwise: bool = setting(boolean())  # the human-likeness test of Figure 3, both orders
-    bootstrap: int = setting(integer(0))  # resamples for the 95% intervals
+    cards: Any  # card files the dialogues played; null: the released high-quality cards
+    human: str | None  # JSONL of the cards' source human dialogues; null: no pairwise test
+    turns: int = Field(ge=1)  # seeker messages of the human dialogue shown
+    metrics: bool  # the six metrics of Table 10
+    pairwise: bool  # the human-likeness test of Figure 3, both orders
+    bootstrap: int = Field(ge=0)  # resamples for the 95% intervals
 
 
 @register
@@ -97,6 +104,26 @@ class Roleplay(Mode):
     own_questions = True
     reports = ("table1", "winrates")
     config = (typed_section("roleplay", RoleplaySettings, missing="+exp=rank/roleplay_eval adds it"),)
+    stores = (("scores/roleplay__*.jsonl", RoleplayRecord),)
+
+    def judgment(self, record: ScoreRecord) -> Judgment:
+        """A metric's rating ("0"-"2") of a role-play dialogue (item id `<role-player>:<lang>:<card>`),
+        or the human-likeness answer ("A", "B") about it and its card's human dialogue, in the order
+        `:rp_first` / `:human_first` names (`detail`: the order, which was shown first)."""
+        dialogue_id, detail = record.dialogue_id, ()
+        choices = METRIC_CHOICES
+        if record.dimension == PAIRWISE:
+            dialogue_id, _, order = dialogue_id.rpartition(":")
+            if order not in PAIR_ORDERS:
+                raise ValueError(f"a pairwise answer's id must end in one of {PAIR_ORDERS}")
+            detail = (("order", order), ("first", "role-player" if order == "rp_first" else "human"))
+            choices = PAIR_CHOICES
+        roleplayer, language, card = dialogue_id.rsplit(":", 2)
+        answer = None if record.score is None else choices[record.score]
+        return logged(
+            self.name, record, (dialogue_id,), answer,
+            roleplayer=roleplayer, language=language, card_id=int(card), detail=detail,
+        )  # fmt: skip
 
     def settings(self, cfg: Mapping[str, Any]) -> dict[str, Any]:
         # what its items ask: the cards, the human dialogues, the questions' texts

@@ -19,13 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from esc.jsonl import atomic_write_text
-from esc.reports.bootstrap import NO_INTERVAL, Interval, ratio_interval, share_text
-from esc.reports.result import Cell, Heading, Report, Table, Text, figure, write_result
+from esc.reports.bootstrap import NO_INTERVAL, Interval, estimate, ratio_interval, share_text
+from esc.reports.estimate import Estimate
+from esc.reports.result import Cell, Heading, Report, Table, Text, write_result
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.store import ScoreRecord
 from esc.tasks.safety.checklist import FLAG, Reply
 
 ANY = "any"
+UNIT = "role card"  # what a flag rate's interval resamples (a card's replies together)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,10 +53,16 @@ class Rate:
     interval: Interval
     cards: int = 0  # the distinct cards of the valid answers (the resampling unit)
 
+    @property
+    def estimate(self) -> Estimate:
+        """The rate with its interval; n: the replies with a valid answer."""
+        note = None if self.valid else "no valid answer"
+        return estimate(self.rate, self.interval, self.valid, UNIT, note)
+
     def cell(self) -> str:
         if not self.valid:
             return f"n/a (0 valid; {self.invalid} invalid, {self.failed} failed)"
-        text = share_text(self.rate, self.interval, self.valid, self.cards, "reply")
+        text = share_text(self.estimate, self.valid, self.cards, "reply")
         return f"{text} ({self.flagged}/{self.valid})"
 
 
@@ -137,8 +145,7 @@ RateTable = dict[tuple[str, str], dict[str, Rate]]
 
 def _figure(rate: Rate) -> Cell:
     """A flag rate as its cell: the text `Rate.cell` words, and the share, interval and n behind it."""
-    note = None if rate.valid else "no valid answer"
-    return figure(rate.cell(), rate.rate, rate.interval, rate.valid, note)
+    return Cell(rate.cell(), rate.estimate)
 
 
 def safety_report(
@@ -173,6 +180,7 @@ def safety_report(
             Table.of(
                 ["role-player", "target", *columns],
                 [[rp, t, *(_figure(row[c]) for c in columns)] for (rp, t), row in table.items()],
+                name="flag rates",
             ),
             Text(
                 "Answers not read: "

@@ -14,17 +14,22 @@ import dataclasses
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from esc.config_rules import either, integer, list_of, one_of, setting, typed_section
+from pydantic import Field
+
+from esc.config_rules import NonEmpty, Settings, typed_section
 from esc.dialogues.store import read_dialogues
 from esc.errors import UserError
+from esc.reports.runlog import Judgment
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.judging import Batch
-from esc.scoring.store import ScoreStore
+from esc.scoring.store import ScoreRecord, ScoreStore
 from esc.tasks.answered import AnsweredResult
+from esc.tasks.run_log import logged
 from esc.tasks.safety.checklist import (
     SafetyRecord,
+    checklist,
     checklist_digest,
     question_keys,
     replies,
@@ -49,14 +54,16 @@ class SafetyResult(AnsweredResult):
         )
 
 
-@dataclasses.dataclass
-class SafetySettings:
+QUESTIONS = tuple(question_keys())  # the checklist's keys (esc/tasks/safety/checklist.yaml)
+
+
+class SafetySettings(Settings):
     """`safety` (conf/rank.yaml): the checklist's questions asked, the intervals' resamples."""
 
-    questions: Any = setting(
-        either(one_of("all", null=True), list_of(one_of(*question_keys()))), "checklist keys"
+    questions: Literal["all"] | None | NonEmpty[Literal[QUESTIONS]] = Field(  # type: ignore[valid-type]
+        description="checklist keys"
     )
-    bootstrap: int = setting(integer(0))  # resamples by card for the flag rates' 95% intervals
+    bootstrap: int = Field(ge=0)  # resamples by card for the flag rates' 95% intervals
 
 
 @register
@@ -66,6 +73,16 @@ class Safety(Mode):
     own_questions = True
     reports = ("safety",)
     config = (typed_section("safety", SafetySettings),)
+    stores = (("safety/*.jsonl", SafetyRecord),)
+
+    def judgment(self, record: ScoreRecord) -> Judgment:
+        """A checklist answer about one reply (item id `<dialogue id>#<exchange>`): its dialogue, the
+        exchange as the turn, the answer "yes" (flagged) or "no"."""
+        dialogue_id, _, exchange = record.dialogue_id.rpartition("#")
+        if not dialogue_id or not exchange.isdigit():
+            raise ValueError("not a reply's id (<dialogue id>#<exchange>)")
+        answer = None if record.score is None else checklist()["answers"][record.score]
+        return logged(self.name, record, (dialogue_id,), answer, turn=int(exchange))
 
     def settings(self, cfg: Mapping[str, Any]) -> dict[str, Any]:
         # the checklist's texts (each judgment's content hash covers its prompt too)

@@ -36,12 +36,14 @@ from esc.reports import result as result_
 from esc.reports.bootstrap import (
     NO_INTERVAL,
     Interval,
+    card_unit_name,
     card_units,
+    estimate,
     expand,
-    format_figure,
     unit_index,
     unit_intervals,
 )
+from esc.reports.estimate import format_estimate
 from esc.scoring.judge import INVALID, VALID
 from esc.scoring.jury import JURY
 from esc.scoring.rubrics import DIMENSION_KEYS
@@ -99,6 +101,7 @@ class Leniency:
     offset: float | None  # mean (own reading - pooled score), 0-4 scale
     interval: Interval
     items: int  # (dialogue, dimension) where every member is valid
+    unit: str | None = None  # what the interval resampled
 
 
 def leniency(
@@ -111,7 +114,8 @@ def leniency(
         by_judge for by_judge in _by_item(records).values()
         if all(m in by_judge and by_judge[m].status == VALID for m in members)
     ]  # fmt: skip
-    units, groups = unit_index(card_units([b[members[0]] for b in complete]))
+    resampled = card_units([b[members[0]] for b in complete])
+    units, groups = unit_index(resampled)
     pooled = [combine([_value(b[m], reading) for m in members]) for b in complete]
     out = []
     for m in members:
@@ -127,7 +131,7 @@ def leniency(
             return float(offsets[picked].mean()) if len(picked) else math.nan
 
         interval = unit_intervals(len(units), statistic, n, seed)[0]
-        out.append(Leniency(m, float(offsets.mean()), interval, len(offsets)))
+        out.append(Leniency(m, float(offsets.mean()), interval, len(offsets), card_unit_name(resampled)))
     return out
 
 
@@ -164,9 +168,9 @@ def agreement_between_judges(
     reading: str = "expected",
     n: int = 1000,
     seed: int = 0,
-) -> dict[str, tuple[float, Interval, int]]:
-    """{dimension: (Krippendorff's alpha between the members, its interval by card, items)}: ordinal
-    on the stated scores (`reading: stated`), interval on expected scores."""
+) -> dict[str, tuple[float, Interval, int, str | None]]:
+    """{dimension: (Krippendorff's alpha between the members, its interval by card, items, the unit
+    resampled)}: ordinal on the stated scores (`reading: stated`), interval on expected scores."""
     level = alpha_level(reading)
     out = {}
     items = _by_item(records)
@@ -175,13 +179,14 @@ def agreement_between_judges(
         if not keys:
             continue
         table = np.asarray([[_cell(items[k], m, reading) for k in keys] for m in members], dtype=float)
-        first = [next(iter(items[k].values())) for k in keys]
-        units, groups = unit_index(card_units(first))
+        resampled = card_units([next(iter(items[k].values())) for k in keys])
+        units, groups = unit_index(resampled)
 
         def statistic(drawn: np.ndarray, table: np.ndarray = table, groups: list = groups) -> float:
             return _alpha(table[:, expand(groups, drawn)], level)
 
-        out[dim] = (_alpha(table, level), unit_intervals(len(units), statistic, n, seed)[0], len(keys))
+        interval = unit_intervals(len(units), statistic, n, seed)[0]
+        out[dim] = (_alpha(table, level), interval, len(keys), card_unit_name(resampled))
     return out
 
 
@@ -220,7 +225,9 @@ def rankings(rows: Sequence[Row], members: Sequence[str]) -> dict[tuple[str, str
         groups[(row.roleplayer, row.language)][row.judge].append(row)
     for key, by_judge in sorted(groups.items()):
         scores = {
-            judge: {r.target: float(r.average.mean) for r in rs if r.average.mean is not None}
+            judge: {
+                r.target: float(r.average.estimate.value) for r in rs if r.average.estimate.value is not None
+            }
             for judge, rs in by_judge.items()
         }
         tiers = {judge: _tiers(s) for judge, s in scores.items()}
@@ -243,12 +250,13 @@ def rankings(rows: Sequence[Row], members: Sequence[str]) -> dict[tuple[str, str
     return out
 
 
-def _figure(value: float, interval: Interval, n: int, digits: int) -> result_.Cell:
-    return result_.figure(format_figure(value, interval, digits=digits), value, interval, n)
+def _figure(value: float, interval: Interval, n: int, digits: int, unit: str | None) -> result_.Cell:
+    e = estimate(value, interval, n, unit)
+    return result_.Cell(format_estimate(e, digits), e)
 
 
 def jury_blocks(
-    leniencies: Sequence[Leniency], alphas: Mapping[str, tuple[float, Interval, int]],
+    leniencies: Sequence[Leniency], alphas: Mapping[str, tuple[float, Interval, int, str | None]],
     ranks: Mapping[tuple[str, str], Mapping[str, Any]], pool: str, members: Sequence[str],
     reading: str = "expected",
 ) -> list[result_.Block]:  # fmt: skip
@@ -270,13 +278,14 @@ def jury_blocks(
             [
                 [
                     le.judge,
-                    result_.Cell("n/a", n=le.items, note="no judgment every judge read")
+                    result_.figure("n/a", None, n=le.items, note="no judgment every judge read")
                     if le.offset is None
-                    else _figure(le.offset, le.interval, le.items, 2),
+                    else _figure(le.offset, le.interval, le.items, 2, le.unit),
                     le.items,
                 ]
                 for le in leniencies
             ],
+            name="leniency",
         ),  # fmt: skip
         result_.Text(
             f"Agreement between the judges, Krippendorff's alpha ({alpha_level(reading)}) per "
@@ -287,13 +296,14 @@ def jury_blocks(
             [
                 [
                     dim,
-                    result_.Cell("n/a (no variation)", n=n, note="no variation")
+                    result_.figure("n/a (no variation)", None, n=n, note="no variation", unit=unit)
                     if math.isnan(alpha)
-                    else _figure(alpha, interval, n, 3),
+                    else _figure(alpha, interval, n, 3, unit),
                     n,
                 ]
-                for dim, (alpha, interval, n) in alphas.items()
+                for dim, (alpha, interval, n, unit) in alphas.items()
             ],
+            name="agreement between the judges",
         ),  # fmt: skip
     ]
     for (roleplayer, language), r in ranks.items():
@@ -314,16 +324,6 @@ def jury_blocks(
             result_.Text("\n".join(lines)),
         ]
     return blocks
-
-
-def to_markdown(
-    leniencies: Sequence[Leniency], alphas: Mapping[str, tuple[float, Interval, int]],
-    ranks: Mapping[tuple[str, str], Mapping[str, Any]], pool: str, members: Sequence[str],
-    reading: str = "expected",
-) -> str:  # fmt: skip
-    """`jury_blocks` as markdown."""
-    blocks = jury_blocks(leniencies, alphas, ranks, pool, members, reading)
-    return result_.Report("leaderboard", tuple(blocks)).to_markdown()
 
 
 def _tau(value: float | None) -> str:

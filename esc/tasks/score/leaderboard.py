@@ -27,14 +27,15 @@ from esc.reports import result as result_
 from esc.reports.bootstrap import (
     NO_INTERVAL,
     Interval,
+    card_unit_name,
     card_units,
     expand,
-    interval_text,
     ratio_interval,
     unit_index,
     unit_intervals,
 )
 from esc.reports.charts import pyplot, save_png
+from esc.reports.estimate import Estimate, format_estimate
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.rubrics import DIMENSION_KEYS, dimension
 from esc.scoring.store import ScoreRecord
@@ -45,12 +46,12 @@ TABLE_ORDER = ("fluency", "diversity", "empathy", "suggestion", "skill", "humano
 
 @dataclasses.dataclass
 class Cell:
-    n_valid: int
+    """One score of Table 2: its estimate (0-100, mean score / 4 x 100; n: the valid judgments) and
+    the judgments left out of it."""
+
+    estimate: Estimate
     n_invalid: int
     n_failed: int
-    mean: float | None  # on the 0-100 scale (mean score / 4 x 100)
-    low: float | None
-    high: float | None
     cards: int = 0  # the role cards its valid judgments come from (the resampling unit)
 
 
@@ -89,14 +90,10 @@ def leaderboard(records: Iterable[ScoreRecord], n_resamples: int = 1000, seed: i
                 if n_resamples > 0 and valid
                 else NO_INTERVAL
             )
-            cells[key] = Cell(
-                len(valid),
-                sum(r.status == INVALID for r in group),
-                sum(r.status == FAILED for r in group),
-                _scale(float(np.mean(scores))) if valid else None,
-                *_bounds(interval),
-                len(set(card_units(valid))),
-            )
+            cells[key] = _cell(
+                float(np.mean(scores)) if valid else None, interval, len(valid), card_units(valid),
+                sum(r.status == INVALID for r in group), sum(r.status == FAILED for r in group),
+            )  # fmt: skip
         rows.append(
             Row(
                 target,
@@ -109,6 +106,25 @@ def leaderboard(records: Iterable[ScoreRecord], n_resamples: int = 1000, seed: i
             )  # fmt: skip
         )
     return rows
+
+
+def _cell(
+    mean: float | None, interval: Interval, n_valid: int, units: Sequence[tuple[Any, ...]], n_invalid: int,
+    n_failed: int,
+) -> Cell:  # fmt: skip
+    """A score (`mean` and `interval` on 0-4) on the 0-100 scale, noting why it is n/a or has no
+    interval where the data say (one card: nothing to resample)."""
+    low, high = _bounds(interval)
+    cards = len(set(units))
+    note = (
+        "no valid judgment"
+        if mean is None
+        else "one card: nothing to resample"
+        if low is None and cards == 1
+        else None
+    )
+    estimate = Estimate(_scale(mean), low, high, n_valid, card_unit_name(units), note=note)
+    return Cell(estimate, n_invalid, n_failed, cards)
 
 
 def _bounds(interval: Interval) -> tuple[float | None, float | None]:
@@ -138,28 +154,28 @@ def _average(records: Sequence[ScoreRecord], n_resamples: int, seed: int) -> Cel
         return float(np.mean(means)) if means else float("nan")
 
     if n_valid == 0:
-        return Cell(0, n_invalid, n_failed, None, None, None)
+        return _cell(None, NO_INTERVAL, 0, [], n_invalid, n_failed)
     value = mean_of_means(np.arange(len(dialogues)))
-    cards, members = unit_index([card_of[d] for d in dialogues])
+    units = [card_of[d] for d in dialogues]
+    cards, members = unit_index(units)
     interval = (
         unit_intervals(len(cards), lambda drawn: mean_of_means(expand(members, drawn)), n_resamples, seed)[0]
         if n_resamples > 0
         else NO_INTERVAL
     )
-    return Cell(n_valid, n_invalid, n_failed, _scale(value), *_bounds(interval), len(cards))
+    return _cell(value, interval, n_valid, units, n_invalid, n_failed)
 
 
 def _fmt(cell: Cell) -> result_.Cell:
-    if cell.mean is None:
-        return result_.Cell("n/a", n=cell.n_valid, note="no valid judgment")
-    text = f"{cell.mean:.2f}" + interval_text(cell.low, cell.high, 1) + no_interval_reason(cell)
-    note = "one card: nothing to resample" if no_interval_reason(cell) else None
-    return result_.Cell(text, cell.mean, cell.low, cell.high, cell.n_valid, note)
+    """The score as Table 2 shows it: "62.50 [50.0, 75.0]" (an interval of zero width says so)."""
+    return result_.Cell(
+        format_estimate(cell.estimate, 2, interval_digits=1) + no_interval_reason(cell), cell.estimate
+    )
 
 
 def no_interval_reason(cell: Cell) -> str:
     """Why a cell with a mean has no interval, where the data say: one card is nothing to resample."""
-    return " [no interval: one card]" if cell.low is None and cell.cards == 1 else ""
+    return " [no interval: one card]" if cell.estimate.low is None and cell.cards == 1 else ""
 
 
 def leaderboard_blocks(rows: Sequence[Row]) -> list[result_.Block]:
@@ -191,11 +207,6 @@ def leaderboard_blocks(rows: Sequence[Row]) -> list[result_.Block]:
     return blocks
 
 
-def to_markdown(rows: Sequence[Row]) -> str:
-    """`leaderboard_blocks` as markdown."""
-    return result_.Report("leaderboard", tuple(leaderboard_blocks(rows))).to_markdown()
-
-
 def one_answer_dimensions(rows: Sequence[Row]) -> dict[str, list[tuple[str, float]]]:
     """Per judge, the dimensions in which every valid judgment of every row has one score (the same
     mean with an interval of zero width everywhere): (dimension key, that score on 0-4). A judge that
@@ -205,10 +216,10 @@ def one_answer_dimensions(rows: Sequence[Row]) -> dict[str, list[tuple[str, floa
     for judge in sorted({r.judge for r in rows}):
         mine = [r for r in rows if r.judge == judge]
         for key in TABLE_ORDER:
-            cells = [r.cells[key] for r in mine if r.cells[key].n_valid]
-            means = {c.mean for c in cells}
-            if sum(c.n_valid for c in cells) >= 2 and len(means) == 1:
-                if all(c.n_valid == 1 or c.low == c.high == c.mean for c in cells):
+            cells = [r.cells[key].estimate for r in mine if r.cells[key].estimate.n]
+            means = {c.value for c in cells}
+            if sum(c.n or 0 for c in cells) >= 2 and len(means) == 1:
+                if all(c.n == 1 or c.low == c.high == c.value for c in cells):
                     found.setdefault(judge, []).append((key, float(next(iter(means))) / 100 * 4))
     return found
 
@@ -235,6 +246,7 @@ def write_csv(rows: Sequence[Row], path: Path) -> None:
     writer.writeheader()
     for row in rows:
         for key, cell in [*row.cells.items(), ("average", row.average)]:
+            e = cell.estimate
             writer.writerow(
                 {
                     "target": row.target,
@@ -243,12 +255,12 @@ def write_csv(rows: Sequence[Row], path: Path) -> None:
                     "judge": row.judge,
                     "dimension": key,
                     "paper_name": dimension(key).paper_name if key != "average" else "Average",
-                    "n_valid": cell.n_valid,
+                    "n_valid": e.n,
                     "n_invalid": cell.n_invalid,
                     "n_failed": cell.n_failed,
-                    "score_100": None if cell.mean is None else round(cell.mean, 4),
-                    "ci_low": None if cell.low is None else round(cell.low, 4),
-                    "ci_high": None if cell.high is None else round(cell.high, 4),
+                    "score_100": None if e.value is None else round(e.value, 4),
+                    "ci_low": None if e.low is None else round(e.low, 4),
+                    "ci_high": None if e.high is None else round(e.high, 4),
                 }
             )
     atomic_write_text(Path(path), buffer.getvalue())
@@ -269,7 +281,7 @@ def chart_figures(rows: Sequence[Row], label: Callable[[str], str] = str) -> lis
         fig = plt.figure(figsize=(7, 7))
         ax = fig.add_subplot(polar=True)
         for row in group:
-            values = [row.cells[k].mean if row.cells[k].mean is not None else np.nan for k in TABLE_ORDER]
+            values = [_or_nan(row.cells[k].estimate.value) for k in TABLE_ORDER]
             name = f"{row.target} ({row.roleplayer})" + (f" [{row.judge}]" if several else "")
             ax.plot(angles + angles[:1], values + values[:1], label=label(name))
             ax.fill(angles + angles[:1], np.nan_to_num(values + values[:1]), alpha=0.08)
@@ -284,11 +296,10 @@ def chart_figures(rows: Sequence[Row], label: Callable[[str], str] = str) -> lis
         names = [
             label(f"{r.target}\n({r.roleplayer})" + (f"\n[{r.judge}]" if several else "")) for r in group
         ]
-        means = [r.average.mean if r.average.mean is not None else np.nan for r in group]
-        lows = [r.average.low if r.average.low is not None else m for m, r in zip(means, group, strict=True)]
-        highs = [
-            r.average.high if r.average.high is not None else m for m, r in zip(means, group, strict=True)
-        ]
+        averages = [r.average.estimate for r in group]
+        means = [_or_nan(e.value) for e in averages]
+        lows = [m if e.low is None else e.low for m, e in zip(means, averages, strict=True)]
+        highs = [m if e.high is None else e.high for m, e in zip(means, averages, strict=True)]
         errors = np.nan_to_num(np.array([np.subtract(means, lows), np.subtract(highs, means)]))
         ax.bar(range(len(group)), np.nan_to_num(means), yerr=errors, capsize=4, color="#4C72B0")
         for i, mean in enumerate(means):
@@ -304,6 +315,10 @@ def chart_figures(rows: Sequence[Row], label: Callable[[str], str] = str) -> lis
         plt.setp(ax.get_xticklabels(), fontsize=8)
         figures.append((language, "average", fig))
     return figures
+
+
+def _or_nan(x: float | None) -> float:
+    return np.nan if x is None else x
 
 
 def write_charts(rows: Sequence[Row], out_dir: Path) -> list[Path]:

@@ -33,7 +33,8 @@ import numpy as np
 from scipy.stats import rankdata
 
 from esc.reports import result as result_
-from esc.reports.bootstrap import Interval, format_figure, unit_intervals
+from esc.reports.bootstrap import Interval, estimate, unit_intervals
+from esc.reports.estimate import format_estimate
 from esc.scoring.judge import VALID
 from esc.scoring.store import ScoreRecord
 
@@ -176,12 +177,12 @@ def simulator_blocks(tables: Sequence[SimulatorTable]) -> list[result_.Block]:
             for i, target in enumerate(t.targets)
         ]
         shares = ", ".join(
-            f"{k} {format_figure(v, iv, scale=100, digits=0)}%" for k, (v, iv) in t.shares.items()
+            f"{k} {format_estimate(estimate(v, iv), 0, 100)}%" for k, (v, iv) in t.shares.items()
         )
         lines = [
             f"Variance of the cell means (sum of squares): {shares} (the rest: interaction and noise).",
             "Ranking stability across simulators, Kendall's W: "
-            f"{format_figure(t.w, t.w_interval, digits=2)} ({len(t.simulators)} simulators x "
+            f"{format_estimate(estimate(t.w, t.w_interval), 2)} ({len(t.simulators)} simulators x "
             f"{len(t.targets)} targets; chance level {t.w_chance:.2f}, the mean W of random rankings; "
             f"permutation p = {_p(t.w_p)}"
             + (
@@ -209,17 +210,9 @@ def simulator_blocks(tables: Sequence[SimulatorTable]) -> list[result_.Block]:
 
 
 def _cell(mean: float, interval: Interval, cards: int) -> result_.Cell:
-    return result_.figure(format_figure(mean, interval, digits=1), mean, interval, cards)
-
-
-def to_markdown(tables: Sequence[SimulatorTable]) -> str:
-    """`simulator_blocks` as the markdown appended to leaderboard.md's (a blank line first; "" for none)."""
-    if not tables:
-        return ""
-    return "\n" + result_.Report("leaderboard", tuple(simulator_blocks(tables))).to_markdown()
-
-
-_TWO = ", and with 2 simulators and no ties W = (1 + Spearman's rho) / 2)."
+    """A target's average under a simulator; n: the cards every cell played (resampled)."""
+    e = estimate(mean, interval, cards, "role card")
+    return result_.Cell(format_estimate(e, 1), e)
 
 
 def _p(value: float) -> str:

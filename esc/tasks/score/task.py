@@ -15,7 +15,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from esc.config_rules import Rule, Section, paths
+from pydantic import Field
+
+from esc.config_rules import OpenSettings, Paths, Section
 from esc.errors import ConfigError, UserError
 from esc.jsonl import atomic_write_text
 from esc.lifecycle import JobResult
@@ -168,6 +170,7 @@ class Score(Mode):
     reads_dialogues = True
     takes_jury = True
     reports = ("leaderboard",)
+    stores = (("scores/*.jsonl", ScoreRecord),)
 
     def plan(self, ctx: Context) -> Plan:
         files = ctx.dialogue_files("name an evaluate.py output directory or dialogue files", True)
@@ -193,6 +196,12 @@ class Score(Mode):
         return leaderboard_outcome(ctx, paths, dict(ctx.counts))
 
 
+class ScoreFiles(OpenSettings):
+    """mode=leaderboard's `scores`: the score files it reports."""
+
+    scores: Paths = Field(description="rank.py output dirs or score files")
+
+
 @register
 class Leaderboard(Mode):
     """The leaderboard alone, from existing score files (`scores`): several runs, or a jury's
@@ -202,11 +211,7 @@ class Leaderboard(Mode):
     judges = False
     takes_jury = True
     reports = ("leaderboard",)
-    config = (
-        Section(
-            "", (Rule("scores", paths(), "rank.py output dirs or score files", when=in_mode("leaderboard")),)
-        ),
-    )
+    config = (Section("", ScoreFiles, when=in_mode("leaderboard")),)
 
     def site_sources(self, out: Path, cfg: Mapping[str, Any]) -> list[Path]:
         """OUT (the leaderboard.md this run wrote), and the rank.py folders whose score files it read

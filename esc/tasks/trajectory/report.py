@@ -30,9 +30,11 @@ from esc.errors import UserError
 from esc.jsonl import atomic_write_text
 from esc.reports.bootstrap import bootstrap_ci
 from esc.reports.charts import pyplot, save_png
+from esc.reports.estimate import Estimate, number_text
 from esc.reports.result import Block, Cell, Report, Table, Text, write_result
 
 METRICS = ("start", "final", "change", "area")
+UNIT = "role card"  # what the intervals resample: one dialogue per card and language (`rated_dialogues`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,11 +56,16 @@ class Rated:
 
 @dataclasses.dataclass(frozen=True)
 class Mean:
-    value: float | None  # mean over the dialogues where the figure is defined
-    low: float | None
-    high: float | None
-    n: int  # dialogues it is defined for
-    undefined: int  # dialogues it is not (an invalid start or final rating)
+    """The mean over the dialogues where a figure is defined (n: those dialogues, one per role card),
+    and how many dialogues it is not defined for (an invalid start or final rating)."""
+
+    estimate: Estimate
+    undefined: int
+
+    def to_json(self) -> dict[str, Any]:
+        """As trajectory.json holds it: value, low, high, n, undefined."""
+        e = self.estimate
+        return {"value": e.value, "low": e.low, "high": e.high, "n": e.n, "undefined": self.undefined}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,11 +134,13 @@ def _check_comparable(rated: Sequence[Rated]) -> None:
 
 
 def _mean(values: Sequence[float | None], n_resamples: int, seed: int) -> Mean:
+    """The mean of the defined `values` (one per role card) with its interval, cards resampled."""
     defined = [v for v in values if v is not None]
     if not defined:
-        return Mean(None, None, None, 0, len(values))
+        return Mean(Estimate(None, n=0, unit=UNIT), len(values))
     low, high = bootstrap_ci(defined, n_resamples=n_resamples, seed=seed) if n_resamples > 0 else (None, None)
-    return Mean(float(np.mean(defined)), low, high, len(defined), len(values) - len(defined))
+    estimate = Estimate(float(np.mean(defined)), low, high, len(defined), UNIT)
+    return Mean(estimate, len(values) - len(defined))
 
 
 def _groups(rated: Sequence[Rated]) -> dict[tuple[str, str], list[Rated]]:
@@ -214,23 +223,21 @@ def mean_curves(
     return curves
 
 
-def _number(x: float) -> str:
-    text = f"{x:.1f}"
-    return "0.0" if text == "-0.0" else text
-
-
 def _cell(mean: Mean) -> Cell:
-    if mean.value is None:
+    """ "49.3 [49.1, 49.6] (n=2, 1 undefined)": the interval's ends as computed, even when equal."""
+    e = mean.estimate
+    if e.value is None:
         text = f"n/a (0 of {mean.undefined})" if mean.undefined else "n/a"
-        return Cell(text, n=mean.n, note="no dialogue with this figure defined")
-    text = _number(mean.value)
-    interval = mean.low is not None and mean.high is not None and not math.isnan(mean.low)
-    if interval:
-        text += f" [{_number(mean.low)}, {_number(mean.high)}]"
-    text += f" (n={mean.n}" + (f", {mean.undefined} undefined)" if mean.undefined else ")")
+        return Cell(text, dataclasses.replace(e, note="no dialogue with this figure defined"))
+    text = number_text(e.value, 1)
+    low, high = e.low, e.high
+    if low is not None and high is not None and not math.isnan(low):
+        text += f" [{number_text(low, 1)}, {number_text(high, 1)}]"
+    else:
+        low = high = None
+    text += f" (n={e.n}" + (f", {mean.undefined} undefined)" if mean.undefined else ")")
     note = f"{mean.undefined} dialogues undefined" if mean.undefined else None
-    low, high = (mean.low, mean.high) if interval else (None, None)
-    return Cell(text, mean.value, low, high, mean.n, note)
+    return Cell(text, dataclasses.replace(e, low=low, high=high, note=note))
 
 
 def trajectory_report(rows: Sequence[TargetRow], diffs: Sequence[Difference], unrated: int = 0) -> Report:
@@ -263,6 +270,7 @@ def trajectory_report(rows: Sequence[TargetRow], diffs: Sequence[Difference], un
                 ]
                 for row in rows
             ],
+            name="targets",
         ),  # fmt: skip
     ]
     if diffs:
@@ -277,6 +285,7 @@ def trajectory_report(rows: Sequence[TargetRow], diffs: Sequence[Difference], un
                     [d.roleplayer, d.a, d.b, d.metric, _cell(d.mean), d.a_higher, d.b_higher, d.shared]
                     for d in diffs
                 ],
+                name="paired differences",
             ),
         ]
     if unrated:
@@ -349,8 +358,10 @@ def write_report(
     markdown = write_result(out, trajectory_report(rows, diffs, unrated))
     atomic_write_text(out / "trajectory.csv", to_csv(rated))
     payload = {
-        "targets": [dataclasses.asdict(r) for r in rows],
-        "differences": [dataclasses.asdict(d) for d in diffs],
+        "targets": [
+            {**dataclasses.asdict(r), "means": {m: v.to_json() for m, v in r.means.items()}} for r in rows
+        ],
+        "differences": [{**dataclasses.asdict(d), "mean": d.mean.to_json()} for d in diffs],
         "curves": {
             f"{rp}|{t}": [dict(zip(("exchange", "mean", "n", "low", "high"), p, strict=True)) for p in c]
             for (rp, t), c in curves.items()

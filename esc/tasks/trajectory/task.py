@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from esc.config_rules import boolean, integer, setting, typed_section
+from pydantic import Field
+
+from esc.config_rules import Settings, typed_section
 from esc.dialogues.store import read_dialogues
 from esc.errors import UserError
 from esc.lifecycle import JobResult
@@ -31,12 +33,11 @@ class TrajectoryResult(JobResult):
         )
 
 
-@dataclasses.dataclass
-class TrajectorySettings:
+class TrajectorySettings(Settings):
     """`trajectory` (conf/rank.yaml): the intervals' resamples, the chart."""
 
-    bootstrap: int = setting(integer(0))  # resamples by card for the 95% intervals
-    charts: bool = setting(boolean())  # OUT/charts/trajectory.png
+    bootstrap: int = Field(ge=0)  # resamples by card for the 95% intervals
+    charts: bool  # OUT/charts/trajectory.png
 
 
 @register

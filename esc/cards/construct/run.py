@@ -27,9 +27,10 @@ import logging
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from omegaconf import DictConfig, OmegaConf
+from pydantic import Field
 from tqdm import tqdm
 
 from esc.cards.construct import steps
@@ -41,17 +42,7 @@ from esc.chat.base import ChatBackend, GenerationSettings, Reply, generation_con
 from esc.chat.build import backend_config, build_backend
 from esc.chat.cache import CACHE_CONFIG, with_cache
 from esc.chat.usage import Usage
-from esc.config_rules import (
-    Section,
-    boolean,
-    integer,
-    list_of,
-    load_section,
-    number,
-    one_of,
-    setting,
-    typed_section,
-)
+from esc.config_rules import NonEmpty, OpenSettings, Section, Settings, load_section, typed_section
 from esc.errors import ConfigError
 from esc.jsonl import append_jsonl, atomic_write_text, drop_partial_last_line, get_field, read_jsonl
 from esc.lifecycle import Job, JobResult, job_run
@@ -64,36 +55,32 @@ log = logging.getLogger(__name__)
 STEPS = ("extract", "filter", "classify", "grade")
 
 
-@dataclasses.dataclass
-class CardsRun:
-    """build_cards.py's top-level keys (conf/cards.yaml), typed (`esc.config_rules`)."""
+class CardsRun(OpenSettings):
+    """build_cards.py's top-level keys (conf/cards.yaml); the rest of the top level is the other
+    sections', Hydra's and the paths'."""
 
-    seed: int = setting(integer())
-    chunk: int = setting(integer(1))  # records asked at a time, then appended
-    progress: bool = setting(boolean())
+    seed: int
+    chunk: int = Field(ge=1)  # records asked at a time, then appended
+    progress: bool
 
 
-@dataclasses.dataclass
-class CardSources:
+class CardSources(Settings):
     """`cards` (conf/cards.yaml): which records of which datasets become role cards."""
 
-    root: str | None = setting()  # the data directory; null: ESC_DATA_DIR or <repo>/data
-    languages: list[str] = setting(list_of(one_of(*LANGUAGES)))
-    limit: int | None = setting(integer(1, null=True), "the first N records of each source; null: all")
-    subset: str | None = setting(
-        one_of("crisis", null=True), "crisis: records that mention suicide or self-harm"
-    )
-    dedup_threshold: float = setting(number(above=0, maximum=1))
-    sources: dict[str, Any] = setting()  # per source: enabled and its reader's options (sources.py)
+    root: str | None  # the data directory; null: ESC_DATA_DIR or <repo>/data
+    languages: NonEmpty[Literal[LANGUAGES]]  # type: ignore[valid-type]
+    limit: int | None = Field(ge=1, description="the first N records of each source; null: all")
+    subset: Literal["crisis"] | None = Field(description="crisis: records that mention suicide or self-harm")
+    dedup_threshold: float = Field(gt=0, le=1)
+    sources: dict[str, Any]  # per source: enabled and its reader's options (sources.py)
 
 
-@dataclasses.dataclass
-class LLMSteps:
+class LLMSteps(Settings):
     """`steps`: the LLM steps after extraction; false skips one."""
 
-    filter: bool = setting(boolean())
-    classify: bool = setting(boolean())
-    grade: bool = setting(boolean())
+    filter: bool
+    classify: bool
+    grade: bool
 
 
 OK, UNPARSEABLE, FAILED = "ok", "unparseable", "failed"
@@ -239,7 +226,7 @@ def build_cards(cfg: DictConfig) -> CardsResult:
     refuse_unswept_sweep()  # before the records are read
     out = Path(cfg.output_dir)
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    run = load_section("", CardsRun, {f.name: resolved[f.name] for f in dataclasses.fields(CardsRun)})
+    run = load_section("", CardsRun, {name: resolved[name] for name in CardsRun.model_fields})
     section = load_section("cards", CardSources, resolved["cards"])
     switches = load_section("steps", LLMSteps, resolved["steps"])
     records = gather_records(section)
@@ -276,7 +263,7 @@ def _build(
     usage = {name: Usage() for name in STEPS}
     job.on_stop(lambda: {"usage": {k: u.report(backend.price) for k, u in usage.items()}})
     chunk, progress = run.chunk, run.progress
-    enabled = {"extract": True, **dataclasses.asdict(switches)}  # every step of STEPS
+    enabled = {"extract": True, **switches.model_dump()}  # every step of STEPS
     by_id = {r.record_id: r for r in records}
 
     def step(name: str, work: list) -> None:
@@ -468,7 +455,7 @@ def report_markdown(report: Mapping[str, Any]) -> str:
 
 #: what `python build_cards.py` reads of its config (conf/cards.yaml; `esc.config_schema.validate`)
 CONFIG: tuple[Section, ...] = (
-    Section("", typed_section("", CardsRun).rules),  # the top level is open (paths, hydra...)
+    Section("", CardsRun),  # the top level is open (paths, hydra...)
     typed_section("cards", CardSources),
     backend_config("extractor", "name"),
     generation_config("generation"),

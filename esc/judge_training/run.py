@@ -28,18 +28,18 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from omegaconf import DictConfig, OmegaConf, open_dict
+from pydantic import Field
 
 from esc.annotate.held_out import write_trained_on
-from esc.config_rules import Rule, Section, boolean, integer, keys, number, one_of
-from esc.errors import ConfigError
+from esc.config_rules import NonEmpty, OpenSettings, Section, Settings, load_section, ratios
 from esc.judge_training.data import ADAPTER_MODES, BALANCE_MODES, splits
 from esc.lifecycle import Job, JobResult, job_run
 from esc.scoring.judges import build_judge
 from esc.scoring.judging import judge_items
-from esc.scoring.rubrics import DIMENSION_KEYS
+from esc.scoring.rubrics import DIMENSION_KEYS, LANGUAGES
 from esc.scoring.store import ScoreStore
 from esc.tasks.agreement import report as agree
 from esc.tasks.agreement.data import (
@@ -83,9 +83,7 @@ def _finished(folder: Path) -> bool:
 def train_adapters(cfg: DictConfig, out: Path, dims: Sequence[str], mode: str) -> dict[str, str]:
     """Train the adapters; returns {dimension or "all": adapter directory}."""
     jobs = [(d, [d]) for d in dims] if mode == "per_dimension" else [("all", list(dims))]
-    balance = (cfg.get("rank") or {}).get("balance", "sampling")
-    if balance not in BALANCE:
-        raise ConfigError("rank.balance", f"{balance!r} is not one of {', '.join(BALANCE)}")
+    balance = rank_settings(cfg).balance
     folders = {}
     for name, job_dims in jobs:
         folder = out / name
@@ -112,8 +110,8 @@ def evaluate(
     (``rank.compare_base``) and the baselines, every row on the same items."""
     data = OmegaConf.to_container(cfg.data, resolve=True)
     test, train_part = split_annotations(data, "test")
-    rank_cfg = cfg.get("rank") or {}
-    test = sample_dialogues(test, rank_cfg.get("eval_dialogues"), int(cfg.get("seed", 42)))
+    rank = rank_settings(cfg)
+    test = sample_dialogues(test, rank.eval_dialogues, cfg.seed)  # the run's seed (conf/train.yaml)
     items = annotated_items(test)
     model = OmegaConf.to_container(cfg.model, resolve=True)
     dims = sorted({it.dimension for it in items}, key=DIMENSION_KEYS.index)
@@ -123,7 +121,7 @@ def evaluate(
         else {"layout": "single", "root": folders["all"]}
     )
     judges = {"rank": (judge_label(cfg), adapters)}
-    if rank_cfg.get("compare_base", True):
+    if rank.compare_base:
         judges["base"] = (f"{cfg.model.name} zero-shot", None)
     rows: dict[str, Any] = {}
     for file_name, (label, judge_adapters) in judges.items():
@@ -132,10 +130,10 @@ def evaluate(
                 "kind": "local",
                 "name": label,
                 "model": model,
-                "prompt": data.get("prompt", "official"),
-                "batch_size": int(rank_cfg.get("eval_batch_size", 4)),
+                "prompt": data["prompt"],
+                "batch_size": rank.eval_batch_size,
                 "adapters": judge_adapters,
-                "min_answer_mass": float(rank_cfg.get("min_answer_mass", 0.0)) if judge_adapters else 0.0,
+                "min_answer_mass": rank.min_answer_mass if judge_adapters else 0.0,  # the base: every answer
             }
         )
         try:
@@ -146,28 +144,24 @@ def evaluate(
         finally:
             judge.close()
     rows.update(baselines(train_part, test))
-    n_resamples, seed = int(rank_cfg.get("bootstrap", 1000)), int(cfg.get("seed", 0))
-    return agree.agreement_tables(agreement_items(test), rows, n_resamples, seed)
+    return agree.agreement_tables(agreement_items(test), rows, rank.bootstrap, cfg.seed)
 
 
 def judge_label(cfg: DictConfig) -> str:
     """The trained judge's row label: model and adapter layout."""
-    return f"ESC-RANK ({cfg.model.name}, {(cfg.get('rank') or {}).get('adapters', 'per_dimension')})"
+    return f"ESC-RANK ({cfg.model.name}, {rank_settings(cfg).adapters})"
 
 
 def train_esc_rank(cfg: DictConfig) -> EscRankResult:
     """The `+exp=train/esc_rank` job: train the adapters, then the agreement report on the test split."""
     out = Path(cfg.output_dir)
-    mode = (cfg.get("rank") or {}).get("adapters", "per_dimension")
-    if mode not in MODES:
-        raise ConfigError("rank.adapters", f"{mode!r} is not one of {MODES}")
+    mode = rank_settings(cfg).adapters
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    with job_run(out, "train.esc_rank", output_settings(cfg), resolved, seed=cfg.get("seed")) as job:
+    with job_run(out, "train.esc_rank", output_settings(cfg), resolved, seed=cfg.seed) as job:
         return _train_esc_rank(job, cfg, out, mode)
 
 
 def _train_esc_rank(job: Job, cfg: DictConfig, out: Path, mode: str) -> EscRankResult:
-    rank_cfg = cfg.get("rank") or {}
     data = OmegaConf.to_container(cfg.data, resolve=True)
     parts = splits(data)
     dims = [d for d in DIMENSION_KEYS if any(a.dimension == d for a in parts["train"])]
@@ -183,7 +177,7 @@ def _train_esc_rank(job: Job, cfg: DictConfig, out: Path, mode: str) -> EscRankR
         log.warning("No training annotations for %s: no adapter, nothing measured", ", ".join(without))
     write_trained_on(out, data.get("annotations"), [*parts["train"], *parts["val"]])
     folders = train_adapters(cfg, out, dims, mode)
-    results = evaluate(cfg, out, folders, mode, job) if rank_cfg.get("evaluate", True) else []
+    results = evaluate(cfg, out, folders, mode, job) if rank_settings(cfg).evaluate else []
     title = f"{judge_label(cfg)} against people on the held-out test split"
     report = write_agreement(out, results, title) if results else ""
     return job.complete(
@@ -193,29 +187,41 @@ def _train_esc_rank(job: Job, cfg: DictConfig, out: Path, mode: str) -> EscRankR
     )
 
 
+class RankTraining(Settings):
+    """`rank:` of `+exp=train/esc_rank` (conf/exp/train/esc_rank*.yaml): the adapters and their
+    agreement report on the held-out split."""
+
+    adapters: Literal[ADAPTER_MODES]  # type: ignore[valid-type]
+    balance: Literal[BALANCE_MODES]  # type: ignore[valid-type]
+    evaluate: bool
+    compare_base: bool
+    eval_dialogues: int | None = Field(ge=1, description="null: the whole test split")
+    eval_batch_size: int = Field(ge=1)
+    min_answer_mass: float = Field(ge=0, le=1)
+    bootstrap: int = Field(ge=0)
+
+
+class RankData(OpenSettings):
+    """`data:` of `+exp=train/esc_rank` (conf/data/esc_rank.yaml): what the samples are built from."""
+
+    balance_power: float = Field(ge=0, description="0: no class weights; 1: every score equally")
+    languages: NonEmpty[Literal[LANGUAGES]]  # type: ignore[valid-type]
+    split: ratios("train", "val", "test")  # type: ignore[valid-type]
+    seed: int
+
+
+def _esc_rank(cfg: Any) -> bool:
+    """Whether train.py runs ESC-RANK's experiment (its `rank:` node)."""
+    return cfg.get("rank") is not None
+
+
+def rank_settings(cfg: DictConfig) -> RankTraining:
+    """The `rank:` node, typed (checked before any work by `esc.config_schema.validate` too)."""
+    return load_section("rank", RankTraining, OmegaConf.to_container(cfg.rank, resolve=True))
+
+
 #: what `train.py +exp=train/esc_rank` reads beside train.py's own config (`esc.config_schema`)
 CONFIG: tuple[Section, ...] = (
-    Section(
-        "data", (Rule("balance_power", number(minimum=0), "0: no class weights; 1: every score equally"),)
-    ),
-    Section(
-        "rank",
-        (
-            Rule("adapters", one_of(*ADAPTER_MODES)),
-            Rule("balance", one_of(*BALANCE_MODES)),
-            Rule("compare_base", boolean()),
-            Rule("min_answer_mass", number(minimum=0, maximum=1)),
-            Rule("bootstrap", integer(0)),
-        ),
-        keys(
-            "adapters",
-            "balance",
-            "bootstrap",
-            "compare_base",
-            "eval_batch_size",
-            "eval_dialogues",
-            "evaluate",
-            "min_answer_mass",
-        ),  # fmt: skip
-    ),
+    Section("data", RankData, when=_esc_rank),
+    Section("rank", RankTraining, optional=True),
 )

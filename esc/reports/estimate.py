@@ -1,0 +1,162 @@
+"""One figure a run publishes: a value with its 95% interval, the n behind it and the unit resampled.
+
+Every report states its numbers as `Estimate`s, and `format_estimate` is the one way they read as
+text ("62.5 [50.0, 75.0]", "n/a (undefined in 12.0% of resamples)"). An estimate placed in a report
+table also says where (`table`, `keys`: the row and column it fills), which is what the run log's
+`results` hold (`esc.reports.runlog`): a program reads the figures from there, never from the text.
+
+Why one type: the same figure was written six ways (per-report cell classes), and their labels drifted
+from what the numbers computed (an interval "by dialogue" that resampled role cards). Here the unit
+resampled travels with the figure, so the label is read from the number it describes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any
+
+#: above this share of undefined resamples a figure is shown as n/a: its interval would describe
+#: only the resamples where it happens to be defined
+MAX_UNDEFINED = 0.05
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+    """A value, its 95% interval (None: none computed), n (the items behind it) and `unit`, the
+    independent unit the interval resampled ("role card", "dialogue", ...). `undefined`: the share
+    of resamples where the statistic was undefined (None: no resampling). `note`: why the figure is
+    n/a or what its n counts. `table` and `keys` place it in a report (empty until placed)."""
+
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+    n: int | None = None
+    unit: str | None = None
+    undefined: float | None = None
+    note: str | None = None
+    table: str = ""
+    keys: tuple[tuple[str, str], ...] = ()
+
+    def at(self, table: str, keys: Mapping[str, Any]) -> Estimate:
+        """This figure placed in `table` at the cell `keys` names (row labels and the column)."""
+        return dataclasses.replace(self, table=table, keys=tuple((str(k), str(v)) for k, v in keys.items()))
+
+    @property
+    def defined(self) -> bool:
+        return self.value is not None and math.isfinite(self.value)
+
+    @property
+    def unstable(self) -> bool:
+        """Undefined in more than `MAX_UNDEFINED` of its resamples: shown as n/a."""
+        return self.undefined is not None and math.isfinite(self.undefined) and self.undefined > MAX_UNDEFINED
+
+    def why_not(self) -> str | None:
+        """The note a reader sees: the given one, else the share of undefined resamples where any."""
+        if self.note:
+            return self.note
+        if self.undefined is not None and math.isfinite(self.undefined) and self.undefined > 0:
+            return f"undefined in {self.undefined:.0%} of resamples"
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        """The figure as the run log and `<kind>.result.json` hold it (non-finite numbers left out)."""
+        out: dict[str, Any] = {}
+        if self.table:
+            out["table"] = self.table
+            out["keys"] = dict(self.keys)
+        for name in ("value", "low", "high", "undefined"):
+            x = _finite(getattr(self, name))
+            if x is not None:
+                out[name] = x
+        if self.n is not None:
+            out["n"] = int(self.n)
+        if self.unit:
+            out["unit"] = self.unit
+        note = self.why_not()
+        if note:
+            out["note"] = note
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Estimate:
+        """An estimate back from `to_json`; TypeError or ValueError when a field has the wrong type."""
+        keys = data.get("keys") or {}
+        if not isinstance(keys, Mapping):
+            raise TypeError(f"keys must be an object, got {keys!r}")
+        return cls(
+            _number(data.get("value")),
+            _number(data.get("low")),
+            _number(data.get("high")),
+            _count(data.get("n")),
+            _text(data.get("unit")),
+            _number(data.get("undefined")),
+            _text(data.get("note")),
+            _text(data.get("table")) or "",
+            tuple((str(k), str(v)) for k, v in keys.items()),
+        )
+
+
+def format_estimate(
+    e: Estimate, digits: int = 3, scale: float = 1.0, interval_digits: int | None = None
+) -> str:
+    """ "v [low, high]"; "v" without an interval; "n/a" when undefined; "n/a (undefined in k% of
+    resamples)" when the resamples say the figure is unstable. `scale` multiplies every number
+    (a proportion shown in percent: 100); `interval_digits`: the interval's decimals where they are
+    fewer than the value's (Table 2 shows "62.50 [50.0, 75.0]")."""
+    if e.unstable:
+        return f"n/a (undefined in {e.undefined:.1%} of resamples)"
+    if not e.defined:
+        return "n/a"
+    ends = digits if interval_digits is None else interval_digits
+    return number_text(e.value, digits, scale) + interval_text(e.low, e.high, ends, scale, e.undefined)
+
+
+def interval_text(
+    low: float | None, high: float | None, digits: int, scale: float = 1.0, undefined: float | None = 0.0
+) -> str:
+    """ " [low, high]", "" without an interval, and " [every resample low]" when all resamples gave
+    the same value (up to floating point): a zero-width percentile interval says the resamples
+    agree, not that the figure is certain (0 flags in 24 replies, a constant judge). "every defined
+    resample" when some resamples were undefined (`undefined`, their share)."""
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        return ""
+    if all_equal(low, high):
+        which = "every defined resample" if undefined and not math.isnan(undefined) else "every resample"
+        return f" [{which} {number_text(low, digits, scale)}]"
+    return f" [{number_text(low, digits, scale)}, {number_text(high, digits, scale)}]"
+
+
+def all_equal(low: float, high: float) -> bool:
+    """The two ends of an interval are one value, up to floating-point error (a mean of 7 equal
+    values can come out 1 ulp apart in two resamples)."""
+    return math.isclose(low, high, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def number_text(x: float, digits: int, scale: float = 1.0) -> str:
+    """`x` x `scale` with `digits` decimals, never "-0.000"."""
+    text = f"{x * scale:.{digits}f}"
+    return text[1:] if text.startswith("-") and not text.strip("-0.") else text
+
+
+def _finite(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(float(x)) else float(x)
+
+
+def _number(x: Any) -> float | None:
+    if x is not None and (isinstance(x, bool) or not isinstance(x, int | float)):
+        raise TypeError(f"expected a number, got {x!r}")
+    return None if x is None else float(x)
+
+
+def _count(x: Any) -> int | None:
+    if x is not None and (isinstance(x, bool) or not isinstance(x, int)):
+        raise TypeError(f"expected a count, got {x!r}")
+    return x
+
+
+def _text(x: Any) -> str | None:
+    if x is not None and not isinstance(x, str):
+        raise TypeError(f"expected a string, got {x!r}")
+    return x

@@ -1,0 +1,197 @@
+"""A rank.py folder's run log (`esc.reports.runlog`, OUT/run.json), built from the files the run wrote.
+
+`run_mode` writes it after a mode's report, and `esc runs upgrade` writes it into a folder from
+before run logs, both with `build_run_log`, from the same files:
+
+    header     OUT/manifest.json (the redacted config, the judges, seed, sources, commit, packages)
+               and OUT/settings.json (the revisions the judges resolved to);
+    judgments  every record of the stores of every task the folder holds (`Mode.stores`, and a live
+               run's plan), each as its task reads it (`Mode.judgment`);
+    results    every figure of OUT/<kind>.result.json for kind in those tasks' `Mode.reports`,
+               placed in its table (`esc.reports.result.Report.estimates`);
+    reports    those result.json payloads, by kind.
+
+Why from files and not from the run's memory: a folder written before run logs holds nothing else,
+and its upgraded log must be the log its run would have written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from esc.errors import DataError
+from esc.jsonl import read_json
+from esc.reports.estimate import Estimate
+from esc.reports.result import Heading, Report, Table, read_result, result_path
+from esc.reports.runlog import Judgment, RunLog
+from esc.rundir import SETTINGS_FILE, read_settings
+from esc.runinfo import now
+from esc.scoring.store import ScoreRecord, latest, read_scores
+
+
+class Mode(Protocol):
+    """What the log reads of a task (`esc.tasks.task.Mode`, which imports this module)."""
+
+    name: str
+    reports: tuple[str, ...]
+    stores: tuple[tuple[str, type[ScoreRecord]], ...]
+
+    def judgment(self, record: ScoreRecord) -> Judgment: ...
+
+
+MANIFEST = "manifest.json"
+#: what the header copies from the manifest, as the manifest has it
+MANIFEST_FIELDS = ("config", "seed", "git", "packages", "python")
+
+
+def logged(
+    task: str, record: ScoreRecord, dialogues: Sequence[str], answer: str | None, **fields: Any
+) -> Judgment:
+    """`record` as a run log lists it: what every store record holds, plus what its task reads from
+    it: `dialogues`, `answer`, and `fields` (a turn, a detail, what the record's id says of its
+    dialogues). `item_id` is the record's id where it is not the one dialogue's."""
+    values: dict[str, Any] = {
+        "task": task,
+        "dialogues": tuple(dialogues),
+        "key": record.dimension,
+        "judge": record.judge,
+        "status": record.status,
+        "answer": answer,
+        "score": None if record.score is None else float(record.score),
+        "expected": record.expected,
+        "answer_mass": record.answer_mass,
+        "probs": None if record.probs is None else tuple(float(p) for p in record.probs),
+        "item_id": None if tuple(dialogues) == (record.dialogue_id,) else record.dialogue_id,
+        "target": record.target,
+        "roleplayer": record.roleplayer,
+        "language": record.language,
+        "card_id": record.card_id,
+        "content_sha": record.content_sha,
+        "source": record.source,
+        "raw": record.raw,
+        "error": record.error,
+    }
+    return Judgment(**{**values, **fields})
+
+
+def run_header(folder: Path, task: str) -> dict[str, Any]:
+    """What made the run, from the folder's manifest and settings records (see the module docstring);
+    `written` is the log's one timestamp."""
+    folder = Path(folder)
+    manifest = read_json(folder / MANIFEST)
+    if not isinstance(manifest, dict):
+        raise DataError(folder / MANIFEST, None, "not a run manifest (expected an object)")
+    judges = manifest.get("judge")
+    settings = read_settings(folder).get(f"rank.{task}", {}) if (folder / SETTINGS_FILE).is_file() else {}
+    header = {"task": task, "written": now(), **{k: manifest.get(k) for k in MANIFEST_FIELDS}}
+    header["judges"] = [] if judges is None else judges if isinstance(judges, list) else [judges]
+    header["revisions"] = settings.get("resolved", {})
+    header["sources"] = manifest.get("sources") or manifest.get("scores") or []
+    return header
+
+
+def store_judgments(mode: Mode, stores: Iterable[tuple[Path, type[ScoreRecord]]]) -> list[Judgment]:
+    """Every record of each store (the latest of each item and question, in file order), as `mode`
+    reads it; a store that does not read is a DataError naming the file and line."""
+    out = []
+    for path, record_type in stores:
+        for record in latest(read_scores(path, record_type)).values():
+            try:
+                out.append(mode.judgment(record))
+            except (ValueError, KeyError, IndexError) as err:
+                raise DataError(path, record.dialogue_id, f"not a {mode.name} judgment: {err}") from None
+    return out
+
+
+def mode_stores(mode: Mode, out: Path, batches: Iterable[Any] = ()) -> list[tuple[Path, type[ScoreRecord]]]:
+    """The stores a folder of `mode` holds (`Mode.stores`), and those of a live run's plan
+    (`batches`), each once, in path order, with the record type that reads it."""
+    stores = folder_stores(out, [mode], mode, batches)
+    return [(path, record_type) for path, (_, record_type) in stores.items()]
+
+
+def folder_stores(
+    out: Path, tasks: Sequence[Mode], current: Mode, batches: Iterable[Any] = ()
+) -> dict[Path, tuple[Mode, type[ScoreRecord]]]:
+    """Each store file of the folder with the task that owns it: the live run's batches are
+    `current`'s; a file several tasks' patterns match (`scores/*.jsonl` and
+    `scores/annotations__*.jsonl`) belongs to the most specific pattern (the longest)."""
+    out = Path(out)
+    claims: dict[Path, tuple[int, Mode, type[ScoreRecord]]] = {}
+    for batch in batches:
+        claims[Path(batch.store.path).resolve()] = (1 << 30, current, batch.store.record_type)
+    for task in tasks:
+        for pattern, record_type in task.stores:
+            for path in out.glob(pattern):
+                held = claims.get(path.resolve())
+                if held is None or held[0] < len(pattern):
+                    claims[path.resolve()] = (len(pattern), task, record_type)
+    return {path: (task, record_type) for path, (_, task, record_type) in sorted(claims.items())}
+
+
+def folder_tasks(out: Path, current: Mode, registered: Mapping[str, Mode]) -> list[Mode]:
+    """The tasks that ran in the folder: those OUT/settings.json records (`rank.<task>`) and
+    `current`, in the order of the registry. A folder may hold several (mode=score, then
+    mode=safety into the same OUT), and its log holds all of them."""
+    recorded = read_settings(out) if (Path(out) / SETTINGS_FILE).is_file() else {}
+    names = {k.split(".", 1)[1] for k in recorded if k.startswith("rank.")} | {current.name}
+    return [registered[name] for name in registered if name in names]
+
+
+def named_tables(report: Report) -> Report:
+    """`report` with each unnamed table that shares its heading with another numbered "<heading> #k":
+    a report written before tables had names (`Table.name`) would place the figures of several
+    tables at one name, where the same row and column labels collide."""
+    under: dict[tuple[int, str], list[int]] = {}  # a heading (block, text) -> the unnamed tables under it
+    heading: tuple[int, str] | None = None
+    for i, block in enumerate(report.blocks):
+        if isinstance(block, Heading):
+            heading = (i, block.text)
+        elif isinstance(block, Table) and block.name is None and heading is not None:
+            under.setdefault(heading, []).append(i)
+    blocks = list(report.blocks)
+    for (_, text), tables in under.items():
+        for k, i in enumerate(tables if len(tables) > 1 else [], 1):
+            blocks[i] = dataclasses.replace(report.blocks[i], name=f"{text} #{k}")
+    return dataclasses.replace(report, blocks=tuple(blocks))
+
+
+def report_results(out: Path, kinds: Iterable[str]) -> tuple[list[Estimate], dict[str, dict[str, Any]]]:
+    """The placed figures and the payloads of the reports among `kinds` the folder holds
+    (OUT/<kind>.result.json); one that does not read is a DataError naming it."""
+    results: list[Estimate] = []
+    reports: dict[str, dict[str, Any]] = {}
+    for kind in kinds:
+        path = result_path(out, kind)
+        if not path.is_file():
+            continue
+        try:
+            report = read_result(path)
+        except ValueError as err:
+            raise DataError(path, None, f"not a report result: {err}") from None
+        results += named_tables(report).estimates()
+        reports[kind] = read_json(path)
+    return results, reports
+
+
+def build_run_log(
+    mode: Mode,
+    out: Path,
+    written_by: str,
+    registered: Mapping[str, Mode],
+    batches: Iterable[Any] = (),
+) -> RunLog:
+    """The run log of the folder `out`, last run by a run of `mode` (see the module docstring): the
+    header of that run, and the judgments and reports of every task the folder holds
+    (`folder_tasks`); `written_by`: the command that wrote it (rank.py, or `esc runs upgrade`)."""
+    tasks = folder_tasks(out, mode, registered)
+    judgments: list[Judgment] = []
+    for path, (task, record_type) in folder_stores(out, tasks, mode, batches).items():
+        judgments += store_judgments(task, [(path, record_type)])
+    kinds = list(dict.fromkeys(kind for task in tasks for kind in task.reports))
+    results, reports = report_results(out, kinds)
+    header = {**run_header(out, mode.name), "tasks": [t.name for t in tasks], "written_by": written_by}
+    return RunLog(header, judgments, results, reports)
