@@ -63,7 +63,7 @@ def test_markdown_is_the_blocks_a_blank_line_apart() -> None:
     )
 
 
-def test_the_json_round_trips_and_leaves_undefined_figures_out(tmp_path: Path) -> None:
+def test_the_json_round_trips_and_keeps_the_undefined_share(tmp_path: Path) -> None:
     markdown = write_result(tmp_path, REPORT)
     assert (tmp_path / "toy.md").read_text(encoding="utf-8") == markdown == REPORT.to_markdown()
     data = json.loads(result_path(tmp_path, "toy").read_text(encoding="utf-8"))  # strict JSON: no NaN
@@ -77,8 +77,10 @@ def test_the_json_round_trips_and_leaves_undefined_figures_out(tmp_path: Path) -
         "n": 8,
         "unit": "role card",
     }
-    assert table["rows"][1][2] == {"text": "n/a (undefined in 40% of resamples)", "n": 3, "note": "unstable"}
+    unstable = {"text": "n/a (undefined in 40% of resamples)", "n": 3, "undefined": 0.4, "note": "unstable"}
+    assert table["rows"][1][2] == unstable  # no value (NaN is no JSON), but the share that made it n/a
     again = read_result(result_path(tmp_path, "toy"))
+    assert again.estimates()[1].unstable  # read back, the figure still says it is unstable
     assert again.to_markdown() == markdown
     assert again.estimates()[0] == REPORT.estimates()[0]  # the figure read back, its unit too
     assert (tmp_path / "toy.csv").read_text(encoding="utf-8") == table_csv(REPORT.tables()[0])

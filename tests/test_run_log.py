@@ -308,3 +308,47 @@ def test_a_folder_that_ran_two_tasks_logs_both(tmp_path: Path) -> None:
     assert by_task["score"] == first.judgments and len(by_task["safety"]) == 4
     assert set(log.reports) == {"leaderboard", "safety"}
     assert [e for e in log.results if e.table.startswith("leaderboard/")] == first.results
+
+
+def test_a_non_finite_number_of_a_store_is_logged_as_none() -> None:
+    """A store may keep a NaN mass (JSON lines allow it); the log, strict JSON, holds None there."""
+    from esc.tasks.run_log import logged
+
+    record = _record(ScoreRecord, "a__b__en/1", "empathy", 3)
+    record.answer_mass, record.expected, record.probs = float("nan"), float("inf"), [0.1, float("nan")]
+    j = logged("score", record, ("a__b__en/1",), "3")
+    assert (j.answer_mass, j.expected, j.probs) == (None, None, None)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("score", "3", "score must be a number"),
+        ("turn", "2", "turn must be an integer"),
+        ("dialogues", "a__b__en/1", "dialogues must be a list"),
+    ],
+)
+def test_a_judgment_field_of_the_wrong_type_is_a_data_error(
+    tmp_path: Path, field: str, value: Any, says: str
+) -> None:
+    judgment = {
+        "task": "score",
+        "dialogues": ["a__b__en/1"],
+        "key": "empathy",
+        "judge": "tiny",
+        "status": "valid",
+    }
+    data = {
+        "format": FORMAT,
+        "header": {},
+        "judgments": [{**judgment, field: value}],
+        "results": [],
+        "reports": {},
+    }
+    (tmp_path / RUN_LOG).write_text(json.dumps(data))
+    with pytest.raises(DataError, match=f"judgment 0: {says}"):
+        read_run_log(tmp_path)
+    data = {**data, "judgments": [judgment], "header": {"git": "x"}}
+    (tmp_path / RUN_LOG).write_text(json.dumps(data))
+    with pytest.raises(DataError, match="header.git must be an object"):
+        read_run_log(tmp_path)

@@ -61,13 +61,13 @@ class Cell:
         return self.estimate.why_not() if self.estimate else None
 
     def to_json(self) -> dict[str, Any]:
-        """The text, and the figure's value, low, high, n, unit and note where it has them (its
-        placement and undefined share are the run log's: `Report.estimates`)."""
+        """The text, and the figure's value, low, high, n, unit, share of undefined resamples and note
+        where it has them (its placement is the run log's: `Report.estimates`)."""
         figure = self.estimate.to_json() if self.estimate else {}
         return {"text": self.text, **{k: figure[k] for k in CELL_FIELDS if k in figure}}
 
 
-CELL_FIELDS = ("value", "low", "high", "n", "unit", "note")
+CELL_FIELDS = ("value", "low", "high", "n", "unit", "undefined", "note")
 CellLike = Cell | str | int | float
 
 
@@ -289,6 +289,6 @@ def _cell(c: dict[str, Any]) -> Cell:
         return Cell(_text(c["text"]))
     figure = Estimate(
         _number(c.get("value")), _number(c.get("low")), _number(c.get("high")), _count(c.get("n")),
-        c.get("unit") and _text(c["unit"]), None, c.get("note") and _text(c["note"]),
+        c.get("unit") and _text(c["unit"]), _number(c.get("undefined")), c.get("note") and _text(c["note"]),
     )  # fmt: skip
     return Cell(_text(c["text"]), figure)

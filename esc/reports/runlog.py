@@ -78,7 +78,10 @@ class Judgment:
         if unknown:
             raise ValueError(f"unknown fields {sorted(unknown)}")
         values = dict(data)
-        values["dialogues"] = tuple(str(d) for d in values.get("dialogues") or ())
+        dialogues = values.get("dialogues") or []
+        if not isinstance(dialogues, list) or not all(isinstance(d, str) for d in dialogues):
+            raise TypeError(f"dialogues must be a list of dialogue ids, got {dialogues!r}")
+        values["dialogues"] = tuple(dialogues)
         if values.get("probs") is not None:
             values["probs"] = tuple(float(p) for p in values["probs"])
         values["detail"] = tuple((str(k), str(v)) for k, v in (values.get("detail") or {}).items())
@@ -86,6 +89,28 @@ class Judgment:
         for name in ("task", "key", "judge", "status"):
             if not isinstance(getattr(judgment, name), str):
                 raise TypeError(f"{name} must be a string")
+        for name in ("score", "expected", "answer_mass"):
+            value = getattr(judgment, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+                raise TypeError(f"{name} must be a number, got {value!r}")
+        for name in ("turn", "card_id"):
+            value = getattr(judgment, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise TypeError(f"{name} must be an integer, got {value!r}")
+        for name in (
+            "answer",
+            "item_id",
+            "target",
+            "roleplayer",
+            "language",
+            "content_sha",
+            "source",
+            "raw",
+            "error",
+        ):
+            value = getattr(judgment, name)
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"{name} must be a string, got {value!r}")
         return judgment
 
 
@@ -148,6 +173,7 @@ def read_run_log(path: Path) -> RunLog:
         header = data["header"]
         if not isinstance(header, dict):
             raise TypeError("header must be an object")
+        _check_header(header)
         judgments = _records(data["judgments"], Judgment.from_json, "judgment")
         results = _records(data["results"], Estimate.from_json, "result")
         reports = data["reports"]
@@ -156,6 +182,26 @@ def read_run_log(path: Path) -> RunLog:
     except (KeyError, TypeError, ValueError) as err:
         raise DataError(path, None, f"malformed run log: {err}") from None
     return RunLog(header, judgments, results, reports)
+
+
+#: the header's fields a reader relies on, and their JSON types (None: absent or null is fine)
+HEADER_TYPES = {
+    "task": (str,), "tasks": (list,), "config": (dict,), "git": (dict,), "judges": (list,),
+    "revisions": (dict,), "sources": (list,), "scores": (list,), "packages": (dict, list), "seed": (int,),
+}  # fmt: skip
+
+
+def _check_header(header: dict[str, Any]) -> None:
+    for name, types in HEADER_TYPES.items():
+        value = header.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, types)):
+            kinds = " or ".join("an object" if t is dict else f"a {t.__name__}" for t in types)
+            raise TypeError(f"header.{name} must be {kinds}, got {value!r}")
+    if not all(isinstance(j, dict) for j in header.get("judges") or []):
+        raise TypeError("header.judges must be a list of objects")
+    for name in ("tasks", "sources", "scores"):
+        if not all(isinstance(x, str) for x in header.get(name) or []):
+            raise TypeError(f"header.{name} must be a list of strings")
 
 
 def _records(items: Any, parse: Any, what: str) -> list[Any]:

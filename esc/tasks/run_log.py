@@ -18,6 +18,7 @@ and its upgraded log must be the log its run would have written.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -61,9 +62,9 @@ def logged(
         "status": record.status,
         "answer": answer,
         "score": None if record.score is None else float(record.score),
-        "expected": record.expected,
-        "answer_mass": record.answer_mass,
-        "probs": None if record.probs is None else tuple(float(p) for p in record.probs),
+        "expected": _finite(record.expected),
+        "answer_mass": _finite(record.answer_mass),
+        "probs": _finite_all(record.probs),
         "item_id": None if tuple(dialogues) == (record.dialogue_id,) else record.dialogue_id,
         "target": record.target,
         "roleplayer": record.roleplayer,
@@ -77,6 +78,15 @@ def logged(
     return Judgment(**{**values, **fields})
 
 
+def _finite(x: float | None) -> float | None:
+    """A number the log can hold (JSON has no NaN): a store may keep a NaN mass or expectation."""
+    return None if x is None or not math.isfinite(float(x)) else float(x)
+
+
+def _finite_all(xs: Sequence[float] | None) -> tuple[float, ...] | None:
+    return None if xs is None or not all(math.isfinite(float(x)) for x in xs) else tuple(map(float, xs))
+
+
 def run_header(folder: Path, task: str) -> dict[str, Any]:
     """What made the run, from the folder's manifest and settings records (see the module docstring);
     `written` is the log's one timestamp."""
@@ -86,10 +96,13 @@ def run_header(folder: Path, task: str) -> dict[str, Any]:
         raise DataError(folder / MANIFEST, None, "not a run manifest (expected an object)")
     judges = manifest.get("judge")
     settings = read_settings(folder).get(f"rank.{task}", {}) if (folder / SETTINGS_FILE).is_file() else {}
+    if not isinstance(settings, dict):
+        raise DataError(folder / SETTINGS_FILE, f"rank.{task}", "not a settings record (expected an object)")
     header = {"task": task, "written": now(), **{k: manifest.get(k) for k in MANIFEST_FIELDS}}
     header["judges"] = [] if judges is None else judges if isinstance(judges, list) else [judges]
     header["revisions"] = settings.get("resolved", {})
-    header["sources"] = manifest.get("sources") or manifest.get("scores") or []
+    header["sources"] = manifest.get("sources") or []  # the dialogue files it read
+    header["scores"] = manifest.get("scores") or []  # the score files it read (agreement, correlation)
     return header
 
 

@@ -21,7 +21,7 @@ from esc.scoring.judging import Batch
 from esc.scoring.rubrics import DIMENSION_KEYS, LANGUAGES
 from esc.scoring.store import ScoreRecord, ScoreStore, score_inputs
 from esc.tasks.agreement import breakdown as agreement_breakdown
-from esc.tasks.agreement import data as judge_agreement_data
+from esc.tasks.agreement import data as agreement_data
 from esc.tasks.agreement import raters as rater_agreement
 from esc.tasks.agreement import report as agree
 from esc.tasks.agreement.data import SPLITS
@@ -92,10 +92,10 @@ class Agreement(Mode):
             "split": section.split_ratios,
             "seed": section.split_seed,
         }
-        evaluated, train_part = judge_agreement_data.split_annotations(data, section.split)
+        evaluated, train_part = agreement_data.split_annotations(data, section.split)
         if not ctx.judges:
             paths = score_inputs(ctx.run.scores)
-            rows, judges = judge_agreement_data.scores_from_files(paths)
+            rows, judges = agreement_data.scores_from_files(paths)
             for path in paths:  # score files of a rank.py folder: its judge's identity is in the manifest
                 identity = held_out.folder_judge(path)
                 evaluated = held_out.held_out(
@@ -106,7 +106,7 @@ class Agreement(Mode):
         judge = ctx.judge
         evaluated = held_out.held_out(evaluated, held_out.trained_dialogues(judge.identity()), judge.name)
         store = ScoreStore(ctx.out / "scores" / f"annotations__{judge.name}.jsonl")
-        items = judge_agreement_data.annotated_items(evaluated)
+        items = agreement_data.annotated_items(evaluated)
         batch = Batch(judge, items, store, "annotated dialogues", "score")
         return Plan([batch], {}, (evaluated, train_part, {}, judge.name))
 
@@ -116,14 +116,14 @@ class Agreement(Mode):
         out = ctx.out
         rows = dict(rows)
         for batch in plan.batches:
-            rows[batch.judge.name] = judge_agreement_data.predictions(dict(batch.store.records))
+            rows[batch.judge.name] = agreement_data.predictions(dict(batch.store.records))
         n_resamples, seed = section.bootstrap, ctx.seed
-        items = judge_agreement_data.agreement_items(evaluated)
+        items = agreement_data.agreement_items(evaluated)
         for name, predicted in rows.items():
-            judge_agreement_data.coverage_warning(predicted, items, name)
+            agreement_data.coverage_warning(predicted, items, name)
         judges = dict(rows)  # the judges, before the baselines join them
         if section.baselines:
-            rows.update(judge_agreement_data.baselines(train_part, evaluated))
+            rows.update(agreement_data.baselines(train_part, evaluated))
         tables = agree.agreement_tables(items, rows, n_resamples, seed)
         label = section.label or label
         title = f"{label} against people: {len(items)} annotated items ({section.split} split)"
@@ -143,7 +143,7 @@ class Agreement(Mode):
             people = rater_agreement.people_blocks(found_raters, people_rows, list(judges))
             summary = rater_agreement.to_json(found_raters, people_rows)
             atomic_write_text(out / "rater_agreement.json", json.dumps(summary, indent=2) + "\n")
-        markdown = judge_agreement_data.write_agreement(out, tables, title, extra=[*people, *sections])
+        markdown = agreement_data.write_agreement(out, tables, title, extra=[*people, *sections])
         if people:
             markdown += "\n" + Report("agreement", tuple(people)).to_markdown()
         invalid = {
