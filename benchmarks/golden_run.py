@@ -46,8 +46,9 @@ VOLATILE = (
     "*/charts/*.png",  # matplotlib's metadata names its version; the figures' data are in the CSV/JSON
     "*/report/*",  # the report site: a view of the compared files, with the run's dates and paths
 )
-#: keys left out of every JSON and JSON-lines record before its digest: wall-clock measurements
-VOLATILE_KEYS = frozenset({"latency_s"})
+#: keys left out of every JSON and JSON-lines record before its digest: wall-clock measurements, and
+#: the run log's (`run.json`) time of writing and git commit, which record when and from what
+VOLATILE_KEYS = frozenset({"latency_s", "written", "git"})
 
 
 def _steps(out: Path) -> list[tuple[str, list[str]]]:
