@@ -199,6 +199,7 @@ def test_an_old_folder_is_upgraded_once(tmp_path: Path, capsys: pytest.CaptureFi
         ("bad report", "leaderboard.result.json: not a report result"),
         ("no report", "no report of its mode=score (leaderboard.result.json)"),
         ("current log", "already has a run log (esc-run/1)"),
+        ("someone's run.json", "not a run log this version reads (esc-run/1); move it aside"),
     ],
 )
 def test_what_upgrade_cannot_convert_is_one_error_line(
@@ -221,6 +222,8 @@ def test_what_upgrade_cannot_convert_is_one_error_line(
         (old / "leaderboard.result.json").unlink()
     elif case == "current log":
         assert main(["runs", "upgrade", str(old)]) == 0
+    elif case == "someone's run.json":  # not ours to overwrite without --force
+        (old / RUN_LOG).write_text('{"my": "notes"}')
     before = {p: p.read_bytes() for p in old.rglob("*") if p.is_file()}
     line = _error_line(capsys, ["runs", "upgrade", str(old)])
     assert message in line and str(old) in line
@@ -352,3 +355,10 @@ def test_a_judgment_field_of_the_wrong_type_is_a_data_error(
     (tmp_path / RUN_LOG).write_text(json.dumps(data))
     with pytest.raises(DataError, match="header.git must be an object"):
         read_run_log(tmp_path)
+
+
+def test_force_replaces_a_run_json_upgrade_cannot_read(tmp_path: Path) -> None:
+    old = _old_folder(tmp_path / "old")
+    (old / RUN_LOG).write_text('{"my": "notes"}')
+    assert main(["runs", "upgrade", str(old), "--force"]) == 0
+    assert read_run_log(old).header["written_by"] == "esc runs upgrade"

@@ -1,10 +1,11 @@
 """`esc runs`: rank.py run folders and their run logs (`OUT/run.json`, `esc.reports.runlog`).
 
-    esc runs upgrade OLD [--out NEW]
+    esc runs upgrade OLD [--out NEW] [--force]
 
 `upgrade` gives a folder written before run logs its `run.json`, built from its manifest, settings,
 judgment stores and `<kind>.result.json` reports as rank.py builds it today: in place (only run.json
-is added), or into a copy NEW. What it cannot convert is refused with one `error:` line, exit 2.
+is added), or into a copy NEW. What it cannot convert is refused with one `error:` line, exit 2, and
+a `run.json` it cannot read (not one this version wrote) is replaced only with `--force`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import argparse
 from pathlib import Path
 
 from esc.errors import ArgumentParser
-from esc.reports.runlog import read_run_log
 from esc.tasks.upgrade import upgrade_run_folder
 
 HELP = "rank.py run folders: give one written before run logs its run.json (upgrade)"
@@ -29,11 +29,11 @@ def parser(prog: str) -> ArgumentParser:
     upgrade.add_argument(
         "--out", type=Path, default=None, metavar="NEW", help="a new folder: a copy of OLD with its run.json"
     )
+    upgrade.add_argument("--force", action="store_true", help="replace a run.json this version cannot read")
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
-    path = upgrade_run_folder(args.old, args.out)
-    log = read_run_log(path)
+    path, log = upgrade_run_folder(args.old, args.out, args.force)
     print(f"{path}: {len(log.judgments)} judgments, {len(log.results)} figures of {', '.join(log.reports)}")
     return 0

@@ -11,18 +11,19 @@ from pathlib import Path
 
 from esc.errors import DataError, UserError
 from esc.jsonl import read_json
-from esc.reports.runlog import FORMAT, RUN_LOG, read_run_log, write_run_log
+from esc.reports.runlog import FORMAT, RUN_LOG, RunLog, read_run_log, write_run_log
 from esc.rundir import LOCK_FILE, OWNER_FILE
 from esc.tasks.run_log import MANIFEST, build_run_log
 from esc.tasks.task import modes
 
 
-def upgrade_run_folder(folder: Path, new: Path | None = None) -> Path:
+def upgrade_run_folder(folder: Path, new: Path | None = None, force: bool = False) -> tuple[Path, RunLog]:
     """Give a rank.py folder written before run logs its OUT/run.json, built as `run_mode` builds it
     (`esc.tasks.run_log`), from its manifest, settings, stores and reports; in place (only run.json
     is added), or into a copy `new`. A UserError (one line) for what it cannot convert: not a rank.py
     folder, a mode this version does not know, a store or report that does not read, a folder that
-    already has a current run log. Returns the log's path."""
+    already has a current run log, a run.json it cannot read (without `force`). Returns the log's
+    path and the log."""
     folder = Path(folder)
     manifest_path = folder / MANIFEST
     if not manifest_path.is_file():
@@ -40,7 +41,11 @@ def upgrade_run_folder(folder: Path, new: Path | None = None) -> Path:
         try:
             read_run_log(folder / RUN_LOG)
         except UserError:
-            pass  # not a current log: replaced
+            if not force:  # not a log this version reads: whoever made it, it is not overwritten silently
+                raise UserError(
+                    f"{folder / RUN_LOG}: not a run log this version reads ({FORMAT}); move it aside, or "
+                    "pass --force to replace it"
+                ) from None
         else:
             raise UserError(f"{folder / RUN_LOG}: the folder already has a run log ({FORMAT}); nothing to do")
     if new is not None and Path(new).exists():
@@ -59,4 +64,4 @@ def upgrade_run_folder(folder: Path, new: Path | None = None) -> Path:
             folder, new, symlinks=True, ignore=shutil.ignore_patterns(RUN_LOG, LOCK_FILE, OWNER_FILE)
         )
         folder = new
-    return write_run_log(folder, log)
+    return write_run_log(folder, log), log
