@@ -46,8 +46,8 @@ from esc.tasks.score.task import ScoreResult  # noqa: E402
 @hydra.main(config_path="conf", config_name="rank", version_base="1.3")
 @exit_on_user_error
 def main(cfg: DictConfig) -> None:
-    validate(cfg, "rank")  # one line naming the key, before any work
-    result = rank(cfg)
+    checked = validate(cfg, "rank")  # one line naming the key, before any work
+    result = rank(cfg, checked)  # the sections as validated, read once
     report(result)  # the mode's tables and counts; exit code 3 when judgments failed
     if isinstance(result, ScoreResult):
         result.refuse_if_unusable()  # exit code 1 when a judge gave no valid judgment (files written)

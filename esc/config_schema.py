@@ -144,33 +144,40 @@ def _set_by(cfg: DictConfig, key: str) -> str:
     return ""
 
 
-def check_section(cfg: DictConfig, section: Section) -> None:
-    """ConfigError on the first problem of one section: its node validated by its model, once."""
+def check_section(cfg: DictConfig, section: Section) -> Any:
+    """ConfigError on the first problem of one section: its node validated by its model, once; the
+    node as its model's instance (None where the section does not apply or is not there)."""
     if section.when is not None and not section.when(cfg):
-        return
+        return None
     node = OmegaConf.select(cfg, section.node, default=None) if section.node else cfg
     if node is None:
         if not section.optional and (section.needed is None or section.needed(cfg)):
             # a section is read whole: where the run reads it, it cannot be left out
             raise ConfigError(section.node, "is not in the config, and this run reads it" + (
                 f"; {section.missing}" if section.missing else ""))  # fmt: skip
-        return
+        return None
     value = _select(cfg, section.node) if section.node else _resolved(cfg)
     try:
-        load_section(section.node, section.model, value)
+        return load_section(section.node, section.model, value)
     except ConfigError as err:
         raise ConfigError(err.key, err.problem + _set_by(cfg, err.key)) from None
 
 
-def validate(cfg: DictConfig, job: Job) -> None:
-    """Raise ConfigError("key", "problem") on the first value `job` cannot use (see the module doc)."""
+def validate(cfg: DictConfig, job: Job) -> dict[str, Any]:
+    """Raise ConfigError("key", "problem") on the first value `job` cannot use (see the module doc).
+    Returns the named sections it checked, each as its model's instance (node -> instance), so the
+    job reads them without validating them again."""
     if job not in JOBS:
         raise ValueError(f"job must be one of {JOBS}, got {job!r}")
     _check_experiment(job)
     for key in missing_keys(cfg):
         if _needed(cfg, job, key):
             raise ConfigError(key, f"is mandatory and not set: add {key}=VALUE to the command line")
+    checked: dict[str, Any] = {}
     for section in schema(job):
-        check_section(cfg, section)
+        value = check_section(cfg, section)
+        if section.node and value is not None:
+            checked[section.node] = value
     refuse_non_finite("", OmegaConf.to_container(cfg, resolve=False))  # names the key given, then
     refuse_non_finite("", _resolved(cfg))  # where an interpolation makes one
+    return checked

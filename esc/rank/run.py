@@ -54,6 +54,7 @@ from esc.tasks.task import (
     configured_mode,
     get_mode,
     in_mode,
+    mode_sections,
     modes,
     run_mode,
 )
@@ -61,11 +62,13 @@ from esc.tasks.task import (
 log = logging.getLogger(__name__)
 
 
-def rank(cfg: DictConfig) -> JobResult:
-    """Run the configured mode in `cfg.output_dir`; see the module docstring."""
+def rank(cfg: DictConfig, checked: Mapping[str, Any] | None = None) -> JobResult:
+    """Run the configured mode in `cfg.output_dir`; see the module docstring. `checked`: the typed
+    sections `esc.config_schema.validate` returned (None: the mode's sections are validated here)."""
     out = Path(cfg.output_dir)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     mode = get_mode(resolved["mode"])
+    sections = mode_sections(mode, resolved, checked)
     members = jury_members(resolved, mode)
     judge = None if members or not mode.needs_judge(resolved) else build_judge(resolved["judge"])
     if mode.own_questions and judge is not None and judge.scores_by_adapter:
@@ -77,7 +80,7 @@ def rank(cfg: DictConfig) -> JobResult:
         )
     judges = members or ([judge] if judge is not None else [])
     try:
-        settings = output_settings(mode, resolved, judges, jury=bool(members))
+        settings = output_settings(mode, sections, judges, jury=bool(members))
         with job_run(out, f"rank.{mode.name}", settings, resolved, seed=resolved["seed"]) as job:
 
             def spent() -> dict[str, Any]:  # what API judges were sent and cost (estimated: cost_estimate)
@@ -85,7 +88,7 @@ def rank(cfg: DictConfig) -> JobResult:
                 return {"usage": usage} if usage else {}
 
             job.on_stop(spent)  # also when the run fails or is interrupted
-            result = run_mode(mode, job, resolved, out, judges)
+            result = run_mode(mode, job, resolved, out, judges, sections)
             job.manifest.update(**spent())
     finally:
         for each in judges:
@@ -148,7 +151,7 @@ def jury_members(resolved: Mapping[str, Any], mode: Mode) -> list[Judge]:
 
 
 def output_settings(
-    mode: Mode, resolved: Mapping[str, Any], judges: list[Judge], jury: bool = False
+    mode: Mode, sections: Mapping[str, Any], judges: list[Judge], jury: bool = False
 ) -> dict[str, Any] | None:
     """What shapes the judgments a rank.py folder keeps (OUT/settings.json): the judge's (or each
     jury member's) identity and what the mode adds (`Mode.settings`); None for the modes that judge
@@ -158,7 +161,7 @@ def output_settings(
         return None
     if jury:  # what shapes its judgments (pooling is rebuilt with the report)
         return {"jury": {j.name: _judge_settings(j) for j in judges}}
-    return {"judge": _judge_settings(judges[0]), **mode.settings(resolved)}
+    return {"judge": _judge_settings(judges[0]), **mode.settings(sections)}
 
 
 def _judge_settings(judge: Judge) -> dict[str, Any]:

@@ -169,12 +169,21 @@ class Context:
         return files
 
 
-def typed_sections(mode: Mode, cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The config's sections that `mode` reads and that have a schema, each as its dataclass."""
-    return {
-        s.node: load_section(s.node, s.model, cfg[s.node])
+def mode_sections(
+    mode: Mode, cfg: Mapping[str, Any], checked: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The config's sections that `mode` reads and that have a model, each as its model's instance:
+    taken from `checked` (what `esc.config_schema.validate` returned) where it holds them, else
+    validated here (a caller that skipped `validate`: a test, a notebook)."""
+    wanted = [
+        s
         for s in (*SHARED_SECTIONS, *mode.config)
         if s.node and cfg.get(s.node) is not None and (s.when is None or s.when(cfg))
+    ]
+    checked = checked or {}
+    return {
+        s.node: checked[s.node] if s.node in checked else load_section(s.node, s.model, cfg[s.node])
+        for s in wanted
     }
 
 
@@ -214,9 +223,10 @@ class Mode(abc.ABC):
     def needs_judge(self, cfg: Mapping[str, Any]) -> bool:
         return self.judges
 
-    def settings(self, cfg: Mapping[str, Any]) -> dict[str, Any]:
+    def settings(self, sections: Mapping[str, Any]) -> dict[str, Any]:
         """What else shapes this mode's judgments (the inputs its items ask about, its questions'
-        texts), beside the judge: part of the folder's fingerprint (OUT/settings.json)."""
+        texts), beside the judge: part of the folder's fingerprint (OUT/settings.json). `sections`:
+        the typed config sections the mode reads (node -> model instance, `mode_sections`)."""
         return {}
 
     def judgment(self, record: ScoreRecord) -> Judgment:
@@ -282,9 +292,13 @@ def get_mode(name: Any) -> Mode:
     return found
 
 
-def run_mode(mode: Mode, job: Job, cfg: Mapping[str, Any], out: Path, judges: Sequence[Judge]) -> JobResult:
-    """Plan, check, estimate, judge, report, complete: the lifecycle of every mode."""
-    ctx = Context(job, cfg, out, list(judges), sections=typed_sections(mode, cfg))
+def run_mode(
+    mode: Mode, job: Job, cfg: Mapping[str, Any], out: Path, judges: Sequence[Judge],
+    sections: Mapping[str, Any] | None = None,
+) -> JobResult:  # fmt: skip
+    """Plan, check, estimate, judge, report, complete: the lifecycle of every mode. `sections`: the
+    mode's typed sections (`mode_sections`; None: validated here)."""
+    ctx = Context(job, cfg, out, list(judges), sections=dict(sections or mode_sections(mode, cfg)))
     plan = mode.plan(ctx)  # bad input stops here, before any request
     if ctx.judges:
         for judge in ctx.judges:

@@ -78,10 +78,10 @@ class Agreement(Mode):
     def needs_judge(self, cfg: Mapping[str, Any]) -> bool:
         return not cfg["scores"]  # existing score files instead of judging
 
-    def settings(self, cfg: Mapping[str, Any]) -> dict[str, Any]:
-        section = cfg["agreement"]  # as written (the fingerprint of folders judged before typing)
+    def settings(self, sections: Mapping[str, Any]) -> dict[str, Any]:
+        # which annotated dialogues it judges (the baselines and labels are rebuilt with the report)
         keys_ = ("annotations", "languages", "split_ratios", "split_seed", "split")
-        return {"annotations": {k: section.get(k) for k in keys_}}
+        return {"annotations": sections["agreement"].model_dump(include=set(keys_))}
 
     def plan(self, ctx: Context) -> Plan:
         section: AgreementSettings = ctx.section("agreement")

@@ -93,7 +93,7 @@ class Pairwise(Mode):
             roleplayer=roleplayer, language=language, card_id=int(card), detail=tuple(detail.items()),
         )  # fmt: skip
 
-    def settings(self, cfg: Mapping[str, Any]) -> dict[str, Any]:
+    def settings(self, sections: Mapping[str, Any]) -> dict[str, Any]:
         return {"pairwise": {"questions_sha256": pairwise_digest()}}
 
     def plan(self, ctx: Context) -> Plan:

@@ -125,10 +125,9 @@ class Roleplay(Mode):
             roleplayer=roleplayer, language=language, card_id=int(card), detail=detail,
         )  # fmt: skip
 
-    def settings(self, cfg: Mapping[str, Any]) -> dict[str, Any]:
+    def settings(self, sections: Mapping[str, Any]) -> dict[str, Any]:
         # what its items ask: the cards, the human dialogues, the questions' texts
-        section = cfg["roleplay"]  # as written (the fingerprint of folders judged before typing)
-        settings = {k: section.get(k) for k in ("cards", "human", "turns", "metrics", "pairwise")}
+        settings = sections["roleplay"].model_dump(include={"cards", "human", "turns", "metrics", "pairwise"})
         return {"roleplay": {**settings, "questions_sha256": sha256_file(ROLEPLAY_METRICS_FILE)}}
 
     def plan(self, ctx: Context) -> Plan:

@@ -84,7 +84,7 @@ class Safety(Mode):
         answer = None if record.score is None else checklist()["answers"][record.score]
         return logged(self.name, record, (dialogue_id,), answer, turn=int(exchange))
 
-    def settings(self, cfg: Mapping[str, Any]) -> dict[str, Any]:
+    def settings(self, sections: Mapping[str, Any]) -> dict[str, Any]:
         # the checklist's texts (each judgment's content hash covers its prompt too)
         return {"safety": {"checklist_sha256": checklist_digest()}}
 
