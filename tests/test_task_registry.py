@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -43,6 +44,7 @@ from esc.dialogues.store import read_dialogues
 from esc.lifecycle import JobResult
 from esc.reports.bootstrap import estimate, unit_intervals
 from esc.reports.estimate import format_estimate
+from esc.reports.metric import metric
 from esc.reports.result import Cell, Report, Table, Text, write_result
 from esc.scoring.judge import ScoreItem
 from esc.scoring.judging import Batch
@@ -52,6 +54,7 @@ from esc.tasks.task import Mode, Outcome, Plan, register
 
 QUESTION = "Does the helper ask the seeker a question in this conversation? Answer yes or no."
 ANSWERS = ("yes", "no")
+SHARE = metric("toy_asks.share", "share of dialogues where the helper asks", True, "role card", "%")
 
 
 class AsksSettings(Settings):
@@ -111,7 +114,8 @@ class AsksAQuestion(Mode):
             [interval] = unit_intervals(len(said), lambda i: said[i].mean(), section.bootstrap, ctx.run.seed)
             figure = estimate(float(said.mean()), interval, len(said), "role card")
             rows.append([target, Cell(format_estimate(figure, 2, 100), figure)])
-        table = Table.of(["target", "asks a question (%)"], rows, csv="toy_asks.csv", name="asks")
+        table = Table.of(["target", "asks a question (%)"], rows, csv="toy_asks.csv", name="asks",
+                         metrics={"asks a question (%)": SHARE})
         write_result(ctx.out, Report("toy_asks", (Text("Share of dialogues where the helper asks."), table)))
         return Outcome(JobResult(str(ctx.out)), {"dialogues": sum(map(len, by_target.values()))})
 '''
@@ -192,7 +196,10 @@ def test_a_task_folder_outside_esc_runs_and_shows_everywhere(toy_task: Path, tmp
     # its figures: one per target, in md, csv, json and the log, each with its unit
     figures = [e for e in log.results if e.table == "toy_asks/asks"]
     assert sorted(dict(e.keys)["target"] for e in figures) == ["bot", "other"]
-    assert all(e.unit == "role card" and e.n == 3 for e in figures)
+    assert all(e.unit == "role card" and e.n == 3 and e.metric == "toy_asks.share" for e in figures)
+    # what they measure, defined in the log's header (which direction is better, what is resampled)
+    assert log.metrics()["toy_asks.share"].higher_is_better is True
+    assert log.header["metrics"]["toy_asks.share"]["unit"] == "role card"
     markdown = (out / "toy_asks.md").read_text()
     csv_text = (out / "toy_asks.csv").read_text()
     result = json.loads((out / "toy_asks.result.json").read_text())
@@ -219,6 +226,11 @@ def test_a_task_folder_outside_esc_runs_and_shows_everywhere(toy_task: Path, tmp
     for e in figures:
         target = dict(e.keys)["target"]
         assert format_estimate(e, 2, 100) in pages[f"targets/{target}.html"]
+    # the report page reads the direction from the metric: an arrow in the header, the best row marked
+    [report_page] = [t for n, t in pages.items() if n.startswith("runs/") and n.endswith("toy_asks.html")]
+    assert "asks a question (%) \u2191</th>" in report_page
+    marked = [float(v) for v in re.findall(r'data-value="([^"]+)"[^>]*class="num best"', report_page)]
+    assert marked and set(marked) == {float(f"{max(e.value for e in figures):.6g}")}
 
     # nothing of it lives in esc/
     for path in (REPO_ROOT / "esc").rglob("*.py"):

@@ -27,6 +27,7 @@ import numpy as np
 
 from esc.reports.estimate import Estimate, all_equal, format_estimate, interval_text
 from esc.reports.estimate import number_text as _number
+from esc.reports.metric import Metric, checked_unit
 
 
 def bootstrap_ci(
@@ -66,18 +67,22 @@ NO_INTERVAL = Interval(math.nan, math.nan, math.nan)
 
 def estimate(
     value: float | None, interval: Interval = NO_INTERVAL, n: int | None = None, unit: str | None = None,
-    note: str | None = None,
+    note: str | None = None, metric: Metric | None = None,
 ) -> Estimate:  # fmt: skip
     """The figure `value` with its `interval` (its ends None where there is none), the `n` items
-    behind it and the `unit` the interval resampled."""
+    behind it and the `unit` the interval resampled; `metric`: what it measures (its unit then
+    checked against the metric's, `esc.reports.metric.checked_unit`)."""
+    if metric is not None:
+        unit = checked_unit(metric, unit, f"a figure of {metric.name}")
     low, high = (
         (None, None)
         if math.isnan(interval.low) or math.isnan(interval.high)
         else (interval.low, interval.high)
     )
     return Estimate(
-        value, low, high, n, unit, None if math.isnan(interval.undefined) else interval.undefined, note
-    )
+        value, low, high, n, unit, None if math.isnan(interval.undefined) else interval.undefined, note,
+        metric=metric.name if metric is not None else None,
+    )  # fmt: skip
 
 
 def _interval(distribution: np.ndarray) -> Interval:

@@ -27,7 +27,8 @@ class Estimate:
     """A value, its 95% interval (None: none computed), n (the items behind it) and `unit`, the
     independent unit the interval resampled ("role card", "dialogue", ...). `undefined`: the share
     of resamples where the statistic was undefined (None: no resampling). `note`: why the figure is
-    n/a or what its n counts. `table` and `keys` place it in a report (empty until placed)."""
+    n/a or what its n counts. `table` and `keys` place it in a report (empty until placed);
+    `metric`: the name of what it measures (`esc.reports.metric`), where its table column names one."""
 
     value: float | None
     low: float | None = None
@@ -38,6 +39,7 @@ class Estimate:
     note: str | None = None
     table: str = ""
     keys: tuple[tuple[str, str], ...] = ()
+    metric: str | None = None
 
     def at(self, table: str, keys: Mapping[str, Any]) -> Estimate:
         """This figure placed in `table` at the cell `keys` names (row labels and the column)."""
@@ -74,6 +76,8 @@ class Estimate:
             out["n"] = int(self.n)
         if self.unit:
             out["unit"] = self.unit
+        if self.metric:
+            out["metric"] = self.metric
         note = self.why_not()
         if note:
             out["note"] = note
@@ -95,6 +99,7 @@ class Estimate:
             _text(data.get("note")),
             _text(data.get("table")) or "",
             tuple((str(k), str(v)) for k, v in keys.items()),
+            _text(data.get("metric")),
         )
 
 

@@ -20,13 +20,14 @@ import dataclasses
 import io
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from esc.jsonl import atomic_write_text
 from esc.reports.bootstrap import NO_INTERVAL, Interval, estimate
 from esc.reports.estimate import Estimate
+from esc.reports.metric import Metric, checked_unit
 
 RESULT_FORMAT = "esc-report/1"
 
@@ -67,17 +68,18 @@ class Cell:
         return {"text": self.text, **{k: figure[k] for k in CELL_FIELDS if k in figure}}
 
 
-CELL_FIELDS = ("value", "low", "high", "n", "unit", "undefined", "note")
+CELL_FIELDS = ("value", "low", "high", "n", "unit", "undefined", "note", "metric")
 CellLike = Cell | str | int | float
 
 
 def figure(
     text: str, value: float | None, interval: Interval = NO_INTERVAL, n: int | None = None,
-    note: str | None = None, unit: str | None = None,
+    note: str | None = None, unit: str | None = None, metric: Metric | None = None,
 ) -> Cell:  # fmt: skip
     """The cell of a figure with its 95% interval (low, high and the share of undefined resamples,
-    which becomes the note when none is given) and `unit`, what the interval resampled."""
-    return Cell(text, estimate(value, interval, n, unit, note))
+    which becomes the note when none is given), `unit`, what the interval resampled, and `metric`,
+    what it measures (where a row, not a column, says: `Table.of`'s `metrics` name a column's)."""
+    return Cell(text, estimate(value, interval, n, unit, note, metric))
 
 
 def cell(value: CellLike) -> Cell:
@@ -101,7 +103,8 @@ class Heading:
 @dataclasses.dataclass(frozen=True)
 class Table:
     """Rows of cells under `columns`; `csv`: the file name this table is also written to, if any;
-    `name`: what its figures' `Estimate.table` says (None: the heading above it, `Report.estimates`)."""
+    `name`: what its figures' `Estimate.table` says (None: the heading above it, `Report.estimates`).
+    `Table.of(..., metrics={column: Metric})` names what a column's figures measure."""
 
     columns: tuple[str, ...]
     rows: tuple[tuple[Cell, ...], ...]
@@ -111,13 +114,24 @@ class Table:
     @classmethod
     def of(
         cls, columns: Sequence[str], rows: Sequence[Sequence[CellLike]], csv: str | None = None,
-        name: str | None = None,
+        name: str | None = None, metrics: Mapping[str, Metric] | None = None,
     ) -> Table:  # fmt: skip
-        table = cls(tuple(columns), tuple(tuple(cell(c) for c in row) for row in rows), csv, name)
-        for i, row in enumerate(table.rows):
-            if len(row) != len(table.columns):
-                raise ValueError(f"row {i} has {len(row)} cells for {len(table.columns)} columns")
-        return table
+        """The table; `metrics`: column -> the metric its figures measure (each figure then names
+        it, and states its unit: a figure that resampled another unit than the metric's is a
+        ValueError, `esc.reports.metric.checked_unit`)."""
+        unknown = set(metrics or ()) - set(columns)
+        if unknown:
+            raise ValueError(f"metrics name columns the table does not have: {sorted(unknown)}")
+        cells = [[cell(c) for c in row] for row in rows]
+        for i, row in enumerate(cells):
+            if len(row) != len(columns):
+                raise ValueError(f"row {i} has {len(row)} cells for {len(columns)} columns")
+            for j, (column, c) in enumerate(zip(columns, row, strict=True)):
+                m = (metrics or {}).get(column)
+                if m is not None and c.estimate is not None:
+                    unit = checked_unit(m, c.estimate.unit, f"column {column!r}, row {i}")
+                    row[j] = Cell(c.text, dataclasses.replace(c.estimate, metric=m.name, unit=unit))
+        return cls(tuple(columns), tuple(tuple(row) for row in cells), csv, name)
 
 
 Block = Text | Heading | Table
@@ -290,5 +304,6 @@ def _cell(c: dict[str, Any]) -> Cell:
     figure = Estimate(
         _number(c.get("value")), _number(c.get("low")), _number(c.get("high")), _count(c.get("n")),
         c.get("unit") and _text(c["unit"]), _number(c.get("undefined")), c.get("note") and _text(c["note"]),
+        metric=c.get("metric") and _text(c["metric"]),
     )  # fmt: skip
     return Cell(_text(c["text"]), figure)

@@ -25,6 +25,7 @@ from typing import Any
 from esc.errors import DataError
 from esc.jsonl import atomic_write_text, read_json
 from esc.reports.estimate import Estimate
+from esc.reports.metric import Metric
 
 RUN_LOG = "run.json"
 FORMAT = "esc-run/1"
@@ -125,6 +126,10 @@ class RunLog:
     def task(self) -> str | None:
         return self.header.get("task")
 
+    def metrics(self) -> dict[str, Metric]:
+        """What the results' metrics are (name -> definition), as the header defines them."""
+        return {n: Metric.from_json(n, d) for n, d in (self.header.get("metrics") or {}).items()}
+
     def by_dialogue(self) -> dict[str, list[Judgment]]:
         """Dialogue id -> the judgments about it, in log order."""
         out: dict[str, list[Judgment]] = {}
@@ -188,6 +193,7 @@ def read_run_log(path: Path) -> RunLog:
 HEADER_TYPES = {
     "task": (str,), "tasks": (list,), "config": (dict,), "git": (dict,), "judges": (list,),
     "revisions": (dict,), "sources": (list,), "scores": (list,), "packages": (dict, list), "seed": (int,),
+    "metrics": (dict,),
 }  # fmt: skip
 
 
@@ -197,6 +203,10 @@ def _check_header(header: dict[str, Any]) -> None:
         if value is not None and (isinstance(value, bool) or not isinstance(value, types)):
             kinds = " or ".join("an object" if t is dict else f"a {t.__name__}" for t in types)
             raise TypeError(f"header.{name} must be {kinds}, got {value!r}")
+    for name, definition in (header.get("metrics") or {}).items():
+        if not isinstance(definition, dict):
+            raise TypeError(f"header.metrics.{name} must be an object")
+        Metric.from_json(name, definition)
     if not all(isinstance(j, dict) for j in header.get("judges") or []):
         raise TypeError("header.judges must be a list of objects")
     for name in ("tasks", "sources", "scores"):

@@ -4,20 +4,26 @@ the one renderer of every figure the site shows, on the report pages, the overvi
 Prose blocks go through markdown (raw HTML in them is escaped); tables are built from their cells,
 so a figure's value, interval, n and note reach the page as data (`data-value`, `data-low`,
 `data-high`, `data-n`, and the note as the cell's tooltip), not only as the text a person reads;
-a table sorts by its figures (`static/site.js` reads `data-value`).
+a table sorts by its figures (`static/site.js` reads `data-value`). A column whose figures name a
+metric the run log defines (`esc.reports.metric`) says which direction is better in its header,
+and marks its best row (`best`): read from the metric, never from the task.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from markdown_it import MarkdownIt
 from markupsafe import Markup, escape
 
+from esc.reports.metric import Metric
 from esc.reports.result import Cell, Heading, Report, Table, Text
 
+ARROWS = {True: "\u2191", False: "\u2193"}  # higher / lower is better
 
-def _attrs(cell: Cell) -> str:
+
+def _attrs(cell: Cell, best: bool = False) -> str:
     figures = {
         k: v
         for k, v in (("value", cell.value), ("low", cell.low), ("high", cell.high))
@@ -29,22 +35,59 @@ def _attrs(cell: Cell) -> str:
     if cell.note:
         parts.append(f' title="{escape(cell.note)}"')
     if "value" in figures:
-        parts.append(' class="num"')
+        parts.append(' class="num best"' if best else ' class="num"')
     return "".join(parts)
 
 
-def table_html(table: Table) -> Markup:
-    head = "".join(f"<th>{escape(c)}</th>" for c in table.columns)
+def column_metric(table: Table, i: int, metrics: Mapping[str, Metric]) -> Metric | None:
+    """The metric column `i`'s figures measure, where they all name one the log defines."""
+    named = {c.estimate.metric for row in table.rows if (c := row[i]).estimate and c.estimate.metric}
+    return metrics.get(named.pop()) if len(named) == 1 else None
+
+
+def best_rows(table: Table, i: int, metric: Metric | None) -> set[int]:
+    """The rows holding column `i`'s best figure (ties: each), by the metric's direction; none
+    where the metric has no better direction or fewer than two rows have a shown figure."""
+    if metric is None or metric.higher_is_better is None:
+        return set()
+    shown = {
+        r: c.estimate.value
+        for r, row in enumerate(table.rows)
+        if (c := row[i]).estimate and c.estimate.defined and not c.estimate.unstable
+    }
+    if len(shown) < 2:
+        return set()
+    top = (max if metric.higher_is_better else min)(shown.values())
+    return {r for r, v in shown.items() if v == top}
+
+
+def _head(name: str, metric: Metric | None) -> str:
+    if metric is None or metric.higher_is_better is None:
+        return f"<th>{escape(name)}</th>"
+    better = "higher" if metric.higher_is_better else "lower"
+    title = escape(f"{metric.name}: {metric.aggregation}; {better} is better")
+    return f'<th title="{title}">{escape(name)} {ARROWS[metric.higher_is_better]}</th>'
+
+
+def table_html(table: Table, metrics: Mapping[str, Metric] | None = None, mark_best: bool = True) -> Markup:
+    """The table; `metrics`: the run log's definitions (`RunLog.metrics`), for directions and, with
+    `mark_best` (not for a table cut to some of its rows), each column's best row."""
+    columns = [column_metric(table, i, metrics or {}) for i in range(len(table.columns))]
+    best = [best_rows(table, i, m) if mark_best else set() for i, m in enumerate(columns)]
+    head = "".join(_head(c, m) for c, m in zip(table.columns, columns, strict=True))
     rows = "\n".join(
-        "<tr>" + "".join(f"<td{_attrs(c)}>{escape(c.text)}</td>" for c in row) + "</tr>" for row in table.rows
+        "<tr>"
+        + "".join(f"<td{_attrs(c, r in best[i])}>{escape(c.text)}</td>" for i, c in enumerate(row))
+        + "</tr>"
+        for r, row in enumerate(table.rows)
     )
     body = f"<thead>\n<tr>{head}</tr>\n</thead>\n<tbody>\n{rows}\n</tbody>\n"
     return Markup(f'<table class="sortable results">\n{body}</table>\n')
 
 
-def result_html(report: Report, top: int = 1) -> Markup:
+def result_html(report: Report, top: int = 1, metrics: Mapping[str, Metric] | None = None) -> Markup:
     """The blocks of `report`, in order, as one HTML fragment; its headings from level `top` (a
-    report inside another page's section: under that section's heading)."""
+    report inside another page's section: under that section's heading); `metrics` as `table_html`."""
     md = MarkdownIt("commonmark", {"html": False}).enable("table")
     parts = []
     for block in report.blocks:
@@ -54,7 +97,7 @@ def result_html(report: Report, top: int = 1) -> Markup:
             level = min(max(block.level, 1) + top - 1, 6)
             parts.append(f"<h{level}>{escape(block.text)}</h{level}>\n")
         else:
-            parts.append(table_html(block))
+            parts.append(table_html(block, metrics))
     return Markup("".join(parts))
 
 

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from esc.errors import DataError
 from esc.jsonl import read_json
 from esc.reports.estimate import Estimate
+from esc.reports.metric import definitions
 from esc.reports.result import Heading, Report, Table, read_result, result_path
 from esc.reports.runlog import Judgment, RunLog
 from esc.rundir import SETTINGS_FILE, read_settings
@@ -207,4 +208,7 @@ def build_run_log(
     kinds = list(dict.fromkeys(kind for task in tasks for kind in task.reports))
     results, reports = report_results(out, kinds)
     header = {**run_header(out, mode.name), "tasks": [t.name for t in tasks], "written_by": written_by}
+    named = [e.metric for e in results if e.metric]
+    if named:  # what its figures measure, defined where every view reads them
+        header["metrics"] = definitions(named)
     return RunLog(header, judgments, results, reports)

@@ -21,7 +21,7 @@ def overview(site: Site) -> None:
     data = site.data
     results = [
         {"run": run.path.name, "task": run.task, "kind": kind, "href": site.report_href(run, kind),
-         "body": result_html(lead(report), top=4)}
+         "body": result_html(lead(report), top=4, metrics=run.log.metrics())}
         for run in data.runs
         for kind, report in run.reports.items()
     ]  # fmt: skip

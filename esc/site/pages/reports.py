@@ -21,5 +21,5 @@ def report_pages(site: Site) -> None:
                 kind=kind,
                 task=run.task,
                 source=str(run.path / RUN_LOG),
-                body=result_html(report),
+                body=result_html(report, metrics=run.log.metrics()),
             )

@@ -134,7 +134,9 @@ def report_rows(site: Site, group: tuple[str, str]) -> list[dict[str, Any]]:
                                 "kind": kind,
                                 "heading": heading,
                                 "href": "../" + site.report_href(run, kind),
-                                "table": table_html(Table(block.columns, rows)),
+                                "table": table_html(
+                                    Table(block.columns, rows), run.log.metrics(), mark_best=False
+                                ),
                             }
                         )
     return out
