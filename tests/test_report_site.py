@@ -21,7 +21,7 @@ from tests.synthetic_run import inject_text, synthetic_run
 INJECTION = "<script>alert(1)</script>"
 #: what write_site reads of a resolved rank.py config (conf/rank.yaml's values)
 LEADERBOARD = {"bootstrap": 1000, "charts": True, "breakdowns": True, "min_n": 10, "cards": None}
-REPORT_ON = {"report": {"enabled": True, "title": None}, "leaderboard": LEADERBOARD}
+REPORT_ON = {"report": {"enabled": True, "title": None, "low_mass": 0.5}, "leaderboard": LEADERBOARD}
 DIMENSIONS = ("fluency", "diversity", "empathy", "suggestion", "skill", "humanoid", "overall")  # Table 2
 ROW = re.compile(
     r'<tr class="s-(\w+)" data-judge="([^"]*)" data-key="([^"]*)"(?: data-turn="(\d+)")?>(.*?)</tr>', re.S
@@ -400,7 +400,10 @@ def test_rank_py_writes_its_site_after_the_run_and_a_failed_site_loses_nothing(
         "site": None, "site_error": "RuntimeError: planted"
     }  # fmt: skip
     assert (
-        rank_job.write_site(rank, {**REPORT_ON, "report": {"enabled": False, "title": None}}, "score") == {}
+        rank_job.write_site(
+            rank, {**REPORT_ON, "report": {"enabled": False, "title": None, "low_mass": 0.5}}, "score"
+        )
+        == {}
     )
 
 
@@ -418,3 +421,18 @@ def test_a_leaderboard_run_shows_the_folders_it_read(tmp_path: Path) -> None:
     (missing / "run.json").unlink()  # a folder it read that has no run log: no site, and the run says why
     fields = rank_job.write_site(out, {**REPORT_ON, "scores": [str(missing)]}, "leaderboard")
     assert fields["site"] is None and "esc runs upgrade" in fields["site_error"]
+
+
+def test_low_mass_marks_follow_the_threshold_given(tmp_path: Path) -> None:
+    """A valid judgment is marked "low mass" under `report.low_mass` (conf/rank.yaml) or the
+    threshold given; the synthetic run's valid judgments put 0.97 on their answers."""
+    rank = synthetic_run(tmp_path / "run", cards=1, targets=1, dims=2, seed=3, bootstrap=10)
+
+    def marked(**given: float) -> int:
+        site = tmp_path / f"site{len(given)}{given.get('low_mass', '')}"
+        build_site([rank], site, **given)
+        return sum(p.read_text().count('title="under ') for p in (site / "dialogues").rglob("*.html"))
+
+    assert marked() == 0  # 0.5 by default: 0.97 is plenty
+    assert marked(low_mass=0.98) > 0  # every valid judgment now under it
+    assert marked(low_mass=0.0) == 0

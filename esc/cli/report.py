@@ -32,10 +32,16 @@ def parser(prog: str) -> ArgumentParser:
     parser.add_argument(
         "--cards", type=Path, nargs="*", help="role card files for topics and sources (default: released)"
     )
+    parser.add_argument(
+        "--low-mass", type=float, default=None, metavar="P",
+        help="mark valid judgments whose answer mass is under P (default: report.low_mass, conf/rank.yaml)",
+    )  # fmt: skip
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
-    result = build_site(args.runs, args.out, args.title, cards=args.cards)
+    if args.low_mass is not None and not 0 <= args.low_mass <= 1:
+        parser("esc report").error(f"--low-mass must be between 0 and 1, got {args.low_mass}")
+    result = build_site(args.runs, args.out, args.title, cards=args.cards, low_mass=args.low_mass)
     print(f"site: {result.summary()}")
     return 0

@@ -112,7 +112,13 @@ def write_site(out: Path, resolved: Mapping[str, Any], mode: str = "score") -> d
         return {}
     cards = load_section("leaderboard", LeaderboardSettings, resolved["leaderboard"]).cards
     try:
-        site = build_site(site_sources(out, resolved, mode), out / "report", section.title, cards=cards)
+        site = build_site(
+            site_sources(out, resolved, mode),
+            out / "report",
+            section.title,
+            cards=cards,
+            low_mass=section.low_mass,
+        )
     except Exception as err:  # the report is a view of files already written
         log.warning("The report site was not built: %s: %s", type(err).__name__, err)
         return {"site": None, "site_error": f"{type(err).__name__}: {err}"}
@@ -181,6 +187,7 @@ class ReportSettings(Settings):
 
     enabled: bool
     title: str | None  # null: from the folder's name
+    low_mass: float = Field(ge=0, le=1)  # dialogue pages mark valid judgments under this answer mass
 
 
 class DialogueFiles(OpenSettings):

@@ -32,7 +32,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import yaml
+
 from esc.errors import UserError
+from esc.paths import REPO_ROOT
 from esc.site.collect import collect
 from esc.site.pages import page_kinds
 from esc.site.site import HERE, Site
@@ -163,11 +166,20 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def configured_low_mass() -> float:
+    """`report.low_mass` as conf/rank.yaml sets it (`esc report` without `--low-mass`, the library)."""
+    return float(
+        yaml.safe_load((REPO_ROOT / "conf" / "rank.yaml").read_text(encoding="utf-8"))["report"]["low_mass"]
+    )
+
+
 def build_site(
-    sources: Sequence[Path], out: Path, title: str | None = None, cards: Sequence[Path] | None = None
-) -> SiteResult:
+    sources: Sequence[Path], out: Path, title: str | None = None, cards: Sequence[Path] | None = None,
+    low_mass: float | None = None,
+) -> SiteResult:  # fmt: skip
     """The site of the rank.py folders `sources` in `out` (replaced whole when it is an earlier site).
-    `cards`: role card files for topics and sources (default: the released cards)."""
+    `cards`: role card files for topics and sources (default: the released cards); `low_mass`: the
+    answer mass under which a valid judgment is marked (None: `report.low_mass` of conf/rank.yaml)."""
     start = time.perf_counter()
     out = Path(out)
     if not sources:
@@ -183,7 +195,8 @@ def build_site(
     shutil.rmtree(building, ignore_errors=True)
     try:
         kinds = page_kinds()
-        site = Site(data, building, title, [k.templates for k in kinds if k.templates])
+        low_mass = configured_low_mass() if low_mass is None else low_mass
+        site = Site(data, building, title, [k.templates for k in kinds if k.templates], low_mass)
         _start(site)
         for kind in kinds:
             kind.build(site)

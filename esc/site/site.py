@@ -24,10 +24,6 @@ from esc.site.collect import Entry, Run, SiteData, whole
 HERE = Path(__file__).parent
 TEMPLATES = HERE / "templates"
 
-#: an answer mass under this is marked: the trained judges (conf/judge/esc_rank.yaml) call such a
-#: judgment invalid (`min_answer_mass: 0.5`); a base model judge keeps it (min_answer_mass 0)
-LOW_MASS = 0.5
-
 
 def slugify(name: str) -> str:
     """A file name for `name`: lower-case letters, digits, `.`, `_` and `-`; a name that had to
@@ -66,10 +62,13 @@ def figure(value: float | None) -> str:
 class Site:
     """One build's shared state; `root` is the folder being written."""
 
-    def __init__(self, data: SiteData, root: Path, title: str, templates: Sequence[Path] = ()) -> None:
+    def __init__(
+        self, data: SiteData, root: Path, title: str, templates: Sequence[Path] = (), low_mass: float = 0.0
+    ) -> None:
         """`templates`: folders of page kinds' own templates, searched after the site's (one name
-        space: a page kind's template named like one of the site's is not found; name it apart)."""
-        self.data, self.root, self.title = data, root, title
+        space: a page kind's template named like one of the site's is not found; name it apart).
+        `low_mass`: the answer mass under which a valid judgment is marked (`report.low_mass`)."""
+        self.data, self.root, self.title, self.low_mass = data, root, title, low_mass
         self.secrets = secret_values()  # masked in every page (read once: thousands of pages)
         self.env = Environment(
             loader=FileSystemLoader([str(TEMPLATES), *map(str, templates)]),

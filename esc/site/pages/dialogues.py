@@ -11,7 +11,7 @@ from esc.reports.runlog import Judgment
 from esc.scoring.judge import VALID
 from esc.site.collect import Entry, whole
 from esc.site.pages import page
-from esc.site.site import LOW_MASS, Site
+from esc.site.site import Site
 from esc.site.transcript import bubbles
 
 
@@ -41,7 +41,7 @@ def dialogue_page(site: Site, entry: Entry) -> None:
         compare_href="../../" + compare if compare else None,
         bubbles=bubbles(entry),
         tasks=[task_judgments(site, entry, task, judgments) for task, judgments in entry.judgments.items()],
-        low_mass=LOW_MASS,
+        low_mass=site.low_mass,
         emotion=emotion(entry),
     )
 
@@ -80,7 +80,7 @@ def judgment_row(site: Site, entry: Entry, j: Judgment) -> dict[str, Any]:
         "judgment": j,
         "expected": j.expected,
         "mass": j.answer_mass,
-        "low_mass": j.status == VALID and j.answer_mass is not None and j.answer_mass < LOW_MASS,
+        "low_mass": j.status == VALID and j.answer_mass is not None and j.answer_mass < site.low_mass,
         "probs": [{"i": i, "pct": f"{100 * p:.1f}"} for i, p in enumerate(j.probs or ())],
         "others": others,
         "detail": [f"{k}: {v}" for k, v in j.detail],
