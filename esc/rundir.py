@@ -207,26 +207,7 @@ class RunFolder:
         self._before = None
 
     def _acquire(self) -> None:
-        lock = FileLock(self.folder / LOCK_FILE, timeout=0)
-        try:
-            lock.acquire()
-        except Timeout:
-            owner = self._owner()
-            raise UserError(
-                f"{self.folder} is in use by another run ({owner}); wait for it to end, or use another "
-                "folder (hydra.run.dir=NEW_DIR)"
-            ) from None
-        self._lock = lock
-        info = {"pid": os.getpid(), "host": socket.gethostname(), "since": now(), "kind": self.kind}
-        atomic_write_text(self.folder / OWNER_FILE, json.dumps(info) + "\n")
-
-    def _owner(self) -> str:
-        try:
-            info = json.loads((self.folder / OWNER_FILE).read_text(encoding="utf-8"))
-            kind, pid, host, since = (info.get(k) for k in ("kind", "pid", "host", "since"))
-            return f"{kind}: pid {pid} on {host} since {since}"
-        except (OSError, ValueError):
-            return "owner unknown"
+        self._lock = acquire_folder(self.folder, self.kind, "(hydra.run.dir=NEW_DIR)")
 
     def _check_or_record(self) -> None:
         if self.settings is None:
@@ -267,6 +248,44 @@ class RunFolder:
                 self._lock = None
         finally:
             self._signals.close()  # SIGTERM ends the process again, as before the run
+
+
+def acquire_folder(folder: Path, kind: str, elsewhere: str = "") -> FileLock:
+    """The folder's lock, held by this process (its owner recorded: kind, pid, host, since); a
+    UserError naming the other owner when another process holds it. `elsewhere`: how to name
+    another folder, for the error."""
+    lock = FileLock(Path(folder) / LOCK_FILE, timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise UserError(
+            f"{folder} is in use by another run ({_owner(Path(folder))}); wait for it to end, or use "
+            f"another folder {elsewhere}".rstrip()
+        ) from None
+    info = {"pid": os.getpid(), "host": socket.gethostname(), "since": now(), "kind": kind}
+    atomic_write_text(Path(folder) / OWNER_FILE, json.dumps(info) + "\n")
+    return lock
+
+
+@contextlib.contextmanager
+def folder_lock(folder: Path, kind: str) -> Iterator[None]:
+    """Hold the folder's lock (`acquire_folder`) for a job that changes a folder no run may be
+    writing (`esc runs upgrade` in place), released after."""
+    lock = acquire_folder(folder, kind)
+    try:
+        yield
+    finally:
+        (Path(folder) / OWNER_FILE).unlink(missing_ok=True)
+        lock.release()
+
+
+def _owner(folder: Path) -> str:
+    try:
+        info = json.loads((folder / OWNER_FILE).read_text(encoding="utf-8"))
+        kind, pid, host, since = (info.get(k) for k in ("kind", "pid", "host", "since"))
+        return f"{kind}: pid {pid} on {host} since {since}"
+    except (OSError, ValueError):
+        return "owner unknown"
 
 
 def _is_lock(rel: Path) -> bool:

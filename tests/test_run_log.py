@@ -17,6 +17,7 @@ from esc.dialogues.record import Dialogue, Turn
 from esc.errors import DataError
 from esc.jsonl import read_json
 from esc.reports.runlog import FORMAT, RUN_LOG, read_run_log
+from esc.rundir import acquire_folder
 from esc.scoring.store import ScoreRecord, latest, read_scores
 from esc.tasks.pairwise.questions import PairwiseRecord
 from esc.tasks.roleplay.questions import RoleplayRecord
@@ -200,6 +201,7 @@ def test_an_old_folder_is_upgraded_once(tmp_path: Path, capsys: pytest.CaptureFi
         ("no report", "no report of its mode=score (leaderboard.result.json)"),
         ("current log", "already has a run log (esc-run/1)"),
         ("someone's run.json", "not a run log this version reads (esc-run/1); move it aside"),
+        ("a run writing it", "is in use by another run (rank.score: pid"),
     ],
 )
 def test_what_upgrade_cannot_convert_is_one_error_line(
@@ -224,10 +226,14 @@ def test_what_upgrade_cannot_convert_is_one_error_line(
         assert main(["runs", "upgrade", str(old)]) == 0
     elif case == "someone's run.json":  # not ours to overwrite without --force
         (old / RUN_LOG).write_text('{"my": "notes"}')
-    before = {p: p.read_bytes() for p in old.rglob("*") if p.is_file()}
+    held = acquire_folder(old, "rank.score") if case == "a run writing it" else None
+    before = {p: p.read_bytes() for p in old.rglob("*") if p.is_file() and p.name != ".lock"}
     line = _error_line(capsys, ["runs", "upgrade", str(old)])
     assert message in line and str(old) in line
-    assert {p: p.read_bytes() for p in old.rglob("*") if p.is_file()} == before  # nothing written
+    after = {p: p.read_bytes() for p in old.rglob("*") if p.is_file() and p.name != ".lock"}
+    assert after == before  # nothing written (the lock file a run leaves aside)
+    if held is not None:
+        held.release()
 
 
 def test_read_run_log_refuses_another_format_with_the_upgrade_hint(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from esc.errors import DataError, UserError
 from esc.jsonl import read_json
 from esc.reports.runlog import FORMAT, RUN_LOG, RunLog, read_run_log, write_run_log
-from esc.rundir import LOCK_FILE, OWNER_FILE
+from esc.rundir import LOCK_FILE, OWNER_FILE, folder_lock
 from esc.tasks.run_log import MANIFEST, build_run_log
 from esc.tasks.task import modes
 
@@ -23,11 +23,17 @@ def upgrade_run_folder(folder: Path, new: Path | None = None, force: bool = Fals
     is added), or into a copy `new`. A UserError (one line) for what it cannot convert: not a rank.py
     folder, a mode this version does not know, a store or report that does not read, a folder that
     already has a current run log, a run.json it cannot read (without `force`). Returns the log's
-    path and the log."""
+    path and the log. The folder is locked while it is read (a run still writing it is refused)."""
     folder = Path(folder)
     manifest_path = folder / MANIFEST
     if not manifest_path.is_file():
         raise UserError(f"{folder}: not a rank.py run folder (no {MANIFEST})")
+    with folder_lock(folder, "runs.upgrade"):
+        return _upgrade(folder, new, force)
+
+
+def _upgrade(folder: Path, new: Path | None, force: bool) -> tuple[Path, RunLog]:
+    manifest_path = folder / MANIFEST
     manifest = read_json(manifest_path)
     config = manifest.get("config") if isinstance(manifest, dict) else None
     if not isinstance(config, dict) or "mode" not in config:
