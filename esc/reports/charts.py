@@ -9,7 +9,6 @@ from typing import Any
 
 from esc.jsonl import atomic_write_bytes
 
-
 #: files of CJK fonts a system may have (the Makefile installs Debian's fonts-wqy-zenhei; the report
 #: site's stylesheet names the same families), by a part of the file name
 CJK_FONT_FILES = (
