@@ -45,6 +45,20 @@ def compose(overrides: list[str], output_dir: Path | str = "/tmp/esc-test-out", 
         return hydra_compose(config_name=config_name, overrides=[*overrides, f"output_dir={output_dir}"])
 
 
+def conf_node(
+    node: str, *changes: dict, overrides: list[str] | None = None, config_name: str = "train"
+) -> dict:
+    """The config node `node` as the real conf/ composes it (with `overrides`; plain, resolved), each of
+    `changes` merged into it in turn (deeply; a list replaced): a node a test gives the code has
+    every key conf/ gives it, as no code assumes a value for a key left out."""
+    from omegaconf import OmegaConf
+
+    base = OmegaConf.to_container(
+        OmegaConf.select(compose(overrides or [], config_name=config_name), node), resolve=True
+    )
+    return OmegaConf.to_container(OmegaConf.merge(base, *changes))
+
+
 def run_entry(
     script: str, args: list[str], timeout: float = 600, env: dict[str, str] | None = None, **kwargs
 ) -> subprocess.CompletedProcess:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import FAST_TRAIN, REPO_ROOT, requires_data, run_entry
+from tests.helpers import FAST_TRAIN, REPO_ROOT, conf_node, requires_data, run_entry
 
 
 def run_zero_steps(strategy: str, tmp_path: Path, port: int) -> dict:
@@ -162,7 +162,7 @@ def test_qlora_under_zero3_stores_4bit_weights_in_the_compute_dtype(zero3_loadin
     import torch
 
     model_cfg, calls, suspended = zero3_loading
-    nf4 = {"load_in_4bit": True, "quant_type": "nf4", "double_quant": True, "compute_dtype": "bfloat16"}
+    nf4 = conf_node("quantization", overrides=["quantization=nf4"])  # compute_dtype bfloat16
     module = lora_module(model_cfg, nf4, ZERO3_CONFIG)
     module.configure_model()
     (call,) = calls
@@ -180,7 +180,7 @@ def test_qlora_without_zero3_keeps_the_uint8_storage(zero3_loading) -> None:
     from esc.models.loading import bnb_config
 
     model_cfg, calls, _ = zero3_loading
-    nf4 = {"load_in_4bit": True, "compute_dtype": "bfloat16"}
+    nf4 = conf_node("quantization", overrides=["quantization=nf4"])  # quant_storage null
     assert bnb_config(nf4).bnb_4bit_quant_storage == torch.uint8
     assert bnb_config({**nf4, "quant_storage": "float16"}, zero3=True).bnb_4bit_quant_storage == torch.float16
     lora_module(model_cfg, {"load_in_4bit": False}, {"zero_optimization": {"stage": 2}}).configure_model()

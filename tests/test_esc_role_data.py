@@ -28,6 +28,7 @@ from esc.prompts import (
     training_prompt_id,
     training_texts_version,
 )
+from tests.helpers import conf_node
 
 CHATML = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
@@ -277,19 +278,28 @@ def test_roleplay_readers():
         assert not any(b.startswith(a) for a, b in zip(texts, texts[1:], strict=False))
 
 
+def mixture(*changes: dict) -> dict:
+    """The real `data` node (conf/data/esc_role.yaml) with every source off, then `changes`: a key a
+    test leaves out has the config's value, and a source it does not turn on stays off."""
+    off = {"sources": {name: {"enabled": False} for name in ("esconv", "smile", "roleplay")}}
+    return conf_node("data", off, *changes)
+
+
 @needs_all
 def test_mixture_deterministic_disjoint_and_ratio():
-    cfg = {
-        "sources": {
-            "esconv": {"enabled": True, "max_samples": 300},
-            "smile": {"enabled": True, "max_samples": 200},
-            "roleplay": {"enabled": True},
-        },
-        "roleplay_ratio": 0.3,
-        "languages": ["en", "zh"],
-        "val_fraction": 0.1,
-        "seed": 42,
-    }
+    cfg = mixture(
+        {
+            "sources": {
+                "esconv": {"enabled": True, "max_samples": 300},
+                "smile": {"enabled": True, "max_samples": 200},
+                "roleplay": {"enabled": True},
+            },
+            "roleplay_ratio": 0.3,
+            "languages": ["en", "zh"],
+            "val_fraction": 0.1,
+            "seed": 42,
+        }
+    )
     train, val = build_samples(cfg)
     train2, val2 = build_samples(dict(cfg))
     assert [s.id for s in train] == [s.id for s in train2] and [s.id for s in val] == [s.id for s in val2]
@@ -311,13 +321,15 @@ def test_mixture_language_filter_and_omegaconf():
     from omegaconf import OmegaConf
 
     cfg = OmegaConf.create(
-        {
-            "sources": {"esconv": {"enabled": True, "max_samples": 50}, "smile": {"enabled": True}},
-            "roleplay_ratio": 0,
-            "languages": ["en"],
-            "val_fraction": 0.0,
-            "seed": 1,
-        }
+        mixture(
+            {
+                "sources": {"esconv": {"enabled": True, "max_samples": 50}, "smile": {"enabled": True}},
+                "roleplay_ratio": 0,
+                "languages": ["en"],
+                "val_fraction": 0.0,
+                "seed": 1,
+            }
+        )
     )
     train, val = build_samples(cfg)
     assert len(train) == 50 and not val and {s.source for s in train} == {"esconv"}
@@ -381,17 +393,25 @@ def test_smile_file_shapes(tmp_path: Path):
 
 
 def test_empty_mixture_names_the_key(tmp_path: Path):
-    cfg = {
-        "root": str(tmp_path),
-        "sources": {"esconv": {"enabled": False}, "smile": {"enabled": False}, "roleplay": {"enabled": True}},
-        "roleplay_ratio": 0.3,
-        "languages": ["en", "zh"],
-        "val_fraction": 0.05,
-        "seed": 42,
-    }
+    cfg = mixture(
+        {
+            "root": str(tmp_path),
+            "sources": {"roleplay": {"enabled": True}},
+            "roleplay_ratio": 0.3,
+            "languages": ["en", "zh"],
+            "val_fraction": 0.05,
+            "seed": 42,
+        }
+    )
     with pytest.raises(ConfigError, match=r"config `data\.sources`"):
         build_samples(cfg)
     with pytest.raises(ConfigError, match=r"config `data\.languages`"):
         build_samples({**cfg, "languages": ["fr"]})
     with pytest.raises(ConfigError, match=r"config `data\.roleplay_ratio`"):
         build_samples({**cfg, "roleplay_ratio": -1})
+    # a key left out is named, never given a value here (conf/data/esc_role.yaml has them all)
+    with pytest.raises(ConfigError, match=r"config `data\.hold_out_card_echo`: is not set"):
+        build_samples({k: v for k, v in cfg.items() if k != "hold_out_card_echo"})
+    no_switch = {**cfg, "sources": {**cfg["sources"], "smile": {"max_samples": None, "cards": None}}}
+    with pytest.raises(ConfigError, match=r"config `data\.sources\.smile\.enabled`: is not set"):
+        build_samples(no_switch)

@@ -20,7 +20,7 @@ from esc.esc_role_samples.tokenize import IGNORE_INDEX, encode_chat
 from esc.paths import data_dir
 from esc.prompts import render_roleplayer_prompt
 from tests.helpers import compose
-from tests.test_esc_role_data import tokenizer  # noqa: F401  (fixture)
+from tests.test_esc_role_data import mixture, tokenizer  # noqa: F401  (fixture)
 
 ROOT = data_dir()
 ESC_SOURCES = ("esconv", "smile")
@@ -113,11 +113,13 @@ def test_a_held_out_turn_is_context_without_labels(tokenizer) -> None:  # noqa: 
 
 @needs_all
 def test_the_echo_ablation_learns_the_reciting_turns_again() -> None:
-    base = {
-        "sources": {"smile": {"enabled": True, "max_samples": 40}},
-        "roleplay_ratio": 0,
-        "val_fraction": 0,
-    }
+    base = mixture(
+        {
+            "sources": {"smile": {"enabled": True, "max_samples": 40}},
+            "roleplay_ratio": 0,
+            "val_fraction": 0,
+        }
+    )
     held, _ = build_samples(base)
     learned, _ = build_samples({**base, "hold_out_card_echo": False})
     assert sum(bool(s.hold_out) for s in held) > 30
@@ -180,17 +182,20 @@ def test_the_default_mix_is_the_papers() -> None:
 
 @needs_all
 def test_the_mixture_draws_the_ratio_or_the_whole_pool() -> None:
-    cfg = {
-        "sources": {
-            "esconv": {"enabled": True, "max_samples": 100},
-            "roleplay": {"enabled": True, "rolebench_turns": 5},
-        },
-        "languages": ["en"],
-        "val_fraction": 0,
-    }
-    train, _ = build_samples(cfg)  # default ratio: 313 role-play sessions per 100 ESC dialogues
+    cfg = mixture(
+        {
+            "sources": {
+                "esconv": {"enabled": True, "max_samples": 100},
+                "roleplay": {"enabled": True, "rolebench_turns": 5},
+            },
+            "languages": ["en"],
+            "val_fraction": 0,
+        }
+    )
+    train, _ = build_samples(cfg)  # conf's ratio: 313 role-play sessions per 100 ESC dialogues
     assert sum(s.source == "rolebench" for s in train) == round(PAPER_ROLEPLAY_RATIO * 100)
-    whole, _ = build_samples({**cfg, "sources": {**cfg["sources"], "esconv": {"enabled": True}}})
+    every_esconv = {**cfg["sources"]["esconv"], "max_samples": None}
+    whole, _ = build_samples({**cfg, "sources": {**cfg["sources"], "esconv": every_esconv}})
     pool = sum(len(rolebench_samples(ROOT / f, "en", 5)) for f in ROLEBENCH_FILES["en"])
     assert sum(s.source == "rolebench" for s in whole) == pool < round(PAPER_ROLEPLAY_RATIO * 1300)
 
@@ -248,14 +253,19 @@ def test_own_role_play_files_in_messages_and_sharegpt_form(tmp_path: Path) -> No
     ]
     assert len(a.learned_turns()) == 2
     assert b.messages == [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Elementary."}]
-    cfg = {
-        "sources": {
-            "esconv": {"enabled": True, "max_samples": 100},
-            "roleplay": {"enabled": True, "files": [{"path": str(path), "language": "en", "name": "mine"}]},
-        },
-        "roleplay_ratio": 100,  # more than the pool: all of it
-        "languages": ["en"],
-    }
+    cfg = mixture(
+        {
+            "sources": {
+                "esconv": {"enabled": True, "max_samples": 100},
+                "roleplay": {
+                    "enabled": True,
+                    "files": [{"path": str(path), "language": "en", "name": "mine"}],
+                },
+            },
+            "roleplay_ratio": 100,  # more than the pool: all of it
+            "languages": ["en"],
+        }
+    )
     train, val = build_samples(cfg)
     assert {"mine/1", "mine/2"} <= {s.id for s in train + val}
     path.write_text(
@@ -267,6 +277,9 @@ def test_own_role_play_files_in_messages_and_sharegpt_form(tmp_path: Path) -> No
         build_samples(
             {
                 **cfg,
-                "sources": {**cfg["sources"], "roleplay": {"enabled": True, "files": [{"path": str(path)}]}},
+                "sources": {
+                    **cfg["sources"],
+                    "roleplay": {**cfg["sources"]["roleplay"], "files": [{"path": str(path)}]},
+                },
             }
         )

@@ -37,7 +37,7 @@ from filelock import FileLock, Timeout
 from pydantic import Field
 
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply
-from esc.config_rules import Section, Settings
+from esc.config_rules import Section, Settings, load_section
 from esc.errors import ConfigError, DataError, UserError
 from esc.models.revision import adapter_hash
 from esc.secrets.redaction import scrub
@@ -56,7 +56,6 @@ STORED_FIELDS = (
     "text", "finish_reason", "prompt_tokens", "completion_tokens", "logprobs", "model", "system_fingerprint",
 )  # fmt: skip
 JOURNAL_MODES = ("auto", "wal", "delete", "truncate", "persist")
-CONFIG_KEYS = frozenset({"enabled", "path", "journal_mode", "timeout_s"})
 #: filesystems where SQLite's WAL mode is unsafe (no shared memory across machines)
 NETWORK_FILESYSTEMS = frozenset({
     "nfs", "nfs4", "lustre", "gpfs", "cifs", "smb3", "smbfs", "ceph", "fuse.ceph", "cephfs",
@@ -383,22 +382,19 @@ class CachedBackend(ChatBackend):
 
 
 def with_cache(backend: ChatBackend, cfg_cache: Mapping[str, Any] | None, key: str = "cache") -> ChatBackend:
-    """`backend` behind the request cache that ``cfg_cache`` describes (``enabled``, ``path``,
-    ``journal_mode``: auto | wal | delete | truncate | persist, ``timeout_s``)."""
-    cfg = dict(cfg_cache or {})
-    unknown = set(cfg) - CONFIG_KEYS
-    if unknown:
-        raise ConfigError(key, f"unknown keys {sorted(unknown)}; known: {sorted(CONFIG_KEYS)}")
-    if not cfg.get("enabled", False):
+    """`backend` behind the request cache that the `cache:` node ``cfg_cache`` describes, read
+    through `CacheSettings` (every key required: conf/cache/ gives them); None (a primary config
+    of one's own without a `cache:` node): no cache."""
+    if cfg_cache is None:
         return backend
-    if not cfg.get("path"):
+    cfg = load_section(key, CacheSettings, cfg_cache)
+    if not cfg.enabled:
+        return backend
+    if not cfg.path:
         raise ConfigError(f"{key}.path", "is empty: name the cache file, or set enabled=false")
-    cache = RequestCache(
-        cfg["path"],
-        journal_mode=str(cfg.get("journal_mode") or "auto"),
-        timeout_s=float(cfg.get("timeout_s") or 30.0),
+    return CachedBackend(
+        backend, RequestCache(cfg.path, journal_mode=cfg.journal_mode, timeout_s=cfg.timeout_s)
     )
-    return CachedBackend(backend, cache)
 
 
 # --- merging per-job caches ---------------------------------------------------------------------

@@ -1,17 +1,18 @@
 """Build the ESC-Role training mixture (train, val) from a `data` config section.
 
-Config keys read (all under the `data` group; defaults in brackets):
+Config keys read (the `data` node; conf/data/esc_role.yaml gives every one, with what it does, and
+none has a default here: a key left out is a ConfigError naming it):
 
-    root: null                      # data directory [esc.paths.data_dir()]
+    root                            # data directory; null: esc.paths.data_dir()
     sources:
-      esconv:   {enabled: true, max_samples: null, splits: [train, valid, test]}
-      smile:    {enabled: true, max_samples: null, cards: null}
-      roleplay: {enabled: true, rolebench_turns: 5, files: []}
-    roleplay_ratio: 3.13            # role-play samples = round(ratio * number of ESC samples); 0 disables
-    hold_out_card_echo: true        # seeker turns that recite the card are context, not learned
-    languages: [en, zh]
-    val_fraction: 0.05
-    seed: 42
+      esconv:   {enabled, max_samples, splits}     # max_samples null: all
+      smile:    {enabled, max_samples, cards}      # cards null: the first client message is the card
+      roleplay: {enabled, rolebench_turns, files}
+    roleplay_ratio                  # role-play samples = round(ratio * number of ESC samples); 0 disables
+    hold_out_card_echo              # true: seeker turns that recite the card are context, not learned
+    languages
+    val_fraction
+    seed
 
 The paper's mix (section 2.3.1): 3,390 ESC samples in 14K role-play samples, so
 (14,000 - 3,390) / 3,390 = 3.13 general role-play samples per ESC sample (`PAPER_ROLEPLAY_RATIO`).
@@ -30,9 +31,9 @@ are training data and val is a uniform `val_fraction` of every source. Set
 `sources.esconv.splits` to `[train, valid]` to hold the ESConv test dialogues out entirely;
 `split_hint` keeps each sample's file split.
 
-A source runs only if its section has `enabled: true` (a missing or empty section is off) and
-one of its languages (esconv: en, smile: zh, roleplay: en and zh) is in `languages`. Role-play is
-drawn relative to the ESC count, so it needs at least one ESC source.
+A source runs only if its `enabled` is true and one of its languages (esconv: en, smile: zh,
+roleplay: en and zh) is in `languages`. Role-play is drawn relative to the ESC count, so it needs
+at least one ESC source.
 """
 
 from __future__ import annotations
@@ -111,8 +112,21 @@ def split_val(samples: list[Sample], val_fraction: float, seed: int) -> tuple[li
     )
 
 
-def _number(cfg: dict[str, Any], key: str, default: float, prefix: str, lo: float, hi: float) -> float:
-    value = cfg.get(key, default)
+def _required(node: Any, key: str, where: str) -> Any:
+    """`node[key]`: conf/data/esc_role.yaml gives every key the mixture reads, so one left out (or a
+    node that is no mapping) is a ConfigError naming it, never a value assumed here."""
+    if not isinstance(node, Mapping):
+        raise ConfigError(where, f"should be a mapping of keys to values, got {node!r}")
+    if key not in node:
+        raise ConfigError(
+            f"{where}.{key}",
+            "is not set, and the ESC-Role mixture reads it: keep the value conf/data/esc_role.yaml gives it",
+        )
+    return node[key]
+
+
+def _number(cfg: dict[str, Any], key: str, prefix: str, lo: float, hi: float) -> float:
+    value = _required(cfg, key, prefix)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
         raise ConfigError(f"{prefix}.{key}", f"should be a number in [{lo}, {hi}], got {value!r}")
     return float(value)
@@ -150,16 +164,16 @@ def build_samples(cfg: Any, key_prefix: str = "data") -> tuple[list[Sample], lis
     """
     cfg = plain_mapping(cfg)
     p = key_prefix
-    root = Path(cfg.get("root") or data_dir())
-    seed = cfg.get("seed", 42)
+    root = Path(_required(cfg, "root", p) or data_dir())  # null: ESC_DATA_DIR or <repo>/data
+    seed = _required(cfg, "seed", p)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ConfigError(f"{p}.seed", f"should be an integer, got {seed!r}")
-    val_fraction = _number(cfg, "val_fraction", 0.05, p, 0.0, 0.5)
-    ratio = _number(cfg, "roleplay_ratio", PAPER_ROLEPLAY_RATIO, p, 0.0, 100.0)
-    hold_out_echo = cfg.get("hold_out_card_echo", True)
+    val_fraction = _number(cfg, "val_fraction", p, 0.0, 0.5)
+    ratio = _number(cfg, "roleplay_ratio", p, 0.0, 100.0)
+    hold_out_echo = _required(cfg, "hold_out_card_echo", p)
     if not isinstance(hold_out_echo, bool):
         raise ConfigError(f"{p}.hold_out_card_echo", f"should be true or false, got {hold_out_echo!r}")
-    languages = cfg.get("languages", list(LANGUAGES))
+    languages = _required(cfg, "languages", p)
     if isinstance(languages, str) or not isinstance(languages, (list, tuple)):
         raise ConfigError(
             f"{p}.languages", f"should be a list drawn from {list(LANGUAGES)}, got {languages!r}"
@@ -167,16 +181,19 @@ def build_samples(cfg: Any, key_prefix: str = "data") -> tuple[list[Sample], lis
     unknown = [lang for lang in languages if lang not in LANGUAGES]
     if unknown:
         raise ConfigError(f"{p}.languages", f"unknown language(s) {unknown}; choose from {list(LANGUAGES)}")
-    sources = cfg.get("sources") or {}
+    sources = _required(cfg, "sources", p)
     if not isinstance(sources, Mapping):
         raise ConfigError(f"{p}.sources", f"should be a mapping of source name -> options, got {sources!r}")
     extra = sorted(set(sources) - set(SOURCE_LANGUAGES))
     if extra:
         raise ConfigError(f"{p}.sources", f"unknown source(s) {extra}; known: {sorted(SOURCE_LANGUAGES)}")
 
+    def option(name: str, key: str) -> Any:
+        """`sources.<name>.<key>`, required (conf/data/esc_role.yaml gives every source every key)."""
+        return _required(_required(sources, name, f"{p}.sources"), key, f"{p}.sources.{name}")
+
     def enabled(name: str) -> bool:
-        opts = sources.get(name) or {}
-        if not opts.get("enabled", False):
+        if not option(name, "enabled"):
             return False
         if not set(SOURCE_LANGUAGES[name]) & set(languages):
             log.info(
@@ -186,7 +203,7 @@ def build_samples(cfg: Any, key_prefix: str = "data") -> tuple[list[Sample], lis
         return True
 
     def max_samples(name: str) -> int | None:
-        value = (sources.get(name) or {}).get("max_samples")
+        value = option(name, "max_samples")  # null: all
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
             raise ConfigError(
                 f"{p}.sources.{name}.max_samples", f"should be null or an integer >= 0, got {value!r}"
@@ -195,17 +212,17 @@ def build_samples(cfg: Any, key_prefix: str = "data") -> tuple[list[Sample], lis
 
     per_source: dict[str, list[Sample]] = {}
     if enabled("esconv"):
-        splits = (sources["esconv"] or {}).get("splits") or list(ESCONV_SPLITS)
-        bad = [s for s in splits if s not in ESCONV_SPLITS]
-        if bad:
+        splits = option("esconv", "splits")
+        if not isinstance(splits, list) or not splits or any(s not in ESCONV_SPLITS for s in splits):
             raise ConfigError(
-                f"{p}.sources.esconv.splits", f"unknown split(s) {bad}; choose from {list(ESCONV_SPLITS)}"
+                f"{p}.sources.esconv.splits",
+                f"should be a non-empty list drawn from {list(ESCONV_SPLITS)}, got {splits!r}",
             )
         per_source["esconv"] = _take(
             read_esconv_splits(root, splits), max_samples("esconv"), seed, "max:esconv"
         )
     if enabled("smile"):
-        card_file = (sources["smile"] or {}).get("cards")
+        card_file = option("smile", "cards")  # null: the client's first message is the card
         smile = read_smile(smile_dir(root), Path(card_file) if card_file else None)
         per_source["smile"] = _take(smile, max_samples("smile"), seed, "max:smile")
     if not hold_out_echo:  # the ablation: learn the turns that recite the card too
@@ -222,12 +239,13 @@ def build_samples(cfg: Any, key_prefix: str = "data") -> tuple[list[Sample], lis
     n_esc = sum(len(v) for v in per_source.values())
     target = round(ratio * n_esc)
     if enabled("roleplay") and target > 0:
-        opts = sources["roleplay"] or {}
         pool = read_roleplay(
             root,
             [lang for lang in LANGUAGES if lang in languages],
-            rolebench_turns=_turns(opts.get("rolebench_turns", 5), f"{p}.sources.roleplay.rolebench_turns"),
-            files=_roleplay_files(opts.get("files") or [], f"{p}.sources.roleplay.files"),
+            rolebench_turns=_turns(
+                option("roleplay", "rolebench_turns"), f"{p}.sources.roleplay.rolebench_turns"
+            ),
+            files=_roleplay_files(option("roleplay", "files"), f"{p}.sources.roleplay.files"),
         )
         if target > len(pool):
             log.warning(

@@ -63,7 +63,7 @@ def load_tokenizer(model_cfg: Mapping[str, Any]):
     tokenizer = AutoTokenizer.from_pretrained(
         resolve_model_path(model_cfg),
         revision=model_cfg.get("revision"),
-        trust_remote_code=bool(model_cfg.get("trust_remote_code", False)),
+        trust_remote_code=bool(model_cfg["trust_remote_code"]),
     )
     if model_cfg.get("chat_template"):
         tokenizer.chat_template = model_cfg["chat_template"]
@@ -87,28 +87,28 @@ def torch_dtype(name: str | None):
 def bnb_config(quant_cfg: Mapping[str, Any] | None, zero3: bool = False):
     """A BitsAndBytesConfig for QLoRA, or None. Fails early, naming the key, where 4-bit cannot run.
 
-    The packed 4-bit weights are stored as `quant_storage` (uint8 by default). Under DeepSpeed
-    ZeRO-3 (`zero3`) they default to the compute dtype instead: ZeRO-3 shards floating-point
-    parameters of one dtype, so 4-bit weights stored as bf16 are sharded with everything else.
+    `quant_cfg` is a `quantization:` node (conf/quantization/): with `load_in_4bit` every key of
+    nf4.yaml is read (none restated here). The packed 4-bit weights are stored as `quant_storage`;
+    its null means uint8, or under DeepSpeed ZeRO-3 (`zero3`) the compute dtype: ZeRO-3 shards
+    floating-point parameters of one dtype, so 4-bit weights stored as bf16 are sharded too.
     """
-    if not quant_cfg or not quant_cfg.get("load_in_4bit"):
+    if not quant_cfg or not quant_cfg["load_in_4bit"]:
         return None
     if importlib.util.find_spec("bitsandbytes") is None:
         raise ConfigError(
             "quantization",
             "4-bit QLoRA needs bitsandbytes, which is not installed; install it or set quantization=none",
         )
-    _probe_bitsandbytes(quant_cfg.get("compute_dtype", "bfloat16"))
+    compute_dtype = quant_cfg["compute_dtype"]
+    _probe_bitsandbytes(compute_dtype)
     from transformers import BitsAndBytesConfig
 
-    storage = quant_cfg.get("quant_storage") or (
-        quant_cfg.get("compute_dtype", "bfloat16") if zero3 else None
-    )
+    storage = quant_cfg["quant_storage"] or (compute_dtype if zero3 else None)  # null: see above
     return BitsAndBytesConfig(
         load_in_4bit=True,
-        bnb_4bit_quant_type=quant_cfg.get("quant_type", "nf4"),
-        bnb_4bit_use_double_quant=bool(quant_cfg.get("double_quant", True)),
-        bnb_4bit_compute_dtype=torch_dtype(quant_cfg.get("compute_dtype", "bfloat16")),
+        bnb_4bit_quant_type=quant_cfg["quant_type"],
+        bnb_4bit_use_double_quant=bool(quant_cfg["double_quant"]),
+        bnb_4bit_compute_dtype=torch_dtype(compute_dtype),
         bnb_4bit_quant_storage=torch_dtype(storage) if storage else None,
     )
 
@@ -179,7 +179,7 @@ def load_causal_lm(
     auto_class = getattr(transformers, auto_model_class(model_cfg, path))
     kwargs: dict[str, Any] = {
         "revision": model_cfg.get("revision"),
-        "trust_remote_code": bool(model_cfg.get("trust_remote_code", False)),
+        "trust_remote_code": bool(model_cfg["trust_remote_code"]),
     }
     dtype = torch_dtype(model_cfg.get("dtype"))
     if dtype is not None:

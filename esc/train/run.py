@@ -78,17 +78,19 @@ def adapt_to_hardware(cfg: DictConfig) -> list[str]:
     if torch.cuda.is_available():
         return []
     swaps: list[tuple[str, Callable[[], None]]] = []
-    target = str(cfg.strategy.get("_target_", ""))
-    backend = str(cfg.strategy.get("process_group_backend") or "")
+    # a strategy without `_target_` is one Lightning knows by name (auto); DDP without
+    # `process_group_backend` lets Lightning pick gloo on CPUs (conf/strategy/ddp.yaml)
+    target = str(cfg.strategy["_target_"]) if "_target_" in cfg.strategy else ""
+    nccl = cfg.strategy.get("process_group_backend") == "nccl"
     gpu_only = any(name.lower() in target.lower() for name in GPU_ONLY_STRATEGY)
-    if gpu_only or ("ddp" in target.lower() and backend == "nccl"):
+    if gpu_only or ("ddp" in target.lower() and nccl):
 
         def strategy_auto() -> None:
             with open_dict(cfg):
                 cfg.strategy = {"name": "auto"}
 
         swaps.append((f"strategy {target.rsplit('.', 1)[-1]} -> auto", strategy_auto))
-    accelerator = str(cfg.trainer.get("accelerator", "auto"))
+    accelerator = str(cfg.trainer.accelerator)
     if accelerator in ("gpu", "cuda"):
         swaps.append(
             (
@@ -96,7 +98,7 @@ def adapt_to_hardware(cfg: DictConfig) -> list[str]:
                 lambda: setattr(cfg.trainer, "accelerator", "auto"),
             )
         )
-    precision = str(cfg.trainer.get("precision", "32-true"))
+    precision = str(cfg.trainer.precision)
     if precision.startswith(("bf16", "16")):
         swaps.append(
             (
@@ -104,7 +106,7 @@ def adapt_to_hardware(cfg: DictConfig) -> list[str]:
                 lambda: setattr(cfg.trainer, "precision", "32-true"),
             )
         )
-    if cfg.module.optimizer.get("_target_", "").startswith("deepspeed."):
+    if str(cfg.module.optimizer._target_).startswith("deepspeed."):
         swaps.append(
             (
                 "optimizer DeepSpeed -> torch.optim.AdamW",
@@ -143,7 +145,7 @@ def output_settings(cfg: DictConfig) -> dict[str, Any]:
     return {
         # the job and the sample builder by their function's name: where their code lives does
         # not shape the adapter
-        "runner": function_name((plain.get("job") or {}).get("_target_")),
+        "runner": function_name(plain["job"]["_target_"]),
         "model": plain["model"],
         "data": data,
         "peft": plain.get("peft"),
@@ -190,8 +192,9 @@ def _train(job: Job, cfg: DictConfig, out: Path, fallbacks: list[str], resolved:
     # changes nothing. Metrics of steps after it are trained again, so their rows are replaced.
     ckpt_path = _resume_checkpoint(cfg, out)
     start_step = checkpoint_step(ckpt_path) if ckpt_path else 0
-    callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c and "_target_" in c]
-    if cfg.trainer.get("enable_progress_bar", True):
+    # a callback set to null (`callbacks.checkpoint=null`) is left out
+    callbacks = [instantiate(c) for c in cfg.callbacks.values() if c and "_target_" in c]
+    if cfg.trainer.enable_progress_bar:
         callbacks.append(build_progress_bar())
     loggers = build_loggers(cfg.get("logger"), resolved, start_step=start_step)
     trainer_kwargs: dict[str, Any] = {
@@ -200,7 +203,7 @@ def _train(job: Job, cfg: DictConfig, out: Path, fallbacks: list[str], resolved:
         "strategy": build_strategy(cfg.strategy),
         "plugins": [FolderCheckpointIO()],  # last.ckpt replaced in one step; a full disk keeps the old one
     }
-    if cfg.module.get("quantization", {}).get("load_in_4bit") and cfg.trainer.get("num_sanity_val_steps"):
+    if cfg.module.quantization.load_in_4bit and cfg.trainer.num_sanity_val_steps:
         # bitsandbytes repacks 4-bit weights for CPU inference on the first no-grad forward, which
         # breaks the next training step: no sanity validation before training in QLoRA mode.
         log.warning("QLoRA: skipping sanity validation before training (trainer.num_sanity_val_steps=0)")
@@ -318,6 +321,7 @@ def _resume(value: Any) -> str | None:
 
 # Nodes that Hydra instantiates or hands to a library (trainer, optimizer, model, callbacks) are
 # open: the keys named here are checked where an experiment gives them, the library refuses the rest.
+# The keys this module reads itself are required (conf/ gives them; no value is assumed here).
 
 
 class TargetNode(OpenSettings):
@@ -330,7 +334,7 @@ class TrainTop(OpenSettings):
         None, description="auto, never, or an existing checkpoint path"
     )
     cpu_fallback: bool = Field(None)
-    job: TargetNode = Field(None)
+    job: TargetNode  # read by output_settings
 
 
 class TrainModel(OpenSettings):
@@ -366,12 +370,13 @@ class Trainer(OpenSettings):
     accumulate_grad_batches: int = Field(None, ge=1)
     num_nodes: int = Field(None, ge=1)
     log_every_n_steps: int = Field(None, ge=1)
-    num_sanity_val_steps: int = Field(None, ge=-1)
+    num_sanity_val_steps: int = Field(ge=-1)  # read by _train (QLoRA skips it)
     limit_val_batches: float = Field(None, ge=0)
     gradient_clip_val: float | None = Field(None, ge=0)
-    precision: Annotated[Any, check(_precision)] = Field(
-        None, description="bf16-mixed on GPUs, 32-true on CPUs"
-    )
+    # read by adapt_to_hardware and _train:
+    accelerator: str = Field(description="auto, cpu, gpu, ...: Lightning's Trainer accelerator")
+    precision: Annotated[Any, check(_precision)] = Field(description="bf16-mixed on GPUs, 32-true on CPUs")
+    enable_progress_bar: bool
     val_check_interval: Annotated[Any, check(_interval)] = Field(
         None, description="null: at each epoch's end; N: every N training batches; 0.25: four times an epoch"
     )
@@ -422,6 +427,6 @@ CONFIG: tuple[Section, ...] = (
     Section("module", Module, optional=True),
     Section("optimizer", Optimizer, optional=True),
     Section("trainer", Trainer, optional=True),
-    Section("callbacks", Callbacks, optional=True),
+    Section("callbacks", Callbacks),  # read whole by _train (conf/callbacks/default.yaml)
     Section("data", Data, optional=True),
 )

@@ -12,10 +12,9 @@ from esc.errors import ConfigError
 from esc.train.extensions import clear_stale_build_locks
 
 
-def build_strategy(strategy_cfg: Mapping[str, Any] | str | None) -> Any:
-    """`auto` (or a plain string) passes through to Lightning; anything with `_target_` is built."""
-    if strategy_cfg is None:
-        return "auto"
+def build_strategy(strategy_cfg: Mapping[str, Any] | str) -> Any:
+    """A `strategy:` node (conf/strategy/): one with `_target_` is built; one without names a
+    strategy Lightning knows by its `name` (conf/strategy/auto.yaml: `auto`), as does a plain string."""
     if isinstance(strategy_cfg, str):
         return strategy_cfg
     cfg = (
@@ -23,9 +22,13 @@ def build_strategy(strategy_cfg: Mapping[str, Any] | str | None) -> Any:
         if isinstance(strategy_cfg, DictConfig)
         else dict(strategy_cfg)
     )
-    cfg.pop("name", None)
+    name = cfg.pop("name", None)  # only a node without `_target_` needs one
     if "_target_" not in cfg:
-        return cfg.get("strategy", "auto")
+        if not name:
+            raise ConfigError(
+                "strategy.name", "is not set: name a Lightning strategy (auto) or give a _target_"
+            )
+        return name
     if "DeepSpeed" in cfg["_target_"]:
         import torch
 

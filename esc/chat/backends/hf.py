@@ -333,7 +333,7 @@ class HFBackend(ChatBackend):
             config = AutoConfig.from_pretrained(
                 resolve_model_path(self.model_cfg),
                 revision=self.model_cfg.get("revision"),
-                trust_remote_code=bool(self.model_cfg.get("trust_remote_code", False)),
+                trust_remote_code=bool(self.model_cfg["trust_remote_code"]),
             )
         return getattr(config, "get_text_config", lambda: config)()
 

@@ -206,8 +206,8 @@ class VLLMBackend(ChatBackend):
         args: dict[str, Any] = {
             "model": resolve_model_path(cfg),
             "revision": cfg.get("revision"),
-            "dtype": cfg.get("dtype") or "auto",
-            "trust_remote_code": bool(cfg.get("trust_remote_code", False)),
+            "dtype": cfg["dtype"],  # null: left out, vLLM's own (auto)
+            "trust_remote_code": bool(cfg["trust_remote_code"]),
             "max_model_len": settings.pop("max_model_len") or cfg.get("context_window"),
             # LoRA only where an adapter is used: on vLLM's CPU build an engine with LoRA on decodes
             # 1.5x slower even without one (benchmarks/profile_vllm.py --lora on,off)
@@ -242,7 +242,7 @@ class VLLMBackend(ChatBackend):
 
     @property
     def context_window(self) -> int | None:  # type: ignore[override]
-        configured = self.engine_settings.get("max_model_len") or self.model_cfg.get("context_window")
+        configured = self.engine_settings["max_model_len"] or self.model_cfg.get("context_window")
         if configured:
             return int(configured)
         if self._engine is not None:

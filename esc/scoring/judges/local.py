@@ -60,10 +60,16 @@ def adapter_paths(adapters: Mapping[str, Any] | None) -> dict[tuple[str, str], P
     ``per_dimension`` (``root/<key>/`` for both languages, as ``train.py +exp=train/esc_rank`` writes);
     ``official`` (the released ESC-RANK: ``root/<official key>`` for Chinese and
     ``root/<official key>_en`` for English, e.g. ``ESC-RANK/empathic_en``). ``dimensions`` limits
-    the adapters to some dimensions (items of the others are invalid: "no adapter").
+    the adapters to some dimensions (items of the others are invalid: "no adapter"); null (or left
+    out, as `esc.judge_training.run` builds a `single` node) means every dimension. No node at all
+    (None, or empty): the base model judges; a node names its `layout`.
     """
-    cfg = dict(adapters or {})
-    layout = cfg.get("layout", "none")
+    if not adapters:
+        return {}
+    cfg = dict(adapters)
+    if "layout" not in cfg:
+        raise ConfigError("judge.adapters.layout", f"is not set: one of {LAYOUTS} (conf/judge/)")
+    layout = cfg["layout"]
     if layout not in LAYOUTS:
         raise ConfigError("judge.adapters.layout", f"{layout!r} is not one of {LAYOUTS}")
     if layout == "none":
@@ -247,7 +253,7 @@ class LocalJudge(Judge):
             }
             if self.engine == "vllm":  # the version is not a setting: a vLLM upgrade keeps a folder
                 self._identity["engine"] = "vllm"
-                self._identity["packages"] = self.backend.identity().get("packages", {})
+                self._identity["packages"] = self.backend.identity()["packages"]
             if local_internlm2_dir(cfg) is not None:
                 self._identity["loaded_as"] = (
                     "LlamaForCausalLM converted from InternLM2 (esc/models/internlm2.py)"
