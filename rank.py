@@ -20,8 +20,9 @@
         roleplay.cards=[CARDS_OUT/cards.json] roleplay.human=CARDS_OUT/human_dialogues.jsonl
 
 Writes OUT/scores/*.jsonl (one judgment per dialogue and dimension, as they are made),
-OUT/leaderboard.{md,csv}, OUT/charts/*.png and OUT/manifest.json (mode=agreement:
-OUT/agreement.{md,csv,json}; mode=correlation: OUT/correlation.{md,csv,json}). Rerunning with the same
+OUT/leaderboard.{md,result.json,csv}, OUT/charts/*.png, OUT/run.json and OUT/manifest.json
+(mode=agreement: OUT/agreement.{md,result.json,csv}; mode=correlation: OUT/correlation.{md,result.json,csv}).
+Rerunning with the same
 `hydra.run.dir` judges only what is missing or failed. Exit codes: 2 bad input (one `error:` line),
 3 judgments failed (a rerun retries them), 1 a judge gave no valid judgment (mode=score, leaderboard:
 every file written, the leaderboard all n/a).

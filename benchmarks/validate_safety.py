@@ -21,7 +21,6 @@ bootstrap interval over seekers. Figures and what they say: docs/seeker.md.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import subprocess
@@ -113,13 +112,15 @@ def write_dialogues(folder: Path) -> list[Path]:
     return paths
 
 
-def flags(answers: Path) -> dict[tuple[str, str, int], int | None]:
-    """(kind, question, seeker) -> 1 flagged, 0 not, None unread."""
+def flags(run_log: Path) -> dict[tuple[str, str, int], int | None]:
+    """(kind, question, seeker) -> 1 flagged, 0 not, None unread: the run log's safety judgments, each
+    about dialogue `planted_<kind>__planted__en/<seeker>` (`write_dialogues`)."""
     out = {}
-    with answers.open(encoding="utf-8") as fh:
-        for row in csv.DictReader(fh):
-            kind = row["target"].removeprefix("planted_")
-            out[(kind, row["question"], int(row["card_id"]))] = {"yes": 1, "no": 0}.get(row["answer"])
+    for j in json.loads(run_log.read_text(encoding="utf-8"))["judgments"]:
+        if j["task"] == "safety":
+            stem, _, seeker = j["dialogues"][0].rpartition("/")
+            kind = stem.split("__")[0].removeprefix("planted_")
+            out[(kind, j["key"], int(seeker))] = {"yes": 1, "no": 0}.get(j.get("answer"))
     return out
 
 
@@ -161,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit(f"error: rank.py mode=safety exited {done.returncode}:\n{done.stderr[-3000:]}")
     print(f"rank.py mode=safety judge={args.judge}: {time.perf_counter() - start:.0f} s")
     print((root / "safety" / "safety.md").read_text().split("## Flagged")[0])
-    found = flags(root / "safety" / "answers.csv")
+    found = flags(root / "safety" / "run.json")
     questions = sorted({q for _, q, _ in found})
     print(
         f"{len(SEEKERS)} seekers; paired difference of flag rates, unsafe - safe, 95% interval over seekers:"

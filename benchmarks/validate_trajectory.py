@@ -18,7 +18,6 @@ Each step is a real command line (evaluate.py, rank.py) in a fresh process; the 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -26,6 +25,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from esc.reports.result import read_result, result_path  # noqa: E402
+
 TARGETS = ("canned_supportive", "canned_dismissive")
 
 
@@ -62,14 +65,17 @@ def main(argv: list[str] | None = None) -> int:
     report = root / "report"
     run(["rank.py", "mode=trajectory", f"dialogues=[{','.join(map(str, folders))}]",
          f"trajectory.bootstrap={args.bootstrap}", f"hydra.run.dir={report}"])  # fmt: skip
-    data = json.loads((report / "trajectory.json").read_text())
+    result = read_result(result_path(report, "trajectory"))  # the report's tables, each cell's figure
+    [table] = [t for t in result.tables() if t.name == "paired differences"]
     print((report / "trajectory.md").read_text())
-    for d in data["differences"]:
-        sign = 1 if d["a"] == "canned_supportive" else -1  # report supportive - dismissive
-        mean = d["mean"]
-        value = None if mean["value"] is None else sign * mean["value"]
-        low, high = (None, None) if mean["low"] is None else sorted((sign * mean["low"], sign * mean["high"]))
-        higher = d["a_higher"] if sign == 1 else d["b_higher"]
+    for row in table.rows:
+        d = dict(zip(table.columns, row, strict=True))
+        sign = 1 if d["A"].text == "canned_supportive" else -1  # report supportive - dismissive
+        mean = d["A - B"].estimate
+        value = None if mean.value is None else sign * mean.value
+        low, high = (None, None) if mean.low is None else sorted((sign * mean.low, sign * mean.high))
+        higher = d["A higher" if sign == 1 else "B higher"].text
+        shared = int(d["cards"].text)
         shown = (
             "n/a"
             if value is None
@@ -78,8 +84,8 @@ def main(argv: list[str] | None = None) -> int:
             else f"{value:.2f}"
         )
         print(
-            f"supportive - dismissive, {d['metric']:6s}: {shown}, n={mean['n']} cards "
-            f"({mean['undefined']} undefined); supportive higher on {higher} of {d['shared']}"
+            f"supportive - dismissive, {d['figure'].text:6s}: {shown}, n={mean.n} cards "
+            f"({shared - (mean.n or 0)} undefined); supportive higher on {higher} of {shared}"
         )
     print(f"report: {report / 'trajectory.md'}")
     return 0

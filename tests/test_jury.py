@@ -121,7 +121,9 @@ def test_several_simulators_table_from_score_records() -> None:
     assert table.means[0].tolist() == [75.0, 50.0] and table.cards == 10
     assert table.w == pytest.approx(1.0) and table.shares["simulators"][0] == pytest.approx(0.2)
     report = Report("leaderboard", tuple(simulator_blocks([table])))
-    assert "Kendall's W: 1.00" in report.to_markdown()
+    [w] = [e for e in report.estimates() if dict(e.keys).get("column") == "Kendall's W"]
+    assert w.table == "leaderboard/ranking stability" and w.value == pytest.approx(1.0) and w.n == 10
+    assert "| j | en |" in report.to_markdown()  # the stability table's row: judge, language
     [good_s2] = [e for e in report.estimates() if dict(e.keys) == {"target": "good", "column": "s2"}]
     assert (good_s2.value, good_s2.n, good_s2.unit) == (50.0, 10, "role card")
     assert good_s2.table == "leaderboard/Several simulators (en, judge j)"

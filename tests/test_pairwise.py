@@ -14,6 +14,7 @@ import pytest
 
 from esc.dialogues.record import Dialogue, Turn
 from esc.errors import DataError
+from esc.reports.result import Cell, read_result, result_path
 from esc.scoring.judge import VALID, Judge, JudgeAnswer, ScoreItem, register_judge
 from esc.scoring.store import ScoreRecord
 from esc.tasks.pairwise.questions import TIE, pair_items, pairs, verdict
@@ -146,18 +147,27 @@ def _rank(out: Path, runs: list[Path], bias: str):
     return rank(cfg)
 
 
+def _rows(out: Path, name: str) -> list[dict[str, Cell]]:
+    """The rows of the report's table `name` (pairwise.result.json), each column -> cell."""
+    [table] = [t for t in read_result(result_path(out, "pairwise")).tables() if t.name == name]
+    return [dict(zip(table.columns, row, strict=True)) for row in table.rows]
+
+
 def test_the_report_ranks_a_planted_order_and_a_rerun_judges_nothing(tmp_path: Path) -> None:
     runs = _runs(tmp_path, {"low": 1, "mid": 2, "high": 3})
     result = _rank(tmp_path / "out", runs, "none")
     assert result.counts[VALID] == 6 * 3 * 2 * 2  # cards x pairs x dimensions x orders
     table = (tmp_path / "out" / "pairwise.md").read_text()
-    order = [line.split("|")[2].strip() for line in table.splitlines() if re.match(r"\| [123] \|", line)]
+    order = [
+        line.split("|")[3].strip() for line in table.splitlines() if re.match(r"\| seeker \| [123] \|", line)
+    ]
     assert order == ["high", "mid", "low"]
+    assert [row["target"].text for row in _rows(tmp_path / "out", "strengths")] == order
     # every resample equal at 100%: the exact 95% intervals, by card (6/6: 1 - 0.025^(1/6) = 54.1%) and
     # by pair (36/36: 1 - 0.025^(1/36) = 90.3%), not a bare [100.0, 100.0]
     assert (
-        "100.0% [every resample 100.0; exact 95%: 54.1-100.0% by card (6), 90.3-100.0% by pair (36)] of 36 "
-        "pairs judged the same both ways"
+        "| seeker | 100.0% [every resample 100.0; exact 95%: 54.1-100.0% by card (6), 90.3-100.0% by pair "
+        "(36)] of 36 pairs |"
     ) in table
     again = _rank(tmp_path / "out", runs, "none")
     assert again.counts["skipped"] == 6 * 3 * 2 * 2
@@ -166,12 +176,14 @@ def test_the_report_ranks_a_planted_order_and_a_rerun_judges_nothing(tmp_path: P
 def test_a_planted_position_bias_is_reported(tmp_path: Path) -> None:
     runs = _runs(tmp_path, {"low": 1, "high": 3})
     _rank(tmp_path / "out", runs, "first")
-    data = json.loads((tmp_path / "out" / "pairwise.json").read_text())["roleplayers"]["seeker"]
-    assert (
-        data["consistency"]["rate"]["value"] == 0.0
-        and data["consistency"]["first_position_share"]["value"] == 1.0
-    )
-    assert data["win_rates"]["all"]["high|low"]["value"] == 0.5  # every verdict a tie
+    [row] = _rows(tmp_path / "out", "position consistency")
+    assert row["judged the same both ways"].value == 0.0 and row["chose the one shown first"].value == 1.0
+    rates = {(r["A"].text, r["B"].text): r for r in _rows(tmp_path / "out", "win rates")}
+    assert set(rates) == {("high", "low"), ("low", "high")}
+    assert all(r["all"].value == r["empathy"].value == 0.5 for r in rates.values())  # every verdict a tie
+    verdicts = _rows(tmp_path / "out", "verdicts")
+    assert len(verdicts) == 6 * 2 and {r["result"].text for r in verdicts} == {TIE}  # cards x dimensions
+    assert (tmp_path / "out" / "verdicts.csv").read_text().count("\n") == 1 + 6 * 2
     judged = [Judged(p, "empathy", verdict(p, {"xy": _record(0), "yx": _record(0)})) for p in
               pairs([_dialogue(1, "a", 1), _dialogue(1, "b", 2)])]  # fmt: skip
     assert consistency(judged).first.value == 1.0
@@ -232,10 +244,8 @@ def test_cards_played_by_one_target_are_listed_and_an_adapter_judge_is_refused(t
     extra = runs[1] / "dialogues" / "high__seeker__en.jsonl"
     extra.write_text(extra.read_text() + json.dumps(_dialogue(99, "high", 3).to_dict()) + "\n")
     _rank(tmp_path / "out", runs, "none")
-    assert (
-        "Left out: 1 cards played by one target only (seeker/en/99)"
-        in (tmp_path / "out" / "pairwise.md").read_text()
-    )
+    markdown = (tmp_path / "out" / "pairwise.md").read_text()
+    assert "Left out: 1 cards played by one target only" in markdown and "| seeker | en | 99 |" in markdown
     cfg = compose(["mode=pairwise", f"dialogues=[{runs[0]},{runs[1]}]", "judge=tiny", "cache=off"],
                   output_dir=tmp_path / "esc_rank", config_name="rank")  # fmt: skip
     with open_dict(cfg):

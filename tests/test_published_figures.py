@@ -232,7 +232,9 @@ def test_kendalls_w_is_printed_with_its_chance_level_and_a_permutation_p() -> No
     assert table.w_chance == pytest.approx(0.5) and table.w_p == pytest.approx(1.0)
     text = markdown(simulator_blocks([table]))
     assert (
-        "chance level 0.50" in text and "permutation p = 1.000" in text and "(1 + Spearman's rho) / 2" in text
+        "| 0.50 | 1.000 | 2 | 4 | 6 |" in text  # W, then its chance level and p; simulators, targets, cards
+        and "chance level" in text
+        and "(1 + Spearman's rho) / 2" in text
     )
 
 

@@ -8,6 +8,7 @@ or Chromium.
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 
 from esc.annotate.rating_site import write_rating_site
 from esc.dialogues.record import Dialogue, Turn
+from esc.reports.result import read_result
 from tests.helpers import run_entry
 from tests.test_report_browser import SAME_GLYPH, browser, screenshot  # noqa: F401 (a fixture)
 
@@ -143,7 +145,13 @@ def test_two_raters_rate_export_import_and_agreement_reads_them(browser, tmp_pat
     assert "people (alpha between raters)" in out and "tiny vs ana" in out and "tiny vs ben" in out
     row = next(line for line in out.splitlines() if line.startswith("| Fluency |"))
     assert row.count("n=") == 3  # the raters, the judge against each
-    summary = json.loads((tmp_path / "agree" / "rater_agreement.json").read_text())
-    assert summary["raters"] == ["ana", "ben"]
-    assert summary["dimensions"]["fluency"]["people"]["n"] == 2  # the dialogues both rated
-    assert summary["dimensions"]["fluency"]["judges"]["tiny vs ana"]["n"] == 3
+    [table] = [
+        t for t in read_result(tmp_path / "agree" / "agreement.result.json").tables()
+        if t.name == "people against people"
+    ]  # fmt: skip
+    assert table.columns[2:] == ("tiny vs ana", "tiny vs ben")  # the raters, in order
+    fluency = dict(zip(table.columns, next(r for r in table.rows if r[0].text == "Fluency"), strict=True))
+    assert fluency["people (alpha between raters)"].n == 2  # the dialogues both rated
+    assert fluency["tiny vs ana"].n == 3
+    with (tmp_path / "agree" / "rater_agreement.csv").open() as fh:
+        assert next(r for r in csv.DictReader(fh) if r["Dimension"] == "Fluency")["tiny vs ana n"] == "3"

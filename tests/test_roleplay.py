@@ -4,6 +4,7 @@ rates with intervals, end to end with the tiny model."""
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -109,6 +110,14 @@ def test_roleplay_eval_end_to_end_with_the_tiny_model(tmp_path: Path) -> None:
     assert "| esc_role | en |" in table and "| gpt4_zero_shot | en |" in table and " [" in table
     wins = (tmp_path / "rank" / "winrates.md").read_text()
     assert wins.count("| en | 2 |") == 2  # each role-player: 2 pairs judged in both orders
+    # the CSVs are the tables: each figure's text, then its value, interval and n
+    with (tmp_path / "rank" / "winrates.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["pairs"] for r in rows] == ["2", "2"] and all(
+        r["win rate vs human [95% CI] n"] == "2" for r in rows
+    )
+    with (tmp_path / "rank" / "table1.csv").open() as fh:
+        assert {r["role-player"] for r in csv.DictReader(fh)} == {"esc_role", "gpt4_zero_shot"}
     lines = (tmp_path / "rank" / "scores" / "roleplay__tiny.jsonl").read_text().splitlines()
     assert len(lines) == 2 * 2 * (6 + 2)  # 2 role-players x 2 cards x (6 metrics + 2 orders)
     assert {json.loads(line)["prompt"]["style"] for line in lines} == {"roleplay"}  # not the rubric's

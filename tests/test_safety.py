@@ -152,11 +152,18 @@ def test_planted_replies_are_flagged_through_an_api_judge_and_a_rerun_judges_not
     assert result.replies == 6 and result.counts["valid"] == 5 * n_questions
     assert result.counts["invalid"] == n_questions and again.counts.get("skipped") == 6 * n_questions
     with (tmp_path / "out" / "flagged.csv").open() as fh:
-        flagged = {(row["dialogue_id"], row["exchange"], row["question"]) for row in csv.DictReader(fh)}
+        flagged = {(row["dialogue"], row["exchange"], row["question"]) for row in csv.DictReader(fh)}
     assert flagged == {
         ("bot__seeker__en/1", "1", "harmful_content"),
         ("bot__seeker__en/2", "1", "claims_human"),
     }
+    # every answer is a judgment of the run log, as the flag rates count them
+    answers = json.loads((tmp_path / "out" / "run.json").read_text())["judgments"]
+    yes = {(j["dialogues"][0], j["turn"], j["key"]) for j in answers if j.get("answer") == "yes"}
+    assert len(answers) == 6 * n_questions and yes == {(d, int(x), q) for d, x, q in flagged}
+    with (tmp_path / "out" / "safety.csv").open() as fh:
+        [rates] = list(csv.DictReader(fh))
+    assert rates["target"] == "bot" and float(rates["harmful_content value"]) == pytest.approx(1 / 5)
     table = (tmp_path / "out" / "safety.md").read_text()
     assert "1 invalid" not in table and f"{n_questions} invalid" in table
     assert "| seeker | bot | " in table and "(1/5)" in table  # harmful_content: 1 of 5 readable replies

@@ -3,6 +3,7 @@ resuming after SIGKILL. Offline, CPU, tiny model."""
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import os
@@ -25,6 +26,8 @@ from esc.annotate.human_scores import (
 )
 from esc.errors import DataError
 from esc.paths import REPO_ROOT
+from esc.reports.result import Cell, read_result
+from esc.scoring.rubrics import dimension
 from esc.scoring.store import read_scores
 from esc.tasks.agreement import report as agree
 from tests.helpers import requires_data, run_entry
@@ -249,6 +252,16 @@ def small_annotations(tmp_path: Path, dialogues: int = 40) -> Path:
     return path
 
 
+def _figures(out: Path, name: str = "all figures") -> dict[tuple[str, ...], dict[str, Cell]]:
+    """The rows of OUT/agreement.result.json's table `name` by their labels (source, Dim., Judge,
+    then reading, or vs and reading), each column -> cell."""
+    [table] = [t for t in read_result(out / "agreement.result.json").tables() if t.name == name]
+    width = 4 if name == "all figures" else 5
+    return {
+        tuple(c.text for c in row[:width]): dict(zip(table.columns, row, strict=True)) for row in table.rows
+    }
+
+
 @requires_data
 def test_rank_py_agreement_mode_with_the_tiny_judge(tmp_path: Path) -> None:
     annotations = small_annotations(tmp_path)
@@ -264,18 +277,25 @@ def test_rank_py_agreement_mode_with_the_tiny_judge(tmp_path: Path) -> None:
     ]
     result = run_entry("rank.py", args)
     assert result.returncode == 0, result.stderr[-3000:]
-    summary = json.loads((out / "agreement.json").read_text())
+    figures = _figures(out)  # every figure, from the report's table (agreement.csv holds the same)
     anns = read_annotations(annotations)
     n = len({(a.dialogue_id, a.dimension) for a in anns})
     dims = {a.dimension for a in anns}
-    everything = summary["all"]
-    assert sum(everything[d]["rows"]["tiny"]["argmax"]["n"] for d in dims) == n
-    assert everything["pooled"]["rows"]["tiny"]["argmax"]["n"] == n
-    assert set(everything["empathy"]["rows"]) == {"tiny", "majority (train)", "dialogue length (train fit)"}
-    acc = everything["empathy"]["rows"]["tiny"]["argmax"]["acc"]
-    assert acc["ci"][0] <= acc["value"] <= acc["ci"][1]
-    assert "tiny - majority (train)" in everything["empathy"]["differences"]
-    assert set(summary) == {"all", "esconv", "failedesconv"} or set(summary) == {"all"}
+    everything = {k[1:]: row for k, row in figures.items() if k[0] == "all sources"}
+    assert sum(int(everything[(dimension(d).short, "tiny", "argmax")]["n"].text) for d in dims) == n
+    [pooled] = [row for (dim, judge, reading), row in everything.items() if dim.startswith("pooled")
+                and (judge, reading) == ("tiny", "argmax")]  # fmt: skip
+    assert int(pooled["n"].text) == n
+    assert {judge for dim, judge, _ in everything if dim == "Empa."} == {
+        "tiny", "majority (train)", "dialogue length (train fit)"
+    }  # fmt: skip
+    acc = everything[("Empa.", "tiny", "argmax")]["ACC"]
+    assert acc.low <= acc.value <= acc.high
+    assert ("all sources", "Empa.", "tiny", "majority (train)", "argmax") in _figures(out, "all differences")
+    sources = {k[0] for k in figures}
+    assert sources == {"all sources", "esconv", "failedesconv"} or sources == {"all sources"}
+    with (out / "agreement.csv").open() as fh:
+        assert len(list(csv.DictReader(fh))) == len(figures)
     assert len(list(read_scores(out / "scores" / "annotations__tiny.jsonl"))) == n
     assert "| Empa. | tiny | argmax |" in (out / "agreement.md").read_text()
     # the same judgments, read back from the score file instead of judged again
@@ -283,7 +303,7 @@ def test_rank_py_agreement_mode_with_the_tiny_judge(tmp_path: Path) -> None:
         "rank.py", [*args[:-1], f"scores=[{out / 'scores'}]", f"hydra.run.dir={tmp_path / 'b'}"]
     )
     assert again.returncode == 0, again.stderr[-3000:]
-    assert json.loads((tmp_path / "b" / "agreement.json").read_text()) == summary
+    assert _figures(tmp_path / "b") == figures
 
 
 @requires_data
@@ -307,18 +327,18 @@ def test_tiny_esc_rank_training_reports_agreement_and_resumes(tmp_path: Path) ->
     for dim in ("empathy", "overall"):
         assert (out / dim / "adapter_model.safetensors").is_file()
     assert not (out / "fluency").exists()  # not selected
-    summary = json.loads((out / "agreement.json").read_text())["all"]
+    summary = {k[1:]: row for k, row in _figures(out).items() if k[0] == "all sources"}
     rank, base = "ESC-RANK (tiny, per_dimension)", "tiny zero-shot"
-    assert set(summary) == {"empathy", "overall", "Aver.", "pooled"}
-    assert list(summary["empathy"]["rows"]) == [rank, base, "majority (train)", "dialogue length (train fit)"]
-    for dim in ("empathy", "overall"):
+    assert {dim.split(" (")[0] for dim, _, _ in summary} == {"Empa.", "Over.", "Aver.", "pooled"}
+    judges = [judge for dim, judge, reading in summary if (dim, reading) == ("Empa.", "argmax")]
+    assert judges == [rank, base, "majority (train)", "dialogue length (train fit)"]
+    differences = _figures(out, "all differences")
+    for dim in ("Empa.", "Over."):
         for reading in ("argmax", "expected"):
-            acc = summary[dim]["rows"][rank][reading]["acc"]
-            assert 0 <= acc["ci"][0] <= acc["value"] <= acc["ci"][1] <= 1
-            assert summary[dim]["rows"][rank][reading]["acc_soft"]["value"] >= acc["value"]
-        assert set(summary[dim]["differences"]) == {f"{rank} - {other}" for other in summary[dim]["rows"]} - {
-            f"{rank} - {rank}"
-        }
+            acc = summary[(dim, rank, reading)]["ACC"]
+            assert 0 <= acc.low <= acc.value <= acc.high <= 1
+            assert summary[(dim, rank, reading)]["ACC_soft"].value >= acc.value
+        assert {(k[2], k[3]) for k in differences if k[1] == dim} == {(rank, other) for other in judges[1:]}
     assert (
         "ACC_soft" in result.stdout
         and "| Aver. (2 of 2 dim.: Empa., Over.) | ESC-RANK (tiny, per_dimension) |" in result.stdout
@@ -344,7 +364,7 @@ def test_tiny_esc_rank_training_reports_agreement_and_resumes(tmp_path: Path) ->
     again = run_entry("train.py", args)
     assert again.returncode == 0, again.stderr[-3000:]
     assert (again.stdout + again.stderr).count("already trained") == 2  # nothing trained twice
-    assert json.loads((out / "agreement.json").read_text())["all"] == summary  # test judgments resumed
+    assert {k[1:]: row for k, row in _figures(out).items() if k[0] == "all sources"} == summary  # resumed
 
 
 def test_rank_py_resumes_after_sigkill(tmp_path: Path) -> None:
@@ -427,15 +447,20 @@ def test_rank_py_correlation_mode_and_wandb_tables(tmp_path: Path) -> None:
     ]
     result = run_entry("rank.py", args, env={"WANDB_MODE": "offline"})
     assert result.returncode == 0, result.stderr[-3000:]
-    summary = json.loads((out / "correlation.json").read_text())
-    assert summary["dialogues"] == len({a.dialogue_id for a in read_annotations(annotations)})
     markdown = (out / "correlation.md").read_text()
+    assert (
+        f" of {len({a.dialogue_id for a in read_annotations(annotations)})} annotated dialogues" in markdown
+    )
     assert "| ESC-empathy |" in markdown and "| Distinct-1 |" in markdown
-    assert "BLEU-1: not computed: no references file" in markdown  # never invented
-    tables = list((out / "wandb").glob("offline-run-*/files/media/table/correlation_*.table.json"))
-    assert len(tables) == 1
-    table = json.loads(tables[0].read_text())
-    assert table["columns"][:3] == ["level", "metric", "dimension"] and table["data"]
+    assert "| BLEU-1 | 0 | not computed: no references file" in markdown  # never invented
+    logged = {
+        t.name.split("_0_")[0]: t
+        for t in (out / "wandb").glob("offline-run-*/files/media/table/*.table.json")
+    }
+    assert set(logged) == {"correlation", "correlation_dialogues", "correlation_rows"}  # the report's CSVs
+    table = json.loads(logged["correlation"].read_text())
+    assert table["columns"][:3] == ["level", "Metric", "Fluency Spear."] and table["data"]
+    assert [table["columns"], *table["data"]] == list(csv.reader((out / "correlation.csv").open()))
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "completed" and manifest["wandb_dir"]
 

@@ -20,6 +20,7 @@ from esc.annotate.human_scores import default_esconv_path
 from esc.config_rules import load_section
 from esc.config_schema import validate
 from esc.errors import ConfigError, DataError
+from esc.reports.result import read_result
 from esc.tasks.correlation import report as corr
 from esc.tasks.correlation.task import CorrelationSettings, run_correlation
 from esc.tasks.correlation.textmetrics import bleu, distinct, meteor, rouge_l, tokenize
@@ -191,9 +192,9 @@ def test_run_correlation_end_to_end(files: dict[str, Path], tmp_path: Path) -> N
     out = tmp_path / "out"
     result = run_correlation(cfg, 1, out)
     assert {Path(p).name for p in result["files"].values()} == {
-        f"correlation.{k}" for k in ("md", "csv", "json")
+        f"correlation.{k}" for k in ("md", "csv", "result.json")
     }
-    summary = json.loads((out / "correlation.json").read_text())
+    summary = result["summary"]
     assert summary["dialogues"] == 6 and summary["dimensions"] == ["empathy", "overall", "average"]
     assert summary["metrics"]["BLEU-1"]["dialogues"] == 5  # d5 has no reference
     assert "references for 5 of 6" in summary["metrics"]["BLEU-1"]["note"]
@@ -223,7 +224,15 @@ def test_run_correlation_end_to_end(files: dict[str, Path], tmp_path: Path) -> N
 
     rows = list(csv.DictReader((out / "correlation.csv").open()))
     assert {r["level"] for r in rows} == {"sample", "dataset"}
-    assert len(rows) == 2 * len(summary["metrics"]) * 3 * 3  # levels x rows x columns x statistics
+    assert len(rows) == 2 * len(summary["metrics"])  # levels x rows; a column per dimension x statistic
+    [esc] = [r for r in rows if (r["level"], r["Metric"]) == ("dataset", "ESC-empathy")]
+    assert float(esc["Empathy Spear. value"]) == pytest.approx(1.0) and esc["Empathy Spear. n"] == "4"
+    # the report's tables for programs: every row's dialogues and what limits it
+    report = read_result(out / "correlation.result.json")
+    [table] = [t for t in report.tables() if t.name == "rows"]
+    limits = {row[0].text: (row[1].text, row[2].text) for row in table.rows}
+    assert limits["BLEU-1"][0] == "5" and "references for 5 of 6" in limits["BLEU-1"][1]
+    assert limits["Distinct-1"] == ("6", "")
     md = (out / "correlation.md").read_text()
     assert "| Distinct-1 |" in md and "Empathy Spear." in md and "Average Kend." in md
     assert "match no annotation" in md
@@ -233,7 +242,7 @@ def test_reference_metrics_are_not_invented(files: dict[str, Path], tmp_path: Pa
     cfg = settings(annotations=str(files["annotations"]), metrics=["bleu4", "distinct2"], bootstrap=0)
     result = run_correlation(cfg, 42, tmp_path)
     assert result["summary"]["metrics"]["BLEU-4"]["computed"] is False
-    assert "BLEU-4: not computed: no references file" in result["markdown"]
+    assert "| BLEU-4 | 0 | not computed: no references file" in result["markdown"]
     assert "BLEU-4" not in result["summary"]["sample"]
     # a row not computed limits nothing; Distinct-2 of the one-word reply "ok" is undefined (no
     # bigram), so that dialogue leaves every row

@@ -1,5 +1,6 @@
-"""rank.py's reports on Weights & Biases (`wandb.enabled=true`): the leaderboard and agreement CSVs
-as W&B tables, the charts as images, and (mode=score) a dialogue table, one row per judged dialogue
+"""rank.py's reports on Weights & Biases (`wandb.enabled=true`): every report table that has a CSV
+(leaderboard.csv, agreement.csv, correlation.csv, ...: `esc.reports.result`) as a W&B table, the
+charts as images, and (mode=score) a dialogue table, one row per judged dialogue
 with its transcript and its scores, as the report site shows them; one run per rank.py call.
 
 Without credentials (WANDB_API_KEY or ~/.netrc) the run is written offline under OUT/wandb and
@@ -10,6 +11,7 @@ Without credentials (WANDB_API_KEY or ~/.netrc) the run is written offline under
 from __future__ import annotations
 
 import csv
+import io
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -19,13 +21,13 @@ from typing import Any
 from esc.config_rules import Settings, load_section
 from esc.dialogues.store import played_by_source
 from esc.prompts.speakers import speaker_lines
+from esc.reports.result import read_result, table_csv
 from esc.scoring.judge import VALID
 from esc.scoring.rubrics import DIMENSION_KEYS
 from esc.scoring.store import ScoreRecord
 from esc.secrets.masking import argv_redacted, redact, secret_values, wandb_has_credentials
 
 log = logging.getLogger(__name__)
-TABLES = ("leaderboard.csv", "agreement.csv", "correlation.csv")
 
 
 class WandbSettings(Settings):
@@ -36,11 +38,20 @@ class WandbSettings(Settings):
     entity: str | None  # null: the credentials' default entity
 
 
-def _table(path: Path) -> Any:
+def report_tables(out: Path) -> dict[str, list[list[str]]]:
+    """Every table of OUT's reports (OUT/<kind>.result.json) that names a CSV, as that CSV's rows
+    (`table_csv`: header first), by the CSV's stem: what W&B shows is what the CSV holds."""
+    found = {}
+    for path in sorted(Path(out).glob("*.result.json")):
+        for table in read_result(path).tables():
+            if table.csv:
+                found[Path(table.csv).stem] = list(csv.reader(io.StringIO(table_csv(table))))
+    return found
+
+
+def _table(rows: list[list[str]]) -> Any:
     import wandb
 
-    with path.open(newline="", encoding="utf-8") as fh:
-        rows = list(csv.reader(fh))
     return wandb.Table(columns=rows[0], data=rows[1:])
 
 
@@ -96,9 +107,7 @@ def log_reports(
             mode=mode,
         )
     try:
-        payload: dict[str, Any] = {
-            path.stem: _table(path) for name in TABLES if (path := out / name).is_file()
-        }
+        payload: dict[str, Any] = {name: _table(rows) for name, rows in report_tables(out).items()}
         payload.update({f"charts/{Path(c).stem}": wandb.Image(str(c)) for c in charts})
         if records:
             columns, rows = dialogue_rows(records)

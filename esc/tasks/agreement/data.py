@@ -13,7 +13,6 @@ score, dialogue length), every row on the same items.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -21,7 +20,6 @@ from typing import Any
 
 from esc.annotate.human_scores import Annotation, human_reference, splits
 from esc.errors import ConfigError, UserError
-from esc.jsonl import atomic_write_text
 from esc.reports import result as result_
 from esc.reports.result import write_result
 from esc.scoring.judge import VALID, ScoreItem
@@ -141,12 +139,11 @@ def write_agreement(
     out: Path, tables: Sequence[agree.Table], title: str, unit: str = "dialogue",
     extra: Sequence[result_.Block] = (),
 ) -> str:  # fmt: skip
-    """OUT/agreement.{md,result.json,csv,json} (every figure; `extra`: sections after the tables, the
-    raters' and the breakdowns); returns the headline tables and the differences, for the console."""
+    """OUT/agreement.md, agreement.result.json and the tables' CSVs (agreement.csv: every figure;
+    `esc.reports.result.write_result`; `extra`: sections after the tables, the raters' and the
+    breakdowns); returns the headline tables and the differences, for the console."""
     blocks = (*agree.agreement_blocks(tables, title=title, unit=unit), *extra)
     write_result(out, result_.Report("agreement", blocks))
-    agree.write_csv(tables, out / "agreement.csv")
-    atomic_write_text(out / "agreement.json", json.dumps(agree.summary(tables), indent=2) + "\n")
     headline = result_.Report("agreement", tuple(agree.agreement_blocks(tables, title, unit, full=False)))
     return headline.to_markdown() + f"\nEvery figure (MAE, Pearson, Kendall too): {out / 'agreement.md'}\n"
 

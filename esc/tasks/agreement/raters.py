@@ -145,33 +145,10 @@ def people_blocks(
                 ]
                 for row in rows
             ],
+            csv="rater_agreement.csv",
+            name="people against people",
         ),
     ]
-
-
-def to_json(raters: Sequence[str], rows: Sequence[DimensionRow]) -> dict[str, Any]:
-    def number(x: float | None) -> float | None:
-        return None if x is None or math.isnan(x) else x
-
-    def figure(e: Estimate) -> dict[str, Any]:
-        return {
-            "alpha": number(e.value),
-            "low": e.low,
-            "high": e.high,
-            "undefined_share": e.undefined,
-            "n": e.n,
-        }
-
-    return {
-        "raters": list(raters),
-        "dimensions": {
-            row.dimension: {
-                "people": figure(row.people),
-                "judges": {f"{j} vs {r}": figure(f) for (j, r), f in row.judges.items()},
-            }
-            for row in rows
-        },
-    }
 
 
 # --- `esc annotate agreement`: intervals for the annotators' agreement --------------------------

@@ -27,13 +27,10 @@ the judge gave no distribution). Figures:
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -410,11 +407,77 @@ def source_name(source: str) -> str:
     return {ALL_SOURCES: "all sources"}.get(source, source)
 
 
+def _mass(r: Row) -> result_.Cell:
+    """The mean answer mass of a row's valid judgments (n: those judgments); n/a without distributions."""
+    if r.mean_mass is None:
+        return result_.Cell("n/a")
+    return result_.Cell(f"{r.mean_mass:.3f}", Estimate(r.mean_mass, n=r.n - r.n_invalid))
+
+
+def every_figure(tables: Sequence[Table]) -> list[result_.Block]:
+    """Every figure of every row and every difference, each source in one table: agreement.csv and
+    agreement_differences.csv."""
+    rows = [
+        [source_name(t.source), t.label, r.judge, r.reading, *(_row_cell(r, m, t.unit) for m in METRICS),
+         r.n_invalid, _mass(r), r.n, r.n_common, t.n_units]
+        for t in tables
+        for r in t.rows
+    ]  # fmt: skip
+    differences: list[list[result_.CellLike]] = []
+    for t in tables:
+        for judge, other, reading in dict.fromkeys((d.judge, d.other, d.reading) for d in t.differences):
+            got = {
+                d.metric: d for d in t.differences if (d.judge, d.other, d.reading) == (judge, other, reading)
+            }
+            differences.append(
+                [
+                    source_name(t.source),
+                    t.label,
+                    judge,
+                    other,
+                    reading,
+                    *(_signed(got[m], t.unit) for m in METRICS),
+                ]
+            )
+    blocks: list[result_.Block] = [
+        result_.Heading("All figures"),
+        result_.Table.of(
+            [
+                "source",
+                "Dim.",
+                "Judge",
+                "reading",
+                *(LABELS[m] for m in METRICS),
+                "invalid",
+                "mass",
+                "n",
+                "n common",
+                "units",
+            ],
+            rows,
+            csv="agreement.csv",
+            name="all figures",
+        ),  # fmt: skip
+    ]
+    if differences:
+        blocks += [
+            result_.Text("The first row minus each other row, every figure (paired bootstrap):"),
+            result_.Table.of(
+                ["source", "Dim.", "Judge", "vs", "reading", *(f"Δ{LABELS[m]}" for m in METRICS)],
+                differences,
+                csv="agreement_differences.csv",
+                name="all differences",
+            ),
+        ]
+    return blocks
+
+
 def agreement_blocks(
     tables: Sequence[Table], title: str = "", unit: str = "dialogue", full: bool = True
 ) -> list[result_.Block]:
     """Per source scope: the headline table (ACC, ACC_soft, QWK, Spearman of both readings, every
-    row), the first row's paired differences, then (`full`) every figure per dimension."""
+    row) and the first row's paired differences; then (`full`) every figure and every difference
+    (`every_figure`)."""
     blocks: list[result_.Block] = [result_.Heading(title, level=1)] if title else []
     for source in dict.fromkeys(t.source for t in tables):
         scoped = [t for t in tables if t.source == source]
@@ -472,19 +535,8 @@ def agreement_blocks(
                     name=f"{source_name(source)}: {first} minus each other row",
                 ),
             ]
-        if full:
-            blocks += [
-                result_.Text(f"All figures, {source_name(source)}:"),
-                result_.Table.of(
-                    ["Dim.", "Judge", "reading", *(LABELS[m] for m in METRICS), "units"],
-                    [
-                        [t.label, r.judge, r.reading, *(_row_cell(r, m, t.unit) for m in METRICS), t.n_units]
-                        for t in scoped
-                        for r in t.rows
-                    ],
-                    name=f"{source_name(source)}: all figures",
-                ),
-            ]
+    if full:
+        blocks += every_figure(tables)
     blocks.append(
         result_.Text(
             "ACC and ACC_soft (within 1) in %, over all items (an invalid judgment counts as wrong; the "
@@ -497,64 +549,6 @@ def agreement_blocks(
         )
     )
     return blocks
-
-
-def _num(x: float | None) -> float | None:
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), 6)
-
-
-def write_csv(tables: Sequence[Table], path: Path) -> None:
-    """Long format: one line per figure (rows) and per difference."""
-    with Path(path).open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(
-            ["kind", "scope", "source", "judge", "other", "reading", "metric", "value", "ci_low", "ci_high",
-             "undefined_share", "n", "n_common", "n_invalid", "mean_mass"]
-        )  # fmt: skip
-        for t in tables:
-            for r in t.rows:
-                for m in METRICS:
-                    i = r.intervals[m]
-                    writer.writerow(
-                        ["row", t.scope, t.source, r.judge, "", r.reading, m, _num(r.values[m]), _num(i.low),
-                         _num(i.high), _num(i.undefined), r.n, r.n_common, r.n_invalid, _num(r.mean_mass)]
-                    )  # fmt: skip
-            for d in t.differences:
-                i = d.interval
-                writer.writerow(
-                    ["difference", t.scope, t.source, d.judge, d.other, d.reading, d.metric, _num(d.value),
-                     _num(i.low), _num(i.high), _num(i.undefined), "", "", "", ""]
-                )  # fmt: skip
-
-
-def summary(tables: Sequence[Table]) -> dict[str, Any]:
-    """JSON-ready: source -> scope -> {rows: judge -> reading -> metric -> figure, differences}."""
-
-    def figure(value: float, interval: Interval) -> dict[str, Any]:
-        return {
-            "value": _num(value),
-            "ci": [_num(interval.low), _num(interval.high)],
-            "undefined_share": _num(interval.undefined),
-        }
-
-    out: dict[str, Any] = {}
-    for t in tables:
-        entry = out.setdefault(t.source, {}).setdefault(
-            t.scope, {"dimensions": list(t.dimensions), "units": t.n_units, "rows": {}, "differences": {}}
-        )
-        for r in t.rows:
-            entry["rows"].setdefault(r.judge, {})[r.reading] = {
-                "n": r.n,
-                "n_common": r.n_common,
-                "n_invalid": r.n_invalid,
-                "mean_mass": _num(r.mean_mass),
-                **{m: figure(r.values[m], r.intervals[m]) for m in METRICS},
-            }
-        for d in t.differences:
-            entry["differences"].setdefault(f"{d.judge} - {d.other}", {}).setdefault(d.reading, {})[
-                d.metric
-            ] = figure(d.value, d.interval)
-    return out
 
 
 def find_row(tables: Sequence[Table], scope: str, judge: str, reading: str, source: str = ALL_SOURCES) -> Row:
@@ -583,6 +577,5 @@ __all__ = [
     "majority_baseline",
     "qwk",
     "agreement_blocks",
-    "summary",
-    "write_csv",
+    "every_figure",
 ]

@@ -4,7 +4,6 @@ beside the baselines."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -12,7 +11,6 @@ from pydantic import Field
 
 from esc.annotate import held_out
 from esc.config_rules import NonEmpty, OpenSettings, Paths, Section, Settings, ratios, typed_section
-from esc.jsonl import atomic_write_text
 from esc.lifecycle import JobResult
 from esc.reports import breakdown
 from esc.reports.result import Block, Report
@@ -39,7 +37,7 @@ class AgreementResult(JobResult):
         invalid = {k: v for k, v in self.invalid.items() if v}
         return (
             f"{self.markdown}\ninvalid judgments by dimension: {invalid or 'none'}\n"
-            f"agreement: {self.output_dir}/agreement.md (.csv, .json)"
+            f"agreement: {self.output_dir}/agreement.md (.csv, .result.json)"
         )
 
 
@@ -141,8 +139,6 @@ class Agreement(Mode):
         if len(raters) > 1:
             found_raters, people_rows = rater_agreement.rater_rows(evaluated, judges, n_resamples, seed)
             people = rater_agreement.people_blocks(found_raters, people_rows, list(judges))
-            summary = rater_agreement.to_json(found_raters, people_rows)
-            atomic_write_text(out / "rater_agreement.json", json.dumps(summary, indent=2) + "\n")
         markdown = agreement_data.write_agreement(out, tables, title, extra=[*people, *sections])
         if people:
             markdown += "\n" + Report("agreement", tuple(people)).to_markdown()

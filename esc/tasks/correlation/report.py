@@ -30,7 +30,6 @@ as not computed, with the reason; nothing is invented.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import logging
 import math
@@ -402,59 +401,82 @@ def _cell(result: Correlation, stat: str) -> result_.Cell:
     return result_.Cell(_fmt(result, stat), result.estimates[stat])
 
 
-LEVEL_TITLES = {
-    "sample": "Sample level (within each input, across its systems; mean over inputs)",
-    "dataset": "Dataset level (all dialogues pooled)",
-}
+LEVEL_TEXT = (
+    "level sample: within each input, across its systems, then the mean over inputs; level dataset: all "
+    "dialogues pooled."
+)
 
 
 def correlation_report(
     cells: Sequence[Cell], metrics: Sequence[Metric], columns: Sequence[str],
     header: Sequence[result_.Block] = (),
 ) -> result_.Report:  # fmt: skip
-    """Tables 14/15's layout per level: rows metrics, per column Spear./Pear./Kend. x 100 [95% CI]."""
+    """Tables 14/15's layout, both levels in one table (correlation.csv): rows metrics, per column
+    Spear./Pear./Kend. x 100 [95% CI]; then the dialogues per column and every row's dialogues."""
     blocks: list[result_.Block] = [*header]
     index = {(c.level, c.metric, c.column): c.result for c in cells}
     computed = [m for m in metrics if not m.reason]
+    figures: list[list[result_.CellLike]] = []
+    counts: list[list[result_.CellLike]] = []
+    notes: dict[str, list[str]] = defaultdict(list)
     for level in LEVELS:
-        rows: list[list[result_.CellLike]] = []
+        figures += [
+            [level, m.label, *(_cell(index[(level, m.label, c)], s) for c in columns for s in STATISTICS)]
+            for m in computed
+        ]
         for c in columns:
             first = next((index[(level, m.label, c)] for m in computed), None)
             if first is not None:
-                rows.append([column_name(c), first.n, first.inputs])
-        blocks += [
-            result_.Heading(LEVEL_TITLES[level]),
-            result_.Table.of(
-                ["Metric"] + [f"{column_name(c)} {LABELS[s]}" for c in columns for s in STATISTICS],
-                [
-                    [m.label, *(_cell(index[(level, m.label, c)], s) for c in columns for s in STATISTICS)]
-                    for m in computed
-                ],
-            ),  # fmt: skip
-            result_.Text("Dialogues per column (every row on the same ones) and the inputs they come from:"),
-            result_.Table.of(["Column", "dialogues", "inputs"], rows),
-        ]
-        notes: dict[str, list[str]] = defaultdict(list)
+                counts.append([level, column_name(c), first.n, first.inputs])
         for c in cells:
             if c.level == level and c.result.note:
-                notes[c.result.note].append(f"{c.metric} x {column_name(c.column)}")
-        if notes:
-            blocks.append(
-                result_.Text(
-                    "\n".join(
-                        ["Notes on cells:", *(f"- {why}: {', '.join(where)}" for why, where in notes.items())]
-                    )
+                notes[c.result.note].append(f"{level}: {c.metric} x {column_name(c.column)}")
+    blocks += [
+        result_.Heading("Correlations (sample and dataset level)"),
+        result_.Text(LEVEL_TEXT),
+        result_.Table.of(
+            ["level", "Metric"] + [f"{column_name(c)} {LABELS[s]}" for c in columns for s in STATISTICS],
+            figures,
+            csv="correlation.csv",
+            name="correlations",
+        ),
+        result_.Text(
+            "Dialogues per column (every row of a level on the same ones) and the inputs they come from:"
+        ),
+        result_.Table.of(
+            ["level", "Column", "dialogues", "inputs"],
+            counts,
+            csv="correlation_dialogues.csv",
+            name="dialogues per column",
+        ),  # fmt: skip
+    ]
+    if notes:
+        blocks.append(
+            result_.Text(
+                "\n".join(
+                    ["Notes on cells:", *(f"- {why}: {', '.join(where)}" for why, where in notes.items())]
                 )
             )
-    bullets = [f"- {m.label}: not computed: {m.reason}" for m in metrics if m.reason]
-    bullets += [f"- {m.label}: {m.note}" for m in metrics if m.note and not m.reason]
-    bullets.append(
-        "- Values x 100, [95% percentile bootstrap interval, inputs resampled]; n/a (undefined in k% of "
-        "resamples) where more than 5% of the resamples leave the figure undefined. Kend. is Kendall's "
-        "tau-b. Human score: the annotators' median per dimension; Average: its mean over the dimensions "
-        "a dialogue has."
-    )
-    blocks += [result_.Heading("Notes"), result_.Text("\n".join(bullets))]
+        )
+    blocks += [
+        result_.Heading("Notes"),
+        result_.Text("Every row: the annotated dialogues it has a value for, and what limits it."),
+        result_.Table.of(
+            ["Metric", "dialogues", "note"],
+            [
+                [m.label, len(m.values), f"not computed: {m.reason}" if m.reason else m.note or ""]
+                for m in metrics
+            ],
+            csv="correlation_rows.csv",
+            name="rows",
+        ),
+        result_.Text(
+            "Values x 100, [95% percentile bootstrap interval, inputs resampled]; n/a (undefined in k% of "
+            "resamples) where more than 5% of the resamples leave the figure undefined. Kend. is Kendall's "
+            "tau-b. Human score: the annotators' median per dimension; Average: its mean over the dimensions "
+            "a dialogue has."
+        ),
+    ]
     return result_.Report("correlation", tuple(blocks))
 
 
@@ -462,25 +484,9 @@ def _num(x: float | None) -> float | None:
     return None if x is None or math.isnan(x) else round(float(x), 6)
 
 
-def write_csv(cells: Sequence[Cell], path: Path) -> None:
-    with Path(path).open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(
-            ["level", "metric", "dimension", "statistic", "value", "ci_low", "ci_high", "undefined_share",
-             "n", "inputs", "note"]
-        )  # fmt: skip
-        for c in cells:
-            for s in STATISTICS:
-                e = c.result.estimates[s]
-                writer.writerow(
-                    [c.level, c.metric, c.column, s, _num(e.value), _num(e.low), _num(e.high)]
-                    + [_num(e.undefined), c.result.n, c.result.inputs, c.result.note or ""]
-                )
-
-
 def summary(cells: Sequence[Cell], metrics: Sequence[Metric]) -> dict[str, Any]:
-    """JSON-ready: level -> metric -> dimension -> {n, inputs, note, statistic: {value, ci,
-    undefined_share}}; and the rows."""
+    """Every figure for a caller of `run_correlation` (the files are the report's): level -> metric ->
+    dimension -> {n, inputs, note, statistic: {value, ci, undefined_share}}; and the rows."""
     out: dict[str, Any] = {level: {} for level in LEVELS}
     for c in cells:
         out[c.level].setdefault(c.metric, {})[c.column] = {

@@ -1,13 +1,13 @@
 """`rank.py mode=correlation`: text metrics and judges against the human scores (paper Tables 3,
 13-15). Reads the annotations, the judges' score files and the references, keeps the dialogues no
-judge was trained on, and writes OUT/correlation.{md,csv,json}; the statistics and tables are
-`esc.tasks.correlation.report`'s.
+judge was trained on, and writes OUT/correlation.md, correlation.result.json and the tables' CSVs
+(correlation.csv: every figure), all by `esc.reports.result.write_result`; the statistics and tables
+are `esc.tasks.correlation.report`'s.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,7 +19,6 @@ from esc.annotate.held_out import folder_judge, held_out, trained_dialogues
 from esc.annotate.human_scores import default_esconv_path, read_annotations
 from esc.config_rules import NonEmpty, Settings, typed_section
 from esc.errors import UserError
-from esc.jsonl import atomic_write_text
 from esc.lifecycle import JobResult
 from esc.reports.result import Heading, Text, write_result
 from esc.reports.wandb_report import log_run
@@ -36,7 +35,6 @@ from esc.tasks.correlation.report import (
     score_paths,
     summary,
     text_metrics,
-    write_csv,
 )
 from esc.tasks.correlation.textmetrics import METRICS as TEXT_METRICS
 from esc.tasks.task import Context, Mode, Outcome, Plan, register
@@ -51,7 +49,7 @@ class CorrelationResult(JobResult):
     markdown: str = ""
 
     def summary(self) -> str:
-        return f"{self.markdown}\ncorrelation: {self.output_dir}/correlation.md (.csv, .json)"
+        return f"{self.markdown}\ncorrelation: {self.output_dir}/correlation.md (.csv, .result.json)"
 
 
 class CorrelationSettings(Settings):
@@ -96,8 +94,8 @@ def _trained_on(paths: Sequence[Path]) -> set[str]:
 
 
 def run_correlation(settings: CorrelationSettings, seed: int, out: Path) -> dict[str, Any]:
-    """The analysis `settings` ask for; writes OUT/correlation.{md,csv,json} and returns their
-    content and paths."""
+    """The analysis `settings` ask for; writes the report (OUT/correlation.md, .result.json, the CSVs)
+    and returns its markdown, its files, the warnings and `summary` (every figure, for a caller)."""
     conf = {
         "annotations": Path(settings.annotations or default_esconv_path()),
         "scores": score_paths(settings.scores),
@@ -145,7 +143,7 @@ def run_correlation(settings: CorrelationSettings, seed: int, out: Path) -> dict
     header = [
         Heading("Correlation with human scores", level=1),
         Text(
-            f"{len(common)} annotated dialogues ({conf['annotations']}) from {inputs} "
+            f"{len(common)} of {len(items)} annotated dialogues ({conf['annotations']}) from {inputs} "
             f"inputs and {len(systems) or 1} system(s){': ' + ', '.join(systems) if systems else ''}; "
             f"human-scored dimensions: {', '.join(column_name(c) for c in columns[:-1])}; "
             f"{conf['bootstrap']} bootstrap resamples."
@@ -169,7 +167,5 @@ def run_correlation(settings: CorrelationSettings, seed: int, out: Path) -> dict
     }
     out.mkdir(parents=True, exist_ok=True)
     markdown = write_result(out, report)
-    write_csv(cells, out / "correlation.csv")
-    atomic_write_text(out / "correlation.json", json.dumps(result, indent=2, ensure_ascii=False) + "\n")
-    files = {k: str(out / f"correlation.{k}") for k in ("md", "csv", "json")}
+    files = {k: str(out / f"correlation.{k}") for k in ("md", "csv", "result.json")}
     return {"markdown": markdown, "files": files, "warnings": warns, "summary": result}

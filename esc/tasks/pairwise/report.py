@@ -20,10 +20,7 @@ different results are a tie, an unread answer leaves the pair out and is counted
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -31,7 +28,6 @@ from typing import Any
 
 import numpy as np
 
-from esc.jsonl import atomic_write_text
 from esc.reports.bootstrap import (
     NO_INTERVAL,
     Interval,
@@ -303,61 +299,108 @@ def _strength(s: Strength | None) -> Cell:
 
 
 def pairwise_report(
-    results: dict[str, Any], judge: str, dropped: Sequence[tuple[str, str, int]] = (), prior: float = PRIOR
-) -> Report:
-    """pairwise.md as a typed result: per role-player, consistency, strengths and win rates."""
+    results: dict[str, Any], judge: str, dropped: Sequence[tuple[str, str, int]] = (), prior: float = PRIOR,
+    judged: Sequence[Judged] = (),
+) -> Report:  # fmt: skip
+    """pairwise.md as a typed result, each table over every role-player (a column names it) and in a
+    CSV of its own: position consistency, strengths (all dimensions, then each), win rates (all
+    dimensions, then each), the cards left out and every verdict (`judged`)."""
     intro = (
         f"Pairwise preferences of judge `{judge}`: every pair of targets on every card both played, "
         "each dimension asked in both orders; two different answers are a tie. Every figure has a "
         "95% bootstrap interval resampling cards."
     )
     if dropped:
-        shown = ", ".join(f"{rp}/{lang}/{card}" for rp, lang, card in dropped[:20])
-        more = " ..." if len(dropped) > 20 else ""
-        intro += f"\nLeft out: {len(dropped)} cards played by one target only ({shown}{more})."
-    blocks: list[Block] = [Text(intro)]
+        intro += f"\nLeft out: {len(dropped)} cards played by one target only (listed at the end)."
+    dims = list(dict.fromkeys(d for res in results.values() for d in res["strengths"] if d != ALL))
+    consistency_rows, strength_rows, rate_rows = [], [], []
     for roleplayer, res in results.items():
         c: Consistency = res["consistency"]
+        consistency_rows.append([
+            roleplayer, Cell(f"{c.rate.cell()} of {c.rate.of} pairs", c.rate.estimate),
+            Cell(f"{c.first.cell()} of {c.first.of} answers", c.first.estimate), c.unread,
+        ])  # fmt: skip
+        by_dim = {d: {s.target: s for s in rows} for d, rows in res["strengths"].items()}
         targets = [s.target for s in res["strengths"][ALL]]
-        rates = res["win_rates"][ALL]
-        blocks += [
-            Heading(f"Role-player {roleplayer}"),
-            Text(
-                f"Position consistency: {c.rate.cell()} of {c.rate.of} pairs judged the same both ways "
-                f"(the others count as ties; {c.unread} pairs left out: an answer unread). Decisive answers "
-                f"that chose the conversation shown first: {c.first.cell()} of {c.first.of} (50%: no "
-                "preference for a position)."
-            ),
-            Text(
-                f"Bradley-Terry strength (log scale, centred; a prior of {prior:g} pseudo-win each way "
-                "between every two targets), all dimensions:"
-            ),
-            Table.of(
-                ["rank", "target", "strength", "verdicts"],
-                [
-                    [rank, s.target, _strength(s), s.verdicts]
-                    for rank, s in enumerate(res["strengths"][ALL], 1)
-                ],
-                name=f"Role-player {roleplayer}: strengths",
-            ),
-            Text("Win rate of the row's target against the column's (a tie counts half; verdicts):"),
-            Table.of(
-                ["", *targets],
-                [[a, *(_rate(rates, a, b) for b in targets)] for a in targets],
-                name=f"Role-player {roleplayer}: win rates",
-            ),
+        strength_rows += [
+            [roleplayer, rank, s.target, _strength(s), s.verdicts,
+             *(_strength(by_dim.get(d, {}).get(s.target)) for d in dims)]
+            for rank, s in enumerate(res["strengths"][ALL], 1)
+        ]  # fmt: skip
+        rates = res["win_rates"]
+        rate_rows += [
+            [roleplayer, a, b, *(_rate(rates.get(d, {}), a, b) for d in (ALL, *dims))]
+            for a in targets
+            for b in targets
+            if a != b
         ]
-        dims = [d for d in res["strengths"] if d != ALL]
-        if dims:
-            by_dim = {d: {s.target: s for s in res["strengths"][d]} for d in dims}
-            blocks += [
-                Text("Strength per dimension:"),
-                Table.of(
-                    ["target", *dims],
-                    [[t, *(_strength(by_dim[d].get(t)) for d in dims)] for t in targets],
-                    name=f"Role-player {roleplayer}: strength per dimension",
-                ),
-            ]
+    blocks: list[Block] = [
+        Text(intro),
+        Heading("Position consistency"),
+        Text(
+            "Of the pairs with both answers read, those judged the same both ways (the others count as "
+            "ties); of the decisive answers, those that chose the conversation shown first (50%: no "
+            "preference for a position); the pairs left out (an answer unread)."
+        ),
+        Table.of(
+            ["role-player", "judged the same both ways", "chose the one shown first", "pairs left out"],
+            consistency_rows,
+            csv="consistency.csv",
+            name="position consistency",
+        ),
+        Heading("Bradley-Terry strengths"),
+        Text(
+            f"Log scale, centred; a prior of {prior:g} pseudo-win each way between every two targets; over "
+            "all dimensions (ranked), then per dimension."
+        ),
+        Table.of(
+            ["role-player", "rank", "target", "strength", "verdicts", *dims],
+            strength_rows,
+            csv="strengths.csv",
+            name="strengths",
+        ),
+        Heading("Win rates"),
+        Text(
+            "A's share of the verdicts against B on the cards both played (a tie counts half; verdicts), "
+            "over all dimensions, then per dimension."
+        ),
+        Table.of(["role-player", "A", "B", ALL, *dims], rate_rows, csv="win_rates.csv", name="win rates"),
+    ]
+    if dropped:
+        blocks += [
+            Heading("Cards left out"),
+            Table.of(
+                ["role-player", "language", "card"],
+                [list(d) for d in dropped],
+                csv="dropped_cards.csv",
+                name="cards left out",
+            ),  # fmt: skip
+        ]
+    blocks += [
+        Heading("Every verdict"),
+        Text(
+            "Per card, pair and dimension: the verdict (the winner, a tie, or none: an answer unread) and "
+            "whether both orders gave the same result."
+        ),
+        Table.of(
+            ["role-player", "language", "card", "x", "y", "dimension", "result", "consistent"],
+            [
+                [
+                    j.pair.roleplayer,
+                    j.pair.language,
+                    j.pair.card_id,
+                    j.pair.x,
+                    j.pair.y,
+                    j.dimension,
+                    j.verdict.result or "",
+                    "" if j.verdict.consistent is None else j.verdict.consistent,
+                ]
+                for j in judged
+            ],
+            csv="verdicts.csv",
+            name="verdicts",
+        ),  # fmt: skip
+    ]
     return Report("pairwise", tuple(blocks))
 
 
@@ -365,53 +408,8 @@ def write_report(
     out: Path, judged: Sequence[Judged], dimensions: Sequence[str], judge: str, n_resamples: int, seed: int,
     dropped: Sequence[tuple[str, str, int]] = (), prior: float = PRIOR,
 ) -> dict[str, Any]:  # fmt: skip
-    """pairwise.md and pairwise.result.json (`esc.reports.result`), pairwise.json, strengths.csv and
-    verdicts.csv."""
+    """pairwise.md, pairwise.result.json and each table's CSV (strengths.csv, win_rates.csv,
+    verdicts.csv, ...), all by `esc.reports.result.write_result`."""
     results = report(judged, dimensions, n_resamples, seed, prior)
-    markdown = write_result(out, pairwise_report(results, judge, dropped, prior))
-
-    def share(x: Share) -> dict[str, Any]:
-        return {"value": x.value, "of": x.of, "interval": dataclasses.asdict(x.interval)}
-
-    payload = {
-        rp: {
-            "consistency": {
-                "rate": share(r["consistency"].rate),
-                "first_position_share": share(r["consistency"].first),
-                "unread": r["consistency"].unread,
-            },  # fmt: skip
-            "strengths": {
-                d: [{**dataclasses.asdict(s), "interval": dataclasses.asdict(s.interval)} for s in rows]
-                for d, rows in r["strengths"].items()
-            },  # fmt: skip
-            "win_rates": {
-                d: {f"{a}|{b}": share(v) for (a, b), v in rates.items()}
-                for d, rates in r["win_rates"].items()
-            },  # fmt: skip
-        }
-        for rp, r in results.items()
-    }
-    payload_all = {"prior": prior, "dropped_cards": [list(d) for d in dropped], "roleplayers": payload}
-    atomic_write_text(out / "pairwise.json", json.dumps(payload_all, indent=1, default=float) + "\n")
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(
-        ["roleplayer", "dimension", "target", "strength", "low", "high", "undefined_share", "verdicts"]
-    )
-    for rp, r in results.items():
-        for d, rows in r["strengths"].items():
-            for s in rows:
-                interval = s.interval
-                writer.writerow(
-                    [rp, d, s.target, s.theta, interval.low, interval.high, interval.undefined, s.verdicts]
-                )
-    atomic_write_text(out / "strengths.csv", buffer.getvalue())
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["roleplayer", "language", "card_id", "x", "y", "dimension", "result", "consistent"])
-    for j in judged:
-        p = j.pair
-        writer.writerow([p.roleplayer, p.language, p.card_id, p.x, p.y, j.dimension, j.verdict.result or "",
-                         "" if j.verdict.consistent is None else j.verdict.consistent])  # fmt: skip
-    atomic_write_text(out / "verdicts.csv", buffer.getvalue())
+    markdown = write_result(out, pairwise_report(results, judge, dropped, prior, judged))
     return {"markdown": markdown, "results": results}

@@ -9,8 +9,6 @@ A pair counts in the win rate only when both orders were judged: its value is th
 
 from __future__ import annotations
 
-import csv
-import io
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -149,6 +147,7 @@ def table1_report(rows: Sequence[dict[str, Any]]) -> Report:
             [roleplayer, language, *(figure(cells[m]) for m in metrics), cells["average"]["invalid"]]
             for (roleplayer, language), cells in by_owner.items()
         ],
+        csv="table1.csv",
     )
     return Report("table1", (table,))
 
@@ -163,21 +162,17 @@ def winrate_report(rows: Sequence[dict[str, Any]]) -> Report:
         e = Estimate(r["win_rate"], r["ci_low"], r["ci_high"], r["pairs"], "pair")
         return Cell(number_text(r["win_rate"], 1, 100) + "%" + interval_text(e.low, e.high, 1, 100), e)
 
+    def consistent(r: dict[str, Any]) -> Cell:
+        """The share of pairs won (or lost) both ways, no interval; n: the pairs."""
+        if not r["pairs"]:
+            return Cell("n/a", Estimate(None, n=0, note="no pair"))
+        return Cell(
+            f"{100 * r['position_consistent']:.0f}%", Estimate(r["position_consistent"], n=r["pairs"])
+        )
+
     table = Table.of(
         ["role-player", "lang", "pairs", "win rate vs human [95% CI]", "position-consistent", "incomplete"],
-        [
-            [r["roleplayer"], r["language"], r["pairs"], rate(r),
-             f"{100 * r['position_consistent']:.0f}%" if r["pairs"] else "n/a", r["incomplete"]]
-            for r in rows
-        ],
-    )  # fmt: skip
+        [[r["roleplayer"], r["language"], r["pairs"], rate(r), consistent(r), r["incomplete"]] for r in rows],
+        csv="winrates.csv",
+    )
     return Report("winrates", (table,))
-
-
-def to_csv(rows: Sequence[dict[str, Any]]) -> str:
-    buffer = io.StringIO()
-    if rows:
-        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return buffer.getvalue()

@@ -8,7 +8,8 @@ for multi-turn sources). The judge answers the six metric questions for every di
 every card with a human dialogue, the pairwise question in both orders (`esc.tasks.roleplay.questions`).
 
 Outputs in OUT: `scores/roleplay__<judge>.jsonl` (every judgment, resumable: a rerun asks only
-what is missing or failed), `table1.md|csv` and `winrates.md|csv` (`esc.tasks.roleplay.report`).
+what is missing or failed), `table1.md|result.json|csv` and `winrates.md|result.json|csv`
+(`esc.tasks.roleplay.report`, written by `esc.reports.result.write_result`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from esc.config_rules import Settings, typed_section
 from esc.dialogues.store import read_dialogues
 from esc.errors import ConfigError, UserError
 from esc.hashing import sha256_file
-from esc.jsonl import atomic_write_text, read_jsonl
+from esc.jsonl import read_jsonl
 from esc.reports.result import write_result
 from esc.reports.runlog import Judgment
 from esc.scoring.judging import Batch
@@ -44,7 +45,7 @@ from esc.tasks.roleplay.questions import (
     seeker_turns,
 )
 from esc.tasks.roleplay.questions import ORDERS as PAIR_ORDERS
-from esc.tasks.roleplay.report import table1, table1_report, to_csv, win_rates, winrate_report
+from esc.tasks.roleplay.report import table1, table1_report, win_rates, winrate_report
 from esc.tasks.run_log import logged
 from esc.tasks.task import Context, Mode, Outcome, Plan, register
 
@@ -172,8 +173,6 @@ class Roleplay(Mode):
         markdown = f"## Role-play metrics (0-10, Table 1)\n\n{table1_md}"
         if wins:
             markdown += f"\n## Against the human dialogue (Figure 3)\n\n{winrates_md}"
-        atomic_write_text(out / "table1.csv", to_csv(t1))
-        atomic_write_text(out / "winrates.csv", to_csv(wins))
         counts = {s: sum(r.status == s for r in records) for s in STATUSES}
         result = RoleplayResult(str(out), markdown, counts, t1, wins)
         manifest = {"counts": counts, "table1": str(out / "table1.md"), "winrates": str(out / "winrates.md")}

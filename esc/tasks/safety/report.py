@@ -5,20 +5,17 @@ Per (role-player, target) and question: the replies with a valid answer, how man
 independent of each other), and the answers that could not be read (invalid: counted, never scored;
 failed: retried by a rerun). "any" flags a reply when any of its valid answers is "yes"; a reply
 whose answers are all "no" passes, and one with no "yes" but an unread answer is counted apart
-(never a pass). Every flagged reply is listed (`flagged.csv`), worst first.
+(never a pass). Every flagged reply is listed (`flagged.csv`), worst first. Each table is written by
+`esc.reports.result.write_result` (md, result.json, CSV); every answer is a judgment of OUT/run.json.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from esc.jsonl import atomic_write_text
 from esc.reports.bootstrap import NO_INTERVAL, Interval, estimate, ratio_interval, share_text
 from esc.reports.estimate import Estimate
 from esc.reports.result import Cell, Heading, Report, Table, Text, write_result
@@ -148,10 +145,9 @@ def _figure(rate: Rate) -> Cell:
     return Cell(rate.cell(), rate.estimate)
 
 
-def safety_report(
-    table: RateTable, questions: Sequence[str], flagged: Sequence[Answer], limit: int = 30
-) -> Report:
-    """safety.md as a typed result: the flag rates, the unread answers and the flagged replies."""
+def safety_report(table: RateTable, questions: Sequence[str], flagged: Sequence[Answer]) -> Report:
+    """safety.md as a typed result: the flag rates (safety.csv), the unread answers and every flagged
+    reply (flagged.csv)."""
     columns = [*questions, ANY]
     unread = {
         key: (
@@ -161,15 +157,10 @@ def safety_report(
         for key, row in table.items()
     }
     flagged_rows = [
-        [
-            a.reply.target,
-            a.reply.dialogue_id,
-            a.reply.exchange,
-            a.question,
-            " ".join(a.reply.text.split())[:120],
-        ]
-        for a in flagged[:limit]
-    ]
+        [a.reply.target, a.reply.roleplayer, a.reply.dialogue_id, a.reply.card_id, a.reply.language,
+         a.reply.exchange, a.question, " ".join(a.reply.text.split())]
+        for a in flagged
+    ]  # fmt: skip
     return Report(
         "safety",
         (
@@ -180,62 +171,30 @@ def safety_report(
             Table.of(
                 ["role-player", "target", *columns],
                 [[rp, t, *(_figure(row[c]) for c in columns)] for (rp, t), row in table.items()],
+                csv="safety.csv",
                 name="flag rates",
             ),
             Text(
                 "Answers not read: "
                 + "; ".join(f"{t}: {i} invalid, {f} failed" for (_, t), (i, f) in unread.items())
             ),
-            Heading(f"Flagged replies ({len(flagged)} answers; all in flagged.csv)"),
-            Table.of(["target", "dialogue", "exchange", "question", "reply"], flagged_rows)
-            if flagged
-            else Text("none"),
+            Heading(f"Flagged replies ({len(flagged)} answers, the most flagged replies first)"),
+            Table.of(
+                ["target", "role-player", "dialogue", "card", "language", "exchange", "question", "reply"],
+                flagged_rows,
+                csv="flagged.csv",
+                name="flagged replies",
+            ),  # written when empty too: no flagged.csv of an earlier run is left standing
         ),
     )
-
-
-def _csv(rows: Sequence[Sequence[Any]]) -> str:
-    buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerows(rows)
-    return buffer.getvalue()
 
 
 def write_report(
     out: Path, answers: Sequence[Answer], questions: Sequence[str], n_resamples: int, seed: int
 ) -> dict[str, Any]:
-    """safety.md and safety.result.json (`esc.reports.result`), safety.json, answers.csv (every
-    answer) and flagged.csv."""
+    """safety.md, safety.result.json, safety.csv (the flag rates) and flagged.csv (every flagged
+    answer), `esc.reports.result.write_result`; every answer is in the run log (OUT/run.json)."""
     table = safety_table(answers, questions, n_resamples, seed)
     flagged = flagged_answers(answers)
     markdown = write_result(out, safety_report(table, questions, flagged))
-    payload = {
-        f"{rp}|{t}": {
-            q: {**dataclasses.asdict(r), "interval": dataclasses.asdict(r.interval)} for q, r in row.items()
-        }
-        for (rp, t), row in table.items()
-    }
-    atomic_write_text(out / "safety.json", json.dumps(payload, indent=1) + "\n")
-    head = [
-        "target",
-        "roleplayer",
-        "dialogue_id",
-        "card_id",
-        "language",
-        "exchange",
-        "question",
-        "status",
-        "answer",
-        "reply",
-    ]
-    answer_rows = [
-        [a.reply.target, a.reply.roleplayer, a.reply.dialogue_id, a.reply.card_id, a.reply.language,
-         a.reply.exchange, a.question, a.record.status, {True: "yes", False: "no", None: ""}[a.flagged],
-         a.reply.text]
-        for a in answers
-    ]  # fmt: skip
-    atomic_write_text(out / "answers.csv", _csv([head, *answer_rows]))
-    atomic_write_text(
-        out / "flagged.csv",
-        _csv([head, *[r for r, a in zip(answer_rows, answers, strict=True) if a.flagged]]),
-    )
     return {"markdown": markdown, "table": table, "flagged": len(flagged)}

@@ -1,5 +1,6 @@
 """The leaderboard (paper Table 2): per target and language, each dimension's mean score as
-mean/4 x 100 and their average, with bootstrap 95% intervals; markdown, CSV and PNG charts.
+mean/4 x 100 and their average, with bootstrap 95% intervals; a table of the report (markdown,
+result.json and leaderboard.csv, `esc.reports.result.write_result`) and PNG charts.
 
 Only valid judgments enter a mean. Each dimension's cell says how many dialogues it rests on, and
 the invalid and failed judgments are counted beside it. The average is the mean of the seven
@@ -11,9 +12,7 @@ cards allow. An interval whose resamples are all equal is printed as such, never
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -22,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from esc.jsonl import atomic_write_text
 from esc.reports import result as result_
 from esc.reports.bootstrap import (
     NO_INTERVAL,
@@ -192,6 +190,7 @@ def leaderboard_blocks(rows: Sequence[Row]) -> list[result_.Block]:
              sum(c.n_invalid for c in row.cells.values()), sum(c.n_failed for c in row.cells.values())]
             for row in sorted(rows, key=lambda r: (r.language, r.target, r.roleplayer, r.judge))
         ],
+        csv="leaderboard.csv",
     )  # fmt: skip
     blocks: list[result_.Block] = [
         table,
@@ -235,35 +234,6 @@ def one_answer_note(rows: Sequence[Row]) -> str:
             "the judge (a small base model, say), not the targets."
         )
     return "\n".join(notes)
-
-
-def write_csv(rows: Sequence[Row], path: Path) -> None:
-    """Long format: one line per (target, role-player, language, judge, dimension), plus `average`."""
-    fields = ["target", "roleplayer", "language", "judge", "dimension", "paper_name", "n_valid",
-              "n_invalid", "n_failed", "score_100", "ci_low", "ci_high"]  # fmt: skip
-    buffer = io.StringIO(newline="")
-    writer = csv.DictWriter(buffer, fieldnames=fields)
-    writer.writeheader()
-    for row in rows:
-        for key, cell in [*row.cells.items(), ("average", row.average)]:
-            e = cell.estimate
-            writer.writerow(
-                {
-                    "target": row.target,
-                    "roleplayer": row.roleplayer,
-                    "language": row.language,
-                    "judge": row.judge,
-                    "dimension": key,
-                    "paper_name": dimension(key).paper_name if key != "average" else "Average",
-                    "n_valid": e.n,
-                    "n_invalid": cell.n_invalid,
-                    "n_failed": cell.n_failed,
-                    "score_100": None if e.value is None else round(e.value, 4),
-                    "ci_low": None if e.low is None else round(e.low, 4),
-                    "ci_high": None if e.high is None else round(e.high, 4),
-                }
-            )
-    atomic_write_text(Path(path), buffer.getvalue())
 
 
 def chart_figures(rows: Sequence[Row], label: Callable[[str], str] = str) -> list[tuple[str, str, Any]]:

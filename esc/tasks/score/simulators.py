@@ -27,7 +27,6 @@ import dataclasses
 import math
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 from scipy.stats import rankdata
@@ -168,35 +167,14 @@ def simulator_tables(
 
 
 def simulator_blocks(tables: Sequence[SimulatorTable]) -> list[result_.Block]:
-    """Per judge and language: each target's average under each simulator, then how stable the
-    ranking is across simulators."""
+    """Per judge and language: each target's average under each simulator; then how stable the
+    ranking is across simulators, a row per judge and language (simulators.csv)."""
     blocks: list[result_.Block] = []
     for t in tables:
         rows = [
             [target, *(_cell(t.means[i, j], t.intervals[i][j], t.cards) for j in range(len(t.simulators)))]
             for i, target in enumerate(t.targets)
         ]
-        shares = ", ".join(
-            f"{k} {format_estimate(estimate(v, iv), 0, 100)}%" for k, (v, iv) in t.shares.items()
-        )
-        lines = [
-            f"Variance of the cell means (sum of squares): {shares} (the rest: interaction and noise).",
-            "Ranking stability across simulators, Kendall's W: "
-            f"{format_estimate(estimate(t.w, t.w_interval), 2)} ({len(t.simulators)} simulators x "
-            f"{len(t.targets)} targets; chance level {t.w_chance:.2f}, the mean W of random rankings; "
-            f"permutation p = {_p(t.w_p)}"
-            + (
-                ", and with 2 simulators and no ties W = (1 + Spearman's rho) / 2)."
-                if len(t.simulators) == 2
-                else ")."
-            ),
-        ]
-        if t.left_out["targets"] or t.left_out["cards"]:
-            missing = ", ".join(t.left_out["targets"]) or "none"
-            lines.append(
-                f"Left out: targets not played under every simulator: {missing}; "
-                f"{len(t.left_out['cards'])} cards missing from some cell."
-            )
         blocks += [
             result_.Heading(f"Several simulators ({t.language}, judge {t.judge})"),
             result_.Text(
@@ -204,9 +182,66 @@ def simulator_blocks(tables: Sequence[SimulatorTable]) -> list[result_.Block]:
                 "every cell played; 95% bootstrap intervals over those cards."
             ),
             result_.Table.of(["target", *t.simulators], rows),
-            result_.Text("\n".join(lines)),
         ]
-    return blocks
+        if t.left_out["targets"] or t.left_out["cards"]:
+            missing = ", ".join(t.left_out["targets"]) or "none"
+            blocks.append(
+                result_.Text(
+                    f"Left out: targets not played under every simulator: {missing}; "
+                    f"{len(t.left_out['cards'])} cards missing from some cell."
+                )
+            )
+    if not tables:
+        return blocks
+
+    def share(t: SimulatorTable, key: str) -> result_.Cell:
+        value, interval = t.shares[key]
+        e = estimate(value, interval, t.cards, "role card")
+        return result_.Cell(f"{format_estimate(e, 0, 100)}%", e)
+
+    def w(t: SimulatorTable) -> result_.Cell:
+        e = estimate(t.w, t.w_interval, t.cards, "role card")
+        return result_.Cell(format_estimate(e, 2), e)
+
+    return blocks + [
+        result_.Heading("Several simulators: ranking stability"),
+        result_.Text(
+            "Variance of the cell means (sum of squares) split into targets, simulators and the rest "
+            "(interaction and noise); Kendall's W of the simulators' rankings of the targets (1: the same "
+            "order under every simulator) beside its chance level (the mean W of random rankings) and a "
+            "permutation p; with 2 simulators and no ties W = (1 + Spearman's rho) / 2. 95% bootstrap "
+            "intervals over the cards every cell played."
+        ),
+        result_.Table.of(
+            [
+                "judge",
+                "language",
+                *(f"share: {k}" for k in SHARES),
+                "Kendall's W",
+                "chance level",
+                "permutation p",
+                "simulators",
+                "targets",
+                "cards",
+            ],
+            [
+                [
+                    t.judge,
+                    t.language,
+                    *(share(t, k) for k in SHARES),
+                    w(t),
+                    f"{t.w_chance:.2f}",
+                    _p(t.w_p),
+                    len(t.simulators),
+                    len(t.targets),
+                    t.cards,
+                ]
+                for t in tables
+            ],
+            csv="simulators.csv",
+            name="ranking stability",
+        ),  # fmt: skip
+    ]
 
 
 def _cell(mean: float, interval: Interval, cards: int) -> result_.Cell:
@@ -217,16 +252,3 @@ def _cell(mean: float, interval: Interval, cards: int) -> result_.Cell:
 
 def _p(value: float) -> str:
     return "n/a" if math.isnan(value) else f"{value:.3f}"
-
-
-def to_json(tables: Sequence[SimulatorTable]) -> list[dict[str, Any]]:
-    return [
-        {"judge": t.judge, "language": t.language, "targets": t.targets, "simulators": t.simulators,
-         "cards": t.cards, "means": t.means.tolist(),
-         "intervals": [[dataclasses.asdict(iv) for iv in row] for row in t.intervals],
-         "variance_shares": {k: {"value": v, "interval": dataclasses.asdict(iv)}
-                             for k, (v, iv) in t.shares.items()},
-         "kendalls_w": t.w, "kendalls_w_interval": dataclasses.asdict(t.w_interval),
-         "kendalls_w_chance": t.w_chance, "kendalls_w_p": t.w_p, "left_out": t.left_out}
-        for t in tables
-    ]  # fmt: skip

@@ -9,7 +9,6 @@ failed. The leaderboard is rebuilt from the score files at the end of every run.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -19,7 +18,6 @@ from pydantic import Field
 
 from esc.config_rules import OpenSettings, Paths, Section
 from esc.errors import ConfigError, UserError
-from esc.jsonl import atomic_write_text
 from esc.lifecycle import JobResult
 from esc.reports import breakdown
 from esc.reports.result import Block, Report, write_result
@@ -127,8 +125,9 @@ def write_reports(
     out: Path, records: Sequence[ScoreRecord], settings: LeaderboardSettings, seed: int,
     jury: JurySettings | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """leaderboard.md and leaderboard.result.json (the table; the jury, several simulators and the
-    breakdowns as sections after it), leaderboard.csv, charts. With a `jury`, the pooled records join
+    """leaderboard.md, leaderboard.result.json and the tables' CSVs (leaderboard.csv: Table 2;
+    simulators.csv) by `esc.reports.result.write_result` (the jury, several simulators and the
+    breakdowns as sections after the table), charts. With a `jury`, the pooled records join
     the table (and the breakdowns) as judge `jury`."""
     n = settings.bootstrap
     jury_section: list[Block] = []
@@ -151,12 +150,10 @@ def write_reports(
     tables = simulator_tables(records, n, seed)
     if tables:
         blocks += simulators.simulator_blocks(tables)
-        atomic_write_text(out / "simulators.json", json.dumps(simulators.to_json(tables), indent=1) + "\n")
     markdown = Report("leaderboard", tuple(blocks)).to_markdown()  # the console's: without the breakdowns
     if settings.breakdowns:  # docs/scoring.md, "Breakdowns": after the leaderboard in its file
         blocks += breakdown.write_breakdowns(out, records, settings.cards, settings.min_n, n, seed)
-    write_result(out, Report("leaderboard", tuple(blocks)))
-    board.write_csv(rows, out / "leaderboard.csv")
+    write_result(out, Report("leaderboard", tuple(blocks)))  # leaderboard.csv: its first table
     charts = board.write_charts(rows, out / "charts") if settings.charts else []
     return {"rows": rows, "markdown": markdown, "charts": [str(p) for p in charts]}
 

@@ -6,14 +6,13 @@ dialogues each figure is undefined for (an invalid start or final rating) and wh
 (adaptive stopping). Targets played by the same role-player on the same cards are compared pairwise:
 the mean per-card difference with its interval, on the cards where both are defined. The chart
 draws each target's mean trajectory by exchange, with the number of dialogues behind each point
-(dialogues stopped early leave the later points).
+(dialogues stopped early leave the later points); the report's tables give the same curves and every
+dialogue's figures (trajectory.csv), all written by `esc.reports.result.write_result`.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import itertools
 import json
 import math
@@ -27,7 +26,6 @@ import numpy as np
 from esc.dialogues.record import Dialogue
 from esc.dialogues.trajectory import TrajectoryFigures, trajectory_figures
 from esc.errors import UserError
-from esc.jsonl import atomic_write_text
 from esc.reports.bootstrap import bootstrap_ci
 from esc.reports.charts import pyplot, save_png
 from esc.reports.estimate import Estimate, number_text
@@ -35,6 +33,8 @@ from esc.reports.result import Block, Cell, Report, Table, Text, write_result
 
 METRICS = ("start", "final", "change", "area")
 UNIT = "role card"  # what the intervals resample: one dialogue per card and language (`rated_dialogues`)
+# per (role-player, target): (exchange, mean, dialogues, low, high), `mean_curves`
+Curves = dict[tuple[str, str], list[tuple[int, float, int, float | None, float | None]]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,11 +61,6 @@ class Mean:
 
     estimate: Estimate
     undefined: int
-
-    def to_json(self) -> dict[str, Any]:
-        """As trajectory.json holds it: value, low, high, n, undefined."""
-        e = self.estimate
-        return {"value": e.value, "low": e.low, "high": e.high, "n": e.n, "undefined": self.undefined}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,9 +198,7 @@ def differences(
     return out
 
 
-def mean_curves(
-    rated: Sequence[Rated], n_resamples: int = 1000, seed: int = 0
-) -> dict[tuple[str, str], list[tuple[int, float, int, float | None, float | None]]]:
+def mean_curves(rated: Sequence[Rated], n_resamples: int = 1000, seed: int = 0) -> Curves:
     """Per (role-player, target): (exchange, mean value, dialogues, low, high) of the valid ratings,
     the interval resampling the cards rated at that exchange."""
     curves = {}
@@ -240,8 +233,43 @@ def _cell(mean: Mean) -> Cell:
     return Cell(text, dataclasses.replace(e, low=low, high=high, note=note))
 
 
-def trajectory_report(rows: Sequence[TargetRow], diffs: Sequence[Difference], unrated: int = 0) -> Report:
-    """trajectory.md as a typed result: per target, then paired differences, then what was left out."""
+def _point(mean: float, n: int, low: float | None, high: float | None) -> Cell:
+    """A curve's point: "49.3 [40.1, 58.0] (n=12)", n the dialogues rated at that exchange."""
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        low = high = None
+    interval = "" if low is None or high is None else f" [{number_text(low, 1)}, {number_text(high, 1)}]"
+    return Cell(f"{number_text(mean, 1)}{interval} (n={n})", Estimate(mean, low, high, n, UNIT))
+
+
+def _value(x: float | None) -> Cell:
+    """One dialogue's figure: 1 decimal shown, the value kept (n/a: an invalid start or final rating)."""
+    if x is None:
+        return Cell("n/a", Estimate(None, n=0, unit="dialogue", note="invalid start or final rating"))
+    return Cell(number_text(x, 1), Estimate(x, n=1, unit="dialogue"))
+
+
+def dialogue_table(rated: Sequence[Rated]) -> Table:
+    """One row per dialogue: its figures and its trajectory (exchange:value;...): trajectory.csv."""
+    return Table.of(
+        ["role-player", "target", "language", "card", *METRICS, "ratings", "invalid", "missing", "ended by",
+         "trajectory"],
+        [
+            [r.roleplayer, r.target, r.language, r.card_id, *(_value(getattr(r.figures, m)) for m in METRICS),
+             r.figures.rated, r.figures.invalid, r.figures.missing, r.figures.stop_reason or "",
+             ";".join(f"{x}:{v:.2f}" for x, v in r.figures.points)]
+            for r in rated
+        ],
+        csv="trajectory.csv",
+        name="dialogues",
+    )  # fmt: skip
+
+
+def trajectory_report(
+    rows: Sequence[TargetRow], diffs: Sequence[Difference], unrated: int = 0, curves: Curves | None = None,
+    rated: Sequence[Rated] = (),
+) -> Report:  # fmt: skip
+    """trajectory.md as a typed result: per target, then paired differences, what was left out, the
+    mean curves (the chart's points) and every dialogue."""
     blocks: list[Block] = [
         Text(
             "Seeker emotion 0-100 (0: at their worst, 100: much better); mean [95% bootstrap interval over "
@@ -270,6 +298,7 @@ def trajectory_report(rows: Sequence[TargetRow], diffs: Sequence[Difference], un
                 ]
                 for row in rows
             ],
+            csv="trajectory_targets.csv",
             name="targets",
         ),  # fmt: skip
     ]
@@ -285,6 +314,7 @@ def trajectory_report(rows: Sequence[TargetRow], diffs: Sequence[Difference], un
                     [d.roleplayer, d.a, d.b, d.metric, _cell(d.mean), d.a_higher, d.b_higher, d.shared]
                     for d in diffs
                 ],
+                csv="trajectory_differences.csv",
                 name="paired differences",
             ),
         ]
@@ -294,34 +324,29 @@ def trajectory_report(rows: Sequence[TargetRow], diffs: Sequence[Difference], un
                 f"Left out: {unrated} complete dialogues without ratings (played without trajectory.enabled)."
             )
         )
-    return Report("trajectory", tuple(blocks))
-
-
-def to_csv(rated: Sequence[Rated]) -> str:
-    """One row per dialogue: its figures and its trajectory (exchange:value;...)."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(
-        [
-            "roleplayer",
-            "target",
-            "language",
-            "card_id",
-            *METRICS,
-            "ratings",
-            "invalid",
-            "missing",
-            "stop_reason",
-            "trajectory",
+    if curves:
+        blocks += [
+            Text(
+                "Mean emotion by exchange (the chart's points; 0: before the first reply), over the "
+                "dialogues with a valid rating there [95% bootstrap interval over role cards] (n dialogues)."
+            ),
+            Table.of(
+                ["role-player", "target", "exchange", "mean emotion"],
+                [
+                    [rp, t, x, _point(mean, n, low, high)]
+                    for (rp, t), points in curves.items()
+                    for x, mean, n, low, high in points
+                ],
+                csv="trajectory_curves.csv",
+                name="curves",
+            ),  # fmt: skip
         ]
-    )
-    for r in rated:
-        f = r.figures
-        writer.writerow(
-            [r.roleplayer, r.target, r.language, r.card_id, *(getattr(f, m) for m in METRICS), f.rated,
-             f.invalid, f.missing, f.stop_reason or "", ";".join(f"{x}:{v:.2f}" for x, v in f.points)]
-        )  # fmt: skip
-    return buffer.getvalue()
+    if rated:
+        blocks += [
+            Text("Every rated dialogue: its figures, its ratings (exchange:value) and why it ended."),
+            dialogue_table(rated),
+        ]
+    return Report("trajectory", tuple(blocks))
 
 
 def write_chart(curves: Mapping[tuple[str, str], Sequence[tuple]], path: Path) -> Path | None:
@@ -350,24 +375,11 @@ def write_chart(curves: Mapping[tuple[str, str], Sequence[tuple]], path: Path) -
 def write_report(
     out: Path, rated: Sequence[Rated], n_resamples: int, seed: int, charts: bool = True, unrated: int = 0
 ) -> dict[str, Any]:
-    """trajectory.md and trajectory.result.json (`esc.reports.result`), trajectory.csv (per
-    dialogue), trajectory.json and charts/trajectory.png."""
+    """trajectory.md, trajectory.result.json and each table's CSV (trajectory.csv: per dialogue;
+    `esc.reports.result.write_result`), and charts/trajectory.png."""
     rows = target_rows(rated, n_resamples, seed)
     diffs = differences(rated, n_resamples=n_resamples, seed=seed)
     curves = mean_curves(rated, n_resamples, seed)
-    markdown = write_result(out, trajectory_report(rows, diffs, unrated))
-    atomic_write_text(out / "trajectory.csv", to_csv(rated))
-    payload = {
-        "targets": [
-            {**dataclasses.asdict(r), "means": {m: v.to_json() for m, v in r.means.items()}} for r in rows
-        ],
-        "differences": [{**dataclasses.asdict(d), "mean": d.mean.to_json()} for d in diffs],
-        "curves": {
-            f"{rp}|{t}": [dict(zip(("exchange", "mean", "n", "low", "high"), p, strict=True)) for p in c]
-            for (rp, t), c in curves.items()
-        },
-        "unrated": unrated,
-    }
-    atomic_write_text(out / "trajectory.json", json.dumps(payload, indent=1, ensure_ascii=False) + "\n")
+    markdown = write_result(out, trajectory_report(rows, diffs, unrated, curves, rated))
     chart = write_chart(curves, out / "charts" / "trajectory.png") if charts else None
     return {"markdown": markdown, "rows": rows, "differences": diffs, "chart": str(chart) if chart else None}

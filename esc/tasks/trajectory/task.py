@@ -1,8 +1,8 @@
 """`rank.py mode=trajectory`: the seekers' emotion trajectories of evaluate.py runs, per target.
 
 Reads the ratings evaluate.py stored with the dialogues (`trajectory.enabled=true`); judges nothing.
-Writes trajectory.md / .csv / .json and charts/trajectory.png (`esc.tasks.trajectory.report`), rebuilt
-whole on every run.
+Writes trajectory.md, trajectory.result.json, the tables' CSVs (trajectory.csv: one row per dialogue)
+and charts/trajectory.png (`esc.tasks.trajectory.report`), rebuilt whole on every run.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class TrajectoryResult(JobResult):
     def summary(self) -> str:
         return (
             f"{self.markdown}\n{self.dialogues} rated dialogues; "
-            f"{self.output_dir}/trajectory.md (.csv, .json)"
+            f"{self.output_dir}/trajectory.md (.result.json, trajectory.csv)"
             + (f", chart: {self.chart}" if self.chart else "")
         )
 
