@@ -226,7 +226,8 @@ def test_score_job_appends_the_sections_and_writes_every_cell(tmp_path: Path) ->
     titles = [line for line in text.splitlines() if line.startswith("## ")]
     assert titles == ["## By language", "## By topic (taxonomy tier 1)",
                       "## By problem group (taxonomy tier 2)", "## By card source (dataset)",
-                      "## By number of turns (role-player/target exchanges)"]  # fmt: skip
+                      "## By number of turns (role-player/target exchanges)",
+                      "## Every breakdown cell"]  # fmt: skip
     assert "| t1 (rp) | family_life | unknown |" not in text
     # tier 1: family_life, one card (1: 50 and 100), no interval | unknown, cards 2 and 3 (both 50)
     assert "| t1 (rp) | 75.0 [no interval: one card], n=2 | 50.0 [every resample 50.0], n=2 |" in text
@@ -234,11 +235,12 @@ def test_score_job_appends_the_sections_and_writes_every_cell(tmp_path: Path) ->
     assert "1 whose card there is not the one played" in text
     with (out / "breakdown.csv").open(encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
-    assert list(rows[0]) == ["facet", "value", "roleplayer", "target", "n", "mean", "low", "high", "shown",
-                             "judge", "n_unscored", "language"]  # fmt: skip
-    turns = {r["value"]: (r["n"], r["mean"], r["shown"]) for r in rows if r["facet"] == "turns"}
-    assert turns == {"1": ("1", "50.0", "True"), "2": ("1", "50.0", "True"), "3": ("1", "50.0", "True"),
-                     UNKNOWN: ("1", "100.0", "True")}  # fmt: skip
+    assert list(rows[0]) == ["facet", "language", "value", "target", "role-player", "judge", "mean",
+                             "mean value", "mean low", "mean high", "mean n", "unscored",
+                             "shown"]  # fmt: skip
+    turns = {r["value"]: (r["mean n"], r["mean value"], r["shown"]) for r in rows if r["facet"] == "turns"}
+    assert turns == {"1": ("1", "50.0", "yes"), "2": ("1", "50.0", "yes"), "3": ("1", "50.0", "yes"),
+                     UNKNOWN: ("1", "100.0", "yes")}  # fmt: skip
     # 1 row x (en + family_life, unknown + marriage_relationship, unknown + ESConv, unknown + 4 turn counts)
     assert len(rows) == 11
     off = tmp_path / "off"
@@ -321,7 +323,7 @@ def test_config_keys_are_checked(tmp_path: Path) -> None:
 
 def test_with_two_languages_the_other_facets_come_per_language(tmp_path: Path) -> None:
     """A topic's cell never mixes English and Chinese dialogues (Table 2 is per language)."""
-    from esc.reports.breakdown import write_breakdowns
+    from esc.reports.breakdown import breakdown_sections
     from esc.reports.result import Report
 
     _, cards, scores = played(tmp_path)
@@ -329,7 +331,7 @@ def test_with_two_languages_the_other_facets_come_per_language(tmp_path: Path) -
         dataclasses.replace(r, language="zh", dialogue_id=r.dialogue_id.replace("__en", "__zh"))
         for r in scores
     ]
-    blocks = write_breakdowns(tmp_path, [*scores, *zh], [str(cards)], 1, 20, 0)
+    blocks = breakdown_sections([*scores, *zh], [str(cards)], 1, 20, 0)
     text = Report("leaderboard", tuple(blocks)).to_markdown()
     titles = [line for line in text.splitlines() if line.startswith("## ")]
     assert titles[0] == "## By language" and "## By topic (taxonomy tier 1), en" in titles

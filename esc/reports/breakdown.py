@@ -22,11 +22,8 @@ annotated items of each language and each number of turns (`AGREEMENT_FACETS`, h
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import logging
-import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -38,7 +35,6 @@ from esc.cards import RoleCard, load_cards, load_taxonomy
 from esc.cards.schema import SOURCES
 from esc.dialogues.store import played_by_source
 from esc.errors import DataError, UserError
-from esc.jsonl import atomic_write_text
 from esc.reports import result as result_
 from esc.reports.bootstrap import NO_INTERVAL, card_unit_name, card_units, estimate, ratio_interval
 from esc.reports.estimate import Estimate, format_estimate
@@ -59,10 +55,6 @@ TITLES = {
 AGREEMENT_FACETS = ("language", "turns")  # annotated dialogues have no role card
 MIN_N = 10  # `leaderboard.min_n`
 MAX_EXACT_TURNS = 8  # more distinct turn counts than this are put in ranges (`turn_labels`)
-CSV_FIELDS = ["facet", "value", "roleplayer", "target", "n", "mean", "low", "high", "shown",
-              "judge", "n_unscored", "language"]  # fmt: skip
-
-
 # --- facets ---------------------------------------------------------------------------------------
 
 
@@ -386,7 +378,7 @@ def breakdown_blocks(
                 "Each cell: the mean of its dialogues' average scores (a dialogue's average: its valid "
                 "dimension scores, mean/4 x 100) [95% bootstrap interval, role cards resampled], n = "
                 f"dialogues; a cell with n < {t.min_n} (`leaderboard.min_n`) is too few to show as a number. "
-                "Every cell, shown or not, is in breakdown.csv."
+                "Every cell, shown or not, is in the last table (breakdown.csv)."
             )
         if t.facet == "tier2" and not t.columns:
             notes.append(f"No problem group reaches n={t.min_n} in any row: no table.")
@@ -419,31 +411,25 @@ def _unknown_reason(facet: str, unknown: Mapping[str, int] | None) -> str:
     return "; ".join(why) or "no card"
 
 
-def write_breakdown_csv(tables: Sequence[Breakdown], path: Path) -> None:
-    """Every cell, also the ones not shown: facet, value, roleplayer, target, n, mean, low, high,
-    shown, judge, n_unscored (0-100 scale)."""
-
-    def num(x: float | None) -> float | None:
-        return None if x is None or math.isnan(x) else round(x, 4)
-
-    buffer = io.StringIO(newline="")
-    writer = csv.DictWriter(buffer, fieldnames=CSV_FIELDS)
-    writer.writeheader()
-    for t in tables:
-        for c in t.cells:
-            e = c.estimate
-            writer.writerow({"facet": c.facet, "value": c.value, "roleplayer": c.roleplayer,
-                             "target": c.target, "n": c.n, "mean": num(e.value), "low": num(e.low),
-                             "high": num(e.high), "shown": c.shown, "judge": c.judge,
-                             "n_unscored": c.n_unscored, "language": t.language or "all"})  # fmt: skip
-    atomic_write_text(Path(path), buffer.getvalue())
+def cells_table(tables: Sequence[Breakdown], min_n: int) -> result_.Table:
+    """Every cell, also the ones not shown (n < `min_n`, a tier-2 column left out): its facet,
+    language, value, row, its mean (0-100) with interval and n, the dialogues without an average,
+    and whether the tables above show it. Written to breakdown.csv with the report."""
+    rows = [
+        [c.facet, t.language or "all", c.value, c.target, c.roleplayer, c.judge,
+         result_.Cell(format_estimate(c.estimate, 1), c.estimate), c.n_unscored, "yes" if c.shown else "no"]
+        for t in tables
+        for c in t.cells
+    ]  # fmt: skip
+    columns = ["facet", "language", "value", "target", "role-player", "judge", "mean", "unscored", "shown"]
+    return result_.Table.of(columns, rows, csv="breakdown.csv", name="every breakdown cell")
 
 
-def write_breakdowns(
-    out: Path, records: Sequence[ScoreRecord], cards: str | Sequence[str] | None, min_n: int,
-    n_resamples: int, seed: int,
+def breakdown_sections(
+    records: Sequence[ScoreRecord], cards: str | Sequence[str] | None, min_n: int, n_resamples: int,
+    seed: int,
 ) -> list[result_.Block]:  # fmt: skip
-    """OUT/breakdown.csv, and the sections for leaderboard.md (returned)."""
+    """The sections for leaderboard.md, ending in the table of every cell (breakdown.csv)."""
     facets, unknown = dialogue_facets(records, card_index(cards))
     languages = sorted({r.language for r in records})
     if len(languages) > 1:  # the other facets per language, as Table 2 is: a cell never mixes en and zh
@@ -456,8 +442,13 @@ def write_breakdowns(
         ]
     else:
         tables = leaderboard_breakdowns(records, facets, min_n, n_resamples, seed)
-    write_breakdown_csv(tables, Path(out) / "breakdown.csv")
-    return breakdown_blocks(tables, unknown)
+    cells = [
+        result_.Heading("Every breakdown cell"),
+        result_.Text(f"Also the cells not shown above (n < {min_n}, or a problem group left out): mean [95% "
+                     "interval] (0-100), n = dialogues with an average; unscored: dialogues without one."),
+        cells_table(tables, min_n),
+    ]  # fmt: skip
+    return [*breakdown_blocks(tables, unknown), *(cells if tables else [])]
 
 
 __all__ = [
@@ -475,6 +466,6 @@ __all__ = [
     "exchanges",
     "leaderboard_breakdowns",
     "turn_labels",
-    "write_breakdown_csv",
-    "write_breakdowns",
+    "breakdown_sections",
+    "cells_table",
 ]

@@ -219,8 +219,9 @@ def _block_json(block: Block) -> dict[str, Any]:
 
 
 def table_csv(table: Table) -> str:
-    """A table as CSV: each cell's text, and for a cell with a figure its value, low, high and n."""
-    figures = [any(row[i].value is not None for row in table.rows) for i in range(len(table.columns))]
+    """A table as CSV: each cell's text, and for a column of figures each one's value, low, high and
+    n (blank where n/a: a column of figures keeps its shape when none of them has a value)."""
+    figures = [any(row[i].estimate is not None for row in table.rows) for i in range(len(table.columns))]
     head: list[str] = []
     for name, has in zip(table.columns, figures, strict=True):
         head += [name, f"{name} value", f"{name} low", f"{name} high", f"{name} n"] if has else [name]

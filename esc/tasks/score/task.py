@@ -152,7 +152,7 @@ def write_reports(
         blocks += simulators.simulator_blocks(tables)
     markdown = Report("leaderboard", tuple(blocks)).to_markdown()  # the console's: without the breakdowns
     if settings.breakdowns:  # docs/scoring.md, "Breakdowns": after the leaderboard in its file
-        blocks += breakdown.write_breakdowns(out, records, settings.cards, settings.min_n, n, seed)
+        blocks += breakdown.breakdown_sections(records, settings.cards, settings.min_n, n, seed)
     write_result(out, Report("leaderboard", tuple(blocks)))  # leaderboard.csv: its first table
     charts = board.write_charts(rows, out / "charts") if settings.charts else []
     return {"rows": rows, "markdown": markdown, "charts": [str(p) for p in charts]}
