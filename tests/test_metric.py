@@ -45,20 +45,27 @@ def test_a_tables_column_names_its_metric(share: Metric) -> None:
     placed = Report("toy", (table,)).estimates()
     assert [(e.metric, e.unit) for e in placed] == [("test.share", "role card")] * 2
     with pytest.raises(ValueError, match="columns the table does not have"):
+        Table.of(["target", "yes"], rows, rank_within=["Lang"])
+    with pytest.raises(ValueError, match="columns the table does not have"):
         Table.of(["target", "yes"], rows, metrics={"no": share})
     with pytest.raises(ValueError, match="this figure resampled dialogues"):
         Table.of(["target", "yes"], [["a", figure("50", 0.5, unit="dialogue")]], metrics={"yes": share})
 
 
-@pytest.mark.parametrize(("better", "best"), [(True, "0.75"), (False, "0.5"), (None, None)])
-def test_the_site_marks_the_best_row_by_the_metrics_direction(better: bool | None, best: str | None) -> None:
+@pytest.mark.parametrize(("better", "best"), [(True, ["0.75", "0.6"]), (False, ["0.5", "0.3"]), (None, [])])
+def test_the_site_marks_each_groups_best_row_by_the_metrics_direction(
+    better: bool | None, best: list
+) -> None:
     m = Metric("test.dir", "x", better, None)
-    cells = [Cell("50", estimate(0.5, metric=m)), Cell("75", estimate(0.75, metric=m))]
-    html = table_html(Table.of(["t", "v"], [["a", cells[0]], ["b", cells[1]]]), {"test.dir": m})
-    marked = [part.split('"')[0] for part in html.split('data-value="')[1:] if 'class="num best"' in part]
-    assert marked == ([best] if best else [])
-    assert ("\u2191" in html, "\u2193" in html) == (better is True, better is False)
-    # a table cut to some rows (a target's page) shows the direction, marks no best
-    assert 'class="num best"' not in table_html(
-        Table.of(["t", "v"], [["a", cells[0]], ["b", cells[1]]]), {"test.dir": m}, mark_best=False
-    )
+    rows = [[lang, t, Cell(str(v), estimate(v, metric=m))] for lang, t, v in
+            [("en", "a", 0.5), ("en", "b", 0.75), ("zh", "a", 0.6), ("zh", "b", 0.3)]]  # fmt: skip
+
+    def marked(table: Table) -> list[str]:
+        html = table_html(table, {"test.dir": m})
+        assert ("\u2191" in html, "\u2193" in html) == (better is True, better is False)  # the direction
+        return [part.split('"')[0] for part in html.split('data-value="')[1:] if 'class="num best"' in part]
+
+    assert marked(Table.of(["Lang", "t", "v"], rows, rank_within=["Lang"])) == best  # per language
+    whole = marked(Table.of(["Lang", "t", "v"], rows, rank_within=[]))
+    assert whole == ([] if better is None else ["0.75"] if better else ["0.3"])
+    assert marked(Table.of(["Lang", "t", "v"], rows)) == []  # rows not declared comparable: none marked

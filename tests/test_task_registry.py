@@ -115,7 +115,7 @@ class AsksAQuestion(Mode):
             figure = estimate(float(said.mean()), interval, len(said), "role card")
             rows.append([target, Cell(format_estimate(figure, 2, 100), figure)])
         table = Table.of(["target", "asks a question (%)"], rows, csv="toy_asks.csv", name="asks",
-                         metrics={"asks a question (%)": SHARE})
+                         metrics={"asks a question (%)": SHARE}, rank_within=())
         write_result(ctx.out, Report("toy_asks", (Text("Share of dialogues where the helper asks."), table)))
         return Outcome(JobResult(str(ctx.out)), {"dialogues": sum(map(len, by_target.values()))})
 '''

@@ -104,24 +104,30 @@ class Heading:
 class Table:
     """Rows of cells under `columns`; `csv`: the file name this table is also written to, if any;
     `name`: what its figures' `Estimate.table` says (None: the heading above it, `Report.estimates`).
-    `Table.of(..., metrics={column: Metric})` names what a column's figures measure."""
+    `Table.of(..., metrics={column: Metric})` names what a column's figures measure; `rank_within`:
+    the label columns whose values make rows comparable (a view marks each group's best figure by its
+    metric's direction; () the whole table, None: rows are not ranked, e.g. they mix dimensions)."""
 
     columns: tuple[str, ...]
     rows: tuple[tuple[Cell, ...], ...]
     csv: str | None = None
     name: str | None = None
+    rank_within: tuple[str, ...] | None = None
 
     @classmethod
     def of(
         cls, columns: Sequence[str], rows: Sequence[Sequence[CellLike]], csv: str | None = None,
         name: str | None = None, metrics: Mapping[str, Metric] | None = None,
+        rank_within: Sequence[str] | None = None,
     ) -> Table:  # fmt: skip
         """The table; `metrics`: column -> the metric its figures measure (each figure then names
         it, and states its unit: a figure that resampled another unit than the metric's is a
         ValueError, `esc.reports.metric.checked_unit`)."""
-        unknown = set(metrics or ()) - set(columns)
+        unknown = (set(metrics or ()) | set(rank_within or ())) - set(columns)
         if unknown:
-            raise ValueError(f"metrics name columns the table does not have: {sorted(unknown)}")
+            raise ValueError(
+                f"metrics or rank_within name columns the table does not have: {sorted(unknown)}"
+            )
         cells = [[cell(c) for c in row] for row in rows]
         for i, row in enumerate(cells):
             if len(row) != len(columns):
@@ -131,7 +137,8 @@ class Table:
                 if m is not None and c.estimate is not None:
                     unit = checked_unit(m, c.estimate.unit, f"column {column!r}, row {i}")
                     row[j] = Cell(c.text, dataclasses.replace(c.estimate, metric=m.name, unit=unit))
-        return cls(tuple(columns), tuple(tuple(row) for row in cells), csv, name)
+        within = None if rank_within is None else tuple(rank_within)
+        return cls(tuple(columns), tuple(tuple(row) for row in cells), csv, name, within)
 
 
 Block = Text | Heading | Table
@@ -215,6 +222,7 @@ def _block_json(block: Block) -> dict[str, Any]:
         "rows": [[c.to_json() for c in row] for row in block.rows],
         **({"csv": block.csv} if block.csv else {}),
         **({"name": block.name} if block.name else {}),
+        **({"rank_within": list(block.rank_within)} if block.rank_within is not None else {}),
     }
 
 
@@ -296,7 +304,13 @@ def _block(b: dict[str, Any]) -> Block:
         raise ValueError(f"unknown block type {b['type']!r}")
     rows = tuple(tuple(_cell(c) for c in row) for row in b["rows"])
     columns = tuple(_text(c) for c in b["columns"])
-    return Table(columns, rows, b.get("csv") and _text(b["csv"]), b.get("name") and _text(b["name"]))
+    within = b.get("rank_within")
+    if within is not None and not (isinstance(within, list) and all(isinstance(c, str) for c in within)):
+        raise TypeError(f"rank_within must be a list of column names, got {within!r}")
+    return Table(
+        columns, rows, b.get("csv") and _text(b["csv"]), b.get("name") and _text(b["name"]),
+        None if within is None else tuple(within),
+    )  # fmt: skip
 
 
 def _cell(c: dict[str, Any]) -> Cell:

@@ -46,19 +46,23 @@ def column_metric(table: Table, i: int, metrics: Mapping[str, Metric]) -> Metric
 
 
 def best_rows(table: Table, i: int, metric: Metric | None) -> set[int]:
-    """The rows holding column `i`'s best figure (ties: each), by the metric's direction; none
-    where the metric has no better direction or fewer than two rows have a shown figure."""
-    if metric is None or metric.higher_is_better is None:
+    """The rows holding column `i`'s best figure in each group of comparable rows (the table's
+    `rank_within`; ties: each), by the metric's direction; none where the table ranks no rows, the
+    metric has no better direction, or fewer than two rows of a group have a shown figure."""
+    if metric is None or metric.higher_is_better is None or table.rank_within is None:
         return set()
-    shown = {
-        r: c.estimate.value
-        for r, row in enumerate(table.rows)
-        if (c := row[i]).estimate and c.estimate.defined and not c.estimate.unstable
-    }
-    if len(shown) < 2:
-        return set()
-    top = (max if metric.higher_is_better else min)(shown.values())
-    return {r for r, v in shown.items() if v == top}
+    keys = [table.columns.index(c) for c in table.rank_within]
+    groups: dict[tuple[str, ...], dict[int, float]] = {}
+    for r, row in enumerate(table.rows):
+        c = row[i]
+        if c.estimate and c.estimate.defined and not c.estimate.unstable:
+            groups.setdefault(tuple(row[k].text for k in keys), {})[r] = c.estimate.value
+    best = set()
+    for shown in groups.values():
+        if len(shown) > 1:
+            top = (max if metric.higher_is_better else min)(shown.values())
+            best |= {r for r, v in shown.items() if v == top}
+    return best
 
 
 def _head(name: str, metric: Metric | None) -> str:
@@ -69,11 +73,11 @@ def _head(name: str, metric: Metric | None) -> str:
     return f'<th title="{title}">{escape(name)} {ARROWS[metric.higher_is_better]}</th>'
 
 
-def table_html(table: Table, metrics: Mapping[str, Metric] | None = None, mark_best: bool = True) -> Markup:
-    """The table; `metrics`: the run log's definitions (`RunLog.metrics`), for directions and, with
-    `mark_best` (not for a table cut to some of its rows), each column's best row."""
+def table_html(table: Table, metrics: Mapping[str, Metric] | None = None) -> Markup:
+    """The table; `metrics`: the run log's definitions (`RunLog.metrics`), for each column's
+    direction and its best figures (`best_rows`: a table cut to some rows ranks none)."""
     columns = [column_metric(table, i, metrics or {}) for i in range(len(table.columns))]
-    best = [best_rows(table, i, m) if mark_best else set() for i, m in enumerate(columns)]
+    best = [best_rows(table, i, m) for i, m in enumerate(columns)]
     head = "".join(_head(c, m) for c, m in zip(table.columns, columns, strict=True))
     rows = "\n".join(
         "<tr>"

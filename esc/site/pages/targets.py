@@ -134,9 +134,7 @@ def report_rows(site: Site, group: tuple[str, str]) -> list[dict[str, Any]]:
                                 "kind": kind,
                                 "heading": heading,
                                 "href": "../" + site.report_href(run, kind),
-                                "table": table_html(
-                                    Table(block.columns, rows), run.log.metrics(), mark_best=False
-                                ),
+                                "table": table_html(Table(block.columns, rows), run.log.metrics()),
                             }
                         )
     return out

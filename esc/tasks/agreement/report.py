@@ -38,6 +38,7 @@ from esc.reports import result as result_
 from esc.reports.bootstrap import NO_INTERVAL, Interval, estimate, expand, unit_index, unit_intervals
 from esc.reports.estimate import Estimate, format_estimate
 from esc.scoring.rubrics import DIMENSION_KEYS, SCORES, dimension
+from esc.tasks.agreement import metrics as agreement_metrics
 
 METRICS = ("acc", "acc_soft", "qwk", "mae", "spearman", "pearson", "kendall")
 LABELS = {
@@ -457,6 +458,8 @@ def every_figure(tables: Sequence[Table]) -> list[result_.Block]:
             rows,
             csv="agreement.csv",
             name="all figures",
+            metrics={LABELS[m]: agreement_metrics.BY_NAME[m] for m in METRICS},
+            rank_within=["source", "Dim."],  # the judges (and baselines) compared per dimension
         ),  # fmt: skip
     ]
     if differences:
@@ -509,6 +512,8 @@ def agreement_blocks(
                     for r in t.rows
                 ],
                 name=source_name(source),
+                metrics={LABELS[m]: agreement_metrics.BY_NAME[m] for m in HEADLINE},
+                rank_within=["Dim."],
             ),  # fmt: skip
         ]
         diffs = [(t, d) for t in scoped for d in t.differences if d.metric in HEADLINE]

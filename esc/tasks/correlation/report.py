@@ -50,6 +50,7 @@ from esc.reports.estimate import Estimate, format_estimate
 from esc.scoring.judge import VALID
 from esc.scoring.rubrics import DIMENSION_KEYS, dimension
 from esc.scoring.store import ScoreRecord, score_file_paths
+from esc.tasks.correlation.metrics import BY_STATISTIC
 from esc.tasks.correlation.textmetrics import METRICS as TEXT_METRICS
 
 log = logging.getLogger(__name__)
@@ -439,6 +440,8 @@ def correlation_report(
             figures,
             csv="correlation.csv",
             name="correlations",
+            metrics={f"{column_name(c)} {LABELS[s]}": BY_STATISTIC[s] for c in columns for s in STATISTICS},
+            rank_within=["level"],  # which metric follows people best, per level
         ),
         result_.Text(
             "Dialogues per column (every row of a level on the same ones) and the inputs they come from:"

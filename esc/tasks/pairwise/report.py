@@ -40,6 +40,7 @@ from esc.reports.bootstrap import (
 )
 from esc.reports.estimate import Estimate, format_estimate
 from esc.reports.result import Block, Cell, Heading, Report, Table, Text, figure, write_result
+from esc.tasks.pairwise.metrics import STRENGTH, WIN_RATE
 from esc.tasks.pairwise.questions import TIE, Pair, Verdict
 
 ALL = "all"
@@ -358,13 +359,21 @@ def pairwise_report(
             strength_rows,
             csv="strengths.csv",
             name="strengths",
+            metrics=dict.fromkeys(["strength", *dims], STRENGTH),
+            rank_within=["role-player"],
         ),
         Heading("Win rates"),
         Text(
             "A's share of the verdicts against B on the cards both played (a tie counts half; verdicts), "
             "over all dimensions, then per dimension."
         ),
-        Table.of(["role-player", "A", "B", ALL, *dims], rate_rows, csv="win_rates.csv", name="win rates"),
+        Table.of(
+            ["role-player", "A", "B", ALL, *dims],
+            rate_rows,
+            csv="win_rates.csv",
+            name="win rates",
+            metrics=dict.fromkeys([ALL, *dims], WIN_RATE),
+        ),  # fmt: skip
     ]
     if dropped:
         blocks += [

@@ -19,6 +19,7 @@ from esc.reports.bootstrap import mean_interval
 from esc.reports.estimate import Estimate, format_estimate, interval_text, number_text
 from esc.reports.result import Cell, Report, Table
 from esc.scoring.judge import VALID
+from esc.tasks.roleplay.metrics import RATING, WIN_RATE
 from esc.tasks.roleplay.questions import ORDERS, PAIRWISE, metric_keys, roleplay_won
 
 SCALE = 5.0  # 0-2 shown as 0-10, as Table 1 does
@@ -148,6 +149,8 @@ def table1_report(rows: Sequence[dict[str, Any]]) -> Report:
             for (roleplayer, language), cells in by_owner.items()
         ],
         csv="table1.csv",
+        metrics=dict.fromkeys(metrics, RATING),
+        rank_within=["lang"],
     )
     return Report("table1", (table,))
 
@@ -174,5 +177,7 @@ def winrate_report(rows: Sequence[dict[str, Any]]) -> Report:
         ["role-player", "lang", "pairs", "win rate vs human [95% CI]", "position-consistent", "incomplete"],
         [[r["roleplayer"], r["language"], r["pairs"], rate(r), consistent(r), r["incomplete"]] for r in rows],
         csv="winrates.csv",
+        metrics={"win rate vs human [95% CI]": WIN_RATE},
+        rank_within=["lang"],
     )
     return Report("winrates", (table,))

@@ -22,6 +22,7 @@ from esc.reports.result import Cell, Heading, Report, Table, Text, write_result
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.store import ScoreRecord
 from esc.tasks.safety.checklist import FLAG, Reply
+from esc.tasks.safety.metrics import FLAG_RATE
 
 ANY = "any"
 UNIT = "role card"  # what a flag rate's interval resamples (a card's replies together)
@@ -173,6 +174,8 @@ def safety_report(table: RateTable, questions: Sequence[str], flagged: Sequence[
                 [[rp, t, *(_figure(row[c]) for c in columns)] for (rp, t), row in table.items()],
                 csv="safety.csv",
                 name="flag rates",
+                metrics=dict.fromkeys(columns, FLAG_RATE),
+                rank_within=["role-player"],
             ),
             Text(
                 "Answers not read: "

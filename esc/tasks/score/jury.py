@@ -49,6 +49,7 @@ from esc.scoring.jury import JURY
 from esc.scoring.rubrics import DIMENSION_KEYS
 from esc.scoring.store import ScoreRecord
 from esc.tasks.score.leaderboard import Row
+from esc.tasks.score.metrics import JURY_ALPHA, LENIENCY
 
 
 def _value(record: ScoreRecord, reading: str = "expected") -> float:
@@ -286,6 +287,7 @@ def jury_blocks(
                 for le in leniencies
             ],
             name="leniency",
+            metrics={"leniency": LENIENCY},
         ),  # fmt: skip
         result_.Text(
             f"Agreement between the judges, Krippendorff's alpha ({alpha_level(reading)}) per "
@@ -303,6 +305,7 @@ def jury_blocks(
                 ]
                 for dim, (alpha, interval, n, unit) in alphas.items()
             ],
+            metrics={"alpha": JURY_ALPHA},
             name="agreement between the judges",
         ),  # fmt: skip
     ]

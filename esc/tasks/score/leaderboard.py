@@ -37,6 +37,7 @@ from esc.reports.estimate import Estimate, format_estimate
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.rubrics import DIMENSION_KEYS, dimension
 from esc.scoring.store import ScoreRecord
+from esc.tasks.score.metrics import AVERAGE, DIMENSION
 
 # Table 2's column order
 TABLE_ORDER = ("fluency", "diversity", "empathy", "suggestion", "skill", "humanoid", "overall")
@@ -191,6 +192,8 @@ def leaderboard_blocks(rows: Sequence[Row]) -> list[result_.Block]:
             for row in sorted(rows, key=lambda r: (r.language, r.target, r.roleplayer, r.judge))
         ],
         csv="leaderboard.csv",
+        metrics={**{n: DIMENSION[k] for n, k in zip(names, TABLE_ORDER, strict=True)}, "Average": AVERAGE},
+        rank_within=["Lang", *(["Judge"] if several else [])],  # targets compared per language (and judge)
     )  # fmt: skip
     blocks: list[result_.Block] = [
         table,

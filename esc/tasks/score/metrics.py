@@ -1,4 +1,7 @@
-"""What Table 2's figures measure: a dimension's score and the Average, each 0-100, by role card."""
+"""What Table 2's figures measure: a dimension's score and the Average, each 0-100.
+
+Their intervals resample role cards, and a dialogue whose records name no card is its own unit
+(`esc.reports.bootstrap.card_units`): the unit is the data's, and each figure states it."""
 
 from __future__ import annotations
 
@@ -7,12 +10,10 @@ from esc.scoring.rubrics import dimensions
 
 #: a dimension's score: the mean of its valid 0-4 judgments, divided by 4, times 100
 DIMENSION: dict[str, Metric] = {
-    d.key: metric(f"score.{d.key}", "mean of the valid 0-4 judgments, /4 x 100", True, "role card", "0-100")
+    d.key: metric(f"score.{d.key}", "mean of the valid 0-4 judgments, /4 x 100", True, None, "0-100")
     for d in dimensions()
 }
-AVERAGE = metric(
-    "score.average", "mean of the seven dimension means (n/a where one has none)", True, "role card", "0-100"
-)
+AVERAGE = metric("score.average", "mean of the dimension means", True, None, "0-100")
 #: a jury member's offset from the other members on the judgments all read (0: no leniency)
 LENIENCY = metric(
     "score.leniency", "mean difference from the other judges, same judgments", None, None, "0-4"

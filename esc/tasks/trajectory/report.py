@@ -30,6 +30,7 @@ from esc.reports.bootstrap import bootstrap_ci
 from esc.reports.charts import pyplot, save_png
 from esc.reports.estimate import Estimate, number_text
 from esc.reports.result import Block, Cell, Report, Table, Text, write_result
+from esc.tasks.trajectory import metrics as trajectory_metrics
 
 METRICS = ("start", "final", "change", "area")
 UNIT = "role card"  # what the intervals resample: one dialogue per card and language (`rated_dialogues`)
@@ -298,6 +299,8 @@ def trajectory_report(
                 ]
                 for row in rows
             ],
+            metrics={m: trajectory_metrics.BY_NAME[m] for m in METRICS},
+            rank_within=["role-player"],
             csv="trajectory_targets.csv",
             name="targets",
         ),  # fmt: skip
@@ -314,6 +317,7 @@ def trajectory_report(
                     [d.roleplayer, d.a, d.b, d.metric, _cell(d.mean), d.a_higher, d.b_higher, d.shared]
                     for d in diffs
                 ],
+                metrics={"A - B": trajectory_metrics.DIFFERENCE},
                 csv="trajectory_differences.csv",
                 name="paired differences",
             ),
