@@ -79,7 +79,8 @@ class Agreement(Mode):
     def settings(self, sections: Mapping[str, Any]) -> dict[str, Any]:
         # which annotated dialogues it judges (the baselines and labels are rebuilt with the report)
         keys_ = ("annotations", "languages", "split_ratios", "split_seed", "split")
-        return {"annotations": sections["agreement"].model_dump(include=set(keys_))}
+        section = sections["agreement"]  # the keys in the order folders recorded them (ratios now floats)
+        return {"annotations": {k: getattr(section, k) for k in keys_}}
 
     def plan(self, ctx: Context) -> Plan:
         section: AgreementSettings = ctx.section("agreement")

@@ -128,7 +128,8 @@ class Roleplay(Mode):
 
     def settings(self, sections: Mapping[str, Any]) -> dict[str, Any]:
         # what its items ask: the cards, the human dialogues, the questions' texts
-        settings = sections["roleplay"].model_dump(include={"cards", "human", "turns", "metrics", "pairwise"})
+        section = sections["roleplay"]
+        settings = {k: getattr(section, k) for k in ("cards", "human", "turns", "metrics", "pairwise")}
         return {"roleplay": {**settings, "questions_sha256": sha256_file(ROLEPLAY_METRICS_FILE)}}
 
     def plan(self, ctx: Context) -> Plan:
