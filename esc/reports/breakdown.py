@@ -411,13 +411,15 @@ def _unknown_reason(facet: str, unknown: Mapping[str, int] | None) -> str:
     return "; ".join(why) or "no card"
 
 
-def cells_table(tables: Sequence[Breakdown], min_n: int) -> result_.Table:
+def cells_table(tables: Sequence[Breakdown]) -> result_.Table:
     """Every cell, also the ones not shown (n < `min_n`, a tier-2 column left out): its facet,
     language, value, row, its mean (0-100) with interval and n, the dialogues without an average,
-    and whether the tables above show it. Written to breakdown.csv with the report."""
+    and whether the tables above show it. Written to breakdown.csv with the report; a cell not shown
+    reads "not shown (n=N)" here too, its figure only in the CSV's and the log's numbers."""
     rows = [
         [c.facet, t.language or "all", c.value, c.target, c.roleplayer, c.judge,
-         result_.Cell(format_estimate(c.estimate, 1), c.estimate), c.n_unscored, "yes" if c.shown else "no"]
+         result_.Cell(format_estimate(c.estimate, 1) if c.shown else f"not shown (n={c.n})", c.estimate),
+         c.n_unscored, "yes" if c.shown else "no"]
         for t in tables
         for c in t.cells
     ]  # fmt: skip
@@ -444,9 +446,10 @@ def breakdown_sections(
         tables = leaderboard_breakdowns(records, facets, min_n, n_resamples, seed)
     cells = [
         result_.Heading("Every breakdown cell"),
-        result_.Text(f"Also the cells not shown above (n < {min_n}, or a problem group left out): mean [95% "
-                     "interval] (0-100), n = dialogues with an average; unscored: dialogues without one."),
-        cells_table(tables, min_n),
+        result_.Text(f"Also the cells not shown above (n < {min_n}, or a problem group left out; their "
+                     "figures are in breakdown.csv): mean [95% interval] (0-100), n = dialogues with an "
+                     "average; unscored: dialogues without one."),
+        cells_table(tables),
     ]  # fmt: skip
     return [*breakdown_blocks(tables, unknown), *(cells if tables else [])]
 
