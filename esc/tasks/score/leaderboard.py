@@ -109,20 +109,21 @@ def leaderboard(records: Iterable[ScoreRecord], n_resamples: int = 1000, seed: i
 
 def _cell(
     mean: float | None, interval: Interval, n_valid: int, units: Sequence[tuple[Any, ...]], n_invalid: int,
-    n_failed: int,
+    n_failed: int, why_not: str | None = None,
 ) -> Cell:  # fmt: skip
-    """A score (`mean` and `interval` on 0-4) on the 0-100 scale, noting why it is n/a or has no
-    interval where the data say (one card: nothing to resample)."""
+    """A score (`mean` and `interval` on 0-4) on the 0-100 scale, noting why it is n/a (`why_not`,
+    else "no valid judgment") or has no interval where the data say (one card: nothing to resample)."""
     low, high = _bounds(interval)
     cards = len(set(units))
     note = (
-        "no valid judgment"
+        why_not or "no valid judgment"
         if mean is None
         else "one card: nothing to resample"
         if low is None and cards == 1
         else None
     )
-    estimate = Estimate(_scale(mean), low, high, n_valid, card_unit_name(units), note=note)
+    undefined = None if math.isnan(interval.undefined) else interval.undefined
+    estimate = Estimate(_scale(mean), low, high, n_valid, card_unit_name(units), undefined, note)
     return Cell(estimate, n_invalid, n_failed, cards)
 
 
@@ -134,7 +135,11 @@ def _bounds(interval: Interval) -> tuple[float | None, float | None]:
 
 
 def _average(records: Sequence[ScoreRecord], n_resamples: int, seed: int) -> Cell:
-    """Mean of the dimension means; the interval resamples cards (all their dialogues and dimensions)."""
+    """The mean of the seven dimension means, defined only where all seven have a valid judgment: a
+    row whose judge never gave a valid Humanoid is n/a with that reason, not an average of six
+    printed beside averages of seven. The interval resamples cards (all their dialogues and
+    dimensions); a resample that lacks a dimension is undefined, counted as such
+    (`esc.reports.bootstrap`: above 5% the figure reads "n/a (undefined in k% of resamples)")."""
     dialogues = sorted({r.dialogue_id for r in records})
     table = np.full((len(dialogues), len(DIMENSION_KEYS)), np.nan)
     index = {d: i for i, d in enumerate(dialogues)}
@@ -148,12 +153,19 @@ def _average(records: Sequence[ScoreRecord], n_resamples: int, seed: int) -> Cel
 
     def mean_of_means(rows: np.ndarray) -> float:
         sub = table[rows.astype(int)]
-        with np.errstate(invalid="ignore"):
-            means = [np.nanmean(col) for col in sub.T if not np.all(np.isnan(col))]
-        return float(np.mean(means)) if means else float("nan")
+        if np.any(np.all(np.isnan(sub), axis=0)):
+            return float("nan")  # a dimension without a valid judgment: no average of the seven
+        return float(np.mean(np.nanmean(sub, axis=0)))
 
     if n_valid == 0:
         return _cell(None, NO_INTERVAL, 0, [], n_invalid, n_failed)
+    lacking = [
+        dimension(k).paper_name for k in DIMENSION_KEYS if np.all(np.isnan(table[:, DIMENSION_KEYS.index(k)]))
+    ]
+    if lacking:
+        note = f"no valid {', '.join(lacking)} judgment: the Average is of all seven dimensions"
+        units = [card_of[d] for d in dialogues]
+        return _cell(None, NO_INTERVAL, n_valid, units, n_invalid, n_failed, note)
     value = mean_of_means(np.arange(len(dialogues)))
     units = [card_of[d] for d in dialogues]
     cards, members = unit_index(units)
@@ -165,11 +177,13 @@ def _average(records: Sequence[ScoreRecord], n_resamples: int, seed: int) -> Cel
     return _cell(value, interval, n_valid, units, n_invalid, n_failed)
 
 
-def _fmt(cell: Cell) -> result_.Cell:
-    """The score as Table 2 shows it: "62.50 [50.0, 75.0]" (an interval of zero width says so)."""
-    return result_.Cell(
-        format_estimate(cell.estimate, 2, interval_digits=1) + no_interval_reason(cell), cell.estimate
-    )
+def _fmt(cell: Cell, say_why: bool = False) -> result_.Cell:
+    """The score as Table 2 shows it: "62.50 [50.0, 75.0]" (an interval of zero width says so);
+    `say_why`: an n/a says its reason in the text too (the Average: which dimension it lacks)."""
+    text = format_estimate(cell.estimate, 2, interval_digits=1) + no_interval_reason(cell)
+    if say_why and cell.estimate.value is None and cell.estimate.note:
+        text += f" ({cell.estimate.note})"
+    return result_.Cell(text, cell.estimate)
 
 
 def no_interval_reason(cell: Cell) -> str:
@@ -187,7 +201,7 @@ def leaderboard_blocks(rows: Sequence[Row]) -> list[result_.Block]:
          "failed"],
         [
             [row.language, row.target, row.roleplayer, *([row.judge] if several else []),
-             *(_fmt(row.cells[k]) for k in TABLE_ORDER), _fmt(row.average), row.dialogues,
+             *(_fmt(row.cells[k]) for k in TABLE_ORDER), _fmt(row.average, say_why=True), row.dialogues,
              sum(c.n_invalid for c in row.cells.values()), sum(c.n_failed for c in row.cells.values())]
             for row in sorted(rows, key=lambda r: (r.language, r.target, r.roleplayer, r.judge))
         ],
