@@ -28,7 +28,7 @@ from esc.dialogues.trajectory import TrajectoryFigures, trajectory_figures
 from esc.errors import UserError
 from esc.reports.bootstrap import bootstrap_ci
 from esc.reports.charts import pyplot, save_png
-from esc.reports.estimate import Estimate, number_text
+from esc.reports.estimate import Estimate, format_estimate, number_text
 from esc.reports.result import Block, Cell, Report, Table, Text, write_result
 from esc.tasks.trajectory import metrics as trajectory_metrics
 
@@ -218,28 +218,40 @@ def mean_curves(rated: Sequence[Rated], n_resamples: int = 1000, seed: int = 0) 
 
 
 def _cell(mean: Mean) -> Cell:
-    """ "49.3 [49.1, 49.6] (n=2, 1 undefined)": the interval's ends as computed, even when equal."""
+    """ "49.3 [49.1, 49.6] (n=2, 1 undefined)", read by the rules every report follows
+    (`format_estimate`): equal ends are "[every resample 30.0]", and a figure without an interval
+    says why ("[no interval: one card]")."""
     e = mean.estimate
     if e.value is None:
         text = f"n/a (0 of {mean.undefined})" if mean.undefined else "n/a"
         return Cell(text, dataclasses.replace(e, note="no dialogue with this figure defined"))
-    text = number_text(e.value, 1)
     low, high = e.low, e.high
-    if low is not None and high is not None and not math.isnan(low):
-        text += f" [{number_text(low, 1)}, {number_text(high, 1)}]"
-    else:
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
         low = high = None
+    e = dataclasses.replace(e, low=low, high=high)
+    why = _no_interval(e.n)
+    text = format_estimate(e, 1) + (f" [no interval: {why}]" if low is None else "")
     text += f" (n={e.n}" + (f", {mean.undefined} undefined)" if mean.undefined else ")")
-    note = f"{mean.undefined} dialogues undefined" if mean.undefined else None
-    return Cell(text, dataclasses.replace(e, low=low, high=high, note=note))
+    notes = [
+        *([f"{mean.undefined} dialogues undefined"] if mean.undefined else []),
+        *([why] if low is None else []),
+    ]
+    return Cell(text, dataclasses.replace(e, note="; ".join(notes) or None))
+
+
+def _no_interval(n: int | None) -> str:
+    """Why a figure of `n` role cards has no interval."""
+    return "one card" if n == 1 else "no resamples (bootstrap=0)"
 
 
 def _point(mean: float, n: int, low: float | None, high: float | None) -> Cell:
-    """A curve's point: "49.3 [40.1, 58.0] (n=12)", n the dialogues rated at that exchange."""
+    """A curve's point: "49.3 [40.1, 58.0] (n=12)", n the dialogues rated at that exchange (one per
+    role card), by the same rules as `_cell`."""
     if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
         low = high = None
-    interval = "" if low is None or high is None else f" [{number_text(low, 1)}, {number_text(high, 1)}]"
-    return Cell(f"{number_text(mean, 1)}{interval} (n={n})", Estimate(mean, low, high, n, UNIT))
+    e = Estimate(mean, low, high, n, UNIT, note=None if low is not None else _no_interval(n))
+    why = f" [no interval: {e.note}]" if low is None else ""
+    return Cell(f"{format_estimate(e, 1)}{why} (n={n})", e)
 
 
 def _value(x: float | None) -> Cell:
