@@ -264,3 +264,26 @@ def test_a_dialogue_whose_turns_do_not_alternate_is_refused_naming_its_line(tmp_
     with pytest.raises(DataError, match=r"high__seeker__en\.jsonl.*line 2.*turn 1 is by 'roleplayer'"):
         _rank(tmp_path / "out", runs, "none")
     assert not (tmp_path / "out" / "pairwise").exists()  # nothing judged
+
+
+def test_targets_that_met_but_whose_verdicts_were_all_unread_are_not_said_never_to_have_met() -> None:
+    """Issue 52, item 9: a and c played the same 10 cards, every answer about them unread."""
+    from esc.tasks.pairwise.report import pairwise_report, report
+
+    judged = []
+    for card in range(10):
+        ab, ac = pairs([_dialogue(card, "a", 1), _dialogue(card, "b", 2)]) + pairs(
+            [_dialogue(card, "a", 1), _dialogue(card, "c", 3)]
+        )
+        judged += [
+            Judged(ab, "overall", verdict(ab, {"xy": _record(1), "yx": _record(1)})),
+            Judged(ac, "overall", verdict(ac, {"xy": _record(None), "yx": _record(None)})),
+        ]
+    rates = win_rates(judged, n_resamples=50)
+    assert rates[("a", "c")].value is None and rates[("a", "c")].cards == 10
+    table = next(
+        t for t in pairwise_report(report(judged, ["overall"], 50, 0), "j").tables() if t.name == "win rates"
+    )
+    cells = {(row[1].text, row[2].text): row[3] for row in table.rows}
+    assert cells[("a", "c")].text == "n/a (met on 10 card(s), every verdict unread)"
+    assert "never met" not in " ".join(c.text for c in cells.values())

@@ -65,13 +65,13 @@ class Share:
     of: int
     cards: int = 0  # the distinct cards it rests on (the resampling unit)
     item: str = "verdict"  # what `of` counts
+    why_not: str | None = None  # why it is n/a, where the data say more than "no verdict"
 
     @property
     def estimate(self) -> Estimate:
         """The share with its interval; n: what it is a share of."""
-        return estimate(
-            self.value, self.interval, self.of, UNIT, None if self.value is not None else "no verdict"
-        )
+        note = None if self.value is not None else self.why_not or "no verdict"
+        return estimate(self.value, self.interval, self.of, UNIT, note)
 
     def cell(self) -> str:
         return "n/a" if self.value is None else share_text(self.estimate, self.of, self.cards, self.item)
@@ -235,7 +235,10 @@ def win_rates(
 ) -> dict[tuple[str, str], Share]:
     """{(a, b): a's share of their verdicts (a tie counts half), with its interval by card}."""
     by_pair: dict[tuple[str, str], tuple[list[object], list[float]]] = {}
+    met: dict[tuple[str, str], set[object]] = {}  # the cards each pair was judged on, read or not
     for j in judged:
+        for key in ((j.pair.x, j.pair.y), (j.pair.y, j.pair.x)):
+            met.setdefault(key, set()).add(j.pair.unit)
         result = j.verdict.result
         if result is None:
             continue
@@ -245,10 +248,15 @@ def win_rates(
             units, values = by_pair.setdefault(key, ([], []))
             units.append(j.pair.unit)
             values.append(value)
-    return {
+    shares = {
         key: _card_share(units, values, [1.0] * len(values), n_resamples, seed)
         for key, (units, values) in by_pair.items()
     }
+    for key, cards in met.items():  # met, but no verdict of theirs was read
+        if key not in shares:
+            why = f"met on {len(cards)} card(s), every verdict unread"
+            shares[key] = Share(None, NO_INTERVAL, 0, len(cards), why_not=why)
+    return shares
 
 
 def dropped_cards(dialogues_by_card: Mapping[tuple[str, str, int], int]) -> list[tuple[str, str, int]]:
@@ -286,6 +294,8 @@ def _rate(rates: Mapping[tuple[str, str], Share], a: str, b: str) -> Cell:
     if (a, b) not in rates:
         return figure("n/a", None, note="the two never met on a card")
     x = rates[(a, b)]
+    if x.value is None:
+        return Cell(f"n/a ({x.estimate.note})", x.estimate)
     return Cell(f"{x.cell()} ({x.of})", x.estimate)
 
 
