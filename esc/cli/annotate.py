@@ -52,7 +52,13 @@ from esc.cli.outputs import new_output
 from esc.errors import ArgumentParser, UserError
 from esc.hashing import sha256_file
 from esc.jsonl import atomic_write_text
-from esc.tasks.agreement.raters import annotator_markdown, label_intervals, task_units, with_intervals
+from esc.tasks.agreement.raters import (
+    annotator_markdown,
+    label_intervals,
+    label_unit,
+    task_units,
+    with_intervals,
+)
 
 HELP = "Annotation tasks out, labels in; the human scores ESC-RANK learns."
 
@@ -242,7 +248,7 @@ def run(args: argparse.Namespace) -> int:
             units = task_units(read_tasks(task_file))
         rows = agreement(labels)
         intervals = label_intervals(labels, units, args.bootstrap, args.seed) if args.bootstrap > 0 else {}
-        print(annotator_markdown(rows, intervals, "role card" if units else "task"), end="")
+        print(annotator_markdown(rows, intervals, label_unit(labels, units)), end="")
         if args.out:
             write_agreement_files(with_intervals(rows, intervals), args.out)
         return 0

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 #: above this share of undefined resamples a figure is shown as n/a: its interval would describe
@@ -101,6 +101,13 @@ class Estimate:
             tuple((str(k), str(v)) for k, v in keys.items()),
             _text(data.get("metric")),
         )
+
+
+def resampled_units(units: Iterable[str | None]) -> str:
+    """What a set of figures' intervals resampled, in words, read from the figures themselves (their
+    `unit`s): "role card", "dialogue", or "input and dialogue" where they differ; "" for none."""
+    named = sorted({u for u in units if u})
+    return " and ".join(named)
 
 
 def format_estimate(

@@ -136,15 +136,14 @@ def scores_from_files(paths: Sequence[Path]) -> tuple[dict[str, Predictions], li
 
 
 def write_agreement(
-    out: Path, tables: Sequence[agree.Table], title: str, unit: str = "dialogue",
-    extra: Sequence[result_.Block] = (),
-) -> str:  # fmt: skip
+    out: Path, tables: Sequence[agree.Table], title: str, extra: Sequence[result_.Block] = ()
+) -> str:
     """OUT/agreement.md, agreement.result.json and the tables' CSVs (agreement.csv: every figure;
     `esc.reports.result.write_result`; `extra`: sections after the tables, the raters' and the
     breakdowns); returns the headline tables and the differences, for the console."""
-    blocks = (*agree.agreement_blocks(tables, title=title, unit=unit), *extra)
+    blocks = (*agree.agreement_blocks(tables, title=title), *extra)
     write_result(out, result_.Report("agreement", blocks))
-    headline = result_.Report("agreement", tuple(agree.agreement_blocks(tables, title, unit, full=False)))
+    headline = result_.Report("agreement", tuple(agree.agreement_blocks(tables, title, full=False)))
     return headline.to_markdown() + f"\nEvery figure (MAE, Pearson, Kendall too): {out / 'agreement.md'}\n"
 
 

@@ -28,7 +28,7 @@ from esc.annotate.human_scores import Annotation
 from esc.annotate.tasks import Label
 from esc.reports import result as result_
 from esc.reports.bootstrap import NO_INTERVAL, Interval, estimate, unit_index, unit_intervals
-from esc.reports.estimate import Estimate, format_estimate
+from esc.reports.estimate import Estimate, format_estimate, resampled_units
 from esc.scoring.rubrics import DIMENSION_KEYS, SCORES, dimension
 from esc.tasks.agreement.report import unit_name
 
@@ -125,14 +125,16 @@ def _cell(e: Estimate) -> result_.Cell:
 def people_blocks(
     raters: Sequence[str], rows: Sequence[DimensionRow], judges: Sequence[str]
 ) -> list[result_.Block]:
-    """The section of agreement.md: one table, a row per dimension."""
+    """The section of agreement.md: one table, a row per dimension (what the intervals resampled
+    read from its figures)."""
     pairs = [(j, r) for j in judges for r in raters]
+    unit = resampled_units(e.unit for row in rows for e in (row.people, *row.judges.values()))
     return [
         result_.Heading("People against people, and each judge against each person"),
         result_.Text(
             f"Krippendorff's alpha (ordinal, 0-4) between the {len(raters)} raters ({', '.join(raters)}): "
             "the ceiling a judge can be expected to reach; then each judge's stated score against each "
-            "rater's. n: dialogues in the figure; 95% intervals resample role cards; n/a: undefined (fewer "
+            f"rater's. n: dialogues in the figure; 95% intervals resampled by {unit}; n/a: undefined (fewer "
             "than 4 scores, or every score the same)."
         ),
         result_.Table.of(
@@ -187,6 +189,13 @@ def label_intervals(
     }
 
 
+def label_unit(labels: Sequence[Label], units: Mapping[str, str] | None) -> str:
+    """What `label_intervals` resamples for these labels, in words: "role card" where `units` names
+    every task's card, "task" where it names none, "role card, else task" for both."""
+    known = {x.task_id in (units or {}) for x in labels}
+    return "role card" if known == {True} else "task" if known <= {False} else "role card, else task"
+
+
 def task_units(tasks: Mapping[str, Any]) -> dict[str, str]:
     """Task id -> the role card its dialogue was played from (`language:card id`), where known."""
     units = {}
@@ -231,5 +240,6 @@ def annotator_markdown(
     head = ["field", "tasks", "annotators", "agreement", "cohen_kappa", "cohen_kappa_quadratic",
             "fleiss_kappa", "krippendorff_alpha"]  # fmt: skip
     table = result_.Table.of(head, [[cell(r, h) for h in head] for r in rows])
-    note = result_.Text(f"95% intervals resample {unit}s (each with all its tasks).")
+    each = "" if unit == "task" else " (each with all its tasks)"
+    note = result_.Text(f"95% intervals resampled by {unit}{each}.")
     return result_.Report("annotator_agreement", (table, note)).to_markdown()

@@ -36,7 +36,7 @@ import numpy as np
 
 from esc.reports import result as result_
 from esc.reports.bootstrap import NO_INTERVAL, Interval, estimate, expand, unit_index, unit_intervals
-from esc.reports.estimate import Estimate, format_estimate
+from esc.reports.estimate import Estimate, format_estimate, resampled_units
 from esc.scoring.rubrics import DIMENSION_KEYS, SCORES, dimension
 from esc.tasks.agreement import metrics as agreement_metrics
 
@@ -475,12 +475,11 @@ def every_figure(tables: Sequence[Table]) -> list[result_.Block]:
     return blocks
 
 
-def agreement_blocks(
-    tables: Sequence[Table], title: str = "", unit: str = "dialogue", full: bool = True
-) -> list[result_.Block]:
+def agreement_blocks(tables: Sequence[Table], title: str = "", full: bool = True) -> list[result_.Block]:
     """Per source scope: the headline table (ACC, ACC_soft, QWK, Spearman of both readings, every
     row) and the first row's paired differences; then (`full`) every figure and every difference
     (`every_figure`)."""
+    unit = resampled_units(t.unit for t in tables)  # what the intervals resampled, from the tables
     blocks: list[result_.Block] = [result_.Heading(title, level=1)] if title else []
     for source in dict.fromkeys(t.source for t in tables):
         scoped = [t for t in tables if t.source == source]
@@ -531,7 +530,7 @@ def agreement_blocks(
                             rows.append([t.label, other, reading, *cells])
             blocks += [
                 result_.Text(
-                    f"{first} minus each other row, paired bootstrap over {unit}s (the same resamples for "
+                    f"{first} minus each other row, paired bootstrap by {unit} (the same resamples for "
                     "both rows):"
                 ),
                 result_.Table.of(
@@ -547,10 +546,10 @@ def agreement_blocks(
             "ACC and ACC_soft (within 1) in %, over all items (an invalid judgment counts as wrong; the "
             "expected score rounded half up); QWK (quadratic-weighted kappa; on the expected score the same "
             "formula over continuous values), MAE and the correlations over the items every row judged "
-            f"validly (n common). [95% percentile bootstrap interval, {unit}s resampled]; n/a (undefined in "
-            "k% of resamples) where a figure is undefined in more than 5% of them. mass: mean probability "
-            f"on the five answers, valid judgments. {AVERAGE}: mean over the dimensions named; {POOLED}: all "
-            "their items together."
+            f"validly (n common). [95% percentile bootstrap interval, resampled by {unit}]; n/a "
+            "(undefined in k% of resamples) where a figure is undefined in more than 5% of them. mass: "
+            f"mean probability on the five answers, valid judgments. {AVERAGE}: mean over the dimensions "
+            f"named; {POOLED}: all their items together."
         )
     )
     return blocks
