@@ -58,3 +58,25 @@ def test_annotator_agreement_names_tasks_or_cards_as_the_labels_allow() -> None:
     assert label_unit(labels, None) == "task"
     assert label_unit(labels, {f"t{i}": f"en:{i // 2}" for i in range(4)}) == "role card"
     assert label_unit(labels, {"t0": "en:0"}) == "role card, else task"
+
+
+def test_a_breakdown_says_its_n_counts_the_units_it_resampled() -> None:
+    """Issue 52, item 5: four English dialogues played from two role cards are n = 2 inputs."""
+    from esc.reports.breakdown import annotation_facets
+    from esc.tasks.agreement.breakdown import agreement_breakdown_blocks, agreement_breakdowns
+
+    class Ann:  # what annotation_facets reads of an annotation
+        def __init__(self, dialogue_id: str) -> None:
+            self.dialogue_id, self.language = dialogue_id, "en"
+            self.lines = (("user", "x"), ("assistant", "y")) * 3
+
+    ids = ["e1", "e2", "e3", "e4"]
+    for unit_of, n, word in ((lambda d: f"card{int(d[1]) // 3}", 2, "inputs"), (lambda d: d, 4, "dialogues")):
+        items = [agree.Item((d, "empathy"), 3, unit_of(d)) for d in ids]
+        rows = {"judge": {(d, "empathy"): agree.Prediction(3) for d in ids}}
+        [language, _] = agreement_breakdowns(
+            items, rows, annotation_facets([Ann(d) for d in ids]), min_n=2, n_resamples=0
+        )
+        assert [(c.value, c.n_units) for c in language.columns] == [("en", n)]
+        text = Report("agreement", tuple(agreement_breakdown_blocks([language]))).to_markdown()
+        assert f"en (n={n})" in text and f"n = {word} (the resampled unit)" in text

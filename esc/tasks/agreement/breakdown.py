@@ -14,7 +14,7 @@ from esc.tasks.agreement import report as agree
 @dataclasses.dataclass
 class AgreementColumn:
     value: str
-    n_units: int  # annotated dialogues (or their inputs): the resampled unit
+    n_units: int  # the resampled units of its items (`AgreementBreakdown.unit`: inputs or dialogues)
     n_items: int  # annotated (dialogue, dimension) pairs
     tables: list[agree.Table] | None  # None: n_units < min_n, not computed
 
@@ -24,6 +24,7 @@ class AgreementBreakdown:
     facet: str
     columns: list[AgreementColumn]
     min_n: int
+    unit: str = "dialogue"  # what a column's n counts and its intervals resample (`agree.unit_name`)
 
 
 def agreement_breakdowns(
@@ -39,6 +40,7 @@ def agreement_breakdowns(
     (all sources together), computed only where the units reach `min_n`. `whole`: the tables of all
     `items` with the same resamples, reused (not computed again) for a value that holds every item."""
     reuse = [t for t in whole or [] if t.source == agree.ALL_SOURCES]
+    unit = agree.unit_name((it.unit, it.key[0]) for it in items)  # what n counts: the items' units
     out = []
     for facet in AGREEMENT_FACETS:
         values = {it.key[0]: facets.get(it.key[0], Facets()).value(facet) for it in items}
@@ -56,13 +58,11 @@ def agreement_breakdowns(
                     reuse if everything else agree.agreement_tables(chosen, rows, n_resamples, seed, False)
                 )
             columns.append(AgreementColumn(value, n_units, len(chosen), tables))
-        out.append(AgreementBreakdown(facet, columns, min_n))
+        out.append(AgreementBreakdown(facet, columns, min_n, unit))
     return out
 
 
-def agreement_breakdown_blocks(
-    breakdowns: Sequence[AgreementBreakdown], unit: str = "dialogue"
-) -> list[result_.Block]:
+def agreement_breakdown_blocks(breakdowns: Sequence[AgreementBreakdown]) -> list[result_.Block]:
     """The sections after agreement.md's tables: per facet, ACC, ACC_soft, QWK and Spearman of every row
     and reading on all dimensions pooled, one column per value."""
     blocks: list[result_.Block] = []
@@ -95,7 +95,7 @@ def agreement_breakdown_blocks(
                 ["Judge", "reading", "figure", *(f"{c.value} (n={c.n_units})" for c in b.columns)], rows
             ),
             result_.Text(
-                f"All dimensions pooled, every row on the annotated items of the column; n = {unit}s (the "
+                f"All dimensions pooled, every row on the annotated items of the column; n = {b.unit}s (the "
                 f"resampled unit) [95% percentile bootstrap interval]; a column with n < {b.min_n} "
                 f"(`leaderboard.min_n`) is not computed. Items per column: {per_column}."
             ),
