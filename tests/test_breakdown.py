@@ -212,7 +212,7 @@ def test_facets_come_from_the_card_and_the_dialogue_file(tmp_path: Path) -> None
         "t1__rp__en/3": Facets("en", turns=1),  # no card 3
         "gone/1": Facets("en", "family_life", "marriage_relationship", "ESConv", None),  # file gone
     }
-    assert unknown == {"no_card": 1, "card_mismatch": 1, "no_dialogue_file": 1}
+    assert unknown == {"en": {"no_card": 1, "card_mismatch": 1, "no_dialogue_file": 1}}
 
 
 def test_score_job_appends_the_sections_and_writes_every_cell(tmp_path: Path) -> None:
@@ -336,3 +336,10 @@ def test_with_two_languages_the_other_facets_come_per_language(tmp_path: Path) -
     titles = [line for line in text.splitlines() if line.startswith("## ")]
     assert titles[0] == "## By language" and "## By topic (taxonomy tier 1), en" in titles
     assert "## By topic (taxonomy tier 1), zh" in titles and "## By topic (taxonomy tier 1)" not in titles
+    # each language's note counts its own dialogues (issue 52, item 7): en has one card missing from
+    # the card file (card 3) and one that is not the card played (card 2); zh has none of its 3 cards
+    sections = text.split("\n## ")
+    en = next(x for x in sections if x.startswith("By topic (taxonomy tier 1), en"))
+    zh = next(x for x in sections if x.startswith("By topic (taxonomy tier 1), zh"))
+    assert "1 whose card is not in the cards read" in en and "1 whose card there is not the one played" in en
+    assert "3 whose card is not in the cards read" in zh and "not the one played" not in zh

@@ -250,7 +250,7 @@ def test_the_breakdowns_unknown_note_counts_each_dialogue_once_whatever_the_judg
         for c in range(4) for judge in ("j1", "j2", "j3") for dim in DIMENSION_KEYS
     ]  # fmt: skip
     tables = leaderboard_breakdowns(records, {}, min_n=1, n_resamples=100, only=("tier1",))
-    text = markdown(breakdown_blocks(tables, {"no_card": 4}))
+    text = markdown(breakdown_blocks(tables, {"en": {"no_card": 4}}))
     assert "unknown (4 dialogue(s))" in text and "unknown (12" not in text
 
 

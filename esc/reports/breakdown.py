@@ -113,8 +113,9 @@ def _card_facets(card: RoleCard | None) -> dict[str, str]:
 
 def dialogue_facets(
     records: Iterable[ScoreRecord], cards: Mapping[tuple[int, str], RoleCard]
-) -> tuple[dict[str, Facets], dict[str, int]]:
-    """(dialogue id -> its facets, counts of what is unknown and why) for the dialogues of `records`.
+) -> tuple[dict[str, Facets], dict[str, dict[str, int]]]:
+    """(dialogue id -> its facets, per language the counts of what is unknown and why) for the
+    dialogues of `records` (per language: a table per language counts its own dialogues).
 
     The card is `cards[(card_id, language)]`, used only if it is the card the dialogue was played
     with (its problem text is in the role-player's system prompt) where the dialogue file is there to
@@ -124,9 +125,10 @@ def dialogue_facets(
     for r in records:
         first.setdefault(r.dialogue_id, r)
     played = played_by_source(r.source for r in first.values() if r.source)  # file -> card id -> dialogue
-    counts = {"no_card": 0, "card_mismatch": 0, "no_dialogue_file": 0}
+    by_language: dict[str, dict[str, int]] = {}
     facets = {}
     for dialogue_id, r in first.items():
+        counts = by_language.setdefault(r.language, {"no_card": 0, "card_mismatch": 0, "no_dialogue_file": 0})
         card = cards.get((r.card_id, r.language)) if r.card_id is not None else None
         dialogue = played.get(r.source or "", {}).get(r.card_id)
         dialogue = dialogue if dialogue is not None and dialogue.status == "complete" else None
@@ -139,7 +141,7 @@ def dialogue_facets(
             counts["no_dialogue_file"] += 1
         turns = exchanges(dialogue.lines()) if dialogue is not None else None
         facets[dialogue_id] = Facets(r.language, **_card_facets(card), turns=turns)
-    return facets, counts
+    return facets, by_language
 
 
 def annotation_facets(annotations: Iterable[Any]) -> dict[str, Facets]:
@@ -350,7 +352,7 @@ def _row_name(row: tuple[str, str, str]) -> str:
 
 
 def breakdown_blocks(
-    tables: Sequence[Breakdown], unknown: Mapping[str, int] | None = None
+    tables: Sequence[Breakdown], unknown: Mapping[str, Mapping[str, int]] | None = None
 ) -> list[result_.Block]:
     """The sections after leaderboard.md's table: "By language", "By topic (taxonomy tier 1)", ...;
     the first says how to read a cell, each says what it leaves out and why a value is unknown."""
@@ -391,10 +393,22 @@ def breakdown_blocks(
             notes.append(f"{t.unscored_dialogues} dialogue(s) without any valid judgment{judge} have no "
                          "average there and are in no cell of its row (n_unscored in the CSV).")  # fmt: skip
         if t.unknown_dialogues:
-            notes.append(f"unknown ({t.unknown_dialogues} dialogue(s)): {_unknown_reason(t.facet, unknown)}.")
+            counts = counted(unknown, t.language)
+            notes.append(f"unknown ({t.unknown_dialogues} dialogue(s)): {_unknown_reason(t.facet, counts)}.")
         if notes:
             blocks.append(result_.Text(" ".join(notes)))
     return blocks
+
+
+def counted(unknown: Mapping[str, Mapping[str, int]] | None, language: str | None) -> dict[str, int]:
+    """The counts of unknowns of one language's dialogues (`dialogue_facets`), or of every
+    language's for a table over all of them (`language` None)."""
+    out: dict[str, int] = {}
+    for lang, counts in (unknown or {}).items():
+        if language is None or lang == language:
+            for reason, n in counts.items():
+                out[reason] = out.get(reason, 0) + n
+    return out
 
 
 def _unknown_reason(facet: str, unknown: Mapping[str, int] | None) -> str:
