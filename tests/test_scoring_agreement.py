@@ -286,12 +286,12 @@ def test_rank_py_agreement_mode_with_the_tiny_judge(tmp_path: Path) -> None:
     [pooled] = [row for (dim, judge, reading), row in everything.items() if dim.startswith("pooled")
                 and (judge, reading) == ("tiny", "argmax")]  # fmt: skip
     assert int(pooled["n"].text) == n
-    assert {judge for dim, judge, _ in everything if dim == "Empa."} == {
-        "tiny", "majority (train)", "dialogue length (train fit)"
-    }  # fmt: skip
+    # split=all evaluates the train split too: baselines fitted there would be scored in-sample, so
+    # they are left out and the report says why (issue 52, item 10)
+    assert {judge for dim, judge, _ in everything if dim == "Empa."} == {"tiny"}
+    assert "Baselines left out: with agreement.split=all" in (out / "agreement.md").read_text()
     acc = everything[("Empa.", "tiny", "argmax")]["ACC"]
     assert acc.low <= acc.value <= acc.high
-    assert ("all sources", "Empa.", "tiny", "majority (train)", "argmax") in _figures(out, "all differences")
     sources = {k[0] for k in figures}
     assert sources == {"all sources", "esconv", "failedesconv"} or sources == {"all sources"}
     with (out / "agreement.csv").open() as fh:

@@ -71,6 +71,13 @@ def agreement_items(annotations: Sequence[Annotation]) -> list[agree.Item]:
     return [agree.Item(key, reference[key], ann.unit, ann.source) for key, ann in first.items()]
 
 
+#: why agreement.split=all reports no baselines (the train split is part of what is evaluated)
+IN_SAMPLE = (
+    "Baselines left out: with agreement.split=all the majority score and the length line would be fitted "
+    "on the items they are scored on; measure them on split=test."
+)
+
+
 def baselines(train_part: Sequence[Annotation], evaluated: Sequence[Annotation]) -> dict[str, Predictions]:
     """Per dimension, fitted on `train_part`: the majority score (its expected reading the training
     mean, the constant with the least squared error) and a least-squares line on the dialogue's

@@ -4,6 +4,7 @@ beside the baselines."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -13,7 +14,7 @@ from esc.annotate import held_out
 from esc.config_rules import NonEmpty, OpenSettings, Paths, Section, Settings, ratios, typed_section
 from esc.lifecycle import JobResult
 from esc.reports import breakdown
-from esc.reports.result import Block, Report
+from esc.reports.result import Block, Report, Text
 from esc.reports.wandb_report import log_run
 from esc.scoring.judging import Batch
 from esc.scoring.rubrics import DIMENSION_KEYS, LANGUAGES
@@ -24,6 +25,8 @@ from esc.tasks.agreement import raters as rater_agreement
 from esc.tasks.agreement import report as agree
 from esc.tasks.agreement.data import SPLITS
 from esc.tasks.task import Context, Mode, Outcome, Plan, in_mode, register
+
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
@@ -121,7 +124,11 @@ class Agreement(Mode):
         for name, predicted in rows.items():
             agreement_data.coverage_warning(predicted, items, name)
         judges = dict(rows)  # the judges, before the baselines join them
-        if section.baselines:
+        left_out: list[Block] = []
+        if section.baselines and section.split == "all":  # fitted on the items they would be scored on
+            left_out = [Text(agreement_data.IN_SAMPLE)]
+            log.warning("%s", agreement_data.IN_SAMPLE)
+        elif section.baselines:
             rows.update(agreement_data.baselines(train_part, evaluated))
         tables = agree.agreement_tables(items, rows, n_resamples, seed)
         label = section.label or label
@@ -140,7 +147,7 @@ class Agreement(Mode):
         if len(raters) > 1:
             found_raters, people_rows = rater_agreement.rater_rows(evaluated, judges, n_resamples, seed)
             people = rater_agreement.people_blocks(found_raters, people_rows, list(judges))
-        markdown = agreement_data.write_agreement(out, tables, title, extra=[*people, *sections])
+        markdown = agreement_data.write_agreement(out, tables, title, extra=[*left_out, *people, *sections])
         if people:
             markdown += "\n" + Report("agreement", tuple(people)).to_markdown()
         invalid = {
