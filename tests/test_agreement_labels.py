@@ -80,3 +80,35 @@ def test_a_breakdown_says_its_n_counts_the_units_it_resampled() -> None:
         assert [(c.value, c.n_units) for c in language.columns] == [("en", n)]
         text = Report("agreement", tuple(agreement_breakdown_blocks([language]))).to_markdown()
         assert f"en (n={n})" in text and f"n = {word} (the resampled unit)" in text
+
+
+def test_an_acc_soft_of_100_percent_gets_its_exact_interval() -> None:
+    """Issue 52, item 11: every resample giving 100% says nothing about how sure it is; the exact
+    (Clopper-Pearson) 95% interval by unit and by item does, as for safety and pairwise shares."""
+    from scipy.stats import beta
+
+    items = [agree.Item((f"d{i}", "empathy"), 2, f"card{i // 2}") for i in range(20)]  # 10 cards
+    rows = {"judge": {it.key: agree.Prediction(3) for it in items}}  # always within 1: ACC_soft 100%
+    tables = agree.agreement_tables(items, rows, n_resamples=100, seed=0)
+    text = Report("agreement", tuple(agree.agreement_blocks(tables))).to_markdown()
+    by_unit, by_item = beta.ppf(0.025, 10, 1), beta.ppf(0.025, 20, 1)  # exact lower ends at 10/10, 20/20
+    expected = (
+        f"100.0% [every resample 100.0; exact 95%: {100 * by_unit:.1f}-100.0% by input (10), "
+        f"{100 * by_item:.1f}-100.0% by item (20)]"
+    )
+    assert expected in text
+    assert agree.find_row(tables, "empathy", "judge", "argmax").values["acc"] == 0.0  # 0%: exact too
+    assert (
+        f"0.0% [every resample 0.0; exact 95%: 0.0-{100 * beta.ppf(0.975, 1, 10):.1f}% by input (10)" in text
+    )
+
+
+def test_the_console_names_each_judges_invalid_judgments() -> None:
+    """Issue 52, item 11: the console listed only the first judge's invalid judgments, unnamed."""
+    from esc.tasks.agreement.task import AgreementResult
+
+    summary = AgreementResult(
+        "OUT", "tables", {"j1": {"empathy": 2, "overall": 0}, "j2": {"empathy": 0}}
+    ).summary()
+    assert "invalid judgments of j1 by dimension: {'empathy': 2}" in summary
+    assert "invalid judgments of j2 by dimension: none" in summary

@@ -211,8 +211,9 @@ def share_text(e: Estimate, total: float, cards: int, item: str, digits: int = 1
         if low is None or high is None
         else interval_text(low, high, digits, 100, e.undefined).strip(" []")
     )
+    unit = "card" if e.unit in (None, "role card") else e.unit  # what `cards` counts, as resampled
     return (
-        f"{shown} [{resamples}; exact 95%: {span(by_card)} by card ({cards}), {span(by_item)} by {item} "
+        f"{shown} [{resamples}; exact 95%: {span(by_card)} by {unit} ({cards}), {span(by_item)} by {item} "
         f"({n_items})]"
     )
 

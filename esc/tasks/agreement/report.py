@@ -35,7 +35,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from esc.reports import result as result_
-from esc.reports.bootstrap import NO_INTERVAL, Interval, estimate, expand, unit_index, unit_intervals
+from esc.reports.bootstrap import (
+    NO_INTERVAL,
+    Interval,
+    estimate,
+    expand,
+    share_text,
+    unit_index,
+    unit_intervals,
+)
 from esc.reports.estimate import Estimate, format_estimate, resampled_units
 from esc.scoring.rubrics import DIMENSION_KEYS, SCORES, dimension
 from esc.tasks.agreement import metrics as agreement_metrics
@@ -386,16 +394,21 @@ def _text(e: Estimate, metric: str) -> str:
 
 
 def figure_cell(
-    value: float, interval: Interval, metric: str, n: int | None = None, unit: str | None = None
-) -> result_.Cell:
-    """A figure as its cell (x 100 for ACC), the value unscaled; `unit`: what the interval resampled."""
+    value: float, interval: Interval, metric: str, n: int | None = None, unit: str | None = None,
+    units: int | None = None,
+) -> result_.Cell:  # fmt: skip
+    """A figure as its cell (x 100 for ACC), the value unscaled; `unit`: what the interval resampled,
+    `units`: how many (an ACC of 0% or 100% then also gets its exact 95% interval by unit and by
+    item, as the safety and pairwise shares do: every resample agreeing says nothing about how sure)."""
     e = estimate(value, interval, n, unit)
+    if metric in PERCENT and value in (0.0, 1.0) and n and units:
+        return result_.Cell(share_text(e, n, units, "item"), e)
     return result_.Cell(_text(e, metric), e)
 
 
-def _row_cell(r: Row, metric: str, unit: str) -> result_.Cell:
+def _row_cell(r: Row, metric: str, t: Table) -> result_.Cell:
     n = r.n if metric in ALL_ITEMS else r.n_common
-    return figure_cell(r.values[metric], r.intervals[metric], metric, n, unit)
+    return figure_cell(r.values[metric], r.intervals[metric], metric, n, t.unit, t.n_units)
 
 
 def _signed(d: Difference, unit: str) -> result_.Cell:
@@ -419,7 +432,7 @@ def every_figure(tables: Sequence[Table]) -> list[result_.Block]:
     """Every figure of every row and every difference, each source in one table: agreement.csv and
     agreement_differences.csv."""
     rows = [
-        [source_name(t.source), t.label, r.judge, r.reading, *(_row_cell(r, m, t.unit) for m in METRICS),
+        [source_name(t.source), t.label, r.judge, r.reading, *(_row_cell(r, m, t) for m in METRICS),
          r.n_invalid, _mass(r), r.n, r.n_common, t.n_units]
         for t in tables
         for r in t.rows
@@ -501,7 +514,7 @@ def agreement_blocks(tables: Sequence[Table], title: str = "", full: bool = True
                         t.label,
                         r.judge,
                         r.reading,
-                        *(_row_cell(r, m, t.unit) for m in HEADLINE),
+                        *(_row_cell(r, m, t) for m in HEADLINE),
                         f"{r.n_invalid} ({r.n_invalid / r.n:.0%})" if r.n else "0",
                         "n/a" if r.mean_mass is None else f"{r.mean_mass:.3f}",
                         r.n,

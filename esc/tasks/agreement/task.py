@@ -34,13 +34,15 @@ class AgreementResult(JobResult):
     """mode=agreement: the judge's (or the score files') agreement with people, and the baselines."""
 
     markdown: str = ""
-    invalid: dict[str, int] = dataclasses.field(default_factory=dict)
+    invalid: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)  # judge -> dimension -> n
 
     def summary(self) -> str:
-        invalid = {k: v for k, v in self.invalid.items() if v}
-        return (
-            f"{self.markdown}\ninvalid judgments by dimension: {invalid or 'none'}\n"
-            f"agreement: {self.output_dir}/agreement.md (.csv, .result.json)"
+        lines = [
+            f"invalid judgments of {judge} by dimension: {({k: v for k, v in dims.items() if v}) or 'none'}"
+            for judge, dims in self.invalid.items()
+        ]
+        return "\n".join(
+            [self.markdown, *lines, f"agreement: {self.output_dir}/agreement.md (.csv, .result.json)"]
         )
 
 
@@ -150,12 +152,15 @@ class Agreement(Mode):
         markdown = agreement_data.write_agreement(out, tables, title, extra=[*left_out, *people, *sections])
         if people:
             markdown += "\n" + Report("agreement", tuple(people)).to_markdown()
-        invalid = {
-            t.scope: r.n_invalid
-            for t in tables
-            if t.source == agree.ALL_SOURCES and t.scope in DIMENSION_KEYS
-            for r in t.rows
-            if r.reading == "argmax" and r.judge == next(iter(rows))
+        invalid = {  # each judge's (not the baselines'), named
+            judge: {
+                t.scope: r.n_invalid
+                for t in tables
+                if t.source == agree.ALL_SOURCES and t.scope in DIMENSION_KEYS
+                for r in t.rows
+                if r.reading == "argmax" and r.judge == judge
+            }
+            for judge in judges
         }
         wandb_dir = log_run(out, ctx.cfg)
         manifest = {"agreement": str(out / "agreement.md"), "invalid": invalid, "wandb_dir": wandb_dir}
