@@ -191,11 +191,13 @@ def test_leaderboard_numbers_by_hand() -> None:
     assert "| en | bot | rp | 75.00 [" in markdown and "n/a" in markdown
     placed = {dict(e.keys)["column"]: e for e in report.estimates()}
     assert placed["Fluency"].value == 75 and placed["Fluency"].table == "leaderboard/table 1"
-    assert dict(placed["Average"].keys) == {
+    average = board.average_label(row.average_of)  # four dimensions judged: the label says which
+    assert average.startswith("Average (4 of 7: ") and placed[average].value == row.average.estimate.value
+    assert dict(placed[average].keys) == {
         "Lang": "en",
         "Target": "bot",
         "Role-player": "rp",
-        "column": "Average",
+        "column": average,
     }
 
 

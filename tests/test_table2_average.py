@@ -74,3 +74,13 @@ def test_resamples_without_a_dimension_are_undefined_not_an_average_of_six(rows)
     [row] = [r for r in table.rows if r[1].text == "empathy_once"]
     text = row[table.columns.index("Average")].text
     assert text == f"n/a (undefined in {average.undefined:.1%} of resamples)"
+
+
+def test_a_run_of_fewer_dimensions_labels_its_average_with_them() -> None:
+    """A run of `dimensions=[empathy,overall]` averages those two, under a label that says so."""
+    records = [r for r in _records("two", _score, lambda c, d: True) if r.dimension in ("empathy", "overall")]
+    [row] = leaderboard(records, 200, seed=0)
+    scores = np.array([[_score(c, d) for d in ("empathy", "overall")] for c in range(CARDS)], dtype=float)
+    assert row.average.estimate.value == pytest.approx(scores.mean(axis=0).mean() / 4 * 100)
+    table = leaderboard_blocks([row])[0]
+    assert "Average (2 of 7: Empa., Over.)" in table.columns and "Average" not in table.columns

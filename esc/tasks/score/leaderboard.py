@@ -63,6 +63,7 @@ class Row:
     dialogues: int
     cells: dict[str, Cell]  # dimension key -> cell
     average: Cell
+    average_of: tuple[str, ...] = DIMENSION_KEYS  # the dimensions the run judged, which it averages
 
 
 def _scale(x: float | None) -> float | None:
@@ -72,8 +73,12 @@ def _scale(x: float | None) -> float | None:
 def leaderboard(records: Iterable[ScoreRecord], n_resamples: int = 1000, seed: int = 0) -> list[Row]:
     """One row per (target, role-player, language, judge) from the latest record of each judgment."""
     groups: dict[tuple[str, str, str, str], list[ScoreRecord]] = defaultdict(list)
+    records = list(records)
     for r in records:
         groups[(r.target or "?", r.roleplayer or "?", r.language, r.judge)].append(r)
+    # the dimensions the run judged (every row's Average is of the same ones: all seven as Table 2,
+    # or a run's `dimensions`, labelled so); a row lacking one of them has no Average
+    judged = tuple(k for k in DIMENSION_KEYS if k in {dimension(r.dimension).key for r in records})
     rows = []
     for (target, roleplayer, language, judge), recs in sorted(groups.items()):
         by_dim: dict[str, list[ScoreRecord]] = defaultdict(list)
@@ -101,7 +106,8 @@ def leaderboard(records: Iterable[ScoreRecord], n_resamples: int = 1000, seed: i
                 judge,
                 len({r.dialogue_id for r in recs}),
                 cells,
-                _average(recs, n_resamples, seed),
+                _average(recs, n_resamples, seed, judged),
+                judged,
             )  # fmt: skip
         )
     return rows
@@ -134,19 +140,24 @@ def _bounds(interval: Interval) -> tuple[float | None, float | None]:
     return _scale(interval.low), _scale(interval.high)
 
 
-def _average(records: Sequence[ScoreRecord], n_resamples: int, seed: int) -> Cell:
-    """The mean of the seven dimension means, defined only where all seven have a valid judgment: a
-    row whose judge never gave a valid Humanoid is n/a with that reason, not an average of six
-    printed beside averages of seven. The interval resamples cards (all their dialogues and
-    dimensions); a resample that lacks a dimension is undefined, counted as such
+def _average(
+    records: Sequence[ScoreRecord], n_resamples: int, seed: int, judged: Sequence[str] = DIMENSION_KEYS
+) -> Cell:
+    """The mean of the seven dimension means (of the `judged` ones, where a run judged fewer),
+    defined only where each has a valid judgment: a row whose judge never gave a valid Humanoid is
+    n/a with that reason, not an average of six printed beside averages of seven. The interval
+    resamples cards (all their dialogues and dimensions); a resample that lacks a dimension is
+    undefined, counted as such
     (`esc.reports.bootstrap`: above 5% the figure reads "n/a (undefined in k% of resamples)")."""
     dialogues = sorted({r.dialogue_id for r in records})
-    table = np.full((len(dialogues), len(DIMENSION_KEYS)), np.nan)
+    judged = tuple(judged)
+    table = np.full((len(dialogues), len(judged)), np.nan)
     index = {d: i for i, d in enumerate(dialogues)}
     card_of = {r.dialogue_id: unit for r, unit in zip(records, card_units(records), strict=True)}
     for r in records:
-        if r.status == VALID:
-            table[index[r.dialogue_id], DIMENSION_KEYS.index(dimension(r.dimension).key)] = r.score
+        key = dimension(r.dimension).key
+        if r.status == VALID and key in judged:
+            table[index[r.dialogue_id], judged.index(key)] = r.score
     n_valid = int(np.sum(~np.isnan(table)))
     n_invalid = sum(r.status == INVALID for r in records)
     n_failed = sum(r.status == FAILED for r in records)
@@ -159,11 +170,10 @@ def _average(records: Sequence[ScoreRecord], n_resamples: int, seed: int) -> Cel
 
     if n_valid == 0:
         return _cell(None, NO_INTERVAL, 0, [], n_invalid, n_failed)
-    lacking = [
-        dimension(k).paper_name for k in DIMENSION_KEYS if np.all(np.isnan(table[:, DIMENSION_KEYS.index(k)]))
-    ]
+    lacking = [dimension(k).paper_name for i, k in enumerate(judged) if np.all(np.isnan(table[:, i]))]
     if lacking:
-        note = f"no valid {', '.join(lacking)} judgment: the Average is of all seven dimensions"
+        of = "all seven dimensions" if len(judged) == len(DIMENSION_KEYS) else f"the {len(judged)} judged"
+        note = f"no valid {', '.join(lacking)} judgment: the Average is of {of}"
         units = [card_of[d] for d in dialogues]
         return _cell(None, NO_INTERVAL, n_valid, units, n_invalid, n_failed, note)
     value = mean_of_means(np.arange(len(dialogues)))
@@ -191,13 +201,24 @@ def no_interval_reason(cell: Cell) -> str:
     return " [no interval: one card]" if cell.estimate.low is None and cell.cards == 1 else ""
 
 
+def average_label(judged: Sequence[str]) -> str:
+    """Table 2's Average column: "Average" over the seven, "Average (2 of 7: Empa., Over.)" over a
+    run's fewer `dimensions` (never ranked with averages of seven under one name)."""
+    if len(judged) == len(DIMENSION_KEYS):
+        return "Average"
+    return (
+        f"Average ({len(judged)} of {len(DIMENSION_KEYS)}: {', '.join(dimension(k).short for k in judged)})"
+    )
+
+
 def leaderboard_blocks(rows: Sequence[Row]) -> list[result_.Block]:
     """Table 2's layout: one row per target and language, 0-100 scores with 95% intervals."""
     names = [dimension(k).paper_name for k in TABLE_ORDER]
     judges = sorted({r.judge for r in rows})
+    average = average_label(rows[0].average_of if rows else DIMENSION_KEYS)
     several = len(judges) > 1  # a jury, or score files of several judges: one row per judge
     table = result_.Table.of(
-        ["Lang", "Target", "Role-player", *(["Judge"] if several else []), *names, "Average", "n", "invalid",
+        ["Lang", "Target", "Role-player", *(["Judge"] if several else []), *names, average, "n", "invalid",
          "failed"],
         [
             [row.language, row.target, row.roleplayer, *([row.judge] if several else []),
@@ -206,7 +227,7 @@ def leaderboard_blocks(rows: Sequence[Row]) -> list[result_.Block]:
             for row in sorted(rows, key=lambda r: (r.language, r.target, r.roleplayer, r.judge))
         ],
         csv="leaderboard.csv",
-        metrics={**{n: DIMENSION[k] for n, k in zip(names, TABLE_ORDER, strict=True)}, "Average": AVERAGE},
+        metrics={**{n: DIMENSION[k] for n, k in zip(names, TABLE_ORDER, strict=True)}, average: AVERAGE},
         rank_within=["Lang", *(["Judge"] if several else [])],  # targets compared per language (and judge)
     )  # fmt: skip
     blocks: list[result_.Block] = [
