@@ -3,6 +3,7 @@ rankings; Kendall's W and the variance split on hand-built tables."""
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 from pathlib import Path
@@ -160,6 +161,14 @@ def test_a_jury_run_writes_each_judges_files_their_agreement_and_the_pooled_lead
         assert needed in board_md
     settings = json.loads((out / "settings.json").read_text())
     assert set(settings["rank.score"]["jury"]) == {"tiny", "tiny_paper"}
+    # the site's overview shows Table 2 as leaderboard.csv has it: the jury's pooled row too (issue 52,
+    # item 6: index.html had left it out)
+    with (out / "leaderboard.csv").open(encoding="utf-8") as fh:
+        judges = [row["Judge"] for row in csv.DictReader(fh)]
+    assert sorted(judges) == ["jury", "tiny", "tiny_paper"]
+    index = (out / "report" / "index.html").read_text()
+    table2 = index[index.index("<table") : index.index("</table>")]
+    assert all(f"<td>{judge}</td>" in table2 for judge in judges)
     args = [
         "mode=leaderboard",
         "jury=tiny_pair",
