@@ -84,3 +84,17 @@ def test_a_run_of_fewer_dimensions_labels_its_average_with_them() -> None:
     assert row.average.estimate.value == pytest.approx(scores.mean(axis=0).mean() / 4 * 100)
     table = leaderboard_blocks([row])[0]
     assert "Average (2 of 7: Empa., Over.)" in table.columns and "Average" not in table.columns
+
+
+def test_table2s_note_names_the_unit_its_figures_resampled() -> None:
+    """Issue 52: the note under Table 2 reads the unit from the figures (role cards where the records
+    name their card, each dialogue where they do not), not from a sentence written beside them."""
+    import dataclasses
+
+    carded = _records("full", _score, lambda c, d: True)
+    for records, unit in (
+        (carded, "role card"),
+        ([dataclasses.replace(r, card_id=None) for r in carded], "dialogue"),
+    ):
+        text = leaderboard_blocks(leaderboard(records, 50, seed=0))[1].text
+        assert f"intervals resampled by {unit} (each with all its dialogues)" in text

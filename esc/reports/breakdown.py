@@ -37,7 +37,7 @@ from esc.dialogues.store import played_by_source
 from esc.errors import DataError, UserError
 from esc.reports import result as result_
 from esc.reports.bootstrap import NO_INTERVAL, card_unit_name, card_units, estimate, ratio_interval
-from esc.reports.estimate import Estimate, format_estimate
+from esc.reports.estimate import Estimate, format_estimate, resampled_units
 from esc.scoring.judge import VALID
 from esc.scoring.store import ScoreRecord
 
@@ -376,9 +376,10 @@ def breakdown_blocks(
             )
         notes = []
         if k == 0:
+            unit = resampled_units(c.estimate.unit for b in tables for c in b.cells) or "nothing"
             notes.append(
                 "Each cell: the mean of its dialogues' average scores (a dialogue's average: its valid "
-                "dimension scores, mean/4 x 100) [95% bootstrap interval, role cards resampled], n = "
+                f"dimension scores, mean/4 x 100) [95% bootstrap interval, resampled by {unit}], n = "
                 f"dialogues; a cell with n < {t.min_n} (`leaderboard.min_n`) is too few to show as a number. "
                 "Every cell, shown or not, is in the last table (breakdown.csv)."
             )

@@ -43,7 +43,7 @@ from esc.reports.bootstrap import (
     unit_index,
     unit_intervals,
 )
-from esc.reports.estimate import format_estimate
+from esc.reports.estimate import format_estimate, resampled_units
 from esc.scoring.judge import INVALID, VALID
 from esc.scoring.jury import JURY
 from esc.scoring.rubrics import DIMENSION_KEYS
@@ -271,8 +271,9 @@ def jury_blocks(
         ),
         result_.Text(
             "Leniency: mean of the judge's score minus the pooled score on the same judgment (0-4 "
-            "scale; above 0 = more lenient than the jury), 95% bootstrap interval over cards, on the "
-            "judgments every judge read."
+            f"scale; above 0 = more lenient than the jury), 95% bootstrap interval resampled by "
+            f"{resampled_units(le.unit for le in leniencies) or 'nothing'}, on the judgments every judge "
+            "read."
         ),
         result_.Table.of(
             ["judge", "leniency", "judgments"],
@@ -291,7 +292,8 @@ def jury_blocks(
         ),  # fmt: skip
         result_.Text(
             f"Agreement between the judges, Krippendorff's alpha ({alpha_level(reading)}) per "
-            "dimension, 95% interval over cards:"
+            "dimension, 95% interval resampled by "
+            f"{resampled_units(u for *_, u in alphas.values()) or 'nothing'}:"
         ),
         result_.Table.of(
             ["dimension", "alpha", "judgments"],

@@ -33,7 +33,7 @@ from esc.reports.bootstrap import (
     unit_intervals,
 )
 from esc.reports.charts import pyplot, save_png
-from esc.reports.estimate import Estimate, format_estimate
+from esc.reports.estimate import Estimate, format_estimate, resampled_units
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.rubrics import DIMENSION_KEYS, dimension
 from esc.scoring.store import ScoreRecord
@@ -230,12 +230,13 @@ def leaderboard_blocks(rows: Sequence[Row]) -> list[result_.Block]:
         metrics={**{n: DIMENSION[k] for n, k in zip(names, TABLE_ORDER, strict=True)}, average: AVERAGE},
         rank_within=["Lang", *(["Judge"] if several else [])],  # targets compared per language (and judge)
     )  # fmt: skip
+    unit = resampled_units(e.unit for e in result_.Report("leaderboard", (table,)).estimates())
     blocks: list[result_.Block] = [
         table,
         result_.Text(
             f"Judge: {', '.join(judges)}. Scores are mean/4 x 100 over valid judgments with bootstrap 95% "
-            "intervals resampling role cards (each with all its dialogues); invalid and failed judgments "
-            "are counted, never averaged in."
+            f"intervals resampled by {unit or 'nothing (no interval)'} (each with all its dialogues); "
+            "invalid and failed judgments are counted, never averaged in."
         ),
     ]
     note = one_answer_note(rows)
