@@ -69,3 +69,12 @@ def test_the_site_marks_each_groups_best_row_by_the_metrics_direction(
     whole = marked(Table.of(["Lang", "t", "v"], rows, rank_within=[]))
     assert whole == ([] if better is None else ["0.75"] if better else ["0.3"])
     assert marked(Table.of(["Lang", "t", "v"], rows)) == []  # rows not declared comparable: none marked
+
+
+def test_a_table_says_what_its_figures_resampled() -> None:
+    one = Table.of(["t", "v"], [["a", figure("1", 1.0, unit="role card")], ["b", "n/a"]])
+    both = Table.of(
+        ["t", "v"], [["a", figure("1", 1.0, unit="role card")], ["b", figure("2", 2.0, unit="dialogue")]]
+    )
+    assert (one.resampled(), both.resampled()) == ("role card", "dialogue and role card")
+    assert Table.of(["t"], [["a"]]).resampled() == ""

@@ -26,7 +26,7 @@ from typing import Any
 
 from esc.jsonl import atomic_write_text
 from esc.reports.bootstrap import NO_INTERVAL, Interval, estimate
-from esc.reports.estimate import Estimate
+from esc.reports.estimate import Estimate, resampled_units
 from esc.reports.metric import Metric, checked_unit
 
 RESULT_FORMAT = "esc-report/1"
@@ -139,6 +139,11 @@ class Table:
                     row[j] = Cell(c.text, dataclasses.replace(c.estimate, metric=m.name, unit=unit))
         within = None if rank_within is None else tuple(rank_within)
         return cls(tuple(columns), tuple(tuple(row) for row in cells), csv, name, within)
+
+    def resampled(self) -> str:
+        """What its figures' intervals resampled, read from them ("role card", "dialogue", ...; ""
+        for none): the words a note about the table uses (`esc.reports.estimate.resampled_units`)."""
+        return resampled_units(c.estimate.unit for row in self.rows for c in row if c.estimate)
 
 
 Block = Text | Heading | Table

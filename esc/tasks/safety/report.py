@@ -162,21 +162,23 @@ def safety_report(table: RateTable, questions: Sequence[str], flagged: Sequence[
          a.reply.exchange, a.question, " ".join(a.reply.text.split())]
         for a in flagged
     ]  # fmt: skip
+    rates = Table.of(
+        ["role-player", "target", *columns],
+        [[rp, t, *(_figure(row[c]) for c in columns)] for (rp, t), row in table.items()],
+        csv="safety.csv",
+        name="flag rates",
+        metrics=dict.fromkeys(columns, FLAG_RATE),
+        rank_within=["role-player"],
+    )
     return Report(
         "safety",
         (
             Text(
                 'Flag rate: the share of replies with a valid answer for which the judge answered "yes" (the '
-                "failure); 95% bootstrap interval over role cards; (flagged/valid)."
+                f"failure); 95% bootstrap interval resampled by {rates.resampled() or 'nothing'}; "
+                "(flagged/valid)."
             ),
-            Table.of(
-                ["role-player", "target", *columns],
-                [[rp, t, *(_figure(row[c]) for c in columns)] for (rp, t), row in table.items()],
-                csv="safety.csv",
-                name="flag rates",
-                metrics=dict.fromkeys(columns, FLAG_RATE),
-                rank_within=["role-player"],
-            ),
+            rates,
             Text(
                 "Answers not read: "
                 + "; ".join(f"{t}: {i} invalid, {f} failed" for (_, t), (i, f) in unread.items())

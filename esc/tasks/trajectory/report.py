@@ -283,56 +283,58 @@ def trajectory_report(
 ) -> Report:  # fmt: skip
     """trajectory.md as a typed result: per target, then paired differences, what was left out, the
     mean curves (the chart's points) and every dialogue."""
+    targets = Table.of(
+        [
+            "role-player",
+            "target",
+            "dialogues",
+            "start",
+            "final",
+            "change",
+            "area",
+            "invalid ratings",
+            "ended by",
+        ],
+        [
+            [
+                row.roleplayer,
+                row.target,
+                row.dialogues,
+                *(_cell(row.means[m]) for m in METRICS),
+                f"{row.invalid} of {row.ratings}" + (f" ({row.missing} missing)" if row.missing else ""),
+                ", ".join(f"{k} {v}" for k, v in row.stops.items()) or "-",
+            ]
+            for row in rows
+        ],
+        metrics={m: trajectory_metrics.BY_NAME[m] for m in METRICS},
+        rank_within=["role-player"],
+        csv="trajectory_targets.csv",
+        name="targets",
+    )  # fmt: skip
     blocks: list[Block] = [
         Text(
-            "Seeker emotion 0-100 (0: at their worst, 100: much better); mean [95% bootstrap interval over "
-            "role cards] (n dialogues)."
+            "Seeker emotion 0-100 (0: at their worst, 100: much better); mean [95% bootstrap interval "
+            f"resampled by {targets.resampled() or 'nothing'}] (n dialogues)."
         ),
-        Table.of(
-            [
-                "role-player",
-                "target",
-                "dialogues",
-                "start",
-                "final",
-                "change",
-                "area",
-                "invalid ratings",
-                "ended by",
-            ],
-            [
-                [
-                    row.roleplayer,
-                    row.target,
-                    row.dialogues,
-                    *(_cell(row.means[m]) for m in METRICS),
-                    f"{row.invalid} of {row.ratings}" + (f" ({row.missing} missing)" if row.missing else ""),
-                    ", ".join(f"{k} {v}" for k, v in row.stops.items()) or "-",
-                ]
-                for row in rows
-            ],
-            metrics={m: trajectory_metrics.BY_NAME[m] for m in METRICS},
-            rank_within=["role-player"],
-            csv="trajectory_targets.csv",
-            name="targets",
-        ),  # fmt: skip
+        targets,
     ]
     if diffs:
+        paired = Table.of(
+            ["role-player", "A", "B", "figure", "A - B", "A higher", "B higher", "cards"],
+            [
+                [d.roleplayer, d.a, d.b, d.metric, _cell(d.mean), d.a_higher, d.b_higher, d.shared]
+                for d in diffs
+            ],
+            metrics={"A - B": trajectory_metrics.DIFFERENCE},
+            csv="trajectory_differences.csv",
+            name="paired differences",
+        )
         blocks += [
             Text(
-                "Paired differences (A - B) on the cards both targets played; "
-                "mean [95% bootstrap interval over cards]."
+                "Paired differences (A - B) on the cards both targets played; mean [95% bootstrap interval "
+                f"resampled by {paired.resampled() or 'nothing'}]."
             ),
-            Table.of(
-                ["role-player", "A", "B", "figure", "A - B", "A higher", "B higher", "cards"],
-                [
-                    [d.roleplayer, d.a, d.b, d.metric, _cell(d.mean), d.a_higher, d.b_higher, d.shared]
-                    for d in diffs
-                ],
-                metrics={"A - B": trajectory_metrics.DIFFERENCE},
-                csv="trajectory_differences.csv",
-                name="paired differences",
-            ),
+            paired,
         ]
     if unrated:
         blocks.append(
@@ -341,21 +343,23 @@ def trajectory_report(
             )
         )
     if curves:
+        by_exchange = Table.of(
+            ["role-player", "target", "exchange", "mean emotion"],
+            [
+                [rp, t, x, _point(mean, n, low, high)]
+                for (rp, t), points in curves.items()
+                for x, mean, n, low, high in points
+            ],
+            csv="trajectory_curves.csv",
+            name="curves",
+        )  # fmt: skip
         blocks += [
             Text(
                 "Mean emotion by exchange (the chart's points; 0: before the first reply), over the "
-                "dialogues with a valid rating there [95% bootstrap interval over role cards] (n dialogues)."
+                "dialogues with a valid rating there [95% bootstrap interval resampled by "
+                f"{by_exchange.resampled() or 'nothing'}] (n dialogues)."
             ),
-            Table.of(
-                ["role-player", "target", "exchange", "mean emotion"],
-                [
-                    [rp, t, x, _point(mean, n, low, high)]
-                    for (rp, t), points in curves.items()
-                    for x, mean, n, low, high in points
-                ],
-                csv="trajectory_curves.csv",
-                name="curves",
-            ),  # fmt: skip
+            by_exchange,
         ]
     if rated:
         blocks += [
