@@ -236,6 +236,9 @@ def test_run_correlation_end_to_end(files: dict[str, Path], tmp_path: Path) -> N
     md = (out / "correlation.md").read_text()
     assert "| Distinct-1 |" in md and "Empathy Spear." in md and "Average Kend." in md
     assert "match no annotation" in md
+    # the note names the unit the figures say they resampled (issue 52: it said "inputs" whatever they were)
+    [correlations] = [t for t in report.tables() if t.name == "correlations"]
+    assert correlations.resampled() == "input" and "resampled by input]" in md
 
 
 def test_reference_metrics_are_not_invented(files: dict[str, Path], tmp_path: Path) -> None:

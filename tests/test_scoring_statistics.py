@@ -156,6 +156,10 @@ def test_run_correlation_reads_inputs_and_systems_from_annotations(tmp_path: Pat
     assert sample["spearman"]["value"] == pytest.approx(
         np.mean([v for v in within if not math.isnan(v)]), abs=1e-6
     )
+    # the note names what the intervals resampled, read from the figures: the annotations' inputs
+    assert (
+        "[95% percentile bootstrap interval, resampled by input]" in (tmp_path / "correlation.md").read_text()
+    )
 
 
 # --- agreement tables ------------------------------------------------------------------------------------

@@ -432,17 +432,18 @@ def correlation_report(
         for c in cells:
             if c.level == level and c.result.note:
                 notes[c.result.note].append(f"{level}: {c.metric} x {column_name(c.column)}")
+    correlations = result_.Table.of(
+        ["level", "Metric"] + [f"{column_name(c)} {LABELS[s]}" for c in columns for s in STATISTICS],
+        figures,
+        csv="correlation.csv",
+        name="correlations",
+        metrics={f"{column_name(c)} {LABELS[s]}": BY_STATISTIC[s] for c in columns for s in STATISTICS},
+        rank_within=["level"],  # which metric follows people best, per level
+    )
     blocks += [
         result_.Heading("Correlations (sample and dataset level)"),
         result_.Text(LEVEL_TEXT),
-        result_.Table.of(
-            ["level", "Metric"] + [f"{column_name(c)} {LABELS[s]}" for c in columns for s in STATISTICS],
-            figures,
-            csv="correlation.csv",
-            name="correlations",
-            metrics={f"{column_name(c)} {LABELS[s]}": BY_STATISTIC[s] for c in columns for s in STATISTICS},
-            rank_within=["level"],  # which metric follows people best, per level
-        ),
+        correlations,
         result_.Text(
             "Dialogues per column (every row of a level on the same ones) and the inputs they come from:"
         ),
@@ -474,10 +475,10 @@ def correlation_report(
             name="rows",
         ),
         result_.Text(
-            "Values x 100, [95% percentile bootstrap interval, inputs resampled]; n/a (undefined in k% of "
-            "resamples) where more than 5% of the resamples leave the figure undefined. Kend. is Kendall's "
-            "tau-b. Human score: the annotators' median per dimension; Average: its mean over the dimensions "
-            "a dialogue has."
+            "Values x 100, [95% percentile bootstrap interval, resampled by "
+            f"{correlations.resampled() or 'nothing'}]; n/a (undefined in k% of resamples) where more than "
+            "5% of the resamples leave the figure undefined. Kend. is Kendall's tau-b. Human score: the "
+            "annotators' median per dimension; Average: its mean over the dimensions a dialogue has."
         ),
     ]
     return result_.Report("correlation", tuple(blocks))

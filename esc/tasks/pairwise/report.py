@@ -38,7 +38,7 @@ from esc.reports.bootstrap import (
     unit_index,
     unit_intervals,
 )
-from esc.reports.estimate import Estimate, format_estimate
+from esc.reports.estimate import Estimate, format_estimate, resampled_units
 from esc.reports.result import Block, Cell, Heading, Report, Table, Text, figure, write_result
 from esc.tasks.pairwise.metrics import STRENGTH, WIN_RATE
 from esc.tasks.pairwise.questions import TIE, Pair, Verdict
@@ -319,7 +319,7 @@ def pairwise_report(
     intro = (
         f"Pairwise preferences of judge `{judge}`: every pair of targets on every card both played, "
         "each dimension asked in both orders; two different answers are a tie. Every figure has a "
-        "95% bootstrap interval resampling cards."
+        "95% bootstrap interval resampled by {unit}."
     )
     if dropped:
         intro += f"\nLeft out: {len(dropped)} cards played by one target only (listed at the end)."
@@ -420,6 +420,8 @@ def pairwise_report(
             name="verdicts",
         ),  # fmt: skip
     ]
+    unit = resampled_units(u for b in blocks if isinstance(b, Table) for u in [b.resampled()] if u)
+    blocks[0] = Text(intro.replace("{unit}", unit or "nothing"))  # the words read from the figures
     return Report("pairwise", tuple(blocks))
 
 
