@@ -45,6 +45,7 @@ from esc.reports.bootstrap import (
     unit_intervals,
 )
 from esc.reports.estimate import Estimate, format_estimate, resampled_units
+from esc.reports.metric import Metric
 from esc.scoring.rubrics import DIMENSION_KEYS, SCORES, dimension
 from esc.tasks.agreement import metrics as agreement_metrics
 
@@ -428,6 +429,16 @@ def _mass(r: Row) -> result_.Cell:
     return result_.Cell(f"{r.mean_mass:.3f}", Estimate(r.mean_mass, n=r.n - r.n_invalid))
 
 
+def row_columns(metrics: Sequence[str]) -> list[str]:
+    """The columns of a table of rows (judges and baselines, each reading): the row, `metrics`, counts."""
+    return ["Dim.", "Judge", "reading", *(LABELS[m] for m in metrics), "invalid", "mass", "n", "n common"]
+
+
+def metric_columns(metrics: Sequence[str]) -> dict[str, Metric]:
+    """Column header -> the registered metric its figures measure (`esc/tasks/agreement/metrics.py`)."""
+    return {LABELS[m]: agreement_metrics.BY_NAME[m] for m in metrics}
+
+
 def every_figure(tables: Sequence[Table]) -> list[result_.Block]:
     """Every figure of every row and every difference, each source in one table: agreement.csv and
     agreement_differences.csv."""
@@ -456,22 +467,11 @@ def every_figure(tables: Sequence[Table]) -> list[result_.Block]:
     blocks: list[result_.Block] = [
         result_.Heading("All figures"),
         result_.Table.of(
-            [
-                "source",
-                "Dim.",
-                "Judge",
-                "reading",
-                *(LABELS[m] for m in METRICS),
-                "invalid",
-                "mass",
-                "n",
-                "n common",
-                "units",
-            ],
+            ["source", *row_columns(METRICS), "units"],
             rows,
             csv="agreement.csv",
             name="all figures",
-            metrics={LABELS[m]: agreement_metrics.BY_NAME[m] for m in METRICS},
+            metrics=metric_columns(METRICS),
             rank_within=["source", "Dim."],  # the judges (and baselines) compared per dimension
         ),  # fmt: skip
     ]
@@ -499,16 +499,7 @@ def agreement_blocks(tables: Sequence[Table], title: str = "", full: bool = True
         blocks += [
             result_.Heading(source_name(source)),
             result_.Table.of(
-                [
-                    "Dim.",
-                    "Judge",
-                    "reading",
-                    *(LABELS[m] for m in HEADLINE),
-                    "invalid",
-                    "mass",
-                    "n",
-                    "n common",
-                ],
+                row_columns(HEADLINE),
                 [
                     [
                         t.label,
@@ -524,7 +515,7 @@ def agreement_blocks(tables: Sequence[Table], title: str = "", full: bool = True
                     for r in t.rows
                 ],
                 name=source_name(source),
-                metrics={LABELS[m]: agreement_metrics.BY_NAME[m] for m in HEADLINE},
+                metrics=metric_columns(HEADLINE),
                 rank_within=["Dim."],
             ),  # fmt: skip
         ]
