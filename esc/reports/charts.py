@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 from pathlib import Path
@@ -37,9 +38,11 @@ def pyplot() -> Any:
     return plt
 
 
-def cjk_fonts() -> list[str]:
+@functools.cache
+def cjk_fonts() -> tuple[str, ...]:
     """The family names of the system's CJK fonts, each made known to matplotlib (its font list is
-    cached: a font installed after the cache was written is not in it until added)."""
+    cached: a font installed after the cache was written is not in it until added). Looked up once
+    per process: it scans the system's font folders, and every chart asks."""
     from matplotlib import font_manager
 
     names = []
@@ -51,7 +54,7 @@ def cjk_fonts() -> list[str]:
                 known = {f.fname: f.name for f in font_manager.fontManager.ttflist}
             if path in known and known[path] not in names:
                 names.append(known[path])
-    return names
+    return tuple(names)
 
 
 def save_png(fig: Any, path: Path) -> Path:
