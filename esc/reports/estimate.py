@@ -28,7 +28,9 @@ class Estimate:
     independent unit the interval resampled ("role card", "dialogue", ...). `undefined`: the share
     of resamples where the statistic was undefined (None: no resampling). `note`: why the figure is
     n/a or what its n counts. `table` and `keys` place it in a report (empty until placed);
-    `metric`: the name of what it measures (`esc.reports.metric`), where its table column names one."""
+    `metric`: the name of what it measures (`esc.reports.metric`), where its table column names one.
+    `left_out`: what the figure did not count, by reason ((("invalid", 3), ("failed", 1))): a count
+    beside a figure is read from the figure, not counted a second time by whoever prints it."""
 
     value: float | None
     low: float | None = None
@@ -40,6 +42,11 @@ class Estimate:
     table: str = ""
     keys: tuple[tuple[str, str], ...] = ()
     metric: str | None = None
+    left_out: tuple[tuple[str, int], ...] = ()
+
+    def left(self, reason: str) -> int:
+        """How many items the figure left out for `reason` (0: none, or none counted)."""
+        return dict(self.left_out).get(reason, 0)
 
     def at(self, table: str, keys: Mapping[str, Any]) -> Estimate:
         """This figure placed in `table` at the cell `keys` names (row labels and the column)."""
@@ -78,6 +85,8 @@ class Estimate:
             out["unit"] = self.unit
         if self.metric:
             out["metric"] = self.metric
+        if self.left_out:
+            out["left_out"] = dict(self.left_out)
         note = self.why_not()
         if note:
             out["note"] = note
@@ -89,6 +98,9 @@ class Estimate:
         keys = data.get("keys") or {}
         if not isinstance(keys, Mapping):
             raise TypeError(f"keys must be an object, got {keys!r}")
+        left_out = data.get("left_out") or {}
+        if not isinstance(left_out, Mapping):
+            raise TypeError(f"left_out must be an object, got {left_out!r}")
         return cls(
             _number(data.get("value")),
             _number(data.get("low")),
@@ -100,6 +112,7 @@ class Estimate:
             _text(data.get("table")) or "",
             tuple((str(k), str(v)) for k, v in keys.items()),
             _text(data.get("metric")),
+            tuple((str(k), _count(v) or 0) for k, v in left_out.items()),
         )
 
 

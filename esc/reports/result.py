@@ -62,13 +62,13 @@ class Cell:
         return self.estimate.why_not() if self.estimate else None
 
     def to_json(self) -> dict[str, Any]:
-        """The text, and the figure's value, low, high, n, unit, share of undefined resamples and note
-        where it has them (its placement is the run log's: `Report.estimates`)."""
+        """The text, and the figure's value, low, high, n, unit, share of undefined resamples, note,
+        metric and what it left out where it has them (its placement is the run log's: `Report.estimates`)."""
         figure = self.estimate.to_json() if self.estimate else {}
         return {"text": self.text, **{k: figure[k] for k in CELL_FIELDS if k in figure}}
 
 
-CELL_FIELDS = ("value", "low", "high", "n", "unit", "undefined", "note", "metric")
+CELL_FIELDS = ("value", "low", "high", "n", "unit", "undefined", "note", "metric", "left_out")
 CellLike = Cell | str | int | float
 
 
@@ -288,12 +288,6 @@ def _text(x: Any) -> str:
     return x
 
 
-def _number(x: Any) -> float | None:
-    if x is not None and (isinstance(x, bool) or not isinstance(x, int | float)):
-        raise TypeError(f"expected a number, got {x!r}")
-    return x
-
-
 def _count(x: Any) -> int | None:
     if x is not None and (isinstance(x, bool) or not isinstance(x, int)):
         raise TypeError(f"expected a count, got {x!r}")
@@ -321,9 +315,4 @@ def _block(b: dict[str, Any]) -> Block:
 def _cell(c: dict[str, Any]) -> Cell:
     if not any(k in c for k in CELL_FIELDS):
         return Cell(_text(c["text"]))
-    figure = Estimate(
-        _number(c.get("value")), _number(c.get("low")), _number(c.get("high")), _count(c.get("n")),
-        c.get("unit") and _text(c["unit"]), _number(c.get("undefined")), c.get("note") and _text(c["note"]),
-        metric=c.get("metric") and _text(c["metric"]),
-    )  # fmt: skip
-    return Cell(_text(c["text"]), figure)
+    return Cell(_text(c["text"]), Estimate.from_json({k: c[k] for k in CELL_FIELDS if k in c}))

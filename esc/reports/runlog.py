@@ -5,7 +5,7 @@
                   package versions, git commit, seed, sources;
      "judgments": every judgment of the run, each naming its task and the dialogues it is about;
      "results":   every figure the run's reports publish, an `Estimate` each (table, keys, value,
-                  low, high, n, the unit resampled, note);
+                  low, high, n, the unit resampled, note, metric, what it left out by reason);
      "reports":   each report as blocks of text and tables (`esc-report/1`), for md, csv and HTML}
 
 Why one log: the report site, a notebook or `esc runs upgrade` read one file whose shape does not

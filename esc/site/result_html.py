@@ -32,8 +32,12 @@ def _attrs(cell: Cell, best: bool = False) -> str:
     parts = [f' data-{k}="{v:.6g}"' for k, v in figures.items()]
     if cell.n is not None:
         parts.append(f' data-n="{int(cell.n)}"')
-    if cell.note:
-        parts.append(f' title="{escape(cell.note)}"')
+    said = [cell.note] if cell.note else []
+    left = [f"{k} {v}" for k, v in (cell.estimate.left_out if cell.estimate else ()) if v]
+    if left:  # what the figure did not count, from the figure (Table 2: invalid and failed judgments)
+        said.append("left out: " + ", ".join(left))
+    if said:
+        parts.append(f' title="{escape("; ".join(said))}"')
     if "value" in figures:
         parts.append(' class="num best"' if best else ' class="num"')
     return "".join(parts)

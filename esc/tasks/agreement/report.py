@@ -408,8 +408,14 @@ def figure_cell(
 
 
 def _row_cell(r: Row, metric: str, t: Table) -> result_.Cell:
+    """A row's figure; one over the common valid items says what it left out: the row's own invalid
+    items and those another row judged invalidly (ACC and ACC_soft leave none out: invalid = wrong)."""
     n = r.n if metric in ALL_ITEMS else r.n_common
-    return figure_cell(r.values[metric], r.intervals[metric], metric, n, t.unit, t.n_units)
+    cell = figure_cell(r.values[metric], r.intervals[metric], metric, n, t.unit, t.n_units)
+    if cell.estimate is None or metric in ALL_ITEMS:
+        return cell
+    left_out = (("invalid", r.n_invalid), ("invalid in another row", r.n - r.n_common - r.n_invalid))
+    return result_.Cell(cell.text, dataclasses.replace(cell.estimate, left_out=left_out))
 
 
 def _signed(d: Difference, unit: str) -> result_.Cell:

@@ -45,13 +45,19 @@ TABLE_ORDER = ("fluency", "diversity", "empathy", "suggestion", "skill", "humano
 
 @dataclasses.dataclass
 class Cell:
-    """One score of Table 2: its estimate (0-100, mean score / 4 x 100; n: the valid judgments) and
-    the judgments left out of it."""
+    """One score of Table 2: its estimate (0-100, mean score / 4 x 100; n: the valid judgments;
+    `left_out`: the invalid and failed judgments it did not average)."""
 
     estimate: Estimate
-    n_invalid: int
-    n_failed: int
     cards: int = 0  # the role cards its valid judgments come from (the resampling unit)
+
+    @property
+    def n_invalid(self) -> int:
+        return self.estimate.left(INVALID)
+
+    @property
+    def n_failed(self) -> int:
+        return self.estimate.left(FAILED)
 
 
 @dataclasses.dataclass
@@ -129,8 +135,11 @@ def _cell(
         else None
     )
     undefined = None if math.isnan(interval.undefined) else interval.undefined
-    estimate = Estimate(_scale(mean), low, high, n_valid, card_unit_name(units), undefined, note)
-    return Cell(estimate, n_invalid, n_failed, cards)
+    estimate = Estimate(
+        _scale(mean), low, high, n_valid, card_unit_name(units), undefined, note,
+        left_out=((INVALID, n_invalid), (FAILED, n_failed)),
+    )  # fmt: skip
+    return Cell(estimate, cards)
 
 
 def _bounds(interval: Interval) -> tuple[float | None, float | None]:
