@@ -1,0 +1,116 @@
+"""The judge's report card: per judge, perturbation and dimension, how the scores moved.
+
+For each (original, variant) pair a judge scored validly on a dimension, the paired change is the
+variant's score minus the original's (0-4 points). Per judge x perturbation x dimension with an
+expectation (`Perturbation.expected`): the mean paired change with a 95% interval resampling role
+cards (all a card's pairs together: the unit that is independent), the share of pairs that moved
+as expected (a degradation: down; a neutral change: not at all), and a verdict read off the
+interval:
+
+- degradation: *sensitive* when the interval lies below 0, else *blind*;
+- neutral change: *invariant* when the interval lies inside (-tolerance, +tolerance), *biased* when
+  it excludes 0 (and is not inside the tolerance), else *undecided* (too wide to say);
+- no interval (a single card, or no resampling): *undecided*; no valid pair: *n/a*.
+
+The verdicts are a screen for what a judge notices, not a proof it is right: a perturbation's
+expected direction is this repo's design (docs/stress.md says why each), and a judge can be
+sensitive to a change for the wrong reason (a length penalty lowers a padded reply's scores too).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from esc.reports.bootstrap import NO_INTERVAL, card_unit_name, ratio_interval
+from esc.reports.estimate import Estimate
+from esc.tasks.stress.perturbations import DEGRADATION, LOWER
+
+SENSITIVE, BLIND, INVARIANT, BIASED, UNDECIDED, NO_PAIR = (
+    "sensitive", "blind", "invariant", "biased", "undecided", "n/a",
+)  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Pair:
+    """One dialogue and its variant, scored by one judge on one dimension (both valid)."""
+
+    judge: str
+    perturbation: str
+    dimension: str
+    unit: tuple[Any, ...]  # the role card (`card_units`), the resampling unit
+    original: float
+    variant: float
+
+    @property
+    def change(self) -> float:
+        return self.variant - self.original
+
+
+@dataclasses.dataclass(frozen=True)
+class Line:
+    """One row of the report card."""
+
+    judge: str
+    perturbation: str
+    kind: str
+    dimension: str
+    expected: int  # LOWER or STILL
+    change: Estimate  # the mean paired change, 0-4 points
+    moved: Estimate  # the share of pairs that moved as expected (0-1)
+    verdict: str
+    left_out: int  # pairs with an invalid or failed judgment on either side
+    cards: int = 0  # the role cards of the valid pairs (the resampling unit)
+
+
+def verdict(kind: str, change: Estimate, tolerance: float) -> str:
+    """The verdict the interval of the mean change gives (see the module docstring)."""
+    if change.value is None or change.n == 0:
+        return NO_PAIR
+    low, high = change.low, change.high
+    if low is None or high is None or change.unstable:
+        return UNDECIDED
+    if kind == DEGRADATION:
+        return SENSITIVE if high < 0 else BLIND
+    if -tolerance < low and high < tolerance:
+        return INVARIANT
+    return BIASED if high < 0 or low > 0 else UNDECIDED
+
+
+def card_line(
+    judge: str, perturbation: str, kind: str, dimension: str, expected: int, pairs: Sequence[Pair],
+    left_out: int, tolerance: float, n_resamples: int, seed: int,
+) -> Line:  # fmt: skip
+    """The row of one judge x perturbation x dimension from its valid pairs."""
+    units = [p.unit for p in pairs]
+    unit = card_unit_name(units)
+    if not pairs:
+        none = Estimate(None, n=0, note="no pair with both judgments valid")
+        return Line(judge, perturbation, kind, dimension, expected, none, none, NO_PAIR, left_out)
+    changes = np.asarray([p.change for p in pairs], dtype=float)
+    moved = (changes < 0) if expected == LOWER else (changes == 0)
+    ones = [1.0] * len(pairs)
+    cards = len(set(units))
+
+    def figure(values: np.ndarray) -> Estimate:
+        interval = (
+            ratio_interval(units, values.tolist(), ones, n_resamples, seed) if n_resamples else NO_INTERVAL
+        )
+        low = None if math.isnan(interval.low) else interval.low
+        high = None if math.isnan(interval.high) else interval.high
+        undefined = None if math.isnan(interval.undefined) else interval.undefined
+        note = "one card: nothing to resample" if low is None and cards == 1 else None
+        return Estimate(
+            float(values.mean()), low, high, len(pairs), unit, undefined, note,
+            left_out=(("pairs with an invalid or failed judgment", left_out),),
+        )  # fmt: skip
+
+    change = figure(changes)
+    return Line(
+        judge, perturbation, kind, dimension, expected, change, figure(moved.astype(float)),
+        verdict(kind, change, tolerance), left_out, cards,
+    )  # fmt: skip

@@ -1,0 +1,151 @@
+"""The stress test's report: the judge's report card (stress.md, stress_card.csv, the run log's
+figures, a page of the report site), read from the score stores and the variants' records."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from esc.reports import result as result_
+from esc.reports.bootstrap import card_units, share_text
+from esc.reports.estimate import Estimate, format_estimate, resampled_units
+from esc.reports.result import Heading, Report, Table, Text, write_result
+from esc.scoring.judge import VALID
+from esc.scoring.rubrics import dimension
+from esc.scoring.store import ScoreRecord
+from esc.tasks.stress import card
+from esc.tasks.stress.metrics import CHANGE, MOVED
+from esc.tasks.stress.perturbations import DEGRADATION, LOWER, Perturbation
+
+EXPECTED = {LOWER: "lower", 0: "no change"}
+
+
+def card_lines(
+    records: Sequence[ScoreRecord], made: Sequence[Any], dims: Sequence[str], tolerance: float,
+    n_resamples: int, seed: int,
+) -> list[card.Line]:  # fmt: skip
+    """Every row of the report card: judge x perturbation x judged dimension it has an expectation for."""
+    index = {(r.judge, r.dialogue_id, dimension(r.dimension).key): r for r in records}
+    chosen: dict[str, Perturbation] = {v.perturbation.name: v.perturbation for v in made}
+    lines = []
+    for judge in sorted({r.judge for r in records}):
+        for name, p in chosen.items():
+            variants = {vid: oid for v in made if v.perturbation.name == name for vid, oid in v.made.items()}
+            for key in dims:
+                if key not in p.expected:
+                    continue
+                pairs, left_out = [], 0
+                for variant_id, original_id in variants.items():
+                    a, b = index.get((judge, original_id, key)), index.get((judge, variant_id, key))
+                    if a is None or b is None or a.status != VALID or b.status != VALID:
+                        left_out += 1
+                        continue
+                    unit = card_units([a])[0]
+                    pairs.append(card.Pair(judge, name, key, unit, float(a.score), float(b.score)))
+                line = card.card_line(
+                    judge, name, p.kind, key, p.expected[key], pairs, left_out, tolerance, n_resamples, seed
+                )
+                if not variants:  # nothing to pair: say why, not "no valid pair"
+                    none = Estimate(None, n=0, note="the perturbation changed no dialogue")
+                    line = dataclasses.replace(line, change=none, moved=none)
+                lines.append(line)
+    return lines
+
+
+def _change(e: Estimate) -> result_.Cell:
+    text = format_estimate(e, 2)
+    signed = text if text.startswith(("n/a", "-")) else "+" + text
+    return result_.Cell(signed + (" [no interval: one card]" if e.note and e.value is not None else ""), e)
+
+
+def _moved(line: card.Line) -> result_.Cell:
+    """The share moved as expected; at 0% or 100% with its exact interval by card and by pair."""
+    e = line.moved
+    if e.value is None:
+        return result_.Cell("n/a", e)
+    return result_.Cell(share_text(e, e.n or 0, line.cards, "pair", 0), e)
+
+
+def report_blocks(lines: Sequence[card.Line], made: Sequence[Any], tolerance: float) -> list[result_.Block]:
+    """The card (one row per judge, perturbation and dimension), the verdicts side by side where
+    several judges were asked, and what each perturbation changed."""
+    judges = sorted({line.judge for line in lines})
+    rows = [
+        [line.judge, line.perturbation, line.kind, dimension(line.dimension).paper_name,
+         EXPECTED[line.expected], _change(line.change), _moved(line), line.verdict, line.change.n or 0,
+         line.left_out]
+        for line in lines
+    ]  # fmt: skip
+    table = Table.of(
+        ["Judge", "Perturbation", "Kind", "Dimension", "Expected", "Change", "Moved as expected", "Verdict",
+         "pairs", "left out"],
+        rows, csv="stress_card.csv", name="report card",
+        metrics={"Change": CHANGE, "Moved as expected": MOVED},
+    )  # fmt: skip
+    unit = resampled_units(e.unit for e in Report("stress", (table,)).estimates()) or "nothing (no interval)"
+    blocks: list[result_.Block] = [
+        Heading("The judge's report card"),
+        table,
+        Text(
+            f"Change: the variant's score minus the original's (0-4 points), the mean over the pairs both "
+            f"judged validly, with a 95% bootstrap interval resampled by {unit}; pairs with an invalid or "
+            "failed judgment on either side are counted (left out), never scored. Verdicts: a degradation is "
+            "*sensitive* when the interval lies below 0, else *blind*; a neutral change is *invariant* when "
+            f"the interval lies inside ±{tolerance:g}, *biased* when it excludes 0, else *undecided*; no "
+            "interval (one card) is *undecided*. Expected directions are this repo's design (docs/stress.md)."
+        ),
+    ]
+    if len(judges) > 1:
+        verdicts: dict[tuple[str, str], dict[str, str]] = {}
+        for line in lines:
+            verdicts.setdefault((line.perturbation, line.dimension), {})[line.judge] = line.verdict
+        blocks += [
+            Heading("Verdicts side by side"),
+            Table.of(
+                ["Perturbation", "Dimension", *judges],
+                [
+                    [p, dimension(d).paper_name, *(v.get(j, "") for j in judges)]
+                    for (p, d), v in verdicts.items()
+                ],
+                csv="stress_verdicts.csv",
+                name="verdicts",
+            ),
+        ]
+    blocks += [Heading("Perturbations"), perturbation_table(made)]
+    return blocks
+
+
+def perturbation_table(made: Sequence[Any]) -> Table:
+    """Each perturbation: what it changes, what it should do, and how many dialogues it changed."""
+    rows = []
+    for name in dict.fromkeys(v.perturbation.name for v in made):
+        mine = [v for v in made if v.perturbation.name == name]
+        p = mine[0].perturbation
+        lowers = [dimension(k).paper_name for k, d in p.expected.items() if d == LOWER]
+        expected = "lowers " + ", ".join(lowers) if p.kind == DEGRADATION else "every dimension unchanged"
+        rows.append([
+            name, p.kind, p.changes, expected, ", ".join(p.languages), sum(len(v.made) for v in mine),
+            sum(v.not_applicable for v in mine),
+        ])  # fmt: skip
+    return Table.of(
+        ["Perturbation", "Kind", "Changes", "Expected", "Languages", "dialogues changed",
+         "nothing to change"],
+        rows, csv="stress_perturbations.csv", name="perturbations",
+    )  # fmt: skip
+
+
+def write_report(
+    out: Path,
+    records: Sequence[ScoreRecord],
+    made: Sequence[Any],
+    dims: Sequence[str],
+    settings: Any,
+    seed: int,
+) -> dict[str, Any]:
+    """stress.md, stress.result.json and the tables' CSVs; the card's lines and the markdown."""
+    lines = card_lines(records, made, dims, settings.tolerance, settings.bootstrap, seed)
+    report = Report("stress", tuple(report_blocks(lines, made, settings.tolerance)))
+    write_result(out, report)
+    return {"lines": lines, "markdown": report.to_markdown()}
