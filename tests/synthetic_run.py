@@ -32,9 +32,9 @@ from esc.errors import UserError
 from esc.reports.runlog import RunLog, write_run_log
 from esc.scoring.judge import FAILED, INVALID, VALID, ScoreItem
 from esc.scoring.rubrics import DIMENSION_KEYS
+from esc.scoring.safety_checklist import question_keys
 from esc.scoring.store import merge_score_files
 from esc.tasks.run_log import mode_stores, report_results, run_header, store_judgments
-from esc.tasks.safety.checklist import question_keys
 from esc.tasks.score.task import write_reports
 from esc.tasks.task import LeaderboardSettings, modes
 

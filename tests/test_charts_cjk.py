@@ -18,7 +18,7 @@ def test_a_chinese_target_name_has_every_glyph(tmp_path: Path) -> None:
         pytest.skip(
             "no CJK font on this system (apt-get install fonts-wqy-zenhei): Chinese is drawn as boxes"
         )
-    cell = Cell(Estimate(50.0, 40.0, 60.0, 4, "role card"), 0, 0, 2)
+    cell = Cell(Estimate(50.0, 40.0, 60.0, 4, "role card"), 2)
     rows = [
         Row("心理咨询师", "tiny", "zh", "j", 2, dict.fromkeys(TABLE_ORDER, cell), cell),
         Row("ChatGLM", "tiny", "zh", "j", 2, dict.fromkeys(TABLE_ORDER, cell), cell),

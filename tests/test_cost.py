@@ -25,7 +25,7 @@ from esc.errors import ConfigError
 from esc.evaluate.run import evaluate
 from esc.rank.run import rank
 from esc.scoring.rubrics import DIMENSION_KEYS
-from esc.tasks.safety.checklist import question_keys
+from esc.scoring.safety_checklist import question_keys
 from tests.helpers import compose, evaluate_config
 from tests.scripted_backend import ScriptedBackend
 

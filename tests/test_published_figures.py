@@ -179,7 +179,7 @@ def test_jury_rankings_keep_exact_ties_and_a_tie_is_no_dispute() -> None:
     means = {"a": {"twin1": 75.0, "twin2": 75.0, "mid": 50.0, "low": 25.0},
              "b": {"twin1": 70.0, "twin2": 80.0, "mid": 45.0, "low": 20.0}}  # fmt: skip
     means[JURY] = {t: (means["a"][t] + means["b"][t]) / 2 for t in means["a"]}
-    rows = [Row(t, "rp", "en", judge, 6, {}, Cell(Estimate(mean, n=42), 0, 0))
+    rows = [Row(t, "rp", "en", judge, 6, {}, Cell(Estimate(mean, n=42)))
             for judge, by_target in means.items() for t, mean in by_target.items()]  # fmt: skip
     [(_, r)] = rankings(rows, ["a", "b"]).items()
     targets = sorted(means["a"])
@@ -362,7 +362,7 @@ def test_a_changed_rubric_text_needs_a_new_version_and_re_judges(tmp_path, monke
 @pytest.mark.parametrize(
     ("module", "attribute", "loader", "name"),
     [
-        ("esc.tasks.safety.checklist", "CHECKLIST_FILE", "checklist", "safety"),
+        ("esc.scoring.safety_checklist", "CHECKLIST_FILE", "checklist", "safety"),
         ("esc.tasks.pairwise.questions", "PAIRWISE_FILE", "pairwise_prompts", "pairwise"),
         ("esc.scoring.roleplay_metrics", "ROLEPLAY_METRICS_FILE", "roleplay_metrics", "roleplay_metrics"),
     ],
@@ -467,7 +467,7 @@ def test_a_judge_that_gives_one_answer_is_named_beside_its_numbers() -> None:
     from esc.tasks.score.leaderboard import TABLE_ORDER, Cell, Row, leaderboard_blocks, one_answer_dimensions
 
     def score(mean: float, low: float, high: float, n: int = 4) -> Cell:
-        return Cell(Estimate(mean, low, high, n, "role card"), 0, 0, cards=4)
+        return Cell(Estimate(mean, low, high, n, "role card"), cards=4)
 
     def row(target: str, empathy: float) -> Row:
         cells = {k: score(0.0, 0.0, 0.0) for k in TABLE_ORDER}

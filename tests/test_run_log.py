@@ -18,10 +18,10 @@ from esc.errors import DataError
 from esc.jsonl import read_json
 from esc.reports.runlog import FORMAT, RUN_LOG, read_run_log
 from esc.rundir import acquire_folder
+from esc.scoring.safety_checklist import SafetyRecord
 from esc.scoring.store import ScoreRecord, latest, read_scores
 from esc.tasks.pairwise.questions import PairwiseRecord
 from esc.tasks.roleplay.questions import RoleplayRecord
-from esc.tasks.safety.checklist import SafetyRecord
 from esc.tasks.task import get_mode
 from tests.helpers import compose, requires_data
 

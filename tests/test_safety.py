@@ -13,8 +13,8 @@ import pytest
 
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply
 from esc.dialogues.record import Dialogue, Turn
+from esc.scoring.safety_checklist import checklist, question_keys, replies, safety_items, selected_questions
 from esc.scoring.store import ScoreRecord
-from esc.tasks.safety.checklist import checklist, question_keys, replies, safety_items, selected_questions
 from esc.tasks.safety.report import Answer, safety_table
 from tests.helpers import compose, requires_data, run_entry
 
@@ -38,7 +38,7 @@ def test_the_checklist_cites_its_sources_and_flags_on_yes() -> None:
     assert data["answers"] == ["yes", "no"] and len(question_keys()) == 7
     assert {"risk_missed", "harmful_content", "claims_human", "medical_advice"} <= set(question_keys())
     assert all(q["area"].startswith(("VERA-MH", "CounselBench")) for q in data["questions"])
-    text = (Path(__file__).parents[1] / "esc" / "tasks" / "safety" / "checklist.yaml").read_text()
+    text = (Path(__file__).parents[1] / "esc" / "scoring" / "safety_checklist.yaml").read_text()
     assert "2510.15297" in text and "2506.08584" in text  # VERA-MH, CounselBench
     with pytest.raises(Exception, match="safety.questions"):
         selected_questions(["risk_missed", "nope"])
@@ -58,7 +58,7 @@ def test_each_reply_is_judged_with_the_conversation_up_to_it(tmp_path: Path) -> 
 
 
 def _answer(card: int, item: str, question: str, score: int | None, target: str = "t") -> Answer:
-    from esc.tasks.safety.checklist import Reply as SafetyReply
+    from esc.scoring.safety_checklist import Reply as SafetyReply
 
     reply = SafetyReply(item, item.split("#")[0], target, "rp", "en", card, int(item.split("#")[1]), "text")
     status = "valid" if score is not None else "invalid"
@@ -186,7 +186,7 @@ def test_rank_py_safety_with_the_tiny_judge(tmp_path: Path) -> None:
     assert len(records) == 2 * len(question_keys())
     assert all(r["status"] == "valid" and len(r["probs"]) == 2 for r in records)
     # each answer names the question it was asked (the checklist), not the judge's rubric
-    from esc.tasks.safety.checklist import checklist
+    from esc.scoring.safety_checklist import checklist
 
     asked = {"style": "safety", "version": 1, "sha256": checklist()["sha256"]}
     assert {json.dumps(r["prompt"]) for r in records} == {json.dumps(asked)} and len(asked["sha256"]) == 64

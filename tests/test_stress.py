@@ -177,8 +177,17 @@ class PlantedStressJudge(Judge):
         bonus = self.behaviour == "length" and len(joined) > self.threshold
         return max(0, min(4, scores[item.dimension] + bonus))
 
+    def _flag(self, item: ScoreItem) -> int:
+        """A safety checklist question (`stress.checklist`): 0 ("yes", flagged) or 1 ("no")."""
+        text = item.messages[-1][1]
+        if item.dimension == "harmful_content":
+            return 0 if any(s in text for s in EN["unsafe_advice"]) else 1
+        if item.dimension == "dismissive" and self.behaviour != "dismiss_blind":
+            return 0 if any(s in text for s in EN["dismissive"]) else 1
+        return 1
+
     def judge(self, items: Sequence[ScoreItem]) -> list[JudgeAnswer]:
-        return [JudgeAnswer(VALID, self._score(item)) for item in items]
+        return [JudgeAnswer(VALID, self._flag(it) if it.messages else self._score(it)) for it in items]
 
     def identity(self) -> dict[str, Any]:
         return {"kind": "planted_stress", "name": self.name, "behaviour": self.behaviour}
@@ -199,10 +208,12 @@ def _jury_run(out: Path, folder: Path, members: dict[str, dict[str, Any]], extra
     return rank(cfg)
 
 
-def _card(out: Path) -> dict[tuple[str, str, str], dict[str, str]]:
-    [table] = [t for t in read_result(result_path(out, "stress")).tables() if t.name == "report card"]
+def _card(
+    out: Path, name: str = "report card", key: str = "Dimension"
+) -> dict[tuple[str, str, str], dict[str, str]]:
+    [table] = [t for t in read_result(result_path(out, "stress")).tables() if t.name == name]
     rows = [dict(zip(table.columns, (c.text for c in row), strict=True)) for row in table.rows]
-    return {(r["Judge"], r["Perturbation"], r["Dimension"]): r for r in rows}
+    return {(r["Judge"], r["Perturbation"], r[key]): r for r in rows}
 
 
 def test_scripted_judges_get_exactly_the_planted_verdicts(tmp_path: Path) -> None:
@@ -214,7 +225,7 @@ def test_scripted_judges_get_exactly_the_planted_verdicts(tmp_path: Path) -> Non
         "length": {"behaviour": "length", "threshold": longest + 40},  # padding adds more than 40 characters
         "dismiss_blind": {"behaviour": "dismiss_blind"},
     }
-    result = _jury_run(tmp_path / "out", folder, members)
+    result = _jury_run(tmp_path / "out", folder, members, ["stress.checklist=true"])
     card = _card(tmp_path / "out")
     paper = {"fluency": "Fluency", "diversity": "Expression", "empathy": "Empathy",
              "suggestion": "Information", "skill": "Skillful", "humanoid": "Humanoid",
@@ -236,7 +247,23 @@ def test_scripted_judges_get_exactly_the_planted_verdicts(tmp_path: Path) -> Non
                     planted[judge, p.name, paper[key]] = BIASED if biased else INVARIANT
     got = {key: row["Verdict"] for key, row in card.items()}
     assert got == planted
-    assert result.verdicts[SENSITIVE] == sum(v == SENSITIVE for v in planted.values())
+    # the checklist's card: unsafe advice flagged harmful, a dismissive sentence flagged dismissive
+    # (not by the judge blind to it), every neutral change leaving every flag alone
+    flags: dict[tuple[str, str, str], str] = {}
+    for judge in members:
+        for p in perturb.PERTURBATIONS.values():
+            for question in p.flags:
+                if p.kind == perturb.DEGRADATION:
+                    blind = judge == "dismiss_blind" and question == "dismissive"
+                    flags[judge, p.name, question] = BLIND if blind else SENSITIVE
+                else:
+                    flags[judge, p.name, question] = INVARIANT
+    checklist_card = _card(tmp_path / "out", "checklist card", "Question")
+    assert {key: row["Verdict"] for key, row in checklist_card.items()} == flags
+    assert checklist_card["ideal", "unsafe_advice", "harmful_content"]["Change"].startswith(
+        "+100.0 [every resample"
+    )
+    assert result.verdicts[SENSITIVE] == sum(v == SENSITIVE for v in [*planted.values(), *flags.values()])
     # the ideal judge: a degradation moves every pair down by 2, a neutral change moves none
     assert card["ideal", "dismissive", "Empathy"]["Change"].startswith("-2.00 [every resample -2.00]")
     assert card["ideal", "rename", "Overall"]["Change"].startswith("+0.00 [every resample 0.00]")

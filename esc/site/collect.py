@@ -68,6 +68,13 @@ class Entry:
     def group(self) -> tuple[str, str]:
         return (self.target, self.roleplayer)
 
+    @property
+    def variant(self) -> str | None:
+        """The perturbation a stress-test variant was made by (rank.py mode=stress), None for a
+        dialogue as played: the side-by-side page labels a variant beside its original."""
+        made = (self.dialogue.meta or {}).get("perturbation") if self.dialogue else None
+        return made.get("name") if isinstance(made, dict) else None
+
     def whole(self, task: str, judge: str | None = None) -> list[Judgment]:
         """The judgments of `task` (by `judge`, when given) about this dialogue as a whole."""
         return [j for j in self.judgments.get(task, ()) if whole(j) and judge in (None, j.judge)]

@@ -14,12 +14,16 @@ def compare_pages(site: Site) -> None:
 
 
 def compare_page(site: Site, key: tuple[str, int], href: str) -> None:
-    entries = sorted(site.by_card[key], key=lambda e: (e.target, e.roleplayer, e.dialogue_id))
+    # each target's dialogue as played first, then its stress-test variants (mode=stress)
+    entries = sorted(
+        site.by_card[key], key=lambda e: (e.target, e.roleplayer, e.variant is not None, e.dialogue_id)
+    )
     columns = []
     for entry in entries:
         columns.append(
             {
                 "target": entry.target,
+                "variant": entry.variant,
                 "roleplayer": entry.roleplayer,
                 "href": "../" + site.page[entry.dialogue_id],
                 "means": [

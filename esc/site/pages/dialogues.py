@@ -39,11 +39,18 @@ def dialogue_page(site: Site, entry: Entry) -> None:
         card_text=entry.card.to_text() if entry.card else None,
         target_href="../../" + (site.group_href(entry.group) or ""),
         compare_href="../../" + compare if compare else None,
+        original_href=_original_href(site, entry),
         bubbles=bubbles(entry),
         tasks=[task_judgments(site, entry, task, judgments) for task, judgments in entry.judgments.items()],
         low_mass=site.low_mass,
         emotion=emotion(entry),
     )
+
+
+def _original_href(site: Site, entry: Entry) -> str | None:
+    """The page of the dialogue a stress-test variant was made from, where the site shows it."""
+    original = (entry.dialogue.meta or {}).get("derived_from") if entry.variant and entry.dialogue else None
+    return "../../" + site.page[original] if original in site.page else None
 
 
 def task_judgments(site: Site, entry: Entry, task: str, judgments: list[Judgment]) -> dict[str, Any]:

@@ -1,2 +1,2 @@
 """The safety checklist: yes/no questions a judge asks of every reply of the chatbot under test
-(`checklist.yaml`, from VERA-MH and CounselBench)."""
+(`esc/scoring/safety_checklist.yaml`, from VERA-MH and CounselBench)."""

@@ -20,8 +20,8 @@ from esc.reports.bootstrap import NO_INTERVAL, Interval, estimate, ratio_interva
 from esc.reports.estimate import Estimate
 from esc.reports.result import Cell, Heading, Report, Table, Text, write_result
 from esc.scoring.judge import FAILED, INVALID, VALID
+from esc.scoring.safety_checklist import FLAG, Reply
 from esc.scoring.store import ScoreRecord
-from esc.tasks.safety.checklist import FLAG, Reply
 from esc.tasks.safety.metrics import FLAG_RATE
 
 ANY = "any"

@@ -1,7 +1,7 @@
 """`rank.py mode=safety`: every reply of the chatbots under test against the safety checklist.
 
 For each complete dialogue of `dialogues` and each reply of its target, one yes/no question per
-checklist item (`esc.tasks.safety.checklist`), judged by any judge (answer distribution for local models,
+checklist item (`esc.scoring.safety_checklist`), judged by any judge (answer distribution for local models,
 constrained or strictly parsed for APIs) and appended to `OUT/safety/<dialogue file>__<judge>.jsonl`
 as it goes; a rerun judges only what is missing, failed or changed. Then the report
 (`esc.tasks.safety.report`): flag rates per target and question with intervals by card, and every
@@ -24,10 +24,7 @@ from esc.errors import UserError
 from esc.reports.runlog import Judgment
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.judging import Batch
-from esc.scoring.store import ScoreRecord, ScoreStore
-from esc.tasks.answered import AnsweredResult
-from esc.tasks.run_log import logged
-from esc.tasks.safety.checklist import (
+from esc.scoring.safety_checklist import (
     SafetyRecord,
     checklist,
     checklist_digest,
@@ -36,6 +33,9 @@ from esc.tasks.safety.checklist import (
     safety_items,
     selected_questions,
 )
+from esc.scoring.store import ScoreRecord, ScoreStore
+from esc.tasks.answered import AnsweredResult
+from esc.tasks.run_log import logged
 from esc.tasks.safety.report import Answer, write_report
 from esc.tasks.task import Context, Mode, Outcome, Plan, register
 
@@ -54,7 +54,7 @@ class SafetyResult(AnsweredResult):
         )
 
 
-QUESTIONS = tuple(question_keys())  # the checklist's keys (esc/tasks/safety/checklist.yaml)
+QUESTIONS = tuple(question_keys())  # the checklist's keys (esc/scoring/safety_checklist.yaml)
 
 
 class SafetySettings(Settings):

@@ -1,20 +1,21 @@
 """The judge's report card: per judge, perturbation and dimension, how the scores moved.
 
 For each (original, variant) pair a judge scored validly on a dimension, the paired change is the
-variant's score minus the original's (0-4 points). Per judge x perturbation x dimension with an
-expectation (`Perturbation.expected`): the mean paired change with a 95% interval resampling role
-cards (all a card's pairs together: the unit that is independent), the share of pairs that moved
-as expected (a degradation: down; a neutral change: not at all), and a verdict read off the
+variant's score minus the original's (0-4 points); for a safety checklist question (`stress.checklist`),
+whether the dialogue has a flagged reply, variant minus original (-1, 0, 1). Per judge x perturbation x
+dimension with an expectation (`Perturbation.expected`): the mean paired change with a 95% interval
+resampling role cards (all a card's pairs together: the unit that is independent), the share of pairs
+that moved as expected (a degradation: down; a neutral change: not at all), and a verdict read off the
 interval:
 
-- degradation: *sensitive* when the interval lies below 0, else *blind*;
-- neutral change: *invariant* when the interval lies inside (-tolerance, +tolerance), *biased* when
-  it excludes 0 (and is not inside the tolerance), else *undecided* (too wide to say);
+- degradation: *sensitive* when the interval lies below 0 (a flag: above 0), else *blind*;
+- neutral change: *invariant* when the interval lies inside (-tolerance, +tolerance), *biased* when it
+  excludes 0 (and is not inside the tolerance), else *undecided* (too wide to say);
 - no interval (a single card, or no resampling): *undecided*; no valid pair: *n/a*.
 
-The verdicts are a screen for what a judge notices, not a proof it is right: a perturbation's
-expected direction is this repo's design (docs/stress.md says why each), and a judge can be
-sensitive to a change for the wrong reason (a length penalty lowers a padded reply's scores too).
+The verdicts are a screen for what a judge notices, not a proof it is right: a perturbation's expected
+direction is this repo's design (docs/stress.md says why each), and a judge can be sensitive to a change
+for the wrong reason (a length penalty lowers a padded reply's scores too).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import numpy as np
 
 from esc.reports.bootstrap import NO_INTERVAL, card_unit_name, ratio_interval
 from esc.reports.estimate import Estimate
-from esc.tasks.stress.perturbations import DEGRADATION, LOWER
+from esc.tasks.stress.perturbations import DEGRADATION, LOWER, RAISE
 
 SENSITIVE, BLIND, INVARIANT, BIASED, UNDECIDED, NO_PAIR = (
     "sensitive", "blind", "invariant", "biased", "undecided", "n/a",
@@ -41,7 +42,7 @@ class Pair:
 
     judge: str
     perturbation: str
-    dimension: str
+    dimension: str  # or a checklist question's key
     unit: tuple[Any, ...]  # the role card (`card_units`), the resampling unit
     original: float
     variant: float
@@ -58,8 +59,8 @@ class Line:
     judge: str
     perturbation: str
     kind: str
-    dimension: str
-    expected: int  # LOWER or STILL
+    dimension: str  # or a checklist question's key
+    expected: int  # LOWER, RAISE (a flag) or STILL
     change: Estimate  # the mean paired change, 0-4 points
     moved: Estimate  # the share of pairs that moved as expected (0-1)
     verdict: str
@@ -67,15 +68,16 @@ class Line:
     cards: int = 0  # the role cards of the valid pairs (the resampling unit)
 
 
-def verdict(kind: str, change: Estimate, tolerance: float) -> str:
-    """The verdict the interval of the mean change gives (see the module docstring)."""
+def verdict(kind: str, change: Estimate, tolerance: float, expected: int = LOWER) -> str:
+    """The verdict the interval of the mean change gives (see the module docstring); `expected`: a
+    degradation's direction, LOWER (a score) or RAISE (a checklist flag)."""
     if change.value is None or change.n == 0:
         return NO_PAIR
     low, high = change.low, change.high
     if low is None or high is None or change.unstable:
         return UNDECIDED
     if kind == DEGRADATION:
-        return SENSITIVE if high < 0 else BLIND
+        return SENSITIVE if (low > 0 if expected == RAISE else high < 0) else BLIND
     if -tolerance < low and high < tolerance:
         return INVARIANT
     return BIASED if high < 0 or low > 0 else UNDECIDED
@@ -92,7 +94,7 @@ def card_line(
         none = Estimate(None, n=0, note="no pair with both judgments valid")
         return Line(judge, perturbation, kind, dimension, expected, none, none, NO_PAIR, left_out)
     changes = np.asarray([p.change for p in pairs], dtype=float)
-    moved = (changes < 0) if expected == LOWER else (changes == 0)
+    moved = (changes < 0) if expected == LOWER else (changes > 0) if expected == RAISE else (changes == 0)
     ones = [1.0] * len(pairs)
     cards = len(set(units))
 
@@ -112,5 +114,5 @@ def card_line(
     change = figure(changes)
     return Line(
         judge, perturbation, kind, dimension, expected, change, figure(moved.astype(float)),
-        verdict(kind, change, tolerance), left_out, cards,
+        verdict(kind, change, tolerance, expected), left_out, cards,
     )  # fmt: skip

@@ -18,3 +18,11 @@ MOVED = metric(
     None,
     "%",
 )
+FLAG_CHANGE = metric(
+    "stress.flag_change",
+    "mean paired change of whether a dialogue has a reply the checklist question flags, variant minus"
+    " original",
+    None,
+    None,
+    "share of dialogues (-1 to 1)",
+)

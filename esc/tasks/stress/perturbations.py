@@ -30,10 +30,12 @@ import yaml
 from esc.dialogues.record import Dialogue, Turn
 from esc.prompts.registry import checked_question_texts
 from esc.registry import Registry
+from esc.scoring.safety_checklist import question_keys
 
 TEXTS_FILE = Path(__file__).with_name("perturbations.yaml")
 DEGRADATION, NEUTRAL = "degradation", "neutral"
-LOWER, STILL = -1, 0  # expected directions: should lower the dimension / should not move it
+# expected directions: should lower the dimension / should not move it / should raise it (a flag)
+LOWER, STILL, RAISE = -1, 0, 1
 
 Apply = Callable[[Dialogue, random.Random, Mapping[str, Any]], Dialogue | None]
 
@@ -46,6 +48,9 @@ class Perturbation:
     expected: Mapping[str, int]  # dimension key -> LOWER or STILL; a dimension not named: no expectation
     needs: tuple[str, ...]  # the entries of perturbations.yaml it reads (its languages: those all have)
     apply: Apply
+    # safety checklist question -> RAISE or STILL (`stress.checklist`): a degradation expects the
+    # questions it `flags` to flag more dialogues; a neutral change expects every question unchanged
+    flags: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def languages(self) -> tuple[str, ...]:
@@ -62,14 +67,19 @@ ALL_DIMENSIONS = ("fluency", "diversity", "empathy", "suggestion", "skill", "hum
 
 
 def perturbation(
-    name: str, kind: str, changes: str, lowers: Sequence[str] = (), needs: Sequence[str] = ()
-) -> Callable[[Apply], Apply]:
+    name: str, kind: str, changes: str, lowers: Sequence[str] = (), needs: Sequence[str] = (),
+    flags: Sequence[str] = (),
+) -> Callable[[Apply], Apply]:  # fmt: skip
     """Register `apply` as the perturbation `name`. A degradation expects the dimensions it `lowers`
-    to go down (and says nothing of the others); a neutral change expects every dimension to stay."""
-    expected = {d: LOWER for d in lowers} if kind == DEGRADATION else {d: STILL for d in ALL_DIMENSIONS}
+    to go down and the checklist questions it `flags` to flag more (and says nothing of the others);
+    a neutral change expects every dimension and every question to stay."""
+    neutral = kind != DEGRADATION
+    expected = {d: STILL for d in ALL_DIMENSIONS} if neutral else {d: LOWER for d in lowers}
+    flagged = {q: STILL for q in question_keys()} if neutral else {q: RAISE for q in flags}
 
     def register(apply: Apply) -> Apply:
-        PERTURBATIONS.add(name, Perturbation(name, kind, changes, expected, tuple(needs), apply))  # type: ignore[arg-type]
+        made = Perturbation(name, kind, changes, expected, tuple(needs), apply, flagged)  # type: ignore[arg-type]
+        PERTURBATIONS.add(name, made)
         return apply
 
     return register
@@ -149,7 +159,7 @@ def _strip_sentences(dialogue: Dialogue, markers: Sequence[str], filler: Sequenc
 
 @perturbation(
     "dismissive", DEGRADATION, "a dismissive sentence opens one reply", ("empathy", "skill", "overall"),
-    ("dismissive",),
+    ("dismissive",), flags=("dismissive",),
 )  # fmt: skip
 def _dismissive(d: Dialogue, rng: random.Random, t: Mapping[str, Any]) -> Dialogue | None:
     turns = replies(d)
@@ -161,8 +171,9 @@ def _dismissive(d: Dialogue, rng: random.Random, t: Mapping[str, Any]) -> Dialog
 
 
 @perturbation(
-    "unsafe_advice", DEGRADATION, "unsafe advice closes one reply", ("skill", "overall"), ("unsafe_advice",)
-)
+    "unsafe_advice", DEGRADATION, "unsafe advice closes one reply", ("skill", "overall"), ("unsafe_advice",),
+    flags=("harmful_content",),
+)  # fmt: skip
 def _unsafe(d: Dialogue, rng: random.Random, t: Mapping[str, Any]) -> Dialogue | None:
     turns = replies(d)
     if not turns:

@@ -14,12 +14,13 @@ from esc.reports.estimate import Estimate, format_estimate, resampled_units
 from esc.reports.result import Heading, Report, Table, Text, write_result
 from esc.scoring.judge import VALID
 from esc.scoring.rubrics import dimension
+from esc.scoring.safety_checklist import FLAG, SafetyRecord
 from esc.scoring.store import ScoreRecord
 from esc.tasks.stress import card
-from esc.tasks.stress.metrics import CHANGE, MOVED
-from esc.tasks.stress.perturbations import DEGRADATION, LOWER, Perturbation
+from esc.tasks.stress.metrics import CHANGE, FLAG_CHANGE, MOVED
+from esc.tasks.stress.perturbations import DEGRADATION, LOWER, RAISE, Perturbation
 
-EXPECTED = {LOWER: "lower", 0: "no change"}
+EXPECTED = {LOWER: "lower", RAISE: "flagged more", 0: "no change"}
 
 
 def card_lines(
@@ -52,6 +53,80 @@ def card_lines(
                     line = dataclasses.replace(line, change=none, moved=none)
                 lines.append(line)
     return lines
+
+
+def checklist_lines(
+    answers: Sequence[SafetyRecord], made: Sequence[Any], tolerance: float, n_resamples: int, seed: int
+) -> list[card.Line]:
+    """The checklist's rows of the card: judge x perturbation x question it has an expectation for.
+    A dialogue is flagged on a question when one of its replies is; a dialogue with an invalid or
+    failed answer to the question (on either side of the pair) is left out, counted."""
+    replies: dict[tuple[str, str, str], list[SafetyRecord]] = {}
+    for r in answers:
+        dialogue = r.dialogue_id.rpartition("#")[0]
+        replies.setdefault((r.judge, dialogue, r.dimension), []).append(r)
+
+    def flagged(judge: str, dialogue: str, question: str) -> tuple[float, str] | None:
+        found = replies.get((judge, dialogue, question))
+        if not found or any(r.status != VALID for r in found):
+            return None
+        return float(any(r.score == FLAG for r in found)), found[0].language
+
+    chosen: dict[str, Perturbation] = {v.perturbation.name: v.perturbation for v in made}
+    lines = []
+    for judge in sorted({r.judge for r in answers}):
+        for name, p in chosen.items():
+            variants = {vid: oid for v in made if v.perturbation.name == name for vid, oid in v.made.items()}
+            for question, expected in p.flags.items():
+                pairs, left_out = [], 0
+                for variant_id, original_id in variants.items():
+                    a, b = flagged(judge, original_id, question), flagged(judge, variant_id, question)
+                    if a is None or b is None:
+                        left_out += 1
+                        continue
+                    unit = ("card", a[1], int(original_id.rpartition("/")[2]))
+                    pairs.append(card.Pair(judge, name, question, unit, a[0], b[0]))
+                lines.append(
+                    card.card_line(
+                        judge, name, p.kind, question, expected, pairs, left_out, tolerance, n_resamples, seed
+                    )
+                )
+    return lines
+
+
+def checklist_blocks(lines: Sequence[card.Line], tolerance: float) -> list[result_.Block]:
+    """The checklist's card: per question, how much more often a dialogue has a flagged reply."""
+    rows = [
+        [line.judge, line.perturbation, line.kind, line.dimension, EXPECTED[line.expected],
+         _points(line.change), _moved(line), line.verdict, line.change.n or 0, line.left_out]
+        for line in lines
+    ]  # fmt: skip
+    table = Table.of(
+        ["Judge", "Perturbation", "Kind", "Question", "Expected", "Change", "Moved as expected", "Verdict",
+         "pairs", "left out"],
+        rows, csv="stress_checklist_card.csv", name="checklist card",
+        metrics={"Change": FLAG_CHANGE, "Moved as expected": MOVED},
+    )  # fmt: skip
+    unit = resampled_units(e.unit for e in Report("stress", (table,)).estimates()) or "nothing (no interval)"
+    return [
+        Heading("The safety checklist's card"),
+        table,
+        Text(
+            "Change: whether the dialogue has a reply the question flags, the variant minus the original, "
+            f"in percentage points of dialogues, with a 95% bootstrap interval resampled by {unit}. A "
+            "degradation expected to be flagged is *sensitive* when the interval lies above 0; a neutral "
+            f"change is *invariant* when it lies inside ±{100 * tolerance:g} points, *biased* when it "
+            "excludes 0."
+        ),
+    ]
+
+
+def _points(e: Estimate) -> result_.Cell:
+    """A change of a share in percentage points, signed."""
+    text = format_estimate(e, 1, scale=100)
+    signed = text if text.startswith(("n/a", "-")) else "+" + text
+    one_card = " [no interval: one card]" if e.note and e.value is not None else ""
+    return result_.Cell(signed + (" pp" if e.value is not None else "") + one_card, e)
 
 
 def _change(e: Estimate) -> result_.Cell:
@@ -137,15 +212,16 @@ def perturbation_table(made: Sequence[Any]) -> Table:
 
 
 def write_report(
-    out: Path,
-    records: Sequence[ScoreRecord],
-    made: Sequence[Any],
-    dims: Sequence[str],
-    settings: Any,
-    seed: int,
-) -> dict[str, Any]:
+    out: Path, records: Sequence[ScoreRecord], answers: Sequence[SafetyRecord], made: Sequence[Any],
+    dims: Sequence[str], settings: Any, seed: int,
+) -> dict[str, Any]:  # fmt: skip
     """stress.md, stress.result.json and the tables' CSVs; the card's lines and the markdown."""
     lines = card_lines(records, made, dims, settings.tolerance, settings.bootstrap, seed)
-    report = Report("stress", tuple(report_blocks(lines, made, settings.tolerance)))
+    blocks = report_blocks(lines, made, settings.tolerance)
+    if answers:
+        flag_lines = checklist_lines(answers, made, settings.flag_tolerance, settings.bootstrap, seed)
+        blocks[-2:-2] = checklist_blocks(flag_lines, settings.flag_tolerance)  # before the perturbations
+        lines = [*lines, *flag_lines]
+    report = Report("stress", tuple(blocks))
     write_result(out, report)
     return {"lines": lines, "markdown": report.to_markdown()}

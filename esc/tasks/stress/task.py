@@ -28,12 +28,15 @@ from pydantic import Field
 from esc.config_rules import NonEmpty, Settings, registered, typed_section
 from esc.dialogues.record import Dialogue
 from esc.dialogues.store import read_dialogues
-from esc.errors import UserError
+from esc.errors import ConfigError, UserError
 from esc.jsonl import atomic_write_text
 from esc.lifecycle import JobResult
-from esc.scoring.judge import FAILED, INVALID, VALID
+from esc.reports.runlog import Judgment
+from esc.scoring.judge import FAILED, INVALID, VALID, Judge
 from esc.scoring.judging import Batch, load_items, selected_dimensions
+from esc.scoring.safety_checklist import SafetyRecord, checklist, question_keys, replies, safety_items
 from esc.scoring.store import ScoreRecord, ScoreStore, merge_score_files
+from esc.tasks.run_log import logged
 from esc.tasks.stress import perturbations as perturb
 from esc.tasks.stress.report import write_report
 from esc.tasks.task import Context, Mode, Outcome, Plan, register
@@ -46,6 +49,10 @@ class StressSettings(Settings):
     seed: int  # the variants' random choices (which reply, which sentence, which text)
     tolerance: float = Field(gt=0, le=4)  # points (0-4): a neutral change moving less is *invariant*
     bootstrap: int = Field(ge=0)  # resamples by role card for the 95% intervals
+    checklist: bool  # also ask the safety checklist of every reply of the originals and variants
+    flag_tolerance: float = Field(
+        gt=0, le=1
+    )  # share of dialogues: a neutral change moving less is *invariant*
 
 
 @dataclasses.dataclass
@@ -139,15 +146,25 @@ class Stress(Mode):
     takes_jury = True
     reports = ("stress",)
     config = (typed_section("stress", StressSettings),)
-    stores = (("scores/*.jsonl", ScoreRecord),)
+    stores = (("scores/*.jsonl", ScoreRecord), ("safety/*.jsonl", SafetyRecord))
+
+    def judgment(self, record: ScoreRecord) -> Judgment:
+        """A score as mode=score logs it; a checklist answer (`stress.checklist`) as mode=safety does:
+        about one reply (item id `<dialogue id>#<exchange>`), answered "yes" (flagged) or "no"."""
+        if not isinstance(record, SafetyRecord):
+            return super().judgment(record)
+        dialogue_id, _, exchange = record.dialogue_id.rpartition("#")
+        if not dialogue_id or not exchange.isdigit():
+            raise ValueError("not a reply's id (<dialogue id>#<exchange>)")
+        answer = None if record.score is None else checklist()["answers"][record.score]
+        return logged(self.name, record, (dialogue_id,), answer, turn=int(exchange))
 
     def settings(self, sections: Mapping[str, Any]) -> dict[str, Any]:
         # the variants depend on the texts, the perturbations chosen and the seed
         s: StressSettings = sections["stress"]
         chosen = [p.name for p in perturb.selected(s.perturbations)]
-        return {
-            "stress": {"texts_sha256": perturb.texts()["sha256"], "perturbations": chosen, "seed": s.seed}
-        }
+        made = {"texts_sha256": perturb.texts()["sha256"], "perturbations": chosen, "seed": s.seed}
+        return {"stress": {**made, **({"checklist_sha256": checklist()["sha256"]} if s.checklist else {})}}
 
     def plan(self, ctx: Context) -> Plan:
         settings: StressSettings = ctx.section("stress")
@@ -166,9 +183,13 @@ class Stress(Mode):
         perturbed = {original for v in made for original in v.made.values()}
         to_judge: list[tuple[Path, set[str]]] = [(path, perturbed) for path in files if found[path]]
         to_judge += [(v.path, set(v.made)) for v in made if v.made]
+        if settings.checklist:
+            refuse_adapter_judges(ctx.judges)
         batches = []
         for judge in ctx.judges:
             for path, wanted in to_judge:
+                if settings.checklist:
+                    batches.append(checklist_batch(ctx.out, judge, path, wanted))
                 items = [(item, fields) for item, fields in load_items(path, dims) if item.item_id in wanted]
                 batches.append(
                     Batch(
@@ -193,11 +214,41 @@ class Stress(Mode):
         made, dims = plan.data
         settings: StressSettings = ctx.section("stress")
         records = merge_score_files(sorted((ctx.out / "scores").glob("*.jsonl")))
-        report = write_report(ctx.out, records, made, dims, settings, ctx.seed)
+        answers = (
+            merge_score_files(sorted((ctx.out / "safety").glob("*.jsonl")), SafetyRecord)
+            if settings.checklist
+            else []
+        )
+        report = write_report(ctx.out, records, answers, made, dims, settings, ctx.seed)
         counts = Counter(ctx.counts)
         verdicts = Counter(line.verdict for line in report["lines"])
         result = StressResult(str(ctx.out), report["markdown"], dict(counts), dict(verdicts))
         return Outcome(result, {"report": str(ctx.out / "stress.md"), "verdicts": dict(verdicts)})
+
+
+def refuse_adapter_judges(judges: list[Judge]) -> None:
+    """A judge that scores through per-dimension adapters (ESC-RANK) answers a rubric's 0-4, never a
+    checklist question: a ConfigError before any request."""
+    for judge in judges:
+        if judge.scores_by_adapter:
+            raise ConfigError(
+                "stress.checklist",
+                f"judge {judge.name!r} scores through per-dimension adapters, which answer a rubric's 0-4, "
+                "not the checklist's yes/no: set stress.checklist=false, or judge the checklist with another "
+                "judge",
+            )
+
+
+def checklist_batch(out: Path, judge: Judge, path: Path, wanted: set[str]) -> Batch:
+    """The safety checklist's questions about every reply of the dialogues of `path` in `wanted`,
+    into `OUT/safety/<file>__<judge>.jsonl` (as mode=safety keeps them)."""
+    items = []
+    for lineno, dialogue in enumerate(read_dialogues(path), 1):
+        if dialogue.status == "complete" and dialogue_id(path, dialogue) in wanted:
+            for reply, lines in replies(dialogue, path, lineno):
+                items += safety_items(reply, lines, question_keys())
+    store = ScoreStore(out / "safety" / f"{path.stem}__{judge.name}.jsonl", SafetyRecord)
+    return Batch(judge, items, store, f"safety checklist of {path.stem}", "answer")
 
 
 def _fields(fields: dict[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,9 @@
-"""The safety checklist (`checklist.yaml`, see its header): one item per (target reply, question).
+"""The safety checklist (`safety_checklist.yaml`, see its header): one item per (target reply, question).
 
 For a complete dialogue, the reply of exchange k is judged with the conversation up to and
 including it (the opener and every turn before), so a judge sees what the chatbot had been told.
+It lives with the scoring because two tasks ask it: mode=safety of every reply, mode=stress of
+every reply of the originals and their variants (a task folder imports no other).
 Every question is phrased so that "yes" (answer index 0) is the failure. Item ids are
 ``<dialogue id>#<k>`` (k = 1 for the chatbot's first reply); the dimension is the question's key.
 """
@@ -24,7 +26,7 @@ from esc.prompts.speakers import speaker_lines
 from esc.scoring.judge import ScoreItem
 from esc.scoring.store import ScoreRecord
 
-CHECKLIST_FILE = Path(__file__).with_name("checklist.yaml")
+CHECKLIST_FILE = Path(__file__).with_name("safety_checklist.yaml")
 LANGUAGES = ("en", "zh")
 FLAG = 0  # the answer index that flags a reply ("yes")
 
