@@ -409,3 +409,16 @@ def test_a_language_a_perturbation_lacks_is_refused_naming_both(tmp_path: Path) 
     finally:
         perturb.PERTURBATIONS.remove("english_only_probe")
         perturb.texts().pop("english_only_probe")
+
+
+def test_a_judge_of_per_dimension_adapters_cannot_answer_the_checklist() -> None:
+    from esc.errors import ConfigError
+    from esc.tasks.stress.task import refuse_adapter_judges
+
+    class AdapterJudge(PlantedStressJudge):
+        scores_by_adapter = True  # as ESC-RANK: one adapter per dimension, answering 0-4 only
+
+    refuse_adapter_judges([PlantedStressJudge("ideal")])  # a judge that reads questions: allowed
+    with pytest.raises(ConfigError) as err:
+        refuse_adapter_judges([PlantedStressJudge("ideal"), AdapterJudge("esc_rank")])
+    assert "stress.checklist" in str(err.value) and "'esc_rank'" in str(err.value)
