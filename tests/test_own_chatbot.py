@@ -33,7 +33,8 @@ def test_the_readme_block_runs_as_written(tmp_path: Path) -> None:
     # wait for the server to listen before the first request (a person starts it, then types on)
     script = script.replace(
         "&      # stands in for your server\n",
-        f"&\nfor i in $(seq 100); do (echo > /dev/tcp/127.0.0.1/{port}) 2>/dev/null && break; sleep 0.2; done\n",
+        f"&\nfor i in $(seq 100); do (echo > /dev/tcp/127.0.0.1/{port}) 2>/dev/null && break; "
+        "sleep 0.2; done\n",
     )
     done = subprocess.run(
         ["bash", "-e", "-c", "set -m\n" + script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=900
