@@ -124,6 +124,7 @@ class FakeOpenAIServer:
     def start(self) -> FakeOpenAIServer:
         if self.backend is None:
             self.backend = tiny_backend()
+        self.stopped = False
         handler = type("Handler", (_Handler,), {"server_state": self})
         self._httpd = ThreadingHTTPServer((self.host, self.port), handler)
         self._httpd.daemon_threads = True
@@ -133,6 +134,9 @@ class FakeOpenAIServer:
         return self
 
     def stop(self) -> None:
+        """Stop as a killed process does: no new connection, and a connection kept alive from before
+        gets no answer (closed), where a plain `shutdown` would still serve it."""
+        self.stopped = True
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -308,6 +312,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         state = self.server_state
+        if getattr(state, "stopped", False):  # killed: a kept-alive connection gets nothing
+            self.close_connection = True
+            return
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):

@@ -81,6 +81,9 @@ class Reply:
     # requested alias) and its `system_fingerprint` (backend configuration); None when not reported
     model: str | None = None
     system_fingerprint: str | None = None
+    # which of several servers answered (a backend spread over several `base_url`s), without
+    # credentials; None for a backend of one server
+    server: str | None = None
 
     @property
     def ok(self) -> bool:

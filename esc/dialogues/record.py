@@ -31,6 +31,8 @@ class Turn:
     # how the seeker feels after this turn (trajectory.enabled: the seeker's first turn, then every
     # target reply): {"value": 0-100 | None, "status", "rating", "expected", "probs", "reason", ...}
     emotion: dict[str, Any] | None = None
+    # which server answered, where a backend spreads its requests over several (`base_url` a list)
+    server: str | None = None
 
     @classmethod
     def from_reply(cls, speaker: Speaker, reply: Reply, context_dropped: int = 0) -> Turn:
@@ -43,6 +45,7 @@ class Turn:
             reply.completion_tokens,
             reply.cached,
             context_dropped,
+            server=reply.server,
         )
 
 
@@ -93,12 +96,13 @@ class Dialogue:
         self.error = reason
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON record. The trajectory fields (`Turn.emotion`, `stop_reason`) are written only when
-        set, so the files of runs without a trajectory are what they always were."""
+        """The JSON record. The trajectory fields (`Turn.emotion`, `stop_reason`) and `Turn.server` are
+        written only when set, so the files of runs without them are what they always were."""
         data = dataclasses.asdict(self)
         for turn in data["turns"]:
-            if turn["emotion"] is None:
-                del turn["emotion"]
+            for optional in ("emotion", "server"):
+                if turn[optional] is None:
+                    del turn[optional]
         if data["stop_reason"] is None:
             del data["stop_reason"]
         return data

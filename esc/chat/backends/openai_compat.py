@@ -9,6 +9,12 @@ A request that still fails after its retries becomes an error reply; the rest of
 An answer without text (null or empty content, no choices, an HTML page) is a failure too, retried the
 same number of times, and its reason says what came back.
 
+``base_url`` may name several servers (replicas of one model, e.g. vLLM on several nodes): requests
+are spread over them in turn; a server that fails a request (connection error, timeout, 429, 5xx) is
+set aside for ``set_aside_s`` seconds and the request goes to another, up to ``max_retries`` rounds of
+the servers; every reply says which server answered (``Reply.server``, kept in the dialogue files'
+turns, without credentials). With one server the SDK's own retries do the work, as before.
+
 The API key is read from the environment variable named by ``api_key_env`` when the client is
 made and handed to the SDK client; it appears in no repr, identity, log line or error message (it is
 masked in error text, in case a server echoes it back).
@@ -17,6 +23,7 @@ masked in error text, in case a server echoes it back).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import os
 import threading
@@ -81,7 +88,8 @@ class OpenAIBackend(ChatBackend):
 
     Args:
         model: the model id the server knows, e.g. ``gpt-4-0613`` or a vLLM ``--served-model-name``.
-        base_url: the API root (``http://127.0.0.1:8000/v1`` for a local server); None: OpenAI.
+        base_url: the API root (``http://127.0.0.1:8000/v1`` for a local server); None: OpenAI; a
+            list: several servers of the same model, requests spread over them (module docstring).
         api_key_env: the environment variable holding the key; None: send a dummy key (local servers).
         max_concurrency: requests in flight at once (64: sized for a server such as vLLM; an
             evaluation with every side behind such a backend plays that many dialogues at once).
@@ -91,6 +99,7 @@ class OpenAIBackend(ChatBackend):
         extra_body: extra JSON fields sent with every request (server-specific options).
         revision: a label for the cache key and manifest, e.g. a dated model snapshot.
         context_window: tokens the model attends to, when known (the API cannot tell).
+        set_aside_s: with several servers, how long one that failed a request gets no requests.
 
     `check_ready` checks the key variable (no request when it is unset), then lists the server's
     models with one request (short timeout, no retries): an unreachable server, a rejected key or
@@ -111,7 +120,7 @@ class OpenAIBackend(ChatBackend):
     def __init__(
         self,
         model: str,
-        base_url: str | None = None,
+        base_url: str | Sequence[str] | None = None,
         api_key_env: str | None = "OPENAI_API_KEY",
         max_concurrency: int = 64,
         timeout_s: float = 60.0,
@@ -120,6 +129,7 @@ class OpenAIBackend(ChatBackend):
         extra_body: Mapping[str, Any] | None = None,
         revision: str | None = None,
         context_window: int | None = None,
+        set_aside_s: float = 30.0,
     ) -> None:
         if not model:
             raise ConfigError("backend.model", "is empty: name the model the server serves")
@@ -129,8 +139,15 @@ class OpenAIBackend(ChatBackend):
             raise ConfigError("backend.max_retries", f"must be 0 or more, got {max_retries}")
         if float(timeout_s) <= 0:
             raise ConfigError("backend.timeout_s", f"must be positive, got {timeout_s}")
+        urls = [base_url] if base_url is None or isinstance(base_url, str) else list(base_url)
+        if not urls or (len(urls) > 1 and not all(isinstance(u, str) and u for u in urls)):
+            raise ConfigError(
+                "backend.base_url", f"must be a URL or a non-empty list of URLs, got {base_url!r}"
+            )
         self.model = str(model)
-        self.base_url = str(base_url).rstrip("/") if base_url else None
+        self.base_urls = [str(u).rstrip("/") for u in urls if u]  # [] : the default (OpenAI)
+        self.base_url = self.base_urls[0] if self.base_urls else None
+        self.set_aside_s = float(set_aside_s)
         self.api_key_env = api_key_env or None
         self.max_concurrency = int(max_concurrency)
         self.timeout_s = float(timeout_s)
@@ -140,6 +157,9 @@ class OpenAIBackend(ChatBackend):
         self.revision = revision
         self.context_window = int(context_window) if context_window else None
         self._client: Any = None
+        self._clients: list[Any] = []  # one per server (several: `base_url` a list)
+        self._aside: list[float] = [0.0] * max(1, len(self.base_urls))  # set aside until (monotonic)
+        self._turn = itertools.count()  # round robin over the servers
         self._secrets: tuple[str, ...] = ()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -147,7 +167,13 @@ class OpenAIBackend(ChatBackend):
         self._setup_lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+        shown = self.base_urls if len(self.base_urls) > 1 else self.base_url
+        return f"{type(self).__name__}(model={self.model!r}, base_url={shown!r})"
+
+    @property
+    def several(self) -> bool:
+        """Whether requests are spread over several servers."""
+        return len(self.base_urls) > 1
 
     # --- readiness and identity ---------------------------------------------------------------
 
@@ -167,13 +193,16 @@ class OpenAIBackend(ChatBackend):
         """Fail now, with one line, when the key is missing, the server unreachable, the key rejected
         or the model not served. The key check comes first and sends nothing."""
         self._ensure_client()  # a missing key raises here, before any request
-        problem = self._run(self._probe())
-        if problem:
-            raise UserError(f"{self.kind} backend (model {self.model!r}, base_url {self._url()}): {problem}")
+        for i, client in enumerate(self._clients):  # every server: a wrong address fails now, not mid-run
+            problem = self._run(self._probe(client))
+            if problem:
+                url = self._url(self.base_urls[i] if self.base_urls else None)
+                raise UserError(f"{self.kind} backend (model {self.model!r}, base_url {url}): {problem}")
 
-    def _url(self, query: bool = False) -> str:
-        """The base URL without user info (it may hold credentials); without the query unless asked."""
-        parts = urlsplit(self.base_url or self.default_base_url)
+    def _url(self, url: str | None = None, query: bool = False) -> str:
+        """A base URL (default: the first) without user info (it may hold credentials); without the
+        query unless asked."""
+        parts = urlsplit(url or self.base_url or self.default_base_url)
         host = parts.hostname or ""
         host = f"[{host}]" if ":" in host else host  # IPv6
         netloc = f"{host}:{parts.port}" if parts.port else host
@@ -183,11 +212,11 @@ class OpenAIBackend(ChatBackend):
         cause = err.__cause__ if isinstance(err, openai.APIConnectionError) and err.__cause__ else err
         return one_line(cause, self._secrets, limit=200)
 
-    async def _probe(self) -> str | None:
-        """One cheap request (list the models); what is wrong, or None. Falls back to a one-token
-        chat request when the server has no model list."""
+    async def _probe(self, server: Any) -> str | None:
+        """One cheap request to `server`'s client (list the models); what is wrong, or None. Falls
+        back to a one-token chat request when the server has no model list."""
         timeout = min(self.timeout_s, PROBE_TIMEOUT_S)
-        client = self._client.with_options(timeout=timeout, max_retries=0)
+        client = server.with_options(timeout=timeout, max_retries=0)
         try:
             page = await client.models.list()
             served = [str(m.id) for m in page.data]
@@ -240,7 +269,9 @@ class OpenAIBackend(ChatBackend):
             "kind": self.kind,
             "code_version": self.code_version(),
             "model": self.model,
-            "base_url": self._url(query=True),
+            "base_url": (
+                [self._url(u, query=True) for u in self.base_urls] if self.several else self._url(query=True)
+            ),
             "revision": self.revision,
             # credential-like entries (a header with a key, say) masked: identities reach files
             "extra_body": redact(self.extra_body) if self.extra_body else None,
@@ -256,18 +287,25 @@ class OpenAIBackend(ChatBackend):
             loop = asyncio.new_event_loop()
             thread = threading.Thread(target=loop.run_forever, name=f"{self.kind}-backend", daemon=True)
             thread.start()
+            # several servers: no retries in the SDK, the next request goes to another server instead
             kwargs: dict[str, Any] = {
                 "api_key": key,
                 "timeout": self.timeout_s,
-                "max_retries": self.max_retries,
+                "max_retries": 0 if self.several else self.max_retries,
             }
-            if self.base_url:
-                kwargs["base_url"] = self.base_url
             # the key, and the credentials of a base_url with a password (sent as HTTP Basic auth)
-            secrets = {key} - {DUMMY_KEY} | url_passwords(self.base_url or "")
+            secrets = {key} - {DUMMY_KEY}
+            for url in self.base_urls:
+                secrets |= url_passwords(url)
             self._secrets = tuple(sorted(secrets, key=len, reverse=True))
             self._loop, self._thread = loop, thread
-            self._client = self._run(self._make_client(openai.AsyncOpenAI, kwargs))
+            self._clients = [
+                self._run(
+                    self._make_client(openai.AsyncOpenAI, {**kwargs, **({"base_url": url} if url else {})})
+                )
+                for url in (self.base_urls or [None])
+            ]
+            self._client = self._clients[0]
 
     @staticmethod
     async def _make_client(factory: Any, kwargs: dict[str, Any]) -> Any:
@@ -311,14 +349,17 @@ class OpenAIBackend(ChatBackend):
             for attempt in range(self.max_retries + 1):
                 try:
                     request = self._request(messages, settings)
-                    response = await self._client.chat.completions.create(**request)
+                    if self.several:
+                        response, server = await self._spread(request)
+                    else:
+                        response, server = await self._client.chat.completions.create(**request), None
                 except Exception as err:  # the SDK's retries are exhausted (or the request was never valid)
                     reply = error_reply(err, time.perf_counter() - t0, self._secrets)
                     log.warning("%s request failed: %s", self.kind, reply.error)
                     return reply
                 problem = empty_answer(response)
                 if problem is None:
-                    return self._reply(response, settings, time.perf_counter() - t0)
+                    return self._reply(response, settings, time.perf_counter() - t0, server)
                 if attempt < self.max_retries and not problem.startswith(FILTERED):
                     log.info("%s: %s; retrying (%d of %d)", self.kind, problem, attempt + 1, self.max_retries)
                     await asyncio.sleep(min(EMPTY_BACKOFF_S * 2**attempt, EMPTY_BACKOFF_MAX_S))
@@ -327,7 +368,45 @@ class OpenAIBackend(ChatBackend):
             log.warning("%s request failed: %s", self.kind, error)
             return Reply(text="", finish_reason="error", latency_s=time.perf_counter() - t0, error=error)
 
-    def _reply(self, response: Any, settings: GenerationSettings, latency_s: float) -> Reply:
+    async def _spread(self, request: dict[str, Any]) -> tuple[Any, str]:
+        """One request sent to the next server in turn that is not set aside; a server that fails it
+        (connection, timeout, 429, 5xx) is set aside for `set_aside_s` and the request goes to the
+        next, for up to `max_retries` + 1 rounds of the servers. Returns the answer and the server
+        that gave it (its URL without credentials); raises the last failure, or an error a server
+        gives for the request itself (400, 401: another server would say the same)."""
+        retryable = (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError)
+        last: Exception | None = None
+        for _ in range((self.max_retries + 1) * len(self._clients)):
+            i = await self._next_server()
+            try:
+                return await self._clients[i].chat.completions.create(**request), self._url(self.base_urls[i])
+            except retryable as err:
+                self._aside[i] = time.monotonic() + self.set_aside_s
+                log.warning(
+                    "%s: server %s failed (%s); set aside for %g s, the request goes to another",
+                    self.kind, self._url(self.base_urls[i]), self._why(err), self.set_aside_s,
+                )  # fmt: skip
+                last = err
+        assert last is not None
+        raise last
+
+    async def _next_server(self) -> int:
+        """The next server in turn that is not set aside; when all are, wait for the first to return
+        (at most `set_aside_s`)."""
+        n = len(self._clients)
+        start = next(self._turn)
+        now = time.monotonic()
+        for k in range(n):
+            i = (start + k) % n
+            if self._aside[i] <= now:
+                return i
+        i = min(range(n), key=lambda j: self._aside[j])
+        await asyncio.sleep(max(0.0, min(self._aside[i] - now, self.set_aside_s)))
+        return i
+
+    def _reply(
+        self, response: Any, settings: GenerationSettings, latency_s: float, server: str | None = None
+    ) -> Reply:
         choice = response.choices[0]
         usage = response.usage
         return Reply(
@@ -340,6 +419,7 @@ class OpenAIBackend(ChatBackend):
             logprobs=_logprobs(choice) if settings.top_logprobs else None,
             model=getattr(response, "model", None) or None,
             system_fingerprint=getattr(response, "system_fingerprint", None) or None,
+            server=server,
         )
 
     async def _gather(self, batch: Sequence[Sequence[Message]], settings: GenerationSettings) -> list[Reply]:
@@ -358,13 +438,14 @@ class OpenAIBackend(ChatBackend):
 
     def close(self) -> None:
         with self._setup_lock:
-            client, loop, thread = self._client, self._loop, self._thread
+            clients, loop, thread = self._clients, self._loop, self._thread
             self._client = self._loop = self._thread = self._semaphore = None
+            self._clients = []
             self._secrets = ()
         if loop is None:
             return
         try:
-            if client is not None:
+            for client in clients:
                 asyncio.run_coroutine_threadsafe(client.close(), loop).result(timeout=10)
         except Exception as err:  # pragma: no cover - best effort
             log.debug("closing the %s client: %s", self.kind, err)
