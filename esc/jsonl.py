@@ -194,8 +194,9 @@ def find_jsonl_files(
     spec: str | Path | Sequence[str | Path], subfolder: str, what: str, key: str | None = None
 ) -> list[Path]:
     """The JSONL files a config value names: files, or run directories whose `subfolder`
-    (`dialogues`, `scores`) holds them (`*.failed.jsonl` left out). `what` names them in errors;
-    `key`, the config key the value came from, makes the error a ConfigError naming it."""
+    (`dialogues`, `scores`) holds them (`*.failed.jsonl` left out), or the parent folder of a Hydra
+    sweep (`-m`: its numbered runs, each such a run directory, in number order). `what` names them in
+    errors; `key`, the config key the value came from, makes the error a ConfigError naming it."""
 
     def error(problem: str) -> UserError:
         return ConfigError(key, problem) if key else UserError(problem)
@@ -206,11 +207,25 @@ def find_jsonl_files(
         if path.is_dir():
             folder = path / subfolder if (path / subfolder).is_dir() else path
             found = sorted(p for p in folder.glob("*.jsonl") if not p.name.endswith(".failed.jsonl"))
+            runs = sweep_runs(path, subfolder) if not found else []
+            if runs:
+                paths += find_jsonl_files(runs, subfolder, what, key)
+                continue
             if not found:
-                raise error(f"{folder}: no {what} files (*.jsonl)")
+                raise error(
+                    f"{folder}: no {what} files (*.jsonl): name a run folder (with {subfolder}/), "
+                    f"{what} files, or a sweep's folder whose numbered runs hold {subfolder}/"
+                )
             paths += found
         elif path.is_file():
             paths.append(path)
         else:
             raise error(f"{path}: no such {what} file or directory")
     return paths
+
+
+def sweep_runs(path: Path, subfolder: str) -> list[Path]:
+    """The runs of a Hydra sweep's folder (`hydra.sweep.dir`: numbered subfolders `0/`, `1/`, ...)
+    that hold `subfolder`, in number order; [] when `path` is no such folder."""
+    runs = [d for d in path.iterdir() if d.is_dir() and d.name.isdigit() and (d / subfolder).is_dir()]
+    return sorted(runs, key=lambda d: int(d.name))
