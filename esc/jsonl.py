@@ -17,6 +17,7 @@ import errno
 import json
 import logging
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -225,7 +226,9 @@ def find_jsonl_files(
 
 
 def sweep_runs(path: Path, subfolder: str) -> list[Path]:
-    """The runs of a Hydra sweep's folder (`hydra.sweep.dir`: numbered subfolders `0/`, `1/`, ...)
-    that hold `subfolder`, in number order; [] when `path` is no such folder."""
-    runs = [d for d in path.iterdir() if d.is_dir() and d.name.isdigit() and (d / subfolder).is_dir()]
-    return sorted(runs, key=lambda d: int(d.name))
+    """The runs of a Hydra sweep's folder (`hydra.sweep.dir`: subfolders named by the job's number,
+    `0/`, `1/`, or `0_llama3/` as evaluate.py's `hydra.sweep.subdir` names them) that hold
+    `subfolder`, in number order; [] when `path` is no such folder."""
+    numbered = ((re.match(r"(\d+)(?:_|$)", d.name), d) for d in path.iterdir() if d.is_dir())
+    runs = [(int(m.group(1)), d) for m, d in numbered if m and (d / subfolder).is_dir()]
+    return [d for _, d in sorted(runs, key=lambda x: (x[0], x[1].name))]

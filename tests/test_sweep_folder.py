@@ -15,7 +15,7 @@ def test_a_sweep_folder_gives_the_files_of_its_numbered_runs(tmp_path: Path) -> 
     sweep = tmp_path / "multirun" / "2026-11-28" / "12-00-00"
     made = []
     for i, target in ((0, "llama3"), (1, "qwen"), (10, "yi")):
-        folder = sweep / str(i) / "dialogues"
+        folder = sweep / (f"{i}_{target}" if i else str(i)) / "dialogues"  # evaluate.py: <num>_<target>
         folder.mkdir(parents=True)
         made.append(folder / f"{target}__esc_role__en.jsonl")
         made[-1].write_text("{}\n")
