@@ -19,7 +19,7 @@ DEMO_DIR ?= outputs/demo/$(shell date +%Y-%m-%d_%H-%M-%S)
 DEMO_STEPS ?= 16
 DEMO_CARDS ?= 2
 
-.PHONY: install data models demo test browser test-slow test-gpu test-vllm test-vllm-smoke vllm-env lint format clean help
+.PHONY: slurm slurm-stop install data models demo test browser test-slow test-gpu test-vllm test-vllm-smoke vllm-env lint format clean help
 
 help:
 	@echo "make demo       install, fetch data and SmolLM2, train ESC-Role on SmolLM2, play $(DEMO_CARDS) cards, score them, build the report (~6 min on 2 idle cores, README)"
@@ -148,6 +148,15 @@ test-vllm: install data vllm-env
 # What CI runs of vLLM (.ci/run, after `make test`): the adapter judge and in-process evaluate.
 test-vllm-smoke: install data vllm-env
 	ESC_VLLM_PYTHON=$(VLLM_PY) $(PY) -m pytest -m "slow and vllm_smoke" tests/test_vllm.py -q
+
+# A one-node SLURM cluster on this machine (Debian's slurm-wlm + munge, installed when missing; root):
+# slurm.conf for this host's cores and memory, munged, slurmctld, slurmd. Idempotent. For the tests
+# that submit the repo's own sbatch scripts; docs/cluster.md says what it runs and what it cannot.
+slurm:
+	bash slurm/local/start.sh
+
+slurm-stop:
+	bash slurm/local/stop.sh
 
 # ruff, and the import contract of pyproject.toml ([tool.importlinter]: packages in the order of the
 # data flow, docs/architecture.md)

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Stop the one-node SLURM of slurm/local/start.sh (make slurm-stop); jobs still running are cancelled.
+set -uo pipefail
+command -v scancel >/dev/null && scancel --user "$(id -un)" 2>/dev/null
+pkill -x slurmd 2>/dev/null
+pkill -x slurmctld 2>/dev/null
+pkill -x munged 2>/dev/null
+echo "slurm: stopped"
