@@ -55,6 +55,26 @@ def load_items(path: Path, dims: Sequence[str]) -> list[tuple[ScoreItem, dict[st
     return items
 
 
+def score_batch(
+    judge: Judge, path: Path, items: Sequence[tuple[ScoreItem, dict[str, Any]]], store: Path
+) -> Batch:
+    """The seven-dimension items of one dialogue file (`load_items`) for one judge, into the score
+    file `store`; each record keeps its dialogue's target, role-player, card and file (mode=score's
+    files, read by the leaderboard and every later view)."""
+    return Batch(
+        judge,
+        [item for item, _ in items],
+        ScoreStore(store),
+        "dialogue x dimension",
+        "score",
+        [
+            {k: v for k, v in fields.items() if k not in ("dialogue_id", "dimension", "language")}
+            for _, fields in items
+        ],
+        path,
+    )
+
+
 def selected_dimensions(value: Any) -> list[str]:
     if value in (None, "all"):
         return list(DIMENSION_KEYS)

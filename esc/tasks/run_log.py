@@ -49,6 +49,17 @@ MANIFEST = "manifest.json"
 MANIFEST_FIELDS = ("config", "seed", "git", "packages", "python")
 
 
+def logged_reply(task: str, record: ScoreRecord, answers: Sequence[str]) -> Judgment:
+    """A checklist answer about one reply (item id `<dialogue id>#<exchange>`) as a run log lists it:
+    its dialogue, the exchange as the turn, the answer as the checklist words it (`answers`, by
+    score: "yes" flags the reply). mode=safety's and mode=stress's checklist records."""
+    dialogue_id, _, exchange = record.dialogue_id.rpartition("#")
+    if not dialogue_id or not exchange.isdigit():
+        raise ValueError("not a reply's id (<dialogue id>#<exchange>)")
+    answer = None if record.score is None else answers[record.score]
+    return logged(task, record, (dialogue_id,), answer, turn=int(exchange))
+
+
 def logged(
     task: str, record: ScoreRecord, dialogues: Sequence[str], answer: str | None, **fields: Any
 ) -> Judgment:

@@ -35,7 +35,7 @@ from esc.scoring.safety_checklist import (
 )
 from esc.scoring.store import ScoreRecord, ScoreStore
 from esc.tasks.answered import AnsweredResult
-from esc.tasks.run_log import logged
+from esc.tasks.run_log import logged_reply
 from esc.tasks.safety.report import Answer, write_report
 from esc.tasks.task import Context, Mode, Outcome, Plan, register
 
@@ -78,11 +78,7 @@ class Safety(Mode):
     def judgment(self, record: ScoreRecord) -> Judgment:
         """A checklist answer about one reply (item id `<dialogue id>#<exchange>`): its dialogue, the
         exchange as the turn, the answer "yes" (flagged) or "no"."""
-        dialogue_id, _, exchange = record.dialogue_id.rpartition("#")
-        if not dialogue_id or not exchange.isdigit():
-            raise ValueError("not a reply's id (<dialogue id>#<exchange>)")
-        answer = None if record.score is None else checklist()["answers"][record.score]
-        return logged(self.name, record, (dialogue_id,), answer, turn=int(exchange))
+        return logged_reply(self.name, record, checklist()["answers"])
 
     def settings(self, sections: Mapping[str, Any]) -> dict[str, Any]:
         # the checklist's texts (each judgment's content hash covers its prompt too)

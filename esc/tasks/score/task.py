@@ -24,14 +24,14 @@ from esc.reports.result import Block, Report, write_result
 from esc.reports.wandb_report import log_run
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.judging import (
-    Batch,
     check_one_prompt_per_judge,
     invalid_report,
     load_items,
+    score_batch,
     selected_dimensions,
 )
 from esc.scoring.jury import JurySettings
-from esc.scoring.store import ScoreRecord, ScoreStore, merge_score_files, score_file_paths, score_inputs
+from esc.scoring.store import ScoreRecord, merge_score_files, score_file_paths, score_inputs
 from esc.tasks.score import jury as jury_report
 from esc.tasks.score import leaderboard as board
 from esc.tasks.score import simulators
@@ -174,15 +174,7 @@ class Score(Mode):
         dims = selected_dimensions(ctx.run.dimensions)
         found = [load_items(path, dims) for path in files]  # bad input stops here, before any judging
         batches = [
-            Batch(
-                judge,
-                [item for item, _ in items],
-                ScoreStore(ctx.out / "scores" / f"{path.stem}__{judge.name}.jsonl"),
-                "dialogue x dimension",
-                "score",
-                [_record_fields(fields) for _, fields in items],
-                path,
-            )
+            score_batch(judge, path, items, ctx.out / "scores" / f"{path.stem}__{judge.name}.jsonl")
             for judge in ctx.judges
             for path, items in zip(files, found, strict=True)
         ]
@@ -226,11 +218,6 @@ class Leaderboard(Mode):
 
     def report(self, ctx: Context, plan: Plan) -> Outcome:
         return leaderboard_outcome(ctx, plan.data, {})
-
-
-def _record_fields(fields: dict[str, Any]) -> dict[str, Any]:
-    """A score record's fields beyond what every judgment has (its dialogue's target, card, file)."""
-    return {k: v for k, v in fields.items() if k not in ("dialogue_id", "dimension", "language")}
 
 
 def leaderboard_outcome(ctx: Context, score_paths: Sequence[Path], counts: dict[str, int]) -> Outcome:

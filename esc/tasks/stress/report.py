@@ -96,17 +96,9 @@ def checklist_lines(
 
 def checklist_blocks(lines: Sequence[card.Line], tolerance: float) -> list[result_.Block]:
     """The checklist's card: per question, how much more often a dialogue has a flagged reply."""
-    rows = [
-        [line.judge, line.perturbation, line.kind, line.dimension, EXPECTED[line.expected],
-         _points(line.change), _moved(line), line.verdict, line.change.n or 0, line.left_out]
-        for line in lines
-    ]  # fmt: skip
-    table = Table.of(
-        ["Judge", "Perturbation", "Kind", "Question", "Expected", "Change", "Moved as expected", "Verdict",
-         "pairs", "left out"],
-        rows, csv="stress_checklist_card.csv", name="checklist card",
-        metrics={"Change": FLAG_CHANGE, "Moved as expected": MOVED},
-    )  # fmt: skip
+    table = card_table(
+        lines, "Question", str, _points, FLAG_CHANGE, "stress_checklist_card.csv", "checklist card"
+    )
     unit = resampled_units(e.unit for e in Report("stress", (table,)).estimates()) or "nothing (no interval)"
     return [
         Heading("The safety checklist's card"),
@@ -119,6 +111,27 @@ def checklist_blocks(lines: Sequence[card.Line], tolerance: float) -> list[resul
             "excludes 0."
         ),
     ]
+
+
+def card_table(
+    lines: Sequence[card.Line], what: str, name_of: Any, change_cell: Any, change: Any, csv: str, name: str
+) -> Table:
+    """One card as a table: a row per line; `what` heads the dimension's (or question's) column,
+    `name_of` names it, `change_cell` shows the change, `change` is the metric it measures."""
+    rows = [
+        [line.judge, line.perturbation, line.kind, name_of(line.dimension), EXPECTED[line.expected],
+         change_cell(line.change), _moved(line), line.verdict, line.change.n or 0, line.left_out]
+        for line in lines
+    ]  # fmt: skip
+    return Table.of(
+        ["Judge", "Perturbation", "Kind", what, "Expected", "Change", "Moved as expected", "Verdict", "pairs",
+         "left out"],
+        rows, csv=csv, name=name, metrics={"Change": change, "Moved as expected": MOVED},
+    )  # fmt: skip
+
+
+def _paper_name(key: str) -> str:
+    return dimension(key).paper_name
 
 
 def _points(e: Estimate) -> result_.Cell:
@@ -147,18 +160,7 @@ def report_blocks(lines: Sequence[card.Line], made: Sequence[Any], tolerance: fl
     """The card (one row per judge, perturbation and dimension), the verdicts side by side where
     several judges were asked, and what each perturbation changed."""
     judges = sorted({line.judge for line in lines})
-    rows = [
-        [line.judge, line.perturbation, line.kind, dimension(line.dimension).paper_name,
-         EXPECTED[line.expected], _change(line.change), _moved(line), line.verdict, line.change.n or 0,
-         line.left_out]
-        for line in lines
-    ]  # fmt: skip
-    table = Table.of(
-        ["Judge", "Perturbation", "Kind", "Dimension", "Expected", "Change", "Moved as expected", "Verdict",
-         "pairs", "left out"],
-        rows, csv="stress_card.csv", name="report card",
-        metrics={"Change": CHANGE, "Moved as expected": MOVED},
-    )  # fmt: skip
+    table = card_table(lines, "Dimension", _paper_name, _change, CHANGE, "stress_card.csv", "report card")
     unit = resampled_units(e.unit for e in Report("stress", (table,)).estimates()) or "nothing (no interval)"
     blocks: list[result_.Block] = [
         Heading("The judge's report card"),

@@ -33,10 +33,10 @@ from esc.jsonl import atomic_write_text
 from esc.lifecycle import JobResult
 from esc.reports.runlog import Judgment
 from esc.scoring.judge import FAILED, INVALID, VALID, Judge
-from esc.scoring.judging import Batch, load_items, selected_dimensions
+from esc.scoring.judging import Batch, load_items, score_batch, selected_dimensions
 from esc.scoring.safety_checklist import SafetyRecord, checklist, question_keys, replies, safety_items
 from esc.scoring.store import ScoreRecord, ScoreStore, merge_score_files
-from esc.tasks.run_log import logged
+from esc.tasks.run_log import logged_reply
 from esc.tasks.stress import perturbations as perturb
 from esc.tasks.stress.report import write_report
 from esc.tasks.task import Context, Mode, Outcome, Plan, register
@@ -153,11 +153,7 @@ class Stress(Mode):
         about one reply (item id `<dialogue id>#<exchange>`), answered "yes" (flagged) or "no"."""
         if not isinstance(record, SafetyRecord):
             return super().judgment(record)
-        dialogue_id, _, exchange = record.dialogue_id.rpartition("#")
-        if not dialogue_id or not exchange.isdigit():
-            raise ValueError("not a reply's id (<dialogue id>#<exchange>)")
-        answer = None if record.score is None else checklist()["answers"][record.score]
-        return logged(self.name, record, (dialogue_id,), answer, turn=int(exchange))
+        return logged_reply(self.name, record, checklist()["answers"])
 
     def settings(self, sections: Mapping[str, Any]) -> dict[str, Any]:
         # the variants depend on the texts, the perturbations chosen and the seed
@@ -192,15 +188,7 @@ class Stress(Mode):
                     batches.append(checklist_batch(ctx.out, judge, path, wanted))
                 items = [(item, fields) for item, fields in load_items(path, dims) if item.item_id in wanted]
                 batches.append(
-                    Batch(
-                        judge,
-                        [item for item, _ in items],
-                        ScoreStore(ctx.out / "scores" / f"{path.stem}__{judge.name}.jsonl"),
-                        "dialogue x dimension",
-                        "score",
-                        [_fields(fields) for _, fields in items],
-                        path,
-                    )
+                    score_batch(judge, path, items, ctx.out / "scores" / f"{path.stem}__{judge.name}.jsonl")
                 )
         manifest = {
             "sources": [str(p) for p in files],
@@ -249,8 +237,3 @@ def checklist_batch(out: Path, judge: Judge, path: Path, wanted: set[str]) -> Ba
                 items += safety_items(reply, lines, question_keys())
     store = ScoreStore(out / "safety" / f"{path.stem}__{judge.name}.jsonl", SafetyRecord)
     return Batch(judge, items, store, f"safety checklist of {path.stem}", "answer")
-
-
-def _fields(fields: dict[str, Any]) -> dict[str, Any]:
-    """A score record's fields beyond what every judgment has (as mode=score keeps them)."""
-    return {k: v for k, v in fields.items() if k not in ("dialogue_id", "dimension", "language")}
