@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -57,6 +60,23 @@ def conf_node(
         OmegaConf.select(compose(overrides or [], config_name=config_name), node), resolve=True
     )
     return OmegaConf.to_container(OmegaConf.merge(base, *changes))
+
+
+def kill_entry_when(script: str, args: list[str], ready: Callable[[], bool], timeout: float = 300) -> None:
+    """Start a repo entry point and SIGKILL it as soon as `ready()` holds (or it ends, or `timeout`
+    passes): a run killed mid-way, as an out-of-memory killer or a preempted node does."""
+    proc = subprocess.Popen(
+        [sys.executable, script, *args],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "WANDB_MODE": "disabled"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None and not ready():
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
 
 
 def run_entry(

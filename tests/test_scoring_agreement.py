@@ -6,11 +6,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -25,12 +20,11 @@ from esc.annotate.human_scores import (
     write_annotations,
 )
 from esc.errors import DataError
-from esc.paths import REPO_ROOT
 from esc.reports.result import Cell, read_result
 from esc.scoring.rubrics import dimension
 from esc.scoring.store import read_scores
 from esc.tasks.agreement import report as agree
-from tests.helpers import requires_data, run_entry
+from tests.helpers import kill_entry_when, requires_data, run_entry
 
 DIALOGUE = [{"role": "user", "content": "I lost my job."}, {"role": "assistant", "content": "That is hard."}]
 
@@ -394,20 +388,11 @@ def test_rank_py_resumes_after_sigkill(tmp_path: Path) -> None:
     assert whole.returncode == 0, whole.stderr[-3000:]
     out = tmp_path / "killed"
     path = out / "scores" / "tiny__tiny__en__tiny.jsonl"
-    proc = subprocess.Popen(
-        [sys.executable, "rank.py", *common, f"hydra.run.dir={out}"],
-        cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", "WANDB_MODE": "disabled"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    kill_entry_when(
+        "rank.py",
+        [*common, f"hydra.run.dir={out}"],
+        lambda: path.exists() and path.read_bytes().count(b"\n") >= 4,
     )
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and proc.poll() is None:
-        if path.exists() and path.read_bytes().count(b"\n") >= 4:
-            break
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
     written = path.read_bytes().count(b"\n")
     assert 4 <= written < 28, f"kill came at the wrong moment ({written} judgments written)"
     again = run_entry("rank.py", [*common, f"hydra.run.dir={out}"])

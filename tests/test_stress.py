@@ -6,13 +6,8 @@ judge's run resumes after SIGKILL with identical outputs; bad inputs are one err
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +20,7 @@ from esc.reports.result import read_result, result_path
 from esc.scoring.judge import VALID, Judge, JudgeAnswer, ScoreItem, register_judge
 from esc.tasks.stress import perturbations as perturb
 from esc.tasks.stress.card import BIASED, BLIND, INVARIANT, SENSITIVE, Pair, card_line
-from tests.helpers import REPO_ROOT, compose, run_entry
+from tests.helpers import compose, kill_entry_when, run_entry
 
 T = perturb.texts()
 EN = {key: T[key]["en"] for key in T if isinstance(T[key], dict)}
@@ -334,20 +329,11 @@ def test_rank_py_stress_on_the_tiny_judge_resumes_after_sigkill(tmp_path: Path) 
     assert whole.returncode == 0, whole.stderr[-3000:]
     out = tmp_path / "killed"
     scores = out / "scores"
-    proc = subprocess.Popen(
-        [sys.executable, "rank.py", *common, f"hydra.run.dir={out}"],
-        cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", "WANDB_MODE": "disabled"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    kill_entry_when(
+        "rank.py",
+        [*common, f"hydra.run.dir={out}"],
+        lambda: scores.is_dir() and sum(p.read_bytes().count(b"\n") for p in scores.glob("*.jsonl")) >= 4,
     )
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and proc.poll() is None:
-        if scores.is_dir() and sum(p.read_bytes().count(b"\n") for p in scores.glob("*.jsonl")) >= 4:
-            break
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
     assert not (out / "stress.md").exists()  # killed before the report
     again = run_entry("rank.py", [*common, f"hydra.run.dir={out}"])
     assert again.returncode == 0, again.stderr[-3000:]
