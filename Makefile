@@ -19,7 +19,7 @@ DEMO_DIR ?= outputs/demo/$(shell date +%Y-%m-%d_%H-%M-%S)
 DEMO_STEPS ?= 16
 DEMO_CARDS ?= 2
 
-.PHONY: slurm slurm-stop install data models demo test browser test-slow test-gpu test-vllm test-vllm-smoke vllm-env lint format clean help
+.PHONY: slurm slurm-stop test-slurm install data models demo test browser test-slow test-gpu test-vllm test-vllm-smoke vllm-env lint format clean help
 
 help:
 	@echo "make demo       install, fetch data and SmolLM2, train ESC-Role on SmolLM2, play $(DEMO_CARDS) cards, score them, build the report (~6 min on 2 idle cores, README)"
@@ -81,7 +81,7 @@ demo: install data models
 # workers do not fight over the 2 cores. --durations names the slowest tests in CI's log.
 TEST_WORKERS ?= 2
 test: install data browser
-	OMP_NUM_THREADS=1 $(PY) -m pytest -m "not slow and not gpu" -q -n $(TEST_WORKERS) --dist loadfile --durations=25
+	OMP_NUM_THREADS=1 $(PY) -m pytest -m "not slow and not gpu and not slurm" -q -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 # The report's browser test drives the system Chromium headless (Playwright downloads none here):
 # Debian's `chromium` is installed where this runs as root; elsewhere the test is skipped and says why.
@@ -157,6 +157,10 @@ slurm:
 
 slurm-stop:
 	bash slurm/local/stop.sh
+
+# The sbatch scripts under that SLURM (tests/test_slurm.py): an evaluate array with a requeued task.
+test-slurm: install data slurm
+	OMP_NUM_THREADS=1 $(PY) -m pytest -m slurm tests/test_slurm.py -q
 
 # ruff, and the import contract of pyproject.toml ([tool.importlinter]: packages in the order of the
 # data flow, docs/architecture.md)
