@@ -118,3 +118,21 @@ def test_an_evaluate_array_with_a_requeued_task_merges_to_the_unsharded_run(tmp_
     if requeued.returncode == 0:  # the task was still running when requeued: its second run resumed
         manifest = json.loads((root / "shard-0" / "manifest.json").read_text())
         assert manifest.get("previous_attempts"), manifest.keys()
+
+
+def test_train_1node_runs_a_few_cpu_steps_as_a_slurm_job(tmp_path: Path) -> None:
+    from tests.helpers import FAST_TRAIN
+
+    run_dir = tmp_path / "train"
+    job = _sbatch(
+        ["--gpus-per-node=0", "--ntasks-per-node=1", "--cpus-per-task=2", "--mem=6G",
+         f"--output={tmp_path}/slurm-train-%j.out", "slurm/train_1node.sbatch", "+exp=train/esc_role",
+         *FAST_TRAIN, "trainer.max_steps=2"],
+        {"ESC_RUN_DIR": str(run_dir)},
+    )  # fmt: skip
+    assert _wait([job]) in ({job: "COMPLETED"}, {job: ""}), (tmp_path / f"slurm-train-{job}.out").read_text()[
+        -2000:
+    ]
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "completed" and manifest["global_step"] == 2
+    assert str(manifest["slurm_job_id"]) == job  # the run knows the job that made it
