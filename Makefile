@@ -159,7 +159,7 @@ slurm-stop:
 	bash slurm/local/stop.sh
 
 # The sbatch scripts under that SLURM (tests/test_slurm.py): an evaluate array with a requeued task,
-# a 2-step CPU training job.
+# a 2-step CPU training job, a rank.py sweep through submitit.
 test-slurm: install data slurm
 	OMP_NUM_THREADS=1 $(PY) -m pytest -m slurm tests/test_slurm.py -q
 

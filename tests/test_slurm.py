@@ -136,3 +136,30 @@ def test_train_1node_runs_a_few_cpu_steps_as_a_slurm_job(tmp_path: Path) -> None
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "completed" and manifest["global_step"] == 2
     assert str(manifest["slurm_job_id"]) == job  # the run knows the job that made it
+
+
+def test_a_rank_py_sweep_through_submitit_and_its_folder_read_whole(tmp_path: Path) -> None:
+    """`rank.py -m hydra/launcher=slurm`: two jobs through submitit (it polls `sacct`, which this
+    cluster has no database for: it warns and reads the jobs' results instead); then the sweep's
+    folder is what `scores=` takes for both runs (issue 54, item 5)."""
+    dialogues = tmp_path / "eval"
+    made = run_entry("evaluate.py", [*EVAL_ARGS, f"hydra.run.dir={dialogues}"])
+    assert made.returncode == 0, made.stderr[-2000:]
+    sweep = tmp_path / "sweep"
+    done = run_entry(
+        "rank.py",
+        ["-m", "hydra/launcher=slurm", "judge=tiny", f"dialogues={dialogues}", "dimensions=[empathy]",
+         "scoring.progress=false", "leaderboard.bootstrap=10,20", "hydra.launcher.gpus_per_node=0",
+         "hydra.launcher.tasks_per_node=1", "hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=3",
+         "hydra.launcher.timeout_min=10", f"hydra.sweep.dir={sweep}"],
+        timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    for run in ("0", "1"):
+        manifest = json.loads((sweep / run / "manifest.json").read_text())
+        assert manifest["status"] == "completed" and manifest["slurm_job_id"], manifest.get("status")
+    board = run_entry(
+        "rank.py", ["mode=leaderboard", f"scores={sweep}", f"hydra.run.dir={tmp_path / 'board'}"]
+    )
+    assert board.returncode == 0, board.stderr[-2000:]
+    assert (tmp_path / "board" / "leaderboard.md").is_file()
