@@ -263,6 +263,9 @@ def test_scripted_judges_get_exactly_the_planted_verdicts(tmp_path: Path) -> Non
     assert card["ideal", "dismissive", "Empathy"]["Change"].startswith("-2.00 [every resample -2.00]")
     assert card["ideal", "rename", "Overall"]["Change"].startswith("+0.00 [every resample 0.00]")
     assert card["ideal", "rename", "Overall"]["pairs"] == str(CARDS)
+    # a judge that gives one score on a dimension whatever the dialogue is named beside its verdicts
+    text = (tmp_path / "out" / "stress.md").read_text()
+    assert "ideal gave one score on Expression (3)" in text and "length gave one score" not in text
     # the three judges side by side, one table
     [side] = [
         t for t in read_result(result_path(tmp_path / "out", "stress")).tables() if t.name == "verdicts"

@@ -156,6 +156,35 @@ def _moved(line: card.Line) -> result_.Cell:
     return result_.Cell(share_text(e, e.n or 0, line.cards, "pair", 0), e)
 
 
+def one_answer(records: Sequence[ScoreRecord]) -> dict[str, list[tuple[str, float]]]:
+    """Per judge, the dimensions on which every valid judgment of the run (originals and variants)
+    has one score: (dimension key, that score). There a judge is blind to every degradation and
+    "invariant" to every neutral change by construction, and the card says so beside its verdicts."""
+    scores: dict[tuple[str, str], set[float]] = {}
+    for r in records:
+        if r.status == VALID and r.score is not None:
+            scores.setdefault((r.judge, dimension(r.dimension).key), set()).add(float(r.score))
+    found: dict[str, list[tuple[str, float]]] = {}
+    for (judge, key), seen in sorted(scores.items()):
+        if len(seen) == 1:
+            found.setdefault(judge, []).append((key, seen.pop()))
+    return found
+
+
+def one_answer_text(found: dict[str, list[tuple[str, float]]]) -> str | None:
+    if not found:
+        return None
+    parts = [
+        f"{judge} gave one score on {', '.join(f'{dimension(k).paper_name} ({s:g})' for k, s in keys)}"
+        for judge, keys in found.items()
+    ]
+    return (
+        "One answer whatever the dialogue: " + "; ".join(parts) + ". On those dimensions the judge is blind "
+        "to every degradation and invariant to every neutral change by construction: the verdicts there "
+        "describe the judge's single answer, not what it notices."
+    )
+
+
 def report_blocks(lines: Sequence[card.Line], made: Sequence[Any], tolerance: float) -> list[result_.Block]:
     """The card (one row per judge, perturbation and dimension), the verdicts side by side where
     several judges were asked, and what each perturbation changed."""
@@ -220,6 +249,9 @@ def write_report(
     """stress.md, stress.result.json and the tables' CSVs; the card's lines and the markdown."""
     lines = card_lines(records, made, dims, settings.tolerance, settings.bootstrap, seed)
     blocks = report_blocks(lines, made, settings.tolerance)
+    said = one_answer_text(one_answer(records))
+    if said:
+        blocks.insert(3, Text(said))  # after the card and its note
     if answers:
         flag_lines = checklist_lines(answers, made, settings.flag_tolerance, settings.bootstrap, seed)
         blocks[-2:-2] = checklist_blocks(flag_lines, settings.flag_tolerance)  # before the perturbations
