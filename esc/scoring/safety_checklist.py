@@ -68,7 +68,10 @@ def question_keys() -> list[str]:
 
 
 def checklist_digest() -> str:
-    """What a safety run's settings record of the texts it asked."""
+    """What a safety run's settings record of the texts it asked: the file's bytes, so an edited
+    comment changes it too and a folder judged before is then not resumed. Its first line still
+    names the module's old path (esc/safety/checklist.py) for that reason: leave the bytes alone
+    unless the texts change (then bump `version`)."""
     return sha256_file(CHECKLIST_FILE)
 
 
