@@ -46,6 +46,7 @@ VALIDATION_TARGETS = {"canned_supportive", "canned_dismissive"}
 MANDATORY = {
     ("roleplayer", "esc_role_local"): {"backend.adapter"},
     ("roleplayer", "esc_role_smollm2"): {"backend.adapter"},
+    ("target", "openai_compatible"): {"backend.model", "backend.base_url"},  # your chatbot's server
 }
 # Targets without downloadable weights: name_or_path is null until a user gives a local copy
 # (`weights_unavailable`; tests/test_targets.py).
@@ -136,6 +137,7 @@ def test_every_paper_model_and_roleplayer_has_a_config() -> None:
     assert {t.display_name for t in targets} == PAPER_TARGETS | {
         "Tiny (test)",
         "SmolLM2-135M-Instruct",
+        "Your chatbot (OpenAI-compatible API)",
     } | validation
 
 
@@ -177,6 +179,11 @@ def test_option_composes_and_resolves(group: str, option: str) -> None:
         assert node.backend.batch_size == "auto" or node.backend.batch_size >= 1
     elif node.backend.kind == "canned":
         assert option in VALIDATION_TARGETS and set(node.backend.replies) == {"en", "zh"}
+    elif (group, option) == (
+        "target",
+        "openai_compatible",
+    ):  # the template: the user's server, no key, no price
+        assert OmegaConf.is_missing(node.backend, "model") and node.backend.price is None
     else:
         assert node.backend.model and node.backend.api_key_env
 

@@ -13,6 +13,7 @@ import argparse
 from pathlib import Path
 
 from esc.errors import ArgumentParser
+from esc.export.dataset import export
 
 HELP = "rank.py runs as a dataset: Parquet, a datasets folder and its card; --push to the Hub"
 
@@ -30,8 +31,6 @@ def parser(prog: str) -> ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from esc.export.dataset import export
-
     done = export(args.runs, args.out, args.push)
     pushed = f"; pushed to {done['pushed']}" if done["pushed"] else ""
     print(f"{done['rows']} dialogues: {done['out']}/dialogues.parquet, {done['out']}/hf, README.md{pushed}")
