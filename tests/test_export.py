@@ -26,7 +26,12 @@ def test_export_writes_one_row_per_dialogue_with_every_judgment(tmp_path: Path) 
     from datasets import load_from_disk
 
     rank = _run(tmp_path)
+    mine = tmp_path / "ds.partial"  # a person's folder whose name a staging folder could have had
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
     assert main(["export", str(rank), "--out", str(tmp_path / "ds")]) == 0
+    assert (mine / "notes.txt").read_text() == "keep"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".partial")) == ["ds.partial"]
     log = read_run_log(rank)
     per_dialogue = Counter(d for j in log.judgments for d in j.dialogues)
     table = pq.read_table(tmp_path / "ds" / "dialogues.parquet").to_pylist()

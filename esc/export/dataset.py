@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -50,9 +51,9 @@ def export(folders: Sequence[Path], out: Path, push: str | None = None) -> dict[
         raise UserError(f"--push needs a Hugging Face token in the environment variable {TOKEN_ENV}")
     made = identities(runs)
     dataset = Dataset.from_list(rows)
-    staging = out.with_name(out.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # a new folder of our own beside OUT: never a name a person's folder may have
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
     dataset.to_parquet(str(staging / "dialogues.parquet"))
     dataset.save_to_disk(str(staging / "hf"))
     atomic_write_text(staging / "runs.json", json.dumps(made, indent=2, ensure_ascii=False) + "\n")
