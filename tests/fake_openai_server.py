@@ -31,6 +31,10 @@ style) is answered with the profile rendered as a system message.
         OpenAIBackend(model="tiny", base_url=server.url, api_key_env=None)
 
     python tests/fake_openai_server.py --port 8011   # by hand: serves the tiny model
+
+It also speaks Anthropic's Messages API (``POST /v1/messages``, the key in ``x-api-key``; give the
+Anthropic SDK ``server.root``) and both batch APIs, OpenAI's and Anthropic's (`tests.fake_batches`:
+``batch_polls_to_end``, ``batch_outcome``, ``server.batches``).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from esc.chat.base import ChatBackend, GenerationSettings
+from tests.fake_batches import FakeBatches, anthropic_error, anthropic_to_chat, chat_to_anthropic
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -96,12 +101,20 @@ class FakeOpenAIServer:
         self._generate_lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self.batches = FakeBatches(self)  # the batch APIs' files and batches (tests.fake_batches)
+        self.batch_polls_to_end = 1  # reads of a batch that still see it in progress
+        self.batch_outcome = "completed"  # how a batch created from now on ends: completed | expired | failed
 
     # --- control ------------------------------------------------------------------------------
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def root(self) -> str:
+        """The server without ``/v1``: the Anthropic SDK's ``base_url``."""
+        return f"http://{self.host}:{self.port}"
 
     def inject(self, faults: Iterable[str], match: str | None = None) -> None:
         """Fail the next requests (those whose last message contains `match`, if given), in order."""
@@ -120,6 +133,7 @@ class FakeOpenAIServer:
             self.model_requests = 0
             self.in_flight = self.peak_in_flight = 0
             self.epoch += 1
+        self.batches = FakeBatches(self)
 
     def start(self) -> FakeOpenAIServer:
         if self.backend is None:
@@ -162,11 +176,30 @@ class FakeOpenAIServer:
             self.received.append({"body": body, "authorization": headers.get("Authorization")})
             if headers.get("X-Fault"):
                 return headers["X-Fault"]
+        return self._take_fault(last)
+
+    def _take_fault(self, last: str) -> str | None:
+        with self._lock:
             for i, (fault, match) in enumerate(self._faults):
                 if match is None or match in last:
                     del self._faults[i]
                     return fault
         return self.fault_every
+
+    def answer_line(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """One batch line, answered as the chat endpoint would answer it (a queued fault included:
+        an HTTP status fails the line; "timeout" and "drop" fail it with 500). Not counted in
+        `requests`, which counts the single requests."""
+        messages = body.get("messages") or []
+        fault = self._take_fault(str(messages[-1].get("content", "")) if messages else "")
+        if fault in ("timeout", "drop", "html"):
+            return 500, _error(500, f"injected fault {fault}")
+        if fault and fault not in ANSWER_FAULTS:
+            return int(fault), _error(int(fault), f"injected fault {fault}")
+        status, payload = self.complete(body)
+        if fault and status == 200:
+            ANSWER_FAULTS[fault](payload, "")
+        return status, payload
 
     def complete(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """Answer one chat completions request with the backend."""
@@ -291,6 +324,7 @@ class _Handler(BaseHTTPRequestHandler):
         """False (after answering 401, echoing the token as a careless server might) for a wrong key."""
         expected = self.server_state.api_key
         token = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
+        token = self.headers.get("x-api-key") or token  # Anthropic's header
         if expected is None or token == expected:
             return True
         self._send(401, _error(401, f"Incorrect API key provided: {token}"))
@@ -298,13 +332,27 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         state = self.server_state
-        if state.list_models and self.path.rstrip("/") in ("/v1/models", "/models"):
+        path = self.path.split("?")[0].rstrip("/")
+        if path.startswith(("/v1/batches", "/v1/files/", "/v1/messages/batches")):
+            if self._authorized():
+                self._get_batch(state, path)
+            return
+        if state.list_models and path in ("/v1/models", "/models"):
             with state._lock:
                 state.model_requests += 1
             if not self._authorized():
                 return
-            models = [
-                {"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in state.served_models
+            models = [  # the fields of both APIs' model lists (OpenAI's, Anthropic's)
+                {
+                    "id": m,
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": "fake",
+                    "type": "model",
+                    "display_name": m,
+                    "created_at": "2026-01-01T00:00:00Z",
+                }  # fmt: skip
+                for m in state.served_models
             ]
             self._send(200, {"object": "list", "data": models})
         else:
@@ -317,6 +365,11 @@ class _Handler(BaseHTTPRequestHandler):
             return
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        path = self.path.split("?")[0].rstrip("/")
+        if path in ("/v1/files", "/v1/batches", "/v1/messages/batches", "/v1/messages"):
+            if self._authorized():
+                self._post_other(state, path, raw)
+            return
         if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
             self._send(404, _error(404, f"no route {self.path}"))
             return
@@ -334,6 +387,57 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(state, body)
         finally:
             self._answered()
+
+    def _get_batch(self, state: FakeOpenAIServer, path: str) -> None:
+        batches = state.batches
+        parts = path.split("/")  # ["", "v1", ...]
+        if path == "/v1/batches":
+            self._send(*batches.list_openai())
+        elif path.startswith("/v1/batches/"):
+            self._send(*batches.get_openai(parts[3]))
+        elif path.startswith("/v1/files/") and path.endswith("/content"):
+            data = batches.files.get(parts[3])
+            if data is None:
+                self._send(404, _error(404, f"no file {parts[3]}"))
+            else:
+                self._send_raw(200, data, "application/octet-stream")
+        elif path.endswith("/results"):
+            status, data = batches.anthropic_results(parts[4])
+            self._send_raw(status, data, "application/binary" if status == 200 else "application/json")
+        elif path.startswith("/v1/messages/batches/"):
+            self._send(*batches.get_anthropic(parts[4]))
+        else:
+            self._send(404, _error(404, f"no route {self.path}"))
+
+    def _post_other(self, state: FakeOpenAIServer, path: str, raw: bytes) -> None:
+        """The batch APIs' POST routes and Anthropic's Messages endpoint."""
+        if path == "/v1/files":
+            self._send(*state.batches.upload(raw, self.headers.get("Content-Type") or ""))
+            return
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError as err:
+            self._send(400, _error(400, f"invalid JSON: {err}"))
+            return
+        if path == "/v1/batches":
+            self._send(*state.batches.create_openai(body))
+        elif path == "/v1/messages/batches":
+            self._send(*state.batches.create_anthropic(body))
+        else:  # a single Messages API request, through the chat path (faults and counts included)
+            chat = anthropic_to_chat(body)
+            fault = state._record(chat, self.headers)
+            if fault and fault not in ANSWER_FAULTS:
+                status = 500 if fault in ("timeout", "drop", "html") else int(fault)
+                headers = {"retry-after-ms": str(state.retry_after_ms)} if state.retry_after_ms else {}
+                self._send(status, anthropic_error(status, f"injected fault {fault}"), headers)
+                return
+            status, payload = state.complete(chat)
+            if status != 200:
+                self._send(status, anthropic_error(status, payload["error"]["message"]))
+                return
+            if fault:
+                ANSWER_FAULTS[fault](payload, "")
+            self._send(200, chat_to_anthropic(payload))
 
     def _answered(self) -> None:
         """The request stops counting as in flight: before its answer is written (a client may send

@@ -164,6 +164,13 @@ class ChatBackend(abc.ABC):
         """Prompt tokens of `messages` as this model would see them; None when the backend cannot tell."""
         return None
 
+    def submit(self, batch: Sequence[Sequence[Message]], settings: GenerationSettings) -> None:
+        """Send these requests now without waiting for their replies, where the backend can (an API's
+        batch endpoint, `esc.chat.batch`); a later `generate` of the same requests collects them. A
+        caller submits everything it will ask before asking any of it, so that batches wait side by
+        side, not one after another. Most backends do nothing here."""
+        return None
+
     def kept_conversations(self, tokens: int) -> int | None:
         """How many conversations of `tokens` tokens this backend keeps between turns (a local
         model's kept keys and values), so that a wave of dialogues is no larger; None: no bound."""

@@ -356,6 +356,15 @@ class CachedBackend(ChatBackend):
     def kept_conversations(self, tokens: int) -> int | None:
         return self.inner.kept_conversations(tokens)
 
+    def submit(self, batch: Sequence[Sequence[Message]], settings: GenerationSettings) -> None:
+        """Only the requests the cache does not hold go on to `inner.submit`."""
+        if not batch:
+            return
+        identity = self.inner.cache_identity()
+        keys = [request_key(identity, messages, settings) for messages in batch]
+        hits = self.cache.get_many(keys)
+        self.inner.submit([m for m, key in zip(batch, keys, strict=True) if key not in hits], settings)
+
     def generate(self, batch: Sequence[Sequence[Message]], settings: GenerationSettings) -> list[Reply]:
         if not batch:
             return []

@@ -18,11 +18,13 @@ config's `max_cost` (`check_budget`). What it counts:
   because a budget (`max_cost`) must hold. (The rule it replaces, ASCII characters / 4 + one per
   other character, was exceeded by 10% on a real GPT-4 run.)
 - **completion tokens**: every reply at its request's `max_new_tokens`: an upper bound.
-- **the price**: the backend's `price`, which names the model it is for (``{model: gpt-4-0613,
-  prompt: 0.03, completion: 0.06}``): each part's line says whose price it used, and a price of
-  another model than the backend asks for (a config copied from gpt4.yaml with another `model`) is
-  refused before any request (`checked_price`): an estimate, and `max_cost`, at the wrong prices
-  would bound nothing. A price that names no model is used as given, and its line says so.
+- **the price**: the backend's `price` (through a batch API, `esc.chat.batch`: its
+  ``batch_prompt`` and ``batch_completion``, and the line says "batch price"), which names the
+  model it is for (``{model: gpt-4-0613, prompt: 0.03, completion: 0.06}``): each part's line
+  says whose price it used, and a price of another model than the backend asks for (a config
+  copied from gpt4.yaml with another `model`) is refused before any request (`checked_price`): an
+  estimate, and `max_cost`, at the wrong prices would bound nothing. A price that names no model
+  is used as given, and its line says so.
 
 The actual cost of a run is in its manifest (`usage`, `esc.chat.usage`), from the tokens the API
 reported.
@@ -151,7 +153,8 @@ class CostPart:
         if not self.price:
             return "no price"
         model = self.price.get("model")
-        return f"{model}'s price" if model else "a price that names no model"
+        which = "batch price" if self.price.get("batch") else "price"  # a batch API's (esc.chat.batch)
+        return f"{model}'s {which}" if model else f"a {which} that names no model"
 
     def line(self) -> str:
         """``target gpt4: 1,655 requests, <=2,104,330 prompt + <=52,960 completion tokens, $64.31

@@ -107,6 +107,10 @@ class Judge(abc.ABC):
     def identity(self) -> dict[str, Any]:
         """Model, revision, adapters, prompt style and version: what a score depends on."""
 
+    def submit(self, items: Sequence[ScoreItem]) -> None:  # noqa: B027 (optional hook)
+        """Send the requests of `items` ahead of `judge` (a judge that uses a batch API submits them
+        all at once, so its batches wait side by side); most judges do nothing here."""
+
     def check_ready(self) -> None:  # noqa: B027 (optional hook)
         """Fail before any work (a missing key, model or adapter) with a UserError."""
 

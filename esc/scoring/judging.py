@@ -240,8 +240,11 @@ def judge_batches(
     what", counting `unit`s). `counts` (valid, invalid, failed) grows as each chunk is written, so
     a run stopped halfway can say how far it got."""
     counts = Counter() if counts is None else counts
-    for _, group in itertools.groupby(batches, key=lambda b: (id(b.judge), b.what, b.unit)):
-        group = list(group)
+    groups = [list(g) for _, g in itertools.groupby(batches, key=lambda b: (id(b.judge), b.what, b.unit))]
+    for group in groups:  # a judge that uses a batch API submits everything first: its batches (and
+        # a jury's) then wait side by side; other judges do nothing here
+        group[0].judge.submit([b.items[i] for b in group for i in b.pending])
+    for group in groups:
         judge, first = group[0].judge, group[0]
         total = sum(len(b.pending) for b in group)
         with Progress(total, first.unit, f"judge {judge.name}: {first.what}", enabled=progress) as bar:

@@ -359,7 +359,9 @@ class OpenAIBackend(ChatBackend):
                     return reply
                 problem = empty_answer(response)
                 if problem is None:
-                    return self._reply(response, settings, time.perf_counter() - t0, server)
+                    return self._reply(
+                        response, bool(settings.top_logprobs), time.perf_counter() - t0, server
+                    )
                 if attempt < self.max_retries and not problem.startswith(FILTERED):
                     log.info("%s: %s; retrying (%d of %d)", self.kind, problem, attempt + 1, self.max_retries)
                     await asyncio.sleep(min(EMPTY_BACKOFF_S * 2**attempt, EMPTY_BACKOFF_MAX_S))
@@ -405,8 +407,10 @@ class OpenAIBackend(ChatBackend):
         return i
 
     def _reply(
-        self, response: Any, settings: GenerationSettings, latency_s: float, server: str | None = None
+        self, response: Any, want_logprobs: bool, latency_s: float, server: str | None = None
     ) -> Reply:
+        """A chat completions answer with text (`empty_answer` is None) as a reply: also what a batch
+        line's body is read into (`esc.chat.batch.openai_batches`)."""
         choice = response.choices[0]
         usage = response.usage
         return Reply(
@@ -416,7 +420,7 @@ class OpenAIBackend(ChatBackend):
             prompt_tokens=getattr(usage, "prompt_tokens", None),
             completion_tokens=getattr(usage, "completion_tokens", None),
             latency_s=latency_s,
-            logprobs=_logprobs(choice) if settings.top_logprobs else None,
+            logprobs=_logprobs(choice) if want_logprobs else None,
             model=getattr(response, "model", None) or None,
             system_fingerprint=getattr(response, "system_fingerprint", None) or None,
             server=server,

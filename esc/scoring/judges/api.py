@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from esc.chat.base import ChatBackend, GenerationSettings, check_features
+from esc.chat.batch.backend import with_batches
 from esc.chat.build import build_backend
 from esc.chat.cache import with_cache
 from esc.chat.closed import read_reply, strict_choice
@@ -50,6 +51,13 @@ class APIJudge(Judge):
         adapters: ``{layout, root}`` as for the local judge: one LoRA adapter per (dimension,
             language), sent with each request (backends that switch adapters per request).
         cache: the request cache node of the run (reruns replay identical requests).
+        batch: send the requests through the provider's batch API (OpenAI's Batch API, Anthropic's
+            Message Batches: half the price, answers within 24 h; `esc.chat.batch`). The batches are
+            recorded in `batch_folder`; a rerun, or a run after a kill, polls them again.
+        batch_folder: the ledger's folder (conf/judge/: the run folder's ``batches/``).
+        batch_poll_s: seconds between polls.
+        batch_wait_s: how long one run waits for its batches; past it their judgments are failed
+            and a rerun collects them.
         default_system: the system turn sent when the prompt style has none; null: the backend
             model's ``chat_default_system`` (vLLM in this process with InternLM2), if it has one.
     """
@@ -65,6 +73,10 @@ class APIJudge(Judge):
         adapters: Mapping[str, Any] | None = None,
         cache: Mapping[str, Any] | None = None,
         default_system: str | None = None,
+        batch: bool = False,
+        batch_folder: str | None = None,
+        batch_poll_s: float = 30.0,
+        batch_wait_s: float = 86_400.0,
     ) -> None:
         self.name = name
         self.prompt = prompt
@@ -82,7 +94,12 @@ class APIJudge(Judge):
             if native is not None:
                 backend["model"], paths = native
                 self.loaded_as = "LlamaForCausalLM converted from InternLM2 (esc/models/internlm2.py)"
-        self.backend: ChatBackend = with_cache(build_backend(backend, key="judge.backend"), cache)
+        built = build_backend(backend, key="judge.backend")
+        if batch:
+            key = f"{self.config_key}.batch"
+            built = self._batched = with_batches(built, batch_folder, batch_poll_s, batch_wait_s, key=key)
+        self.batch = bool(batch)
+        self.backend: ChatBackend = with_cache(built, cache)
         self.constrain = bool(constrain)
         self.settings = GenerationSettings(
             max_new_tokens=1 if constrain else int(max_new_tokens),
@@ -127,19 +144,37 @@ class APIJudge(Judge):
             identity["loaded_as"] = self.loaded_as
         return identity
 
-    def judge(self, items: Sequence[ScoreItem]) -> list[JudgeAnswer]:
-        judgments: list[JudgeAnswer | None] = [None] * len(items)
+    def _groups(
+        self, items: Sequence[ScoreItem], judgments: list[JudgeAnswer | None]
+    ) -> dict[tuple[str | None, tuple[str, ...]], list[int]]:
+        """The items by the call they go in (one per adapter and answer set); an item no adapter
+        covers is judged invalid in `judgments` instead."""
         groups: dict[tuple[str | None, tuple[str, ...]], list[int]] = {}
-        for k, item in enumerate(items):  # one call per adapter and answer set
+        for k, item in enumerate(items):
             path = self.adapters.get((item.dimension, item.language)) if self.adapters else None
             if self.adapters and path is None:  # a dimension the adapters do not cover
                 judgments[k] = JudgeAnswer(INVALID, error=f"no adapter for {item.dimension}")
                 continue
             groups.setdefault((path, item.choices), []).append(k)
+        return groups
+
+    def _call(self, path: str | None, choices: tuple[str, ...]) -> GenerationSettings:
+        return dataclasses.replace(self.settings, adapter=path, choices=choices if self.constrain else ())
+
+    def submit(self, items: Sequence[ScoreItem]) -> None:
+        """With ``batch: true``: every request of `items` sent now as batches (those the request cache
+        or a recorded batch covers are not), so that `judge` only collects."""
+        if not self.batch:
+            return
+        groups = self._groups(items, [None] * len(items))
         for (path, choices), members in groups.items():
-            settings = dataclasses.replace(
-                self.settings, adapter=path, choices=choices if self.constrain else ()
-            )
+            prompts = [items[k].prompt(self.style, self.default_system) for k in members]
+            self.backend.submit(prompts, self._call(path, choices))
+
+    def judge(self, items: Sequence[ScoreItem]) -> list[JudgeAnswer]:
+        judgments: list[JudgeAnswer | None] = [None] * len(items)
+        for (path, choices), members in self._groups(items, judgments).items():
+            settings = self._call(path, choices)
             for k, judgment in zip(members, self._judge([items[k] for k in members], settings), strict=True):
                 judgments[k] = judgment
         return [j for j in judgments if j is not None]
@@ -156,7 +191,16 @@ class APIJudge(Judge):
         ]
 
     def usage(self) -> dict[str, Any] | None:
-        return self._usage.report(self.backend.price)
+        """The replies' requests, tokens and cost (at the batch price with ``batch: true``), and the
+        batches: the ledger, those this run submitted and those whose replies it collected."""
+        report = self._usage.report(self.backend.price)
+        if self.batch:
+            report["batches"] = {
+                "ledger": str(self._batched.ledger.path),
+                "submitted": self._batched.submitted,
+                "collected": sorted(self._batched.collected),
+            }
+        return report
 
     def close(self) -> None:
         self.backend.close()

@@ -1,0 +1,133 @@
+"""OpenAI's Batch API for the `openai` backend: upload a JSONL file of chat completions requests,
+create a batch over it (24 h window), poll it, download its output and error files.
+
+Each output line's body is read exactly as a single request's answer is (`OpenAIBackend._reply`,
+with `empty_answer` first), so a batch gives the same replies as per-request calls; an error line
+(an HTTP error of its own, or ``batch_expired``) and a request a failed batch never ran are error
+replies. The token of the submission goes into the batch's ``metadata`` (``esc_submission``) so that
+a run killed between creating the batch and recording its id finds it again (`find`).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from openai.types.chat import ChatCompletion
+
+from esc.chat.backends.openai_compat import OpenAIBackend, empty_answer
+from esc.chat.base import GenerationSettings, Message, Reply
+from esc.chat.batch.api import Polled
+from esc.secrets.redaction import scrub_text, secret_values
+
+ENDPOINT = "/v1/chat/completions"
+ENDED = {"completed", "expired", "failed", "cancelled"}
+TOKEN_KEY = "esc_submission"
+
+
+def _error(text: str) -> Reply:
+    return Reply(text="", finish_reason="error", error=text)
+
+
+class OpenAIBatches:
+    provider = "openai"
+
+    def __init__(self, backend: OpenAIBackend) -> None:
+        if backend.several:
+            raise ValueError("a batch goes to one server: base_url must be one URL")
+        self.backend = backend
+
+    def _client(self) -> Any:
+        self.backend._ensure_client()
+        return self.backend._client
+
+    def _secrets(self) -> list[str]:
+        return [*self.backend._secrets, *secret_values()]
+
+    def request(self, messages: Sequence[Message], settings: GenerationSettings) -> dict[str, Any]:
+        body = self.backend._request(messages, settings)
+        extra = body.pop("extra_body", None) or {}
+        return {**body, **extra}  # in a batch file the extra fields are the body's own
+
+    def create(self, lines: Sequence[tuple[str, dict[str, Any]]], token: str) -> str:
+        data = "".join(
+            json.dumps(
+                {"custom_id": cid, "method": "POST", "url": ENDPOINT, "body": body}, ensure_ascii=False
+            )
+            + "\n"
+            for cid, body in lines
+        ).encode("utf-8")
+        client = self._client()
+        run = self.backend._run
+        upload = run(client.files.create(file=("batch.jsonl", io.BytesIO(data)), purpose="batch"))
+        batch = run(
+            client.batches.create(
+                input_file_id=upload.id,
+                endpoint=ENDPOINT,
+                completion_window="24h",
+                metadata={TOKEN_KEY: token},
+            )
+        )
+        return str(batch.id)
+
+    def find(self, token: str) -> str | None:
+        async def search() -> str | None:
+            async for batch in self._client().batches.list(limit=100):
+                if (batch.metadata or {}).get(TOKEN_KEY) == token:
+                    return str(batch.id)
+            return None
+
+        return self.backend._run(search())
+
+    def poll(self, batch_id: str) -> Polled:
+        batch = self.backend._run(self._client().batches.retrieve(batch_id))
+        counts = batch.request_counts
+        detail = ""
+        if batch.errors is not None and batch.errors.data:
+            detail = "; ".join(f"{e.code}: {e.message}" for e in batch.errors.data)
+        return Polled(
+            str(batch.status),
+            batch.status in ENDED,
+            done=(counts.completed + counts.failed) if counts else 0,
+            total=counts.total if counts else 0,
+            failed=counts.failed if counts else 0,
+            detail=scrub_text(detail, self._secrets()),
+        )
+
+    def results(self, batch_id: str) -> dict[str, Reply]:
+        client, run = self._client(), self.backend._run
+        batch = run(client.batches.retrieve(batch_id))
+        replies: dict[str, Reply] = {}
+        for file_id in (batch.output_file_id, batch.error_file_id):
+            if not file_id:
+                continue
+            content = run(client.files.content(file_id))
+            for line in content.text.splitlines():
+                if line.strip():
+                    row = json.loads(line)
+                    replies[row["custom_id"]] = self._line(row, batch_id)
+        return replies  # a failed batch has no files: the caller says why its requests never ran
+
+    def _line(self, row: dict[str, Any], batch_id: str) -> Reply:
+        """One output or error line as the reply a single request would have given."""
+        response, error = row.get("response") or {}, row.get("error")
+        status = response.get("status_code")
+        body = response.get("body")
+        if error or status != 200 or not isinstance(body, dict):
+            if error:
+                why = f"{error.get('code')}: {error.get('message')}"
+            else:
+                message = (body or {}).get("error", {}).get("message") if isinstance(body, dict) else body
+                why = f"HTTP {status}: {message}"
+            return _error(scrub_text(f"batch {batch_id}: {why}", self._secrets()))
+        try:
+            completion = ChatCompletion.model_validate(body)
+        except Exception as err:  # pydantic's ValidationError: the line is not a chat completion
+            return _error(f"batch {batch_id}: the line is not a chat completion ({type(err).__name__})")
+        problem = empty_answer(completion)
+        if problem is not None:
+            return _error(scrub_text(f"batch {batch_id}: {problem}", self._secrets()))
+        wants = bool(body.get("choices") and body["choices"][0].get("logprobs"))
+        return self.backend._reply(completion, wants, 0.0)

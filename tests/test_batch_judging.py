@@ -1,0 +1,235 @@
+"""Batch judging (`judge.batch=true`, `esc/chat/batch/`) on the fake server's OpenAI Batch API and
+Anthropic Message Batches: the same judgments as per-request judging; expired, failed and partly
+failed batches give failed judgments, never scores, and a rerun submits only those again; a run
+killed between submit and download polls the same batch when run again; the batch price is what
+the estimate and `max_cost` use."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply
+from esc.dialogues.record import Dialogue, Turn
+from esc.errors import ConfigError
+from esc.scoring.judge import FAILED, INVALID, VALID, ScoreItem
+from esc.scoring.judges import build_judge
+from esc.scoring.judging import estimate_items, judge_items
+from esc.scoring.store import ScoreStore
+from tests.fake_openai_server import FakeOpenAIServer
+from tests.helpers import kill_entry_when, run_entry
+
+KEY = "sk-batch-test-0123456789"
+ENV = "ESC_TEST_BATCH_KEY"
+DIMS = ("empathy", "fluency", "humanoid")
+NAME = "bot__seeker__en__gpt4.jsonl"  # rank.py's score file of the dialogues below
+
+
+class ScriptedJudge(ChatBackend):
+    """Answers a judge prompt with a score fixed by the dialogue's text (one in seven: "2 or 3",
+    which strict parsing calls invalid), as a deterministic model would."""
+
+    def generate(self, batch: Sequence[Sequence[Message]], settings: GenerationSettings) -> list[Reply]:
+        replies = []
+        for messages in batch:
+            h = int(hashlib.sha256(messages[-1]["content"].encode()).hexdigest(), 16)
+            text = "I'd say 2 or 3" if h % 7 == 0 else f"Score: {h % 5}"
+            replies.append(Reply(text=text, finish_reason="stop", prompt_tokens=50, completion_tokens=3))
+        return replies
+
+    def identity(self) -> dict[str, Any]:
+        return {"kind": "scripted"}
+
+
+@pytest.fixture(scope="module")
+def server():
+    with FakeOpenAIServer(ScriptedJudge(), api_key=KEY, served_models=["tiny", "gpt-4-0613"]) as srv:
+        yield srv
+
+
+@pytest.fixture(autouse=True)
+def key(monkeypatch, server):
+    monkeypatch.setenv(ENV, KEY)
+    server.reset()
+    server.batch_polls_to_end, server.batch_outcome = 1, "completed"
+
+
+def _items(n: int = 6) -> list[ScoreItem]:
+    items = []
+    for d in range(n):
+        lines = (("user", f"I lost my job, day {d}."), ("assistant", f"That sounds hard ({d})."))
+        items += [ScoreItem(f"f/{d}", dim, "en", lines) for dim in DIMS]
+    return items
+
+
+def _judge(server: FakeOpenAIServer, provider: str, folder: Path | None = None, **extra: Any):
+    backend = (
+        {"kind": "openai", "model": "tiny", "base_url": server.url}
+        if provider == "openai"
+        else {"kind": "anthropic", "model": "tiny", "base_url": server.root}
+    )
+    node = {
+        "kind": "api",
+        "name": f"{provider}_judge",
+        "prompt": "paper",
+        "backend": {**backend, "api_key_env": ENV, "max_retries": 0, **extra.pop("backend", {})},
+        "top_logprobs": 0,
+        **({"batch": True, "batch_folder": str(folder), "batch_poll_s": 0.02} if folder else {}),
+        **extra,
+    }
+    judge = build_judge(node)
+    judge.check_ready()
+    return judge
+
+
+def _records(path: Path) -> dict[tuple[str, str], tuple[str, int | None, str | None]]:
+    return {
+        (r.dialogue_id, r.dimension): (r.status, r.score, r.raw) for r in ScoreStore(path).records.values()
+    }
+
+
+def _judged(judge, items, path: Path):
+    try:
+        judge_items(judge, items, ScoreStore(path), chunk=5, progress=False)
+    finally:
+        judge.close()
+    return _records(path)
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_batch_judges_as_single_requests_do(server, tmp_path, provider):
+    items = _items()
+    single = _judged(_judge(server, provider), items, tmp_path / "single.jsonl")
+    sent = server.requests
+    batched = _judged(_judge(server, provider, tmp_path / "batches"), items, tmp_path / "batch.jsonl")
+    assert batched == single
+    statuses = {status for status, _, _ in single.values()}
+    assert statuses == {VALID, INVALID}  # both kinds went through the same strict parsing
+    assert server.requests == sent  # no single request: every judgment came from the batch
+    assert len(server.batches.created) == 1  # all chunks submitted at once, as one batch
+    assert len(server.batches.created[0].lines) == len(items)
+    ledger = [json.loads(x) for x in (tmp_path / "batches" / "batches.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in ledger] == ["submitting", "submitted", "ended"]
+    assert ledger[1]["batch_id"] == server.batches.created[0].id
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("outcome", ["expired", "failed", "partial"])
+def test_bad_batches_are_failed_judgments_and_a_rerun_submits_only_those(server, tmp_path, provider, outcome):
+    items = _items()
+    single = _judged(_judge(server, provider), items, tmp_path / "single.jsonl")
+    server.reset()
+    if outcome == "partial":
+        server.inject(["500", "429"], match="day 4")  # two lines of one dialogue fail
+    else:
+        server.batch_outcome = outcome
+    store = tmp_path / "batch.jsonl"
+    first = _judged(_judge(server, provider, tmp_path / "batches"), items, store)
+    failed = {k for k, (status, _, _) in first.items() if status == FAILED}
+    expected = {"expired": len(items) // 2, "failed": len(items), "partial": 2}[outcome]
+    assert len(failed) == expected
+    assert all(score is None for status, score, _ in first.values() if status == FAILED)  # never a score
+    judged = {k: v for k, v in first.items() if k not in failed}
+    assert judged == {k: single[k] for k in judged}
+    errors = [r.error for r in ScoreStore(store).records.values() if r.status == FAILED]
+    assert all("batch" in e for e in errors), errors[:2]
+
+    server.batch_outcome = "completed"  # the rerun: only the failed requests go out again
+    again = _judged(_judge(server, provider, tmp_path / "batches"), items, store)
+    assert again == single
+    assert len(server.batches.created) == 2
+    assert len(server.batches.created[1].lines) == expected
+
+
+def test_a_key_a_batch_line_echoes_is_masked(server, tmp_path):
+    server.fault_every = "echo_key"
+    try:
+        _judged(_judge(server, "openai", tmp_path / "batches"), _items(2), tmp_path / "batch.jsonl")
+    finally:
+        server.fault_every = None
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert written and not [p for p in written if KEY in p.read_text()]
+
+
+def test_the_estimate_and_max_cost_use_the_batch_price(server, tmp_path):
+    price = {"model": "gpt-4-0613", "prompt": 0.03, "completion": 0.06}
+    price |= {"batch_prompt": 0.015, "batch_completion": 0.03}
+    items = _items()
+    plain = _judge(server, "openai", backend={"model": "gpt-4-0613", "price": price})
+    batch = _judge(server, "openai", tmp_path / "b", backend={"model": "gpt-4-0613", "price": price})
+    full, half = estimate_items(plain, items), estimate_items(batch, items)
+    assert full.prompt_tokens == half.prompt_tokens and full.requests == half.requests == len(items)
+    assert half.usd == pytest.approx(full.usd / 2)
+    assert "gpt-4-0613's batch price" in half.summary() and "gpt-4-0613's price" in full.summary()
+
+
+def test_a_backend_without_a_batch_api_is_refused(tmp_path):
+    node = {"kind": "api", "name": "x", "backend": {"kind": "canned", "replies": ["3"]}}
+    with pytest.raises(ConfigError, match="judge.batch.*no batch API"):
+        build_judge({**node, "batch": True, "batch_folder": str(tmp_path)})
+    with pytest.raises(ConfigError, match="batch_folder"):
+        build_judge({**node, "batch": True, "batch_folder": None})
+
+
+# --- rank.py, killed between submit and download ------------------------------------------------
+
+
+def _dialogues(folder: Path) -> Path:
+    dialogues = []
+    for card in range(3):
+        turns = [
+            Turn("roleplayer", f"I cannot sleep since the move ({card}).", "stop"),
+            Turn("target", "That sounds exhausting. What keeps you awake?", "stop"),
+        ]
+        dialogues.append(Dialogue(card, "en", "seeker", "bot", "sys", "Hello.", None, turns, "complete"))
+    path = folder / "bot__seeker__en.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(d.to_dict()) + "\n" for d in dialogues))
+    return path
+
+
+def _rank_args(server: FakeOpenAIServer, dialogues: Path, out: Path, batch: bool) -> list[str]:
+    return [
+        "judge=gpt4",
+        f"judge.backend.base_url={server.url}",
+        "judge.backend.model=tiny",
+        f"judge.backend.api_key_env={ENV}",
+        "judge.backend.price=null",
+        "judge.top_logprobs=0",
+        f"judge.batch={str(batch).lower()}",
+        "judge.batch_poll_s=0.05",
+        "cache=off",
+        "dimensions=[empathy,fluency]",
+        f"dialogues={dialogues}",
+        f"hydra.run.dir={out}",
+    ]
+
+
+def test_rank_killed_after_submitting_polls_the_same_batch(server, tmp_path):
+    dialogues = _dialogues(tmp_path / "dialogues")
+    single = run_entry("rank.py", _rank_args(server, dialogues, tmp_path / "single", False))
+    assert single.returncode == 0, single.stderr[-2000:]
+    server.reset()
+    server.batch_polls_to_end = 10**9  # the batch stays in progress: the run waits, and is killed
+    out = tmp_path / "batch"
+    ledger = out / "batches" / "batches.jsonl"
+    kill_entry_when(
+        "rank.py",
+        _rank_args(server, dialogues, out, True),
+        lambda: ledger.is_file() and '"submitted"' in ledger.read_text() and server.batches.created[0].polls,
+    )  # the key reaches it through the environment (the `key` fixture)
+    assert len(server.batches.created) == 1
+    assert not list((out / "scores").glob("*.jsonl")) or not (out / "scores" / NAME).read_text().strip()
+    server.batch_polls_to_end = 0  # the provider finishes the batch while nobody watches
+    rerun = run_entry("rank.py", _rank_args(server, dialogues, out, True))
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert len(server.batches.created) == 1  # polled again, never submitted twice
+    assert server.requests == 0  # and no single request either
+    batches = json.loads((out / "manifest.json").read_text())["usage"]["gpt4"]["batches"]
+    assert batches["submitted"] == 0 and batches["collected"] == [server.batches.created[0].id]
+    assert _records(out / "scores" / NAME) == _records(tmp_path / "single" / "scores" / NAME)
