@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -233,3 +234,19 @@ def test_rank_killed_after_submitting_polls_the_same_batch(server, tmp_path):
     batches = json.loads((out / "manifest.json").read_text())["usage"]["gpt4"]["batches"]
     assert batches["submitted"] == 0 and batches["collected"] == [server.batches.created[0].id]
     assert _records(out / "scores" / NAME) == _records(tmp_path / "single" / "scores" / NAME)
+
+
+def test_max_cost_is_checked_at_the_batch_price(server, tmp_path):
+    dialogues = _dialogues(tmp_path / "dialogues")
+    refused = {}
+    for batch in (False, True):
+        args = _rank_args(server, dialogues, tmp_path / f"out_{batch}", batch)
+        args = [a for a in args if not a.startswith(("judge.backend.price=", "judge.backend.model="))]
+        result = run_entry("rank.py", [*args, "judge.backend.model=gpt-4-0613", "max_cost=0.000001"])
+        assert result.returncode == 2, result.stderr[-2000:]
+        line = [x for x in result.stderr.splitlines() if x.startswith("error:")]
+        assert len(line) == 1 and "max_cost" in line[0], result.stderr[-2000:]
+        refused[batch] = float(re.search(r"cost up to \$([0-9.]+)", line[0]).group(1))
+        assert ("batch price" in result.stdout) == batch
+    assert refused[True] == pytest.approx(refused[False] / 2, rel=0.01)
+    assert not server.batches.created and server.requests == 0  # refused before any request
