@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -83,8 +84,32 @@ def _dialogues(folder: Path) -> dict[int, list[str]]:
     return out
 
 
-def test_an_evaluate_array_with_a_requeued_task_merges_to_the_unsharded_run(tmp_path: Path) -> None:
-    whole = run_entry("evaluate.py", [*EVAL_ARGS, f"hydra.run.dir={tmp_path / 'whole'}"])
+def _accounting() -> bool:
+    """Whether this cluster keeps accounting (`sacct` answers): `make slurm` sets it up."""
+    done = subprocess.run(["sacct", "-n", "-X", "-S", "now-1minutes"], capture_output=True, text=True)
+    return done.returncode == 0 and "disabled" not in done.stderr
+
+
+def _sacct(jobs: list[str]) -> dict[str, str]:
+    """{job id: state} as accounting recorded them (array tasks as JOB_TASK)."""
+    done = subprocess.run(
+        ["sacct", "-n", "-X", "-P", "-o", "JobID,State", "-j", ",".join(jobs)], capture_output=True, text=True
+    )
+    return dict(line.split("|", 1) for line in done.stdout.splitlines() if "|" in line)
+
+
+def _until(ready, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not ready():
+        time.sleep(0.2)
+
+
+def test_an_evaluate_array_with_a_cancelled_and_requeued_task_merges_to_the_unsharded_run(
+    tmp_path: Path,
+) -> None:
+    # one dialogue at a time, 6 per shard: the task is cancelled with dialogues still to play
+    args = [*EVAL_ARGS, "cards.limit=12", "engine.wave_size=1"]
+    whole = run_entry("evaluate.py", [*args, f"hydra.run.dir={tmp_path / 'whole'}"])
     assert whole.returncode == 0, whole.stderr[-2000:]
     root = tmp_path / "array"
     job = _sbatch(
@@ -93,15 +118,21 @@ def test_an_evaluate_array_with_a_requeued_task_merges_to_the_unsharded_run(tmp_
             *NO_GPU,
             f"--output={tmp_path}/slurm-%A_%a.out",
             "slurm/evaluate_array.sbatch",
-            *EVAL_ARGS,
+            *args,
         ],
         {"ESC_RUN_ROOT": str(root)},
     )
     first = root / "shard-0" / "dialogues" / "tiny__tiny__en.jsonl"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not (first.is_file() and first.read_text().count("\n") >= 1):
-        time.sleep(0.2)
+    _until(lambda: first.is_file() and first.read_text().count("\n") >= 1)
+    # killed with scancel (SIGTERM, as a time limit or a user does), then put back in the queue
+    cancelled = subprocess.run(["scancel", f"{job}_0"], capture_output=True, text=True)
+    assert cancelled.returncode == 0, cancelled.stderr
+    _until(lambda: _state(f"{job}_0") in ("CANCELLED", "COMPLETED"), 60)
+    assert _state(f"{job}_0") == "CANCELLED"
+    played = first.read_text().count("\n")
+    assert 1 <= played < 6, played  # stopped part-way
     requeued = subprocess.run(["scontrol", "requeue", f"{job}_0"], capture_output=True, text=True)
+    assert requeued.returncode == 0, requeued.stderr
     states = _wait([f"{job}_0", f"{job}_1"])
     assert set(states.values()) <= {"COMPLETED", ""}, states
     merged = tmp_path / "merged"
@@ -114,10 +145,11 @@ def test_an_evaluate_array_with_a_requeued_task_merges_to_the_unsharded_run(tmp_
         text=True,
     )
     assert done.returncode == 0, done.stderr
-    assert _dialogues(merged) == _dialogues(tmp_path / "whole") and len(_dialogues(merged)) == 4
-    if requeued.returncode == 0:  # the task was still running when requeued: its second run resumed
-        manifest = json.loads((root / "shard-0" / "manifest.json").read_text())
-        assert manifest.get("previous_attempts"), manifest.keys()
+    assert _dialogues(merged) == _dialogues(tmp_path / "whole") and len(_dialogues(merged)) == 12
+    manifest = json.loads((root / "shard-0" / "manifest.json").read_text())
+    assert manifest["status"] == "completed"  # the requeued run resumed: it played only what was left
+    assert [a["status"] for a in manifest["previous_attempts"]] == ["interrupted"]
+    assert first.read_text().count("\n") == 6  # no dialogue played twice
 
 
 def test_train_1node_runs_a_few_cpu_steps_as_a_slurm_job(tmp_path: Path) -> None:
@@ -139,9 +171,9 @@ def test_train_1node_runs_a_few_cpu_steps_as_a_slurm_job(tmp_path: Path) -> None
 
 
 def test_a_rank_py_sweep_through_submitit_and_its_folder_read_whole(tmp_path: Path) -> None:
-    """`rank.py -m hydra/launcher=slurm`: two jobs through submitit (it polls `sacct`, which this
-    cluster has no database for: it warns and reads the jobs' results instead); then the sweep's
-    folder is what `scores=` takes for both runs (issue 54, item 5)."""
+    """`rank.py -m hydra/launcher=slurm`: two jobs through submitit (it polls `sacct`: with `make
+    slurm`'s accounting it reads their states there, without it it warns and reads the jobs' results);
+    then the sweep's folder is what `scores=` takes for both runs (issue 54, item 5)."""
     dialogues = tmp_path / "eval"
     made = run_entry("evaluate.py", [*EVAL_ARGS, f"hydra.run.dir={dialogues}"])
     assert made.returncode == 0, made.stderr[-2000:]
@@ -155,6 +187,8 @@ def test_a_rank_py_sweep_through_submitit_and_its_folder_read_whole(tmp_path: Pa
         timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
+    if _accounting():
+        assert "Bypassing sacct error" not in done.stderr + done.stdout
     for run in ("0", "1"):
         manifest = json.loads((sweep / run / "manifest.json").read_text())
         assert manifest["status"] == "completed" and manifest["slurm_job_id"], manifest.get("status")
@@ -163,3 +197,54 @@ def test_a_rank_py_sweep_through_submitit_and_its_folder_read_whole(tmp_path: Pa
     )
     assert board.returncode == 0, board.stderr[-2000:]
     assert (tmp_path / "board" / "leaderboard.md").is_file()
+
+
+def test_the_grid_end_to_end_evaluate_array_merge_and_rank_jobs_chained(tmp_path: Path) -> None:
+    """docs/cluster.md section 12, small: an evaluate array (its request cache per task on local
+    disk, merged into each shard's folder), a merge job and a judging job (slurm/rank.sbatch), each
+    starting when the one before succeeded (`--dependency=afterok`)."""
+    root, merged, ranked = tmp_path / "array", tmp_path / "merged", tmp_path / "rank"
+    args = [a for a in EVAL_ARGS if not a.startswith("cache.")]  # the jobs' own caches
+    array = _sbatch(
+        [
+            "--array=0-1",
+            *NO_GPU,
+            f"--output={tmp_path}/slurm-%A_%a.out",
+            "slurm/evaluate_array.sbatch",
+            *args,
+        ],
+        {"ESC_RUN_ROOT": str(root)},
+    )
+    esc = REPO_ROOT / ".venv" / "bin" / "esc"
+    merge = _sbatch(
+        [f"--dependency=afterok:{array}", "--cpus-per-task=1", "--mem=1G",
+         f"--output={tmp_path}/merge-%j.out",
+         f"--wrap={esc} dialogues merge {root}/shard-0 {root}/shard-1 --out {merged}"],
+        {},
+    )  # fmt: skip
+    rank = _sbatch(
+        [f"--dependency=afterok:{merge}", *NO_GPU, f"--output={tmp_path}/rank-%j.out", "slurm/rank.sbatch",
+         "judge=tiny", f"dialogues={merged}", "dimensions=[empathy]", "scoring.progress=false"],
+        {"ESC_RUN_DIR": str(ranked)},
+    )  # fmt: skip
+    queue = subprocess.run(
+        ["squeue", "-h", "-o", "%i %T %r", "-j", f"{merge},{rank}"], capture_output=True, text=True
+    )
+    assert "Dependency" in queue.stdout, queue.stdout  # waiting on the jobs before them
+    states = _wait([f"{array}_0", f"{array}_1", merge, rank])
+    assert set(states.values()) <= {"COMPLETED", ""}, (
+        states,
+        (tmp_path / f"rank-{rank}.out").read_text()[-2000:],
+    )
+    assert len(_dialogues(merged)) == 4
+    for shard in ("shard-0", "shard-1"):  # each task's cache came back from local disk
+        with sqlite3.connect(root / shard / "requests.sqlite") as db:
+            assert db.execute("SELECT COUNT(*) FROM replies").fetchone()[0] > 0
+    assert not list(Path("/tmp").glob(f"esc-requests-{array}*"))  # and left nothing behind
+    manifest = json.loads((ranked / "manifest.json").read_text())
+    assert manifest["status"] == "completed" and str(manifest["slurm_job_id"]) == rank
+    assert "tiny" in (ranked / "leaderboard.md").read_text()
+    if _accounting():  # sacct holds every job of the chain, as a cluster's users read it afterwards
+        recorded = _sacct([array, merge, rank])
+        for job in (f"{array}_0", f"{array}_1", merge, rank):
+            assert recorded.get(job) == "COMPLETED", recorded
