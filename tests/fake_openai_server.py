@@ -198,7 +198,7 @@ class FakeOpenAIServer:
             return int(fault), _error(int(fault), f"injected fault {fault}")
         status, payload = self.complete(body)
         if fault and status == 200:
-            ANSWER_FAULTS[fault](payload, "")
+            ANSWER_FAULTS[fault](payload, self.api_key or "")  # echo_key: the key the batch was sent with
         return status, payload
 
     def complete(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:

@@ -114,7 +114,8 @@ def test_a_batch_judges_as_single_requests_do(server, tmp_path, provider):
     assert server.requests == sent  # no single request: every judgment came from the batch
     assert len(server.batches.created) == 1  # all chunks submitted at once, as one batch
     assert len(server.batches.created[0].lines) == len(items)
-    ledger = [json.loads(x) for x in (tmp_path / "batches" / "batches.jsonl").read_text().splitlines()]
+    ledger_file = tmp_path / "batches" / f"{provider}_judge" / "batches.jsonl"  # one ledger per judge
+    ledger = [json.loads(x) for x in ledger_file.read_text().splitlines()]
     assert [e["event"] for e in ledger] == ["submitting", "submitted", "ended"]
     assert ledger[1]["batch_id"] == server.batches.created[0].id
 
@@ -153,6 +154,7 @@ def test_a_key_a_batch_line_echoes_is_masked(server, tmp_path):
         _judged(_judge(server, "openai", tmp_path / "batches"), _items(2), tmp_path / "batch.jsonl")
     finally:
         server.fault_every = None
+    assert KEY in json.dumps(server.batches.created[0].results)  # the lines did echo it
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert written and not [p for p in written if KEY in p.read_text()]
 
@@ -175,6 +177,66 @@ def test_a_backend_without_a_batch_api_is_refused(tmp_path):
         build_judge({**node, "batch": True, "batch_folder": str(tmp_path)})
     with pytest.raises(ConfigError, match="batch_folder"):
         build_judge({**node, "batch": True, "batch_folder": None})
+
+
+def _submit_unrecorded(server, provider, tmp_path):
+    """A run killed between the provider's answer to create and the ledger's `submitted` line: the
+    `submitting` event is on disk, the batch exists, its id is nowhere."""
+    judge = _judge(server, provider, tmp_path / "batches")
+    batched = judge._batched
+    items = _items(2)
+    prompts = [it.prompt(judge.style, None) for it in items]
+    settings = judge._call(None, items[0].choices)
+    keys = batched._keys(prompts, settings)
+    batched.ledger.submitting("tok-killed", provider, keys)
+    lines = [(k, batched.api.request(p, settings)) for k, p in zip(keys, prompts, strict=True)]
+    batched.api.create(lines, "tok-killed")
+    judge.close()
+    return items
+
+
+def test_a_batch_created_by_a_run_killed_before_recording_it_is_found_again_by_its_token(server, tmp_path):
+    items = _submit_unrecorded(server, "openai", tmp_path)
+    judged = _judged(_judge(server, "openai", tmp_path / "batches"), items, tmp_path / "b.jsonl")
+    assert len(server.batches.created) == 1  # adopted, not submitted again
+    assert {status for status, _, _ in judged.values()} <= {VALID, INVALID}
+
+
+def test_an_anthropic_batch_lost_that_way_is_named_and_its_requests_submitted_again(server, tmp_path, caplog):
+    items = _submit_unrecorded(server, "anthropic", tmp_path)
+    with caplog.at_level("WARNING"):
+        judged = _judged(_judge(server, "anthropic", tmp_path / "batches"), items, tmp_path / "b.jsonl")
+    assert "killed while submitting a batch of 6 requests" in caplog.text
+    assert len(server.batches.created) == 2  # Message Batches keep no token: paid twice, and said so
+    assert {status for status, _, _ in judged.values()} <= {VALID, INVALID}
+    ledger = (tmp_path / "batches" / "anthropic_judge" / "batches.jsonl").read_text()
+    assert '"lost"' in ledger  # said once: the next run does not warn again
+
+
+def test_a_run_that_stops_waiting_leaves_its_batch_to_the_next(server, tmp_path):
+    items = _items(2)
+    server.batch_polls_to_end = 10**9
+    first = _judged(
+        _judge(server, "openai", tmp_path / "batches", batch_wait_s=0), items, tmp_path / "b.jsonl"
+    )
+    assert {status for status, _, _ in first.values()} == {FAILED}
+    errors = {r.error for r in ScoreStore(tmp_path / "b.jsonl").records.values()}
+    assert all("rerun to collect it" in e for e in errors), errors
+    server.batch_polls_to_end = 0
+    again = _judged(_judge(server, "openai", tmp_path / "batches"), items, tmp_path / "b.jsonl")
+    assert len(server.batches.created) == 1 and FAILED not in {s for s, _, _ in again.values()}
+
+
+def test_a_ledger_line_cut_short_by_a_kill_loses_only_itself(tmp_path):
+    from esc.chat.batch.ledger import BatchLedger
+
+    ledger = BatchLedger(tmp_path)
+    ledger.submitted("t1", "openai", "batch_a", ["k1"])
+    with ledger.path.open("a") as f:
+        f.write('{"event": "submitted", "token": "t2", "provider": "openai", "batch_id": "batch_b", "ke')
+    BatchLedger(tmp_path).submitted("t3", "openai", "batch_c", ["k3"])
+    again = BatchLedger(tmp_path)
+    assert set(again.batches) == {"batch_a", "batch_c"} and again.live("k3") == "batch_c"
 
 
 # --- rank.py, killed between submit and download ------------------------------------------------
@@ -218,7 +280,7 @@ def test_rank_killed_after_submitting_polls_the_same_batch(server, tmp_path):
     server.reset()
     server.batch_polls_to_end = 10**9  # the batch stays in progress: the run waits, and is killed
     out = tmp_path / "batch"
-    ledger = out / "batches" / "batches.jsonl"
+    ledger = out / "batches" / "gpt4" / "batches.jsonl"
     kill_entry_when(
         "rank.py",
         _rank_args(server, dialogues, out, True),

@@ -28,13 +28,13 @@ class AnthropicBatches:
         return self.backend.request(messages, settings)
 
     def create(self, lines: Sequence[tuple[str, dict[str, Any]]], token: str) -> str:
-        client = self.backend.ensure_client()
+        client = self.backend.ensure_client().with_options(max_retries=0)  # a retry could make a second batch
         batch = client.messages.batches.create(
             requests=[{"custom_id": cid, "params": params} for cid, params in lines]
         )
         return str(batch.id)
 
-    def find(self, token: str) -> str | None:
+    def find(self, token: str, since: float) -> str | None:
         return None
 
     def poll(self, batch_id: str) -> Polled:

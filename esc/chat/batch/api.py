@@ -36,11 +36,13 @@ class BatchAPI(Protocol):
 
     def create(self, lines: Sequence[tuple[str, dict[str, Any]]], token: str) -> str:
         """Create a batch of (custom_id, body) lines; its id. `token` is kept with the batch where the
-        provider keeps metadata (`find`)."""
+        provider keeps metadata (`find`). The create request is sent once (no SDK retry: a retried
+        create whose first answer was lost makes a second batch)."""
         ...
 
-    def find(self, token: str) -> str | None:
-        """The id of a batch created with `token`, or None (or when the provider keeps no metadata)."""
+    def find(self, token: str, since: float) -> str | None:
+        """The id of a batch created with `token` at or after `since` (epoch seconds), or None (also
+        when the provider keeps no metadata)."""
         ...
 
     def poll(self, batch_id: str) -> Polled: ...

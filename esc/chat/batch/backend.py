@@ -98,6 +98,7 @@ class BatchedBackend(ChatBackend):
         self.features = inner.features
         self.submitted = 0  # batches this backend created in this process
         self.collected: set[str] = set()  # batches whose replies this process read when they ended
+        self.deadline: float | None = None  # `wait_s` counts from the first wait of the run
 
     def __repr__(self) -> str:
         return f"BatchedBackend({self.inner!r}, {str(self.ledger.folder)!r})"
@@ -128,8 +129,10 @@ class BatchedBackend(ChatBackend):
         """Submissions a killed run made without recording their batch id: found by their token
         where the provider keeps it (OpenAI), else named in a warning (the ledger forgets them)."""
         for token, event in list(self.ledger.unconfirmed.items()):
+            if event.get("provider") != self.api.provider:
+                continue  # another judge's submission (a jury sharing the folder): its backend looks
             keys = event.get("keys") or []
-            found = self.api.find(token)
+            found = self.api.find(token, float(event.get("at") or 0) - 60)
             if found:
                 log.info("batch %s (submitted by a run that was killed) found again by its token", found)
                 self.ledger.submitted(token, self.api.provider, found, keys)
@@ -186,9 +189,12 @@ class BatchedBackend(ChatBackend):
         )  # fmt: skip
 
     def wait(self, batch_ids: set[str]) -> None:
-        """Poll `batch_ids` until each has ended (its replies saved) or `wait_s` has passed."""
+        """Poll `batch_ids` until each has ended (its replies saved) or the run has waited `wait_s`
+        in all (one deadline, from the first wait: not `wait_s` per call)."""
         waiting = {b for b in batch_ids if not self.ledger.batches[b].ended}
         start = time.monotonic()
+        if self.deadline is None:
+            self.deadline = start + self.wait_s
         while waiting:
             for batch_id in sorted(waiting):
                 polled = self.api.poll(batch_id)
@@ -200,7 +206,7 @@ class BatchedBackend(ChatBackend):
                         "%s batch %s: %s, %d of %d done (waited %.0f s)", self.api.provider, batch_id,
                         polled.status, polled.done, polled.total, time.monotonic() - start,
                     )  # fmt: skip
-            left = self.wait_s - (time.monotonic() - start)
+            left = self.deadline - time.monotonic()
             if not waiting or left <= 0:
                 return
             time.sleep(min(self.poll_s, left))
@@ -222,8 +228,8 @@ class BatchedBackend(ChatBackend):
             text="",
             finish_reason="error",
             error=(
-                f"batch {batch_id} has not ended after {self.wait_s:g} s (batch_wait_s): rerun to collect "
-                "it; it is not submitted again"
+                f"batch {batch_id} has not ended within this run's {self.wait_s:g} s (batch_wait_s): "
+                "rerun to collect it; it is not submitted again"
             ),
         )
 

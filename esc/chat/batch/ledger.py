@@ -75,9 +75,9 @@ class BatchLedger:
         for line in self.path.read_text(encoding="utf-8").splitlines():
             try:
                 event = json.loads(line)
-            except json.JSONDecodeError:  # the last line of a run killed while writing it
+                self._apply(event)
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError):  # a line cut short by a kill
                 continue
-            self._apply(event)
 
     def _apply(self, event: Mapping[str, Any]) -> None:
         kind = event.get("event")
@@ -150,8 +150,13 @@ class BatchLedger:
     def _append(self, event: Mapping[str, Any]) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         line = scrub(json.dumps(dict(event), ensure_ascii=False)) + "\n"
-        with self.path.open("a", encoding="utf-8") as f:
-            f.write(line)
+        with self.path.open("a+b") as f:
+            end = f.seek(0, os.SEEK_END)
+            if end:
+                f.seek(end - 1)
+                if f.read(1) != b"\n":  # a line a killed run cut short stays alone, skipped when read
+                    line = "\n" + line
+            f.write(line.encode("utf-8"))
             f.flush()
             os.fsync(f.fileno())  # a batch id lost to a crash is a batch paid twice
         self._apply(event)
@@ -195,7 +200,10 @@ class BatchLedger:
         text = "".join(scrub(json.dumps(row, ensure_ascii=False)) + "\n" for row in rows)
         path = folder / f"{batch_id}.jsonl"
         partial = path.with_suffix(".jsonl.partial")
-        partial.write_text(text, encoding="utf-8")
+        with partial.open("w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())  # on disk before the ledger says the batch ended
         os.replace(partial, path)
         self._results.pop(batch_id, None)
         self._append(

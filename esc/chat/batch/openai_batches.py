@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -62,21 +63,32 @@ class OpenAIBatches:
         client = self._client()
         run = self.backend._run
         upload = run(client.files.create(file=("batch.jsonl", io.BytesIO(data)), purpose="batch"))
-        batch = run(
-            client.batches.create(
-                input_file_id=upload.id,
-                endpoint=ENDPOINT,
-                completion_window="24h",
-                metadata={TOKEN_KEY: token},
+        once = client.with_options(max_retries=0)  # a retried create could make a second batch
+        try:
+            batch = run(
+                once.batches.create(
+                    input_file_id=upload.id,
+                    endpoint=ENDPOINT,
+                    completion_window="24h",
+                    metadata={TOKEN_KEY: token},
+                )
             )
-        )
+        except Exception:  # the answer was lost, not necessarily the batch: look for it by its token
+            found = self.find(token, time.time() - 600)
+            if found is None:
+                raise
+            return found
         return str(batch.id)
 
-    def find(self, token: str) -> str | None:
+    def find(self, token: str, since: float) -> str | None:
+        """Newest first, down to the batches created before `since` (epoch seconds)."""
+
         async def search() -> str | None:
             async for batch in self._client().batches.list(limit=100):
                 if (batch.metadata or {}).get(TOKEN_KEY) == token:
                     return str(batch.id)
+                if batch.created_at < since:
+                    return None
             return None
 
         return self.backend._run(search())
@@ -116,10 +128,13 @@ class OpenAIBatches:
         status = response.get("status_code")
         body = response.get("body")
         if error or status != 200 or not isinstance(body, dict):
-            if error:
+            if isinstance(error, dict):
                 why = f"{error.get('code')}: {error.get('message')}"
+            elif error:
+                why = str(error)
             else:
-                message = (body or {}).get("error", {}).get("message") if isinstance(body, dict) else body
+                detail = body.get("error") if isinstance(body, dict) else body
+                message = detail.get("message") if isinstance(detail, dict) else detail
                 why = f"HTTP {status}: {message}"
             return _error(scrub_text(f"batch {batch_id}: {why}", self._secrets()))
         try:

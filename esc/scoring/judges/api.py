@@ -54,7 +54,8 @@ class APIJudge(Judge):
         batch: send the requests through the provider's batch API (OpenAI's Batch API, Anthropic's
             Message Batches: half the price, answers within 24 h; `esc.chat.batch`). The batches are
             recorded in `batch_folder`; a rerun, or a run after a kill, polls them again.
-        batch_folder: the ledger's folder (conf/judge/: the run folder's ``batches/``).
+        batch_folder: where the judges' ledgers go, each in a folder named after its judge
+            (conf/judge/: the run folder's ``batches/``, so ``OUT/batches/gpt4/``).
         batch_poll_s: seconds between polls.
         batch_wait_s: how long one run waits for its batches; past it their judgments are failed
             and a rerun collects them.
@@ -97,7 +98,8 @@ class APIJudge(Judge):
         built = build_backend(backend, key="judge.backend")
         if batch:
             key = f"{self.config_key}.batch"
-            built = self._batched = with_batches(built, batch_folder, batch_poll_s, batch_wait_s, key=key)
+            folder = Path(batch_folder) / name if batch_folder else None  # each judge its own ledger
+            built = self._batched = with_batches(built, folder, batch_poll_s, batch_wait_s, key=key)
         self.batch = bool(batch)
         self.backend: ChatBackend = with_cache(built, cache)
         self.constrain = bool(constrain)
