@@ -373,10 +373,8 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
             self._send(404, _error(404, f"no route {self.path}"))
             return
-        try:
-            body = json.loads(raw or b"{}")
-        except json.JSONDecodeError as err:
-            self._send(400, _error(400, f"invalid JSON: {err}"))
+        body = self._json(raw)
+        if body is None:
             return
         with state._lock:
             state.in_flight += 1
@@ -387,6 +385,18 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(state, body)
         finally:
             self._answered()
+
+    def _json(self, raw: bytes) -> Any:
+        """The request body as a JSON object; None, after answering 400, when it is not one."""
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError as err:
+            self._send(400, _error(400, f"invalid JSON: {err}"))
+            return None
+        if not isinstance(body, dict):
+            self._send(400, _error(400, "the body must be a JSON object"))
+            return None
+        return body
 
     def _get_batch(self, state: FakeOpenAIServer, path: str) -> None:
         batches = state.batches
@@ -414,10 +424,8 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/v1/files":
             self._send(*state.batches.upload(raw, self.headers.get("Content-Type") or ""))
             return
-        try:
-            body = json.loads(raw or b"{}")
-        except json.JSONDecodeError as err:
-            self._send(400, _error(400, f"invalid JSON: {err}"))
+        body = self._json(raw)
+        if body is None:
             return
         if path == "/v1/batches":
             self._send(*state.batches.create_openai(body))

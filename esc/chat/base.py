@@ -181,6 +181,67 @@ class ChatBackend(abc.ABC):
         return None
 
 
+class WrappedBackend(ChatBackend):
+    """A backend in front of another (`inner`): the request cache, a batch API. Everything passes
+    to `inner` unless the wrapper says otherwise; `generate` and `submit` are what wrappers change."""
+
+    def __init__(self, inner: ChatBackend) -> None:
+        self.inner = inner
+
+    @property
+    def context_window(self) -> int | None:  # type: ignore[override]
+        return self.inner.context_window
+
+    @property
+    def price(self) -> dict[str, float] | None:  # type: ignore[override]
+        return self.inner.price
+
+    @property
+    def counts_tokens_offline(self) -> bool:  # type: ignore[override]
+        return self.inner.counts_tokens_offline
+
+    @property
+    def max_concurrency(self) -> int | None:  # type: ignore[override]
+        return self.inner.max_concurrency
+
+    @property
+    def features(self) -> frozenset[str]:  # type: ignore[override]
+        return self.inner.features
+
+    def identity(self) -> dict[str, Any]:
+        return self.inner.identity()
+
+    def cache_identity(self) -> dict[str, Any]:
+        return self.inner.cache_identity()
+
+    def code_version(self) -> dict[str, int]:
+        return self.inner.code_version()
+
+    def check_ready(self) -> None:
+        self.inner.check_ready()
+
+    def load(self) -> None:
+        self.inner.load()
+
+    def expect_adapters(self, paths: Sequence[str]) -> None:
+        self.inner.expect_adapters(paths)
+
+    def count_tokens(self, messages: Sequence[Message]) -> int | None:
+        return self.inner.count_tokens(messages)
+
+    def kept_conversations(self, tokens: int) -> int | None:
+        return self.inner.kept_conversations(tokens)
+
+    def submit(self, batch: Sequence[Sequence[Message]], settings: GenerationSettings) -> None:
+        self.inner.submit(batch, settings)
+
+    def generate(self, batch: Sequence[Sequence[Message]], settings: GenerationSettings) -> list[Reply]:
+        return self.inner.generate(batch, settings)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 def check_features(backend: ChatBackend, settings: GenerationSettings) -> None:
     """ConfigError when `settings` ask for a feature the backend does not have (constrained choices,
     a per-request adapter): a silently unconstrained answer would be read as a constrained one."""

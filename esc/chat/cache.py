@@ -36,7 +36,7 @@ from typing import Any, Literal
 from filelock import FileLock, Timeout
 from pydantic import Field
 
-from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply
+from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, WrappedBackend
 from esc.config_rules import Section, Settings, load_section
 from esc.errors import ConfigError, DataError, UserError
 from esc.models.revision import adapter_hash
@@ -302,59 +302,15 @@ class RequestCache:
             self._conn = self._pid = None
 
 
-class CachedBackend(ChatBackend):
+class CachedBackend(WrappedBackend):
     """`inner` behind a `RequestCache`: hits come from disk, only the misses reach the model."""
 
     def __init__(self, inner: ChatBackend, cache: RequestCache) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.cache = cache
 
     def __repr__(self) -> str:
         return f"CachedBackend({self.inner!r}, {self.cache!r})"
-
-    @property
-    def context_window(self) -> int | None:  # type: ignore[override]
-        return self.inner.context_window
-
-    @property
-    def price(self) -> dict[str, float] | None:  # type: ignore[override]
-        return self.inner.price
-
-    @property
-    def counts_tokens_offline(self) -> bool:  # type: ignore[override]
-        return self.inner.counts_tokens_offline
-
-    @property
-    def max_concurrency(self) -> int | None:  # type: ignore[override]
-        return self.inner.max_concurrency
-
-    @property
-    def features(self) -> frozenset[str]:  # type: ignore[override]
-        return self.inner.features
-
-    def identity(self) -> dict[str, Any]:
-        return self.inner.identity()
-
-    def cache_identity(self) -> dict[str, Any]:
-        return self.inner.cache_identity()
-
-    def code_version(self) -> dict[str, int]:
-        return self.inner.code_version()
-
-    def check_ready(self) -> None:
-        self.inner.check_ready()
-
-    def load(self) -> None:
-        self.inner.load()
-
-    def expect_adapters(self, paths: Sequence[str]) -> None:
-        self.inner.expect_adapters(paths)
-
-    def count_tokens(self, messages: Sequence[Message]) -> int | None:
-        return self.inner.count_tokens(messages)
-
-    def kept_conversations(self, tokens: int) -> int | None:
-        return self.inner.kept_conversations(tokens)
 
     def submit(self, batch: Sequence[Sequence[Message]], settings: GenerationSettings) -> None:
         """Only the requests the cache does not hold go on to `inner.submit`."""

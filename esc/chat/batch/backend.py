@@ -20,7 +20,7 @@ from typing import Any
 
 from esc.chat.backends.anthropic_api import AnthropicBackend
 from esc.chat.backends.openai_compat import OpenAIBackend
-from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply
+from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, WrappedBackend
 from esc.chat.batch.anthropic_batches import AnthropicBatches
 from esc.chat.batch.api import BatchAPI, Polled
 from esc.chat.batch.ledger import BatchLedger
@@ -68,7 +68,7 @@ def batch_price(price: dict[str, Any] | None) -> dict[str, Any] | None:
     return price
 
 
-class BatchedBackend(ChatBackend):
+class BatchedBackend(WrappedBackend):
     """`inner`'s requests through its provider's batch API (see the module docstring).
 
     Args:
@@ -89,13 +89,11 @@ class BatchedBackend(ChatBackend):
         max_requests: int = MAX_REQUESTS,
         key: str = "judge.batch",
     ) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.api = batch_api(inner, key)
         self.ledger = BatchLedger(folder)
         self.poll_s, self.wait_s, self.max_requests = float(poll_s), float(wait_s), int(max_requests)
-        self.price = batch_price(inner.price)
-        self.context_window = inner.context_window
-        self.features = inner.features
+        self._price = batch_price(inner.price)
         self.submitted = 0  # batches this backend created in this process
         self.collected: set[str] = set()  # batches whose replies this process read when they ended
         self.deadline: float | None = None  # `wait_s` counts from the first wait of the run
@@ -103,21 +101,14 @@ class BatchedBackend(ChatBackend):
     def __repr__(self) -> str:
         return f"BatchedBackend({self.inner!r}, {str(self.ledger.folder)!r})"
 
-    def identity(self) -> dict[str, Any]:
-        return self.inner.identity()
-
-    def cache_identity(self) -> dict[str, Any]:
-        return self.inner.cache_identity()
-
-    def code_version(self) -> dict[str, int]:
-        return self.inner.code_version()
+    @property
+    def price(self) -> dict[str, Any] | None:  # type: ignore[override]
+        """The batch price (`batch_price`): what the estimate, `max_cost` and the usage use."""
+        return self._price
 
     def check_ready(self) -> None:
         self.inner.check_ready()
         self._recover()
-
-    def count_tokens(self, messages: Sequence[Message]) -> int | None:
-        return self.inner.count_tokens(messages)
 
     # --- submitting -----------------------------------------------------------------------------
 
@@ -232,9 +223,6 @@ class BatchedBackend(ChatBackend):
                 "rerun to collect it; it is not submitted again"
             ),
         )
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def with_batches(
