@@ -30,7 +30,7 @@ style) is answered with the profile rendered as a system message.
     with FakeOpenAIServer(backend) as server:  # in tests
         OpenAIBackend(model="tiny", base_url=server.url, api_key_env=None)
 
-    python tests/fake_openai_server.py --port 8011   # by hand: serves the tiny model
+    python -m tests.fake_openai_server --port 8011   # by hand, from the repo root: serves the tiny model
 
 It also speaks Anthropic's Messages API (``POST /v1/messages``, the key in ``x-api-key``; give the
 Anthropic SDK ``server.root``) and both batch APIs, OpenAI's and Anthropic's (`tests.fake_batches`:

@@ -316,5 +316,7 @@ def test_every_judge_config_composes(judge: str, tmp_path: Path) -> None:
     elif node["backend"]["kind"] == "vllm":  # vLLM in this process: constrained answers, adapters
         assert node["constrain"] and node["max_new_tokens"] == 1 and node["top_logprobs"] >= 5
         assert OmegaConf.is_missing(cfg.judge.adapters, "root") == judge.startswith("esc_rank")
+    elif node["backend"]["kind"] == "anthropic":  # Claude: the API has no log-probabilities to ask for
+        assert node["backend"]["api_key_env"] and node["top_logprobs"] == 0
     else:
         assert node["backend"]["kind"] == "openai" and node["backend"]["api_key_env"]
