@@ -179,6 +179,13 @@ def test_a_backend_without_a_batch_api_is_refused(tmp_path):
         build_judge({**node, "batch": True, "batch_folder": None})
 
 
+@pytest.mark.parametrize("key", ["batch_poll_s", "batch_wait_s"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -1.0])
+def test_batch_timings_refuse_nan_inf_and_negatives(server, tmp_path, key, value):
+    with pytest.raises(ConfigError, match=key):
+        _judge(server, "openai", tmp_path / "b", **{key: value})
+
+
 def _submit_unrecorded(server, provider, tmp_path):
     """A run killed between the provider's answer to create and the ledger's `submitted` line: the
     `submitting` event is on disk, the batch exists, its id is nowhere."""

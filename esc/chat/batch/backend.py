@@ -12,6 +12,7 @@ an error reply (a failed judgment, never a score), and a rerun submits it again.
 from __future__ import annotations
 
 import logging
+import math
 import time
 import uuid
 from collections.abc import Sequence
@@ -232,8 +233,8 @@ def with_batches(
     without one)."""
     if not folder:
         raise ConfigError(f"{key}_folder", "is empty: name the folder the batch ledger goes in")
-    if float(poll_s) <= 0:
-        raise ConfigError(f"{key}_poll_s", f"must be positive, got {poll_s}")
-    if float(wait_s) < 0:
-        raise ConfigError(f"{key}_wait_s", f"must be 0 or more, got {wait_s}")
+    if not math.isfinite(float(poll_s)) or float(poll_s) <= 0:  # nan would poll in a tight loop forever
+        raise ConfigError(f"{key}_poll_s", f"must be a positive number, got {poll_s}")
+    if not math.isfinite(float(wait_s)) or float(wait_s) < 0:  # nan would never end the wait
+        raise ConfigError(f"{key}_wait_s", f"must be a number of seconds, 0 or more, got {wait_s}")
     return BatchedBackend(backend, folder, poll_s, wait_s, key=key)
