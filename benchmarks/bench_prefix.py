@@ -84,8 +84,8 @@ def main() -> int:
     warnings.filterwarnings("ignore")
     model_cfg = compose([f"model={args.model}"]).model
     settings = GenerationSettings(max_new_tokens=args.max_new_tokens)
-    plain = HFBackend(model_cfg, batch_size=args.conversations, device="cpu", prefix_cache_gb=0)
-    kept = HFBackend(model_cfg, batch_size=args.conversations, device="cpu", prefix_cache_gb=8)
+    plain = HFBackend.of(model=model_cfg, batch_size=args.conversations, device="cpu", prefix_cache_gb=0)
+    kept = HFBackend.of(model=model_cfg, batch_size=args.conversations, device="cpu", prefix_cache_gb=8)
     plain.load()
     kept.load()
     tokenizer = plain._tokenizer

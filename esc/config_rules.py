@@ -9,23 +9,31 @@ is required (conf/ holds the value and the comment saying what it does), any oth
 (`extra="forbid"`), types are strict (`"1"` is no integer, `true` no number) and nan or inf no
 number. A `ValidationError` becomes one `ConfigError` naming the dotted key (`config_error`).
 A node the code hands whole to a library (Lightning's Trainer, transformers) is an `OpenSettings`:
-its named keys are checked, the library refuses the rest. A backend's or judge's node is a `Plugin`:
-its `kind` one the registry knows, its keys the arguments of the class registered under that kind.
+its named keys are checked, the library refuses the rest. A backend's or judge's node is a `plugin`
+type: its `kind` one the registry knows, the rest validated by the `Settings` model that the class
+registered under that kind declares (`PluginSettings`), and the class is built from that instance.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, TypeVar, get_args
+from typing import Annotated, Any, Literal, TypeVar, get_args
 
 from hydra.utils import get_object
 from omegaconf import DictConfig, ListConfig, OmegaConf
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    RootModel,
+    ValidationError,
+    WrapValidator,
+)
 from pydantic_core import PydanticCustomError
 
 from esc.errors import ConfigError
@@ -126,6 +134,20 @@ def check(problem: Callable[[Any], str | None]) -> AfterValidator:
     return AfterValidator(run)
 
 
+def check_entries(problem: Callable[[str, Any], str | None]) -> AfterValidator:
+    """A mapping field's check of each entry: `problem(key, value)` says what is wrong with one, and
+    the error names the entry's own dotted key (`backend.generation_config.max_new_tokens`)."""
+
+    def run(value: Any) -> Any:
+        for key, item in (value or {}).items():
+            found = problem(key, item)
+            if found:
+                raise relation(str(key), found)
+        return value
+
+    return AfterValidator(run)
+
+
 def _file_name(value: Any) -> str | None:
     if not isinstance(value, str):  # `name=nan`, `name=1`: a number (quote it: name='1')
         return f"must be a name (quote a number: name='1'), got {show(value)}"
@@ -199,33 +221,132 @@ def registered(kinds: Callable[[], Sequence[str]]) -> AfterValidator:
     return check(problem)
 
 
-def arguments(factory: Callable[..., Any]) -> list[str] | None:
-    """The keyword arguments `factory` accepts (its config keys); None when it takes any (`**kwargs`)."""
-    params = inspect.signature(factory).parameters.values()
-    if any(p.kind == p.VAR_KEYWORD for p in params):
-        return None
-    return [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-
-
-class Plugin(OpenSettings):
-    """A `kind:` node (a backend, a judge): `kind` one the registry knows (a subclass's field, with
-    `registered`), any other key an argument of the class registered under it or one of `beside`.
-    Its other fields are checked where the node gives them: the class's signature holds the rest."""
+class PluginSettings(Settings):
+    """The settings of one registered class (a chat backend, a judge): its own model, the class's
+    `Settings`, beside its code. It lists every key the class reads, with its type and range; the
+    class is built from a validated instance and checks nothing itself. `kind` is the name it is
+    registered under. A field may carry a default here (the one place it is written) where a
+    `conf/` node leaves the key out."""
 
     kind: str
-    registry: ClassVar[Callable[[], Mapping[str, Callable[..., Any]]]]
-    beside: ClassVar[tuple[str, ...]] = ()  # keys read beside the class's arguments
 
-    @model_validator(mode="after")
-    def _keys_of_its_class(self) -> Plugin:
-        accepted = arguments(self.registry()[self.kind])
-        if accepted is None:
-            return self
-        known = {"kind", *self.beside, *accepted}
-        for key in self.model_fields_set | set(self.model_extra or {}):
-            if key not in known:
-                raise PydanticCustomError("unknown_key", "unknown key", {"key": key, "known": sorted(known)})
-        return self
+
+def registers_settings(registry: Any, name: str) -> Callable[[T], T]:
+    """Class decorator: register the class under `name` in `registry` (an `esc.registry.Registry`);
+    the class must declare its own `Settings`, a `PluginSettings` model (inheriting another's is not
+    declaring: a subclass reads keys of its own)."""
+
+    def decorate(cls: T) -> T:
+        model = vars(cls).get("Settings")
+        if not (isinstance(model, type) and issubclass(model, PluginSettings)):
+            raise TypeError(
+                f"{registry.what} {name!r}: {getattr(cls, '__qualname__', cls)} declares no `Settings` "
+                "(a PluginSettings model of the keys it reads)"
+            )
+        registry.add(name, cls)
+        cls.registered_as = name  # type: ignore[attr-defined]
+        return cls
+
+    return decorate
+
+
+P = TypeVar("P")
+
+
+def built_from(cls: type[P], config_key: str, keys: Mapping[str, Any]) -> P:
+    """A registered class built from keyword settings (`cls.of(...)`: code and tests that make one
+    without a config file), validated by its own `Settings` as a config node would be."""
+    node = {"kind": cls.registered_as, **plain_tree(dict(keys))}  # type: ignore[attr-defined]
+    settings = load_section(config_key, cls.Settings, node)  # type: ignore[attr-defined]
+    return cls(settings, config_key=config_key)  # type: ignore[call-arg]
+
+
+def plain_tree(value: Any) -> Any:
+    """`value` with every OmegaConf node in it (at any depth) as plain dicts and lists, resolved."""
+    if isinstance(value, DictConfig | ListConfig):
+        return OmegaConf.to_container(value, resolve=True)
+    if isinstance(value, Mapping) and not isinstance(value, BaseModel):
+        return {k: plain_tree(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain_tree(v) for v in value]
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class PluginKind:
+    """The marker of a field whose node a registry's class validates (`plugin`): `registry()` maps
+    each `kind` to its class, whose `Settings` is the node's model."""
+
+    registry: Callable[[], Mapping[str, Any]]
+    what: str  # "backend", "judge": named in errors
+    beside: type[BaseModel] | None = None  # keys its reader takes beside the class's (an extractor's name)
+
+    def kinds(self) -> list[str]:
+        return sorted(self.registry())
+
+    def model(self, value: Any) -> type[PluginSettings] | None:
+        """The settings model of the class `value`'s `kind` names, or None (not a known kind)."""
+        kind = value.get("kind") if isinstance(value, Mapping) else getattr(value, "kind", None)
+        found = self.registry()
+        return found[kind].Settings if isinstance(kind, str) and kind in found else None
+
+    def validate(self, value: Any, handler: Any) -> PluginSettings:
+        if isinstance(value, PluginSettings):
+            return value  # validated already (a section passed down)
+        value = plain_tree(value)
+        kind_model = _kind_models.setdefault(self, _kind_model(self))
+        kind_model.model_validate(value)  # not a mapping, no kind, an unknown kind: at `kind`
+        if self.beside is not None:
+            self.beside.model_validate({k: value.get(k) for k in self.beside.model_fields})
+            value = {k: v for k, v in value.items() if k not in self.beside.model_fields}
+        model = self.model(value)
+        assert model is not None
+        return model.model_validate(value)
+
+
+def _kind_model(marker: PluginKind) -> type[BaseModel]:
+    """A model that checks only a node's `kind` (the rest is its class's model's)."""
+    return type(
+        f"{marker.what.title()}Kind",
+        (BaseModel,),
+        {
+            "model_config": ConfigDict(extra="allow", strict=True),
+            "__annotations__": {"kind": Annotated[str, registered(marker.kinds)]},
+        },
+    )
+
+
+_kind_models: dict[PluginKind, type[BaseModel]] = {}
+
+
+def plugin(
+    registry: Callable[[], Mapping[str, Any]], what: str, beside: type[BaseModel] | None = None
+) -> Any:
+    """The type of a node whose `kind` picks a registered class (a backend, a judge): validated by
+    that class's own `Settings` model, so a key it does not read, a string where it reads a boolean,
+    a number out of its range is refused like any other setting, naming the whole dotted key.
+    `beside`: a model of the keys the node's reader takes beside the class's (checked, then left out)."""
+    marker = PluginKind(registry, what, beside)
+    return Annotated[Any, WrapValidator(marker.validate), marker]
+
+
+def node_model(node_type: Any) -> type[RootModel[Any]]:
+    """A model whose whole value is a plugin node (`node_type` made by `plugin`): a section's model."""
+    made = _node_models.get(id(node_type))
+    if made is None or made[0] is not node_type:
+        made = _node_models[id(node_type)] = (node_type, type("PluginNode", (RootModel[node_type],), {}))  # type: ignore[valid-type]
+    return made[1]
+
+
+_node_models: dict[int, tuple[Any, type[RootModel[Any]]]] = {}
+
+
+def load_plugin(key: str, node_type: Any, value: Any) -> PluginSettings:
+    """A plugin node (`node_type` made by `plugin`) as its class's settings; a ConfigError naming the
+    dotted key below `key` otherwise."""
+    if isinstance(value, PluginSettings):
+        return value
+    return load_section(key, node_model(node_type), value).root
 
 
 # --- errors ---------------------------------------------------------------------------------------
@@ -242,21 +363,32 @@ _BOUND = {"greater_than_equal": ">= {ge}", "greater_than": "> {gt}", "less_than_
           "less_than": "< {lt}", "multiple_of": "a multiple of {multiple_of}"}  # fmt: skip
 
 
-def _model_at(model: Any, keys: Sequence[Any]) -> Any:
-    """The model (or field annotation) reached from `model` along `keys`, or None."""
+def _model_at(model: Any, keys: Sequence[Any], value: Any = None) -> Any:
+    """The model (or field annotation) reached from `model` along `keys` (in `value`, the node
+    validated: a plugin node's model is its `kind`'s), or None."""
+    if isinstance(model, type) and issubclass(model, RootModel):
+        model = _unwrap(model.model_fields["root"].annotation, value, model.model_fields["root"].metadata)
     for key in keys:
         if not (isinstance(model, type) and issubclass(model, BaseModel)) or key not in model.model_fields:
             return None
-        model = _unwrap(model.model_fields[key].annotation)
+        field = model.model_fields[key]
+        value = value.get(key) if isinstance(value, Mapping) else None
+        model = _unwrap(field.annotation, value, field.metadata)
     return model
 
 
-def _unwrap(annotation: Any) -> Any:
-    """The model inside `X | None`, `Annotated[X, ...]`; the annotation itself otherwise."""
+def _unwrap(annotation: Any, value: Any = None, metadata: Sequence[Any] = ()) -> Any:
+    """The model inside `X | None`, `Annotated[X, ...]` (a plugin node: the model of `value`'s kind);
+    the annotation itself otherwise."""
+    for marker in metadata:
+        if isinstance(marker, PluginKind):
+            return marker.model(value) or annotation
+    if isinstance(annotation, PluginKind):
+        return annotation.model(value) or annotation
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     for arg in get_args(annotation):
-        found = _unwrap(arg)
+        found = _unwrap(arg, value)
         if isinstance(found, type) and issubclass(found, BaseModel):
             return found
     return annotation
@@ -273,9 +405,9 @@ _NUMERIC = {
 }
 
 
-def _field(model: Any, keys: Sequence[Any]) -> Any:
+def _field(model: Any, keys: Sequence[Any], value: Any = None) -> Any:
     """The FieldInfo of the key `keys` reach from `model`, or None."""
-    parent = _model_at(model, keys[:-1])
+    parent = _model_at(model, keys[:-1], value)
     is_model = isinstance(parent, type) and issubclass(parent, BaseModel)
     return parent.model_fields.get(keys[-1]) if is_model and keys else None
 
@@ -296,16 +428,17 @@ def _wanted(field: Any) -> str | None:
     return base + (f" {' and '.join(bounds)}" if bounds else "") + (" or null" if type(None) in kinds else "")
 
 
-def _hint(model: Any, keys: Sequence[Any]) -> str:
-    """A field's `description`: what follows the problem (e.g. "the paper plays 5")."""
-    parent = _model_at(model, keys[:-1])
-    if (
-        isinstance(parent, type)
-        and issubclass(parent, BaseModel)
-        and keys
-        and keys[-1] in parent.model_fields
-    ):
-        return parent.model_fields[keys[-1]].description or ""
+def _hint(model: Any, keys: Sequence[Any], value: Any = None) -> str:
+    """A field's `description`: what follows the problem (e.g. "the paper plays 5"); an entry of a
+    mapping field (`jury.members.NAME`) takes its field's."""
+    for depth in (len(keys), len(keys) - 1):
+        parent = _model_at(model, keys[: depth - 1], value) if depth > 0 else None
+        if (
+            isinstance(parent, type)
+            and issubclass(parent, BaseModel)
+            and keys[depth - 1] in parent.model_fields
+        ):
+            return parent.model_fields[keys[depth - 1]].description or ""
     return ""
 
 
@@ -348,7 +481,9 @@ def _choices(expected: Any) -> str:
     return str(expected).replace("'", "").replace(" or ", ", ")
 
 
-def _problem(errors: list[Mapping[str, Any]], key: str, node_model: Any, keys: list[Any]) -> str:
+def _problem(
+    errors: list[Mapping[str, Any]], key: str, node_model: Any, keys: list[Any], value: Any = None
+) -> str:
     """One sentence for the errors pydantic gave at one key (several where it tried a union)."""
     first = errors[0]
     kind, ctx = first["type"], first.get("ctx") or {}
@@ -358,12 +493,12 @@ def _problem(errors: list[Mapping[str, Any]], key: str, node_model: Any, keys: l
             f"(+{key}=VALUE)"
         )
     if kind == "extra_forbidden":
-        parent = _model_at(node_model, keys[:-1])
+        parent = _model_at(node_model, keys[:-1], value)
         known = ", ".join(sorted(parent.model_fields)) if isinstance(parent, type) else ""
         return f"unknown key (a typo?); `{key.rpartition('.')[0] or 'the top level'}` takes {known}"
     if kind == "unknown_key":
         return f"unknown key (a typo?); `{key.rpartition('.')[0]}` takes {', '.join(ctx['known'])}"
-    field = _field(node_model, keys)
+    field = _field(node_model, keys, value)
     nullable = field is not None and type(None) in get_args(field.annotation)
     if kind == "too_short" and not first["input"]:
         return "is an empty list, which selects nothing" + ("; use null for the default" if nullable else "")
@@ -408,16 +543,16 @@ def config_error(err: ValidationError, node: str, value: Any, model: Any) -> Con
         key = _dotted(node, [*keys, *str(first["ctx"]["key"]).split(".")])
         if first["type"] == "relation":
             return ConfigError(key, str(first["ctx"]["problem"]))
-        return ConfigError(key, _problem([first], key, model, keys))
+        return ConfigError(key, _problem([first], key, model, keys, value))
     # a union: the branch that got furthest (deepest key), all its errors at that key
     deepest = max((k for _, k in found if k[: len(keys)] == keys), key=len)
     same = [e for e, k in found if k == deepest]
     # the key a command line sets (`cards.languages`), then which item of its list
     at = next((i for i, k in enumerate(deepest) if isinstance(k, int)), len(deepest))
     key = _dotted(node, deepest[:at])
-    problem = _problem(same, _dotted(node, deepest), model, deepest)
+    problem = _problem(same, _dotted(node, deepest), model, deepest, value)
     items = "".join(f"item {k}: " if isinstance(k, int) else f"{k}: " for k in deepest[at:])
-    hint = _hint(model, deepest[:at]) if first["type"] != "missing" else ""
+    hint = _hint(model, deepest[:at], value) if first["type"] != "missing" else ""
     return ConfigError(key, items + (f"{problem} ({hint})" if hint else problem))
 
 

@@ -31,6 +31,7 @@ from typing import Any, Literal
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import InterpolationToMissingValueError, OmegaConfBaseException
+from pydantic import RootModel
 
 from esc.config_rules import Section, load_section, refuse_non_finite
 from esc.errors import ConfigError
@@ -158,9 +159,33 @@ def check_section(cfg: DictConfig, section: Section) -> Any:
         return None
     value = _select(cfg, section.node) if section.node else _resolved(cfg)
     try:
-        return load_section(section.node, section.model, value)
+        checked = load_section(section.node, section.model, value)
     except ConfigError as err:
         raise ConfigError(err.key, err.problem + _set_by(cfg, err.key)) from None
+    return checked.root if isinstance(checked, RootModel) else checked  # a plugin node: its settings
+
+
+#: top-level keys of every job's config that no section reads: Hydra's, and the interpolations that
+#: name the run and its folder (`hydra.run.dir`, `output_dir`, `paths.*`, `run_name`, `task_name`)
+FRAME = ("hydra", "paths", "output_dir", "run_name", "task_name")
+
+
+def _refuse_unread_top_keys(cfg: DictConfig, job: str, sections: tuple[Section, ...]) -> None:
+    """ConfigError naming a top-level key that no section of `job` reads: a typo added with `+`
+    (`+max_cots=1`, `+leaderbord.bootstrap=5`) would otherwise be accepted and do nothing."""
+    known = set(FRAME)
+    for section in sections:
+        if section.node:
+            known.add(section.node.split(".")[0])
+        elif not issubclass(section.model, RootModel):
+            known |= {f.alias or name for name, f in section.model.model_fields.items()}
+    for key in cfg:
+        if key not in known:
+            raise ConfigError(
+                str(key),
+                f"unknown key (a typo?): nothing {SCRIPTS[job]} runs reads it; its top level holds "
+                f"{', '.join(sorted(known - set(FRAME)))}",
+            )
 
 
 def validate(cfg: DictConfig, job: Job) -> dict[str, Any]:
@@ -174,7 +199,9 @@ def validate(cfg: DictConfig, job: Job) -> dict[str, Any]:
         if _needed(cfg, job, key):
             raise ConfigError(key, f"is mandatory and not set: add {key}=VALUE to the command line")
     checked: dict[str, Any] = {}
-    for section in schema(job):
+    sections = schema(job)
+    _refuse_unread_top_keys(cfg, job, sections)
+    for section in sections:
         value = check_section(cfg, section)
         if section.node and value is not None:
             checked[section.node] = value

@@ -133,13 +133,15 @@ def job_run(
     *,
     seed: int | None,
     lock: bool = True,
+    config_keys: Mapping[str, str] | None = None,
 ) -> Iterator[Job]:
     """Run a job in `out` (see the module docstring). `kind` and `settings` are the folder's
-    fingerprint entry (`RunFolder`); `lock=False` for the ranks of a training job other than zero,
+    fingerprint entry (`RunFolder`; `config_keys`: its keys as the config keys a user sets, for the
+    error naming a difference); `lock=False` for the ranks of a training job other than zero,
     which only check the fingerprint and write no manifest. The block must end in `job.complete`."""
     refuse_unswept_sweep()
     remember_secrets(config)  # a key in a config file: every file this job writes masks it too
-    with RunFolder(out, kind, settings, lock=lock) as folder:
+    with RunFolder(out, kind, settings, lock=lock, config_keys=config_keys) as folder:
         job = Job(folder, RunManifest(out, config, seed=seed) if lock else NullManifest())
         try:
             yield job

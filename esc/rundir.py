@@ -16,8 +16,14 @@ A refused or failed start leaves the folder as it was, and a folder the run made
 (`RemoveRefusedRunFolder`, `remove_created_folders`). Nothing of a run reaches the folder before it
 is accepted (locked, settings checked): Hydra's record of the job (`.hydra/`, `esc.secrets.masking`) is
 written then, and its log file (`FolderLogHandler`) opened then. A start that fails after that but
-before any work (no output file changed: a value only the Trainer checks, a model that does not load)
-puts the folder's records back -- settings, manifest, `.hydra/`, logs -- so it pins no settings.
+before any work (no output file changed: a value only the Trainer checks, a model that does not load,
+rank.py's `max_cost`, checked once the mode has planned its score files) puts the folder's records
+back -- settings, manifest, `.hydra/`, logs -- so it pins no settings, and removes what it made empty
+(a `scores/` folder, the lock file of a folder that had none, a folder `RunFolder` made itself).
+
+A settings difference is named by the config key a user sets, when the job says how its fingerprint's
+keys map to them (`config_keys`: evaluate.py keeps a side's backend identity under `target.model`,
+which the user sets as `target.backend`).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import signal
 import socket
 import threading
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -53,22 +59,47 @@ MANIFEST_FILE = "manifest.json"
 NEW_FOLDER_HINT = "start a new folder (hydra.run.dir=NEW_DIR), or rerun with the folder's settings to resume"
 
 
-def flatten(obj: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
-    """(dotted key, leaf value) pairs in the mapping's own order; lists are leaves."""
-    if isinstance(obj, Mapping) and obj:
-        for key, value in obj.items():
-            yield from flatten(value, f"{prefix}.{key}" if prefix else str(key))
-    else:
-        yield prefix, obj
+class _NotSet:
+    """The value of a key one fingerprint has and the other has not."""
+
+    def __repr__(self) -> str:
+        return "NOT_SET"
 
 
-def first_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[str, Any, Any] | None:
-    """The first (key, old value, new value) that differs, in the recorded order; None if equal."""
-    old_flat, new_flat = dict(flatten(old)), dict(flatten(new))
-    for key in [*old_flat, *(k for k in new_flat if k not in old_flat)]:
-        if old_flat.get(key, "<absent>") != new_flat.get(key, "<absent>"):
-            return key, old_flat.get(key, "<absent>"), new_flat.get(key, "<absent>")
+NOT_SET: Any = _NotSet()
+
+
+def first_difference(
+    old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = ""
+) -> tuple[str, Any, Any] | None:
+    """The first (dotted key, old value, new value) that differs, in the recorded order (keys only
+    the new one has after the recorded ones); None if equal. The values are those at the deepest
+    key both have: a leaf on one side and a mapping on the other (`extra_body: null` recorded,
+    `extra_body: {top_k: 1}` now) are shown whole; `NOT_SET` where one side lacks the key."""
+    for key in [*old, *(k for k in new if k not in old)]:
+        dotted = f"{prefix}.{key}" if prefix else str(key)
+        if key not in old or key not in new:
+            return dotted, old.get(key, NOT_SET), new.get(key, NOT_SET)
+        before, now = old[key], new[key]
+        if isinstance(before, Mapping) and isinstance(now, Mapping):
+            found = first_difference(before, now, dotted)
+            if found is not None:
+                return found
+        elif before != now:
+            return dotted, before, now
     return None
+
+
+def config_key(key: str, config_keys: Mapping[str, str] | None) -> str:
+    """The config key a user sets for the fingerprint key `key`: the longest prefix of `key` (whole
+    dotted parts) that `config_keys` maps, replaced (``target.model`` -> ``target.backend``: the
+    fingerprint keeps a side's backend identity under `model`); `key` itself when none does."""
+    parts = key.split(".")
+    for n in range(len(parts), 0, -1):
+        mapped = (config_keys or {}).get(".".join(parts[:n]))
+        if mapped is not None:
+            return ".".join([mapped, *parts[n:]])
+    return key
 
 
 def _plain(obj: Any) -> Any:
@@ -90,16 +121,24 @@ def read_settings(folder: Path) -> dict[str, Any]:
 
 
 def check_same_settings(
-    recorded: Mapping[str, Any], settings: Mapping[str, Any], where: str, hint: str = NEW_FOLDER_HINT
-) -> None:
-    """UserError naming the first difference between two fingerprints."""
+    recorded: Mapping[str, Any], settings: Mapping[str, Any], where: str, hint: str = NEW_FOLDER_HINT,
+    config_keys: Mapping[str, str] | None = None,
+) -> None:  # fmt: skip
+    """UserError naming the first difference between two fingerprints, by the config key the user
+    sets (`config_key`; the fingerprint's own key after it, in settings.json, where they differ)."""
     diff = first_difference(_plain(recorded), _plain(settings))
-    if diff is not None:
-        key, old, new = diff
-        raise UserError(
-            f"{where} was written with {key}={json.dumps(old, default=str)}, this run has "
-            f"{key}={json.dumps(new, default=str)}: {hint}"
-        )
+    if diff is None:
+        return
+    key, old, new = diff
+    name = config_key(key, config_keys)
+    stored = f" ({SETTINGS_FILE}: {key})" if name != key else ""
+    raise UserError(
+        f"{where} was written with {_setting(name, old)}, this run has {_setting(name, new)}{stored}: {hint}"
+    )
+
+
+def _setting(key: str, value: Any) -> str:
+    return f"{key} not set" if value is NOT_SET else f"{key}={json.dumps(value, default=str)}"
 
 
 class Terminated(KeyboardInterrupt):
@@ -141,24 +180,42 @@ class RunFolder:
     several kinds (a rank.py folder scored, then its leaderboard rebuilt), each with its own entry.
     `settings=None` locks without a fingerprint (jobs whose outputs are rewritten whole each run).
     Use as a context manager; `lock=False` only checks (ranks other than zero of a training job).
+    `config_keys`: fingerprint key prefixes -> the config keys a user sets (`config_key`), for the
+    error that names a difference.
+
+    A start refused or failed before any work (an exception out of the block, no output changed)
+    leaves the folder as it was (`FolderState.restore_if_no_work`): its records put back, the empty
+    files and folders it made removed, the lock file too when the folder had none, and the folder
+    itself (and its parents) when this made it.
     """
 
     def __init__(
-        self, folder: str | os.PathLike[str], kind: str, settings: Mapping[str, Any] | None, lock: bool = True
+        self,
+        folder: str | os.PathLike[str],
+        kind: str,
+        settings: Mapping[str, Any] | None,
+        lock: bool = True,
+        config_keys: Mapping[str, str] | None = None,
     ) -> None:
         self.folder = Path(folder)
         self.kind = kind
         self.settings = _plain(dict(settings)) if settings is not None else None
         self.lock = lock
+        self.config_keys = dict(config_keys or {})
         self._lock: FileLock | None = None
         self._before: FolderState | None = None
+        self._made: list[Path] = []  # the folders `__enter__` made, deepest first
+        self._new_lock = False  # the lock file is this run's: the folder had none
+        self._restored = False  # a start stopped before any work, its folder put back
         self._signals = contextlib.ExitStack()
 
     def __enter__(self) -> RunFolder:
         self._signals.enter_context(sigterm_interrupts())
         try:
+            self._made = missing_folders(self.folder)
             self.folder.mkdir(parents=True, exist_ok=True)
             if self.lock:
+                self._new_lock = not (self.folder / LOCK_FILE).exists()
                 self._acquire()
                 self._before = FolderState.read(self.folder)
             self._check_or_record()
@@ -200,6 +257,7 @@ class RunFolder:
             restored = self._before.restore_if_no_work(self.folder)
             if restored is not None:
                 hold_folder_logs(self.folder)
+                self._restored = True
             if restored:
                 log.info("%s: stopped before any work; its records are put back as they were", self.folder)
         except OSError as err:  # a full disk, say: the error that stopped the run says more
@@ -217,7 +275,7 @@ class RunFolder:
             # every recorded setting but the second phase's (`check_resolved`): a setting this run
             # leaves out (trajectory.enabled=false on a rated folder) is a difference too
             before = {k: v for k, v in recorded[self.kind].items() if k in self.settings or k != "resolved"}
-            check_same_settings(before, self.settings, str(self.folder))
+            check_same_settings(before, self.settings, str(self.folder), config_keys=self.config_keys)
             return
         self._write({**recorded, self.kind: self.settings})
 
@@ -231,7 +289,10 @@ class RunFolder:
         recorded = read_settings(self.folder)
         entry = recorded.get(self.kind, {})
         if "resolved" in entry:
-            check_same_settings({"resolved": entry["resolved"]}, {"resolved": resolved}, str(self.folder))
+            check_same_settings(
+                {"resolved": entry["resolved"]}, {"resolved": resolved}, str(self.folder),
+                config_keys=self.config_keys,
+            )  # fmt: skip
         else:
             self._write({**recorded, self.kind: {**entry, "resolved": resolved}})
 
@@ -244,10 +305,36 @@ class RunFolder:
         try:
             if self._lock is not None:
                 (self.folder / OWNER_FILE).unlink(missing_ok=True)
+                if self._restored and self._new_lock:  # the folder had none: it goes, unlinked while
+                    # held, so a run starting now makes its own (one that opened this one in the same
+                    # instant would lock a file no later run sees: tolerated, on a folder just begun)
+                    (self.folder / LOCK_FILE).unlink(missing_ok=True)
                 self._lock.release()
                 self._lock = None
+            if self._restored:
+                remove_empty_folders(self._made)
         finally:
+            self._restored = False
             self._signals.close()  # SIGTERM ends the process again, as before the run
+
+
+def missing_folders(folder: Path) -> list[Path]:
+    """`folder` and its parents that do not exist yet, deepest first: what a `mkdir(parents=True)`
+    of it makes."""
+    missing, folder = [], Path(folder).absolute()
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
+def remove_empty_folders(folders: Iterable[Path]) -> None:
+    """Remove each of `folders` (deepest first) while it is empty; stop at the first that is not."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (another run's lock, a file someone put there), or gone
+            break
 
 
 def acquire_folder(folder: Path, kind: str, elsewhere: str = "") -> FileLock:
@@ -308,16 +395,19 @@ def _is_log(rel: Path) -> bool:
 @dataclasses.dataclass(frozen=True)
 class FolderState:
     """A run folder before an attempt: its records (settings, manifest, `.hydra/`) by content, its
-    logs by size, every other file (the outputs) by size and modification time."""
+    logs by size, every other file (the outputs) by size and modification time, and its folders."""
 
     records: dict[Path, bytes]
     logs: dict[Path, int]
     outputs: dict[Path, tuple[int, int]]
+    folders: frozenset[Path] = frozenset()
 
     @classmethod
     def read(cls, folder: Path) -> FolderState:
         records, logs, outputs = {}, {}, {}
-        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        found = sorted(folder.rglob("*"))
+        folders = frozenset(p.relative_to(folder) for p in found if p.is_dir())
+        for path in (p for p in found if p.is_file()):
             rel = path.relative_to(folder)
             if _is_lock(rel) or _is_temp(rel):
                 continue
@@ -328,12 +418,13 @@ class FolderState:
             else:
                 stat = path.stat()
                 outputs[rel] = (stat.st_size, stat.st_mtime_ns)
-        return cls(records, logs, outputs)
+        return cls(records, logs, outputs, folders)
 
     def restore_if_no_work(self, folder: Path) -> int | None:
         """When no output changed since (files created empty aside), put the records and logs back
-        as they were and remove those empty files; the number of files put back. None when an output
-        changed: the attempt keeps its records, as its outputs were made with the settings recorded."""
+        as they were and remove those empty files, and the folders made since that are empty then
+        (a mode's `scores/`); the number of files and folders put back. None when an output changed:
+        the attempt keeps its records, as its outputs were made with the settings recorded."""
         now = FolderState.read(folder)
         new_empty = [rel for rel, (size, _) in now.outputs.items() if rel not in self.outputs and not size]
         if {k: v for k, v in now.outputs.items() if k not in new_empty} != self.outputs:
@@ -357,6 +448,11 @@ class FolderState:
         if not any(rel.parts[0] == HYDRA_SUBDIR for rel in self.records) and hydra_dir.is_dir():
             with contextlib.suppress(OSError):  # not empty: files of another kind stay
                 hydra_dir.rmdir()
+        made = [rel for rel in now.folders if rel not in self.folders and rel.parts[0] != HYDRA_SUBDIR]
+        for rel in sorted(made, key=lambda r: len(r.parts), reverse=True):  # deepest first
+            with contextlib.suppress(OSError):  # not empty: a file the attempt did not make stays
+                (folder / rel).rmdir()
+                changed += 1
         return changed
 
 
@@ -487,11 +583,8 @@ class RemoveRefusedRunFolder(Callback):
     (`remove_created_folders`, called by `esc.lifecycle.run_hydra`)."""
 
     def on_run_start(self, config: Any, **kwargs: Any) -> None:
-        folder = Path(str(config.hydra.run.dir)).absolute()  # `now` is cached: the folder Hydra makes
-        _CREATED.clear()
-        while not folder.exists() and folder != folder.parent:
-            _CREATED.append(folder)
-            folder = folder.parent
+        # `now` is cached: the folder Hydra makes
+        _CREATED[:] = missing_folders(Path(str(config.hydra.run.dir)))
 
 
 def remove_created_folders() -> list[Path]:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, register_backend
+from esc.chat.settings import BackendSettings, Price, dumped
 
 
 @register_backend("scripted")
@@ -19,25 +20,30 @@ class ScriptedBackend(ChatBackend):
     and what each side saw.
     """
 
+    runs_in_process = True  # a fake model: nothing is billed
+
     instances: list[ScriptedBackend] = []
     counts_tokens_offline = True  # words: the cost estimate may count with it
 
-    def __init__(
-        self,
-        label: str = "bot",
-        fail_on: str | None = None,
-        context_window: int | None = None,
-        price: dict | None = None,
-        max_concurrency: int | None = None,
-        slow_on: str | None = None,
-        slow_s: float = 0.0,
-        empty_on: str | None = None,
-    ) -> None:
-        self.label, self.fail_on = label, fail_on
-        self.context_window, self.price = context_window, price
-        self.max_concurrency = max_concurrency  # set: it acts as an API (the engine streams)
-        self.slow_on, self.slow_s = slow_on, slow_s  # a conversation mentioning slow_on waits slow_s
-        self.empty_on = empty_on  # a conversation mentioning it gets a reply without text
+    class Settings(BackendSettings):
+        label: str = "bot"
+        fail_on: str | None = None
+        context_window: int | None = None
+        price: Price | None = None
+        max_concurrency: int | None = None
+        slow_on: str | None = None
+        slow_s: float = 0.0
+        empty_on: str | None = None
+
+    def __init__(self, settings: Settings, config_key: str = "backend") -> None:
+        self.label, self.fail_on = settings.label, settings.fail_on
+        self.context_window, self.price = settings.context_window, dumped(settings.price) or None
+        self.max_concurrency = settings.max_concurrency  # set: it acts as an API (the engine streams)
+        self.slow_on, self.slow_s = (
+            settings.slow_on,
+            settings.slow_s,
+        )  # a conversation mentioning slow_on waits
+        self.empty_on = settings.empty_on  # a conversation mentioning it gets a reply without text
         self.calls: list[list[list[Message]]] = []
         ScriptedBackend.instances.append(self)
 
@@ -83,8 +89,14 @@ class PlannedBackend(ChatBackend):
     answered with `plans[word][n]` (the last one repeated). Any other request gets `seeker #<n>`.
     """
 
-    def __init__(self, plans: dict[str, list[str]], marker: str = "0 to 9") -> None:
-        self.plans, self.marker = plans, marker
+    runs_in_process = True  # a fake model: nothing is billed
+
+    class Settings(BackendSettings):
+        plans: dict[str, list[str]]
+        marker: str = "0 to 9"
+
+    def __init__(self, settings: Settings, config_key: str = "backend") -> None:
+        self.plans, self.marker = settings.plans, settings.marker
         self.asked: dict[str, int] = {}
         self.calls: list[list[list[Message]]] = []
 

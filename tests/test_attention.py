@@ -43,7 +43,7 @@ def test_grouped_heads_give_sdpas_outputs_exactly(dtype, queries):
 
 
 def test_the_hf_backend_switches_its_cpu_model_and_logits_stay_the_same():
-    backend = HFBackend(compose(["model=tiny"]).model, batch_size=4, device="cpu", prefix_cache_gb=0)
+    backend = HFBackend.of(model=compose(["model=tiny"]).model, batch_size=4, device="cpu", prefix_cache_gb=0)
     backend.load()
     model = backend._model
     assert model.config._attn_implementation == GROUPED_SDPA

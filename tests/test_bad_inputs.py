@@ -69,6 +69,7 @@ class Case:
     privileged_write: bool = False  # needs a folder this process cannot write
     full_disk: str | None = None  # writes to files of this name (a glob) fail as on a full disk
     absent: tuple[str, ...] = ()  # what the console (stdout and stderr) must not show
+    no_folder: bool = False  # refused before the run folder is accepted: {out} is not left behind
 
 
 RUN_FILE = "out/dialogues/tiny__tiny__en.jsonl"
@@ -657,7 +658,7 @@ CASES: tuple[Case, ...] = (
             "hydra.sweep.dir={tmp}/sweep",
             "mode=leaderboard",
             "scores=[{tmp}/nope]",
-            f"+foo_token={SECRET}",
+            f"+hydra.job.env_set.FOO_TOKEN={SECRET}",
         ),
         ("config `scores`", "nope"),
         subprocess=True,
@@ -948,6 +949,111 @@ CASES: tuple[Case, ...] = (
         setup="official_without_a_dimension",
         keep=("model_en.json",),
     ),
+    # --- issue 62: a plugin's settings (each judge and backend validated by its own model) ---
+    *(
+        Case(f"rank-gpt4-{name}", (*RK, "judge=gpt4", "dialogues={tmp}", override), expect, no_folder=True)
+        for name, override, expect in (
+            ("batch-string", "judge.batch=no", ("config `judge.batch`", "true or false", '"no"')),
+            ("batch-wait-bool", "judge.batch_wait_s=true", ("config `judge.batch_wait_s`", "got true")),
+            ("negative-top-logprobs", "judge.top_logprobs=-3", ("config `judge.top_logprobs`", ">= 0", "-3")),
+            ("top-logprobs-text", "judge.top_logprobs=abc", ("config `judge.top_logprobs`", '"abc"')),
+            ("poll-text", "judge.batch_poll_s=abc", ("config `judge.batch_poll_s`", '"abc"')),
+            (
+                "retries-text",
+                "judge.backend.max_retries=abc",
+                ("config `judge.backend.max_retries`", '"abc"'),
+            ),
+            (
+                "concurrency-zero",
+                "judge.backend.max_concurrency=0",
+                ("config `judge.backend.max_concurrency`",),
+            ),
+            (
+                "concurrency-text",
+                "judge.backend.max_concurrency=abc",
+                ("config `judge.backend.max_concurrency`",),
+            ),
+            (
+                "base-url-mapping",
+                "judge.backend.base_url={{a: 1}}",
+                ("config `judge.backend.base_url`", '{"a": 1}'),
+            ),
+            ("extra-body-text", "judge.backend.extra_body=notadict", ("config `judge.backend.extra_body`",)),
+            (
+                "price-text",
+                "judge.backend.price.prompt=abc",
+                ("config `judge.backend.price.prompt`", '"abc"'),
+            ),
+            (
+                "negative-price",
+                "judge.backend.price.prompt=-1",
+                ("config `judge.backend.price.prompt`", ">= 0"),
+            ),
+        )
+    ),
+    *(
+        Case(
+            f"rank-claude-{name}", (*RK, "judge=claude", "dialogues={tmp}", override), expect, no_folder=True
+        )
+        for name, override, expect in (
+            (
+                "sampling-string",
+                "judge.backend.sampling_params=maybe",
+                ("`judge.backend.sampling_params`", '"maybe"'),
+            ),
+            (
+                "base-url-list",
+                "judge.backend.base_url=[http://127.0.0.1:9]",
+                ("`judge.backend.base_url`", "a string"),
+            ),
+        )
+    ),
+    *(
+        Case(
+            f"evaluate-own-chatbot-{name}",
+            (*EV, "target=openai_compatible", "target.backend.model=m", override),
+            expect,
+            no_folder=True,
+        )  # fmt: skip
+        for name, override, expect in (
+            (
+                "null-server",
+                "target.backend.base_url=[null]",
+                ("`target.backend.base_url`", "item 0", "null"),
+            ),
+            ("empty-server", "target.backend.base_url=['']", ("`target.backend.base_url`", "server's URL")),
+        )
+    ),
+    Case(
+        "evaluate-own-chatbot-revision-list",
+        (
+            *EV,
+            "target=openai_compatible",
+            "target.backend.model=m",
+            "target.backend.base_url=http://127.0.0.1:9/v1",
+            "target.backend.revision=[a]",
+        ),
+        ("`target.backend.revision`", "a string"),
+        no_folder=True,
+    ),  # fmt: skip
+    Case(
+        "rank-typo-added-key",
+        (*RK, "dialogues={tmp}", "+max_cots=0.0001"),
+        ("config `max_cots`", "unknown key"),
+        no_folder=True,
+    ),  # fmt: skip
+    Case(
+        "rank-typo-added-section",
+        (*RK, "dialogues={tmp}", "+leaderbord.bootstrap=5"),
+        ("config `leaderbord`", "unknown key"),
+        no_folder=True,
+    ),  # fmt: skip
+    Case(
+        "rank-jury-member-not-a-judge",
+        (*RK, "dialogues={tmp}", "+jury.members.jury=tiny"),
+        ("config `jury.members.jury`", "+judge@jury.members.NAME=OPTION"),
+        no_folder=True,
+    ),  # fmt: skip
 )
 
 
@@ -1428,6 +1534,8 @@ def test_bad_input_ends_with_one_line_and_keeps_earlier_output(
     for text in case.absent:
         assert text not in stdout + stderr, f"{text!r} on the console"
     assert _snapshot(case, tmp) == before  # nothing written before is lost or changed
+    if case.no_folder:
+        assert not (tmp / "out").exists(), sorted(str(p) for p in (tmp / "out").rglob("*"))
     written = {str(p.relative_to(tmp)) for p in tmp.rglob("*.jsonl")}
     assert written <= set(case.keep) | {"foreign/dialogues/notes.jsonl"}  # no dialogue or score file added
 

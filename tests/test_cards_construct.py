@@ -17,6 +17,7 @@ from esc.cards.construct import steps
 from esc.cards.construct.run import build_cards
 from esc.cards.construct.sources import ADAPTERS, read_source
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, register_backend
+from esc.chat.settings import BackendSettings
 from esc.errors import ConfigError, DataError
 from esc.paths import data_dir
 from tests.helpers import compose, requires_data
@@ -29,7 +30,15 @@ class CardWriter(ChatBackend):
     """Answers each step's prompt as a careful LLM would, from what the prompt shows; a post that
     says "gibberish" gets an unreadable card, one that says "sad" is only an emotion."""
 
+    runs_in_process = True  # a fake model: nothing is billed
+
     calls = 0
+
+    class Settings(BackendSettings):
+        """No settings: it answers from the prompt."""
+
+    def __init__(self, settings: Settings, config_key: str = "backend") -> None:
+        pass
 
     def generate(self, batch: Sequence[Sequence[Message]], settings: GenerationSettings) -> list[Reply]:
         CardWriter.calls += len(batch)

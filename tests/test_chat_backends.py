@@ -67,7 +67,7 @@ def tiny_cfg():
 
 @pytest.fixture(scope="module")
 def hf(tiny_cfg):
-    backend = HFBackend(tiny_cfg, batch_size=8, device="cpu")
+    backend = HFBackend.of(model=tiny_cfg, batch_size=8, device="cpu")
     backend.check_ready()
     backend.load()
     yield backend
@@ -89,7 +89,7 @@ def fresh_server(server):
 
 def api(server: FakeOpenAIServer, **kwargs) -> OpenAIBackend:
     kwargs = {"model": "tiny", "api_key_env": None, "timeout_s": 30.0, "max_retries": 2, **kwargs}
-    return OpenAIBackend(base_url=server.url, **kwargs)
+    return OpenAIBackend.of(base_url=server.url, **kwargs)
 
 
 # --- hf ----------------------------------------------------------------------------------------
@@ -114,8 +114,8 @@ def test_hf_batch_composition_does_not_change_replies(hf):
 def test_hf_kept_prefixes_give_the_replies_of_a_full_prefill(tiny_cfg):
     """Three turns of six conversations of different lengths, with and without the prefix cache:
     the same greedy replies, while the cached backend prefills only each turn's new tokens."""
-    plain = HFBackend(tiny_cfg, batch_size=4, device="cpu", prefix_cache_gb=0)
-    kept = HFBackend(tiny_cfg, batch_size=4, device="cpu", prefix_cache_gb=1)
+    plain = HFBackend.of(model=tiny_cfg, batch_size=4, device="cpu", prefix_cache_gb=0)
+    kept = HFBackend.of(model=tiny_cfg, batch_size=4, device="cpu", prefix_cache_gb=1)
     system = "You play a worried person. " * 8  # a long shared start: only whole conversations may match
     chats = [[{"role": "system", "content": system}, *c] for c in CONVERSATIONS]
     try:
@@ -142,7 +142,7 @@ def test_hf_out_of_memory_while_joining_kept_prefixes_splits_the_call(tiny_cfg, 
     to handle (split the call), not a model whose cache cannot be joined: the prefix cache stays on."""
     import torch
 
-    kept = HFBackend(tiny_cfg, batch_size=8, device="cpu", prefix_cache_gb=1)
+    kept = HFBackend.of(model=tiny_cfg, batch_size=8, device="cpu", prefix_cache_gb=1)
     chats = [list(c) for c in CONVERSATIONS]
     real = HFBackend._batched_past
 
@@ -167,8 +167,8 @@ def test_hf_prefix_cache_a_model_cannot_use_is_switched_off_not_failed(tiny_cfg,
     """A model whose cache cannot be split per conversation (or put back together), e.g. a
     remote-code model's own cache type (decoded with `generate`): the prefix cache turns itself off
     and every reply stands."""
-    plain = HFBackend(tiny_cfg, batch_size=4, device="cpu", prefix_cache_gb=0, decode="generate")
-    kept = HFBackend(tiny_cfg, batch_size=4, device="cpu", prefix_cache_gb=1, decode="generate")
+    plain = HFBackend.of(model=tiny_cfg, batch_size=4, device="cpu", prefix_cache_gb=0, decode="generate")
+    kept = HFBackend.of(model=tiny_cfg, batch_size=4, device="cpu", prefix_cache_gb=1, decode="generate")
 
     def unusable(*args, **kwargs):
         raise AttributeError("'tuple' object has no attribute 'layers'")
@@ -282,10 +282,10 @@ def test_hf_a_gpu_asked_for_is_never_a_cpu_run(tiny_cfg):
     if torch.cuda.is_available():
         pytest.skip("a GPU is visible")
     with pytest.raises(ConfigError, match="backend.device.*no CUDA GPU is visible"):
-        HFBackend(tiny_cfg, device="cuda").check_ready()
+        HFBackend.of(model=tiny_cfg, device="cuda").check_ready()
     with pytest.raises(ConfigError, match="backend.batch_size"):
-        HFBackend(tiny_cfg, batch_size=0)
-    auto = HFBackend(tiny_cfg, batch_size="auto", device="auto")
+        HFBackend.of(model=tiny_cfg, batch_size=0)
+    auto = HFBackend.of(model=tiny_cfg, batch_size="auto", device="auto")
     auto.load()
     try:
         assert auto.batch_size == 256 and auto._cpu_budget > 0  # auto on a CPU: a cap and a memory budget
@@ -321,8 +321,8 @@ def test_auto_batch_size_on_a_cpu_sizes_each_call_by_its_longest_row(tiny_cfg, m
     assert rows_that_fit(budget=1500, kv_per_token=1, tokens=100, cap=256) == 10
     assert rows_that_fit(budget=1500, kv_per_token=1, tokens=10_000, cap=256) == 1  # never 0
     assert rows_that_fit(budget=10**9, kv_per_token=1, tokens=100, cap=256) == 256
-    auto = HFBackend(tiny_cfg, batch_size="auto", device="cpu", prefix_cache_gb=0)
-    fixed = HFBackend(tiny_cfg, batch_size=8, device="cpu", prefix_cache_gb=0)
+    auto = HFBackend.of(model=tiny_cfg, batch_size="auto", device="cpu", prefix_cache_gb=0)
+    fixed = HFBackend.of(model=tiny_cfg, batch_size=8, device="cpu", prefix_cache_gb=0)
     try:
         auto.load()
         per_token = kv_bytes_per_token(auto._model.config, 4)
@@ -404,7 +404,7 @@ def test_hf_identity_context_window_and_adapter(hf, tiny_cfg, tmp_path: Path):
     assert identity["name_or_path"] == f"tiny-{TinySpec(**dict(tiny_cfg.tiny)).key()}"
     assert identity["adapter"] is None and identity["dtype"] == "float32"
     assert hf.context_window == tiny_cfg.tiny.max_position_embeddings
-    assert HFBackend({**dict(tiny_cfg), "context_window": 512}).context_window == 512
+    assert HFBackend.of(model={**dict(tiny_cfg), "context_window": 512}).context_window == 512
 
     # a freshly initialised LoRA adapter is a no-op (B = 0): same replies, other identity
     adapter_dir = tmp_path / "adapter"
@@ -412,7 +412,7 @@ def test_hf_identity_context_window_and_adapter(hf, tiny_cfg, tmp_path: Path):
         load_causal_lm(tiny_cfg), LoraConfig(r=2, target_modules=["q_proj", "v_proj"])
     )
     peft_model.save_pretrained(adapter_dir)
-    with_adapter = HFBackend(tiny_cfg, adapter=str(adapter_dir), device="cpu")
+    with_adapter = HFBackend.of(model=tiny_cfg, adapter=str(adapter_dir), device="cpu")
     assert [r.text for r in with_adapter.generate(CONVERSATIONS[:2], GREEDY)] == [
         r.text for r in hf.generate(CONVERSATIONS[:2], GREEDY)
     ]
@@ -422,10 +422,11 @@ def test_hf_identity_context_window_and_adapter(hf, tiny_cfg, tmp_path: Path):
     # a retrained adapter (new weights in the same directory) must not hit the old cache entries
     (adapter_dir / "adapter_model.safetensors").write_bytes(b"retrained")
     assert (
-        HFBackend(tiny_cfg, adapter=str(adapter_dir)).identity()["adapter_sha256"] != first["adapter_sha256"]
+        HFBackend.of(model=tiny_cfg, adapter=str(adapter_dir)).identity()["adapter_sha256"]
+        != first["adapter_sha256"]
     )
     with pytest.raises(ConfigError, match="backend.adapter"):
-        HFBackend(tiny_cfg, adapter=str(tmp_path / "missing")).check_ready()
+        HFBackend.of(model=tiny_cfg, adapter=str(tmp_path / "missing")).check_ready()
 
 
 def test_request_key_reads_a_per_request_adapter_by_its_content(tmp_path: Path):
@@ -452,14 +453,14 @@ def test_request_key_reads_a_per_request_adapter_by_its_content(tmp_path: Path):
 
 
 def test_hf_check_ready_loads_nothing_and_checks_local_paths(tiny_cfg, tmp_path: Path):
-    backend = HFBackend(tiny_cfg, device="cpu")
+    backend = HFBackend.of(model=tiny_cfg, device="cpu")
     backend.check_ready()
     assert backend._model is None  # the weights wait for load() or the first generation
     (tmp_path / "empty").mkdir()
     for bad in (tmp_path / "empty", tmp_path / "missing"):
         with pytest.raises(ConfigError, match="backend.model.name_or_path.*no config.json"):
-            HFBackend({"name": "x", "name_or_path": str(bad)}).check_ready()
-    HFBackend({"name": "x", "name_or_path": "org/some-hub-model"}).check_ready()  # a hub id: fine
+            HFBackend.of(model={"name": "x", "name_or_path": str(bad)}).check_ready()
+    HFBackend.of(model={"name": "x", "name_or_path": "org/some-hub-model"}).check_ready()  # a hub id: fine
 
 
 def test_hf_identity_names_the_resolved_revision(hf, tiny_cfg):
@@ -476,7 +477,7 @@ def test_hf_identity_names_the_resolved_revision(hf, tiny_cfg):
     assert identity["packages"] == {"transformers": transformers.__version__}
     assert hf.cache_identity() == identity
     # another tiny spec is another model on disk: another revision (it is not built: unresolved)
-    other = HFBackend({**dict(tiny_cfg), "tiny": {**dict(tiny_cfg.tiny), "seed": 99991}})
+    other = HFBackend.of(model={**dict(tiny_cfg), "tiny": {**dict(tiny_cfg.tiny), "seed": 99991}})
     assert other.identity()["revision"] is None and other.identity()["revision_source"] == "unresolved"
 
 
@@ -484,7 +485,7 @@ def test_hf_generation_config_overrides_apply_and_enter_the_identity(hf, tiny_cf
     """`backend.generation_config` reaches transformers (no repeated 3-token sequence in a reply)."""
     long = GenerationSettings(max_new_tokens=48)
     plain_replies = hf.generate(CONVERSATIONS[:3], long)
-    no_repeat = HFBackend(tiny_cfg, device="cpu", generation_config={"no_repeat_ngram_size": 3})
+    no_repeat = HFBackend.of(model=tiny_cfg, device="cpu", generation_config={"no_repeat_ngram_size": 3})
     replies = no_repeat.generate(CONVERSATIONS[:3], long)
     assert no_repeat._generation_config(long).no_repeat_ngram_size == 3
     assert [r.text for r in replies] != [r.text for r in plain_replies]  # the random model loops
@@ -493,7 +494,7 @@ def test_hf_generation_config_overrides_apply_and_enter_the_identity(hf, tiny_cf
     no_repeat.close()
     for bad in ({"max_new_tokens": 5}, {"no_such_field": 1}):
         with pytest.raises(ConfigError, match=f"backend.generation_config.{next(iter(bad))}"):
-            HFBackend(tiny_cfg, generation_config=bad)
+            HFBackend.of(model=tiny_cfg, generation_config=bad)
 
 
 # --- openai against the fake server ------------------------------------------------------------
@@ -670,7 +671,7 @@ def test_openai_check_ready_accepts_a_good_config_with_one_request(hf, monkeypat
 
 def test_openai_check_ready_names_an_unreachable_base_url(monkeypatch):
     url = f"http://127.0.0.1:{_free_port()}/v1"
-    backend = OpenAIBackend(model="tiny", base_url=url, api_key_env=None, max_retries=5)
+    backend = OpenAIBackend.of(model="tiny", base_url=url, api_key_env=None, max_retries=5)
     try:
         with pytest.raises(UserError) as info:
             backend.check_ready()
@@ -709,7 +710,7 @@ def test_openai_check_ready_names_a_model_the_server_does_not_serve(hf):
         finally:
             backend.close()
         # Baichuan-NPC's model list is unverified: a warning, not an error
-        npc = BaichuanNPCBackend(base_url=srv.url, api_key_env=None)
+        npc = BaichuanNPCBackend.of(base_url=srv.url, api_key_env=None)
         try:
             npc.check_ready()
         finally:
@@ -719,7 +720,7 @@ def test_openai_check_ready_names_a_model_the_server_does_not_serve(hf):
 def test_openai_check_ready_without_a_model_list_probes_one_token(hf):
     with FakeOpenAIServer(hf, list_models=False, strict_models=True) as srv:
         good = api(srv)
-        wrong_path = OpenAIBackend(model="tiny", base_url=srv.url + "/api", api_key_env=None)
+        wrong_path = OpenAIBackend.of(model="tiny", base_url=srv.url + "/api", api_key_env=None)
         unknown = api(srv, model="gpt-4")
         try:
             good.check_ready()
@@ -733,7 +734,7 @@ def test_openai_check_ready_without_a_model_list_probes_one_token(hf):
 
 
 def test_openai_identity_masks_credentials_in_extra_body_and_base_url():
-    backend = OpenAIBackend(
+    backend = OpenAIBackend.of(
         model="m",
         base_url="http://user:pa55word-123456@127.0.0.1:9/v1",
         extra_body={"headers": {"Authorization": f"Bearer {SECRET}"}, "guided_choice": ["0", "1"]},
@@ -859,7 +860,7 @@ PROFILE = {
 
 def test_baichuan_request_shape_and_profile(fresh_server, monkeypatch):
     monkeypatch.setenv("BAICHUAN_API_KEY", SECRET)
-    backend = BaichuanNPCBackend(base_url=fresh_server.url, timeout_s=30.0, max_retries=1)
+    backend = BaichuanNPCBackend.of(base_url=fresh_server.url, timeout_s=30.0, max_retries=1)
     dialogue = [
         {"role": "system", "content": json.dumps(PROFILE, ensure_ascii=False)},
         {"role": "user", "content": "Hello, I'm your personal assistant."},
@@ -888,7 +889,7 @@ def test_baichuan_request_shape_and_profile(fresh_server, monkeypatch):
 def test_baichuan_missing_key_names_the_variable(monkeypatch, fresh_server):
     monkeypatch.delenv("BAICHUAN_API_KEY", raising=False)
     with pytest.raises(ConfigError, match="BAICHUAN_API_KEY"):
-        BaichuanNPCBackend(base_url=fresh_server.url).check_ready()
+        BaichuanNPCBackend.of(base_url=fresh_server.url).check_ready()
     assert fresh_server.requests == 0
 
 
@@ -925,9 +926,9 @@ def test_vllm_turns_lora_on_only_where_an_adapter_is_used(tmp_path: Path) -> Non
     from tests.helpers import compose
 
     model = OmegaConf.to_container(compose(["target=tiny"], config_name="evaluate").target.backend.model)
-    plain = VLLMBackend(model)._llm_args()
+    plain = VLLMBackend.of(model=model)._llm_args()
     assert plain["enable_lora"] is False
-    assert VLLMBackend(model, adapter=str(tmp_path))._llm_args()["enable_lora"] is True
+    assert VLLMBackend.of(model=model, adapter=str(tmp_path))._llm_args()["enable_lora"] is True
     assert (
-        VLLMBackend(model, engine_args={"enable_lora": True})._llm_args()["enable_lora"] is True
+        VLLMBackend.of(model=model, engine_args={"enable_lora": True})._llm_args()["enable_lora"] is True
     )  # asked for

@@ -104,22 +104,25 @@ def test_cfg_job_prints_the_recipe() -> None:
 
 
 def test_backend_and_judge_kinds_come_from_their_registries() -> None:
-    """The config check names what the registries know when it runs: a plugin's kind passes."""
+    """The config check names what the registries know when it runs: a plugin's kind passes, and its
+    node is its class's own settings model."""
     import tests.scripted_backend  # noqa: F401  (registers backend kind "scripted")
     from esc.chat.build import Backend, backend_kinds
-    from esc.config_rules import load_section
+    from esc.config_rules import load_plugin
     from esc.errors import ConfigError
-    from esc.scoring.judges import JudgeSettings
+    from esc.scoring.judges import JudgeNode
+    from esc.scoring.judges.local import LocalJudge
+    from tests.scripted_backend import ScriptedBackend
 
     assert "scripted" in backend_kinds()
-    for kind in ("scripted", "hf"):
-        assert load_section("b", Backend, {"kind": kind}).kind == kind
+    assert isinstance(load_plugin("b", Backend, {"kind": "scripted"}), ScriptedBackend.Settings)
     with pytest.raises(ConfigError) as err:
-        load_section("b", Backend, {"kind": "gpt5"})
+        load_plugin("b", Backend, {"kind": "gpt5"})
     assert str(err.value) == f'config `b.kind`: must be one of {", ".join(backend_kinds())}, got "gpt5"'
-    assert load_section("judge", JudgeSettings, {"kind": "local", "name": "j"}).kind == "local"
+    judge = load_plugin("judge", JudgeNode, {"kind": "local", "name": "j", "model": {"tiny": True}})
+    assert isinstance(judge, LocalJudge.Settings) and judge.kind == "local"
     with pytest.raises(ConfigError, match="judge.kind"):
-        load_section("judge", JudgeSettings, {"kind": "human", "name": "j"})
+        load_plugin("judge", JudgeNode, {"kind": "human", "name": "j"})
 
 
 @pytest.mark.parametrize("group", ["roleplayer", "target"])

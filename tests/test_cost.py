@@ -11,6 +11,7 @@ import pytest
 from omegaconf import open_dict
 
 import tests.scripted_backend  # noqa: F401  (registers backend kind "scripted")
+from esc.chat.build import build_backend
 from esc.chat.cost import (
     MESSAGE_TOKENS,
     REQUEST_TOKENS,
@@ -72,8 +73,11 @@ def test_the_token_bound_and_the_backend_count() -> None:
     assert bound_tokens("abcdefgh") == 8  # a token holds at least one byte
     assert bound_tokens("我很难过") == 12 and bound_tokens("ok 好") == 6  # UTF-8 bytes
     messages = [{"role": "system", "content": "one two three"}, {"role": "user", "content": "four"}]
-    assert count_prompt(ScriptedBackend(), messages) == (4, True)  # it counts words, offline
-    unpriced = ScriptedBackend()
+    assert count_prompt(build_backend({"kind": "scripted"}), messages) == (
+        4,
+        True,
+    )  # it counts words, offline
+    unpriced = build_backend({"kind": "scripted"})
     unpriced.counts_tokens_offline = False  # as an hf model, whose count would load the model
     assert count_prompt(unpriced, messages) == (REQUEST_TOKENS + 13 + 4 + 2 * MESSAGE_TOKENS, False)
 
@@ -202,7 +206,7 @@ def test_an_api_target_over_budget_gets_no_chat_request(
     run over budget sends nothing but the readiness check."""
     from tests.fake_openai_server import FakeOpenAIServer
 
-    with FakeOpenAIServer(ScriptedBackend("served")) as server:
+    with FakeOpenAIServer(build_backend({"kind": "scripted", "label": "served"})) as server:
         api = {"kind": "openai", "model": "tiny", "base_url": server.url, "api_key_env": None, "price": PRICE}
         cfg = priced_cfg(tmp_path / "out", cards, "max_cost=0.01", rp={"price": None}, target=api)
         with pytest.raises(ConfigError, match="max_cost"):
@@ -282,3 +286,107 @@ def test_dollars_keep_two_significant_digits_below_a_hundredth_of_a_cent() -> No
     assert [usd(x) for x in (12.345, 0.5, 0.0001, 0.00001, 0.0000123, 0)] == [
         "$12.35", "$0.5000", "$0.0001", "$0.000010", "$0.000012", "$0.0000"
     ]  # fmt: skip
+
+
+# --- issue 62: a budget that cannot be checked, a negative price, a refused start's folder ----------
+
+
+def tree(folder: Path) -> dict[str, bytes] | None:
+    """Every file and folder under `folder` (a folder as None, a file by its bytes); None when
+    `folder` does not exist."""
+    if not folder.exists():
+        return None
+    found = sorted(folder.rglob("*"))
+    return {str(p.relative_to(folder)): None if p.is_dir() else p.read_bytes() for p in found}
+
+
+def api_backend(server, price: dict | None = None) -> dict:
+    return {"kind": "openai", "model": "tiny", "base_url": server.url, "api_key_env": None, "price": price}
+
+
+def test_max_cost_on_an_api_side_without_a_price_is_refused(
+    tmp_path: Path, cards: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A side that sends requests to a server and has no price: max_cost cannot be checked, so the
+    run is refused before any chat request or file, naming the price to set; a local side without a
+    price (here the scripted role-player, in this process) needs none."""
+    from tests.fake_openai_server import FakeOpenAIServer
+
+    out = tmp_path / "out"
+    with FakeOpenAIServer(build_backend({"kind": "scripted", "label": "served"})) as server:
+        cfg = priced_cfg(out, cards, "max_cost=1", rp={"price": None}, target=api_backend(server))
+        with pytest.raises(ConfigError, match=r"config `max_cost`: cannot be checked") as err:
+            evaluate(cfg)
+        assert server.requests == 0
+    message = str(err.value)
+    assert "target.backend.price" in message and "max_cost=null" in message, message
+    assert "{model: tiny, prompt: 0, completion: 0}" in message and "\n" not in message
+    assert "roleplayer.backend.price" not in message  # the scripted role-player runs in this process
+    printed = capsys.readouterr().out
+    assert "target tiny: 15 requests" in printed and "no price" in printed  # the estimate, unpriced
+    assert tree(out) is None
+
+
+def test_an_api_side_without_a_price_and_no_budget_prints_its_requests(
+    tmp_path: Path, cards: Path, capsys: pytest.CaptureFixture
+) -> None:
+    from tests.fake_openai_server import FakeOpenAIServer
+
+    out = tmp_path / "out"
+    with FakeOpenAIServer(build_backend({"kind": "scripted", "label": "served"})) as server:
+        evaluate(priced_cfg(out, cards, "dialogue.turns=1", rp={"price": None}, target=api_backend(server)))
+    printed = capsys.readouterr().out
+    assert "Cost estimate (3 dialogues x 1 turns): 6 requests" in printed and "no price" in printed
+    assert manifest(out)["cost_estimate"]["usd"] is None
+
+
+def test_rank_max_cost_with_an_unpriced_api_judge_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    from tests.fake_openai_server import FakeOpenAIServer
+
+    out = tmp_path / "out"
+    with FakeOpenAIServer(build_backend({"kind": "scripted", "label": "served"})) as server:
+        cfg = rank_cfg(out, _dialogues(tmp_path), "max_cost=5")
+        with open_dict(cfg):
+            cfg.judge.backend = api_backend(server)
+        with pytest.raises(ConfigError, match=r"config `max_cost`: cannot be checked.*judge\.backend\.price"):
+            rank(cfg)
+        assert server.requests == 0
+    assert tree(out) is None
+
+
+@pytest.mark.parametrize("field", ["prompt", "completion"])
+def test_a_negative_price_is_refused_naming_its_key(tmp_path: Path, cards: Path, field: str) -> None:
+    """A negative price made the estimate negative ("at most $-50"), so max_cost never refused."""
+    price = {**PRICE, field: -1.0}
+    out = tmp_path / "out"
+    named = rf"config `target\.backend\.price(`: {field}|\.{field}`).*-1"  # cost.py's, or the settings'
+    with pytest.raises(ConfigError, match=named):
+        evaluate(priced_cfg(out, cards, "max_cost=1", target={"price": price}))  # (a backend's own
+    assert tree(out) is None  # settings refuse it first; here the scripted backend lets it through)
+    with pytest.raises(ConfigError, match=r"config `judge\.backend\.price`"):
+        CostPart("judge gpt4", price, key="judge.backend.price")  # whoever builds a part
+
+
+def test_rank_refused_by_max_cost_leaves_the_folder_as_it_was(tmp_path: Path) -> None:
+    """Issue 62: a start refused by max_cost left OUT with `.lock` and an empty `scores/`."""
+    dialogues = _dialogues(tmp_path)
+    out = tmp_path / "new"
+    with pytest.raises(ConfigError, match="config `max_cost`"):
+        rank(rank_cfg(out, dialogues, "max_cost=0.0001"))
+    assert tree(out) is None  # a folder the run made is gone again
+
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="config `max_cost`"):
+        rank(rank_cfg(out, dialogues, "max_cost=0.0001"))
+    assert tree(out) == {"notes.txt": b"mine"}
+
+    out = tmp_path / "judged"
+    rank(rank_cfg(out, dialogues))
+    before = tree(out)
+    with pytest.raises(ConfigError, match="config `max_cost`"):  # a third dialogue to judge
+        rank(rank_cfg(out, _dialogues(tmp_path / "more", 3), "max_cost=0.0001"))
+    assert tree(out) == before

@@ -36,8 +36,8 @@ def test_the_measurement_is_a_real_ratio():
 
 
 def test_bfloat16_on_the_cpu_is_logged_named_in_the_identity_and_decodes(tiny_cfg, caplog):
-    plain = HFBackend(tiny_cfg, device="cpu")
-    half = HFBackend(tiny_cfg, device="cpu", cpu_bf16=True)  # YAML's `true`
+    plain = HFBackend.of(model=tiny_cfg, device="cpu")
+    half = HFBackend.of(model=tiny_cfg, device="cpu", cpu_bf16=True)  # YAML's `true`
     try:
         with caplog.at_level(logging.WARNING, logger="esc.chat.backends.hf"):
             half.load()
@@ -54,4 +54,4 @@ def test_bfloat16_on_the_cpu_is_logged_named_in_the_identity_and_decodes(tiny_cf
 
 def test_a_bad_setting_names_its_key(tiny_cfg):
     with pytest.raises(ConfigError, match=r"target\.backend\.cpu_bf16"):
-        HFBackend(tiny_cfg, device="cpu", cpu_bf16="sometimes", config_key="target.backend")
+        HFBackend.of(model=tiny_cfg, device="cpu", cpu_bf16="sometimes", config_key="target.backend")

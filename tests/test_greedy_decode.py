@@ -19,7 +19,7 @@ MAX_NEW = 24
 
 @pytest.fixture(scope="module")
 def tiny():
-    backend = HFBackend(compose(["model=tiny"]).model, batch_size=8, device="cpu", prefix_cache_gb=0)
+    backend = HFBackend.of(model=compose(["model=tiny"]).model, batch_size=8, device="cpu", prefix_cache_gb=0)
     backend.load()
     yield backend
     backend.close()
@@ -120,9 +120,9 @@ def test_kept_prefixes_and_greedy_decode_give_the_replies_of_batch_one_generate(
     tokens], the processors must see it joined) against `generate` one conversation at a time on
     the whole prompt (the official loop's shape): the same replies."""
     cfg = compose(["model=tiny"]).model
-    kept = HFBackend(cfg, batch_size=4, device="cpu", prefix_cache_gb=1, generation_config=fields)
-    alone = HFBackend(
-        cfg, batch_size=1, device="cpu", prefix_cache_gb=0, generation_config=fields, decode="generate"
+    kept = HFBackend.of(model=cfg, batch_size=4, device="cpu", prefix_cache_gb=1, generation_config=fields)
+    alone = HFBackend.of(
+        model=cfg, batch_size=1, device="cpu", prefix_cache_gb=0, generation_config=fields, decode="generate"
     )
     settings = GenerationSettings(max_new_tokens=16, temperature=0.0)
     chats = [list(c) for c in CONVERSATIONS]

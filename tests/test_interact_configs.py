@@ -262,7 +262,9 @@ def test_vicuna_template_is_fastchat_v1_1() -> None:
 
 
 @pytest.mark.parametrize(("group", "option"), ALL_OPTIONS)
-def test_backend_constructs_without_loading(group: str, option: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_backend_constructs_without_loading(
+    group: str, option: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     try:
         from esc.chat.build import build_backend
     except ImportError as err:
@@ -278,8 +280,10 @@ def test_backend_constructs_without_loading(group: str, option: str, monkeypatch
     placeholders = MANDATORY.get((group, option), set())
     if (group, option) in LOCAL_WEIGHTS_ONLY:
         placeholders = {*placeholders, "backend.model.name_or_path"}
-    for key in placeholders:
-        OmegaConf.update(node, key, "/nonexistent/placeholder", merge=False)
+    for key in placeholders:  # a value of the key's type: an adapter folder exists, a server is a URL
+        value = "http://127.0.0.1:9/v1" if key.endswith("base_url") else "/nonexistent/placeholder"
+        value = str(tmp_path) if key.endswith("adapter") else value
+        OmegaConf.update(node, key, value, merge=False)
     backend_cfg = OmegaConf.to_container(node.backend, resolve=True)
     if backend_cfg.get("api_key_env"):
         monkeypatch.setenv(backend_cfg["api_key_env"], "sk-test-not-a-key")

@@ -111,7 +111,8 @@ def standin_tokenizer(tmp_path: Path, model: dict):
 @pytest.fixture(scope="module")
 def esc_rank(tmp_path_factory: pytest.TempPathFactory):
     """`judge=esc_rank` as rank.py composes it, with the stand-in tokenizer in place of the hub's."""
-    cfg = compose(["judge=esc_rank", "judge.adapters.root=/nowhere", "dialogues=x"], config_name="rank")
+    root = tmp_path_factory.mktemp("adapters")  # a folder (the settings check it is one); no adapter read
+    cfg = compose(["judge=esc_rank", f"judge.adapters.root={root}", "dialogues=x"], config_name="rank")
     from omegaconf import OmegaConf
 
     judge_cfg = OmegaConf.to_container(cfg.judge, resolve=True)

@@ -40,6 +40,7 @@ def test_the_readme_block_runs_as_written(tmp_path: Path) -> None:
         ["bash", "-e", "-c", "set -m\n" + script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=900
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    assert "target my_bot: 4 requests, <=" in done.stdout and "no price" in done.stdout  # as the README says
     dialogues = tmp_path / "my_bot" / "dialogues" / "my_bot__tiny__en.jsonl"
     records = [json.loads(line) for line in dialogues.read_text().splitlines()]
     assert len(records) == 2 and all(r["status"] == "complete" and r["target"] == "my_bot" for r in records)

@@ -7,7 +7,7 @@ import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pytest
@@ -15,7 +15,7 @@ import pytest
 from esc.dialogues.record import Dialogue, Turn
 from esc.errors import DataError
 from esc.reports.result import Cell, read_result, result_path
-from esc.scoring.judge import VALID, Judge, JudgeAnswer, ScoreItem, register_judge
+from esc.scoring.judge import VALID, Judge, JudgeAnswer, JudgeSettings, ScoreItem, register_judge
 from esc.scoring.store import ScoreRecord
 from esc.tasks.pairwise.questions import TIE, pair_items, pairs, verdict
 from esc.tasks.pairwise.report import Judged, bradley_terry, comparisons, consistency, strengths, win_rates
@@ -102,8 +102,12 @@ def test_a_tie_is_half_a_win_each_way() -> None:
 class PlantedJudge(Judge):
     """Prefers the conversation whose reply says the higher "Q<n>"; `bias: first` always answers A."""
 
-    def __init__(self, name: str, bias: str = "none", prompt: str = "official") -> None:
-        self.name, self.bias, self.prompt = name, bias, prompt
+    class Settings(JudgeSettings):
+        bias: Literal["none", "first"] = "none"
+        prompt: str = "official"
+
+    def __init__(self, settings: Settings, config_key: str = "judge") -> None:
+        self.name, self.bias, self.prompt = settings.name, settings.bias, settings.prompt
         self.asked = 0
 
     def judge(self, items: Sequence[ScoreItem]) -> list[JudgeAnswer]:

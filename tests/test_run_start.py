@@ -59,7 +59,7 @@ def _argv(job: str, inputs: Path, out: Path) -> list[str]:
 OTHER_SETTINGS = {
     "evaluate.py": ("dialogue.turns=2", "dialogue.turns"),
     "train.py": ("peft.r=4", "peft.r"),
-    "rank.py": ("judge.prompt=paper", "judge.prompt.style"),
+    "rank.py": ("judge.prompt=paper", "judge.prompt"),
 }
 
 
@@ -103,7 +103,7 @@ def test_a_start_that_crashes_before_any_work_pins_no_settings(
         patch.setattr(pl.Trainer, "__init__", _boom)
         with pytest.raises(Exception, match="could not start"):  # Hydra wraps it
             run_in_process([*train, "peft.r=4"], monkeypatch, capsys)
-    assert tree(out) == {".lock": hashlib.sha256(b"").hexdigest()}  # no settings, manifest or log
+    assert tree(out) == {}  # no settings, manifest or log, nor the lock file (issue 62)
 
     code, stderr, _ = run_in_process(train, monkeypatch, capsys)  # other settings than the crashed start
     assert code == 0, stderr[-2000:]
@@ -113,3 +113,37 @@ def test_a_start_that_crashes_before_any_work_pins_no_settings(
         with pytest.raises(Exception, match="could not start"):  # Hydra wraps it
             run_in_process(train, monkeypatch, capsys)
     assert tree(out) == before
+
+
+@pytest.mark.parametrize(
+    ("overrides", "said"),
+    [
+        (["max_cost=0.000001"], "over the budget of $0.0000010"),
+        (["judge.backend.price=null", "max_cost=5"], "cannot be checked"),
+    ],
+)
+def test_a_start_refused_by_max_cost_leaves_no_folder(
+    overrides: list[str],
+    said: str,
+    inputs: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+) -> None:
+    """Issue 62: rank.py refused by `max_cost` (checked once the mode has planned its score files,
+    in the accepted folder) exited 2 leaving OUT with `.lock` and an empty `scores/`."""
+    import tests.scripted_backend  # noqa: F401  (registers backend kind "scripted")
+    from esc.chat.build import build_backend
+    from tests.fake_openai_server import FakeOpenAIServer
+
+    out = inputs / "out"
+    with FakeOpenAIServer(build_backend({"kind": "scripted"}), served_models=["gpt-4-0613"]) as server:
+        argv = [
+            "rank.py", f"hydra.run.dir={out}", "judge=gpt4", f"judge.backend.base_url={server.url}",
+            "judge.backend.api_key_env=null", f"dialogues={inputs}/run", "scoring.progress=false", *overrides,
+        ]  # fmt: skip
+        code, stderr, _ = run_in_process(argv, monkeypatch, capsys)
+        assert server.requests == 0
+    assert code == 2 and "Traceback" not in stderr, stderr[-2000:]
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("error: config `max_cost`: ") and said in last, last
+    assert not out.exists(), sorted(str(p.relative_to(out)) for p in out.rglob("*"))

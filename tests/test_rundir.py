@@ -14,7 +14,7 @@ import pytest
 
 from esc.dialogues.merge import merge_runs
 from esc.errors import UserError
-from esc.rundir import LOCK_FILE, OWNER_FILE, SETTINGS_FILE, RunFolder, first_difference
+from esc.rundir import LOCK_FILE, NOT_SET, OWNER_FILE, SETTINGS_FILE, RunFolder, first_difference
 from tests.helpers import requires_data, run_entry
 
 SETTINGS = {
@@ -27,7 +27,119 @@ def test_first_difference_follows_the_recorded_order() -> None:
     new = {"target": {"name": "a", "generation": {"max_new_tokens": 9, "stop": []}}, "dialogue": {"turns": 3}}
     assert first_difference(SETTINGS, new) == ("target.generation.max_new_tokens", 8, 9)
     assert first_difference(SETTINGS, SETTINGS) is None
-    assert first_difference(SETTINGS, {**SETTINGS, "extra": 1}) == ("extra", "<absent>", 1)
+    assert first_difference(SETTINGS, {**SETTINGS, "extra": 1}) == ("extra", NOT_SET, 1)
+
+
+API = {"name": "bot", "model": {"kind": "openai", "base_url": "http://a/v1", "extra_body": None}}
+
+
+def test_a_leaf_recorded_where_this_run_has_a_mapping_shows_the_mapping(tmp_path: Path) -> None:
+    """Issue 62: `extra_body: null` recorded and `{top_k: 1}` now was "this run has <absent>"."""
+    now = {"name": "bot", "model": {**API["model"], "extra_body": {"top_k": 1}}}
+    assert first_difference(API, now) == ("model.extra_body", None, {"top_k": 1})
+    assert first_difference(now, API) == ("model.extra_body", {"top_k": 1}, None)
+    with RunFolder(tmp_path, "evaluate", {"target": API}):
+        pass
+    with pytest.raises(UserError) as err:
+        with RunFolder(tmp_path, "evaluate", {"target": now}):
+            pass
+    expected = 'target.model.extra_body=null, this run has target.model.extra_body={"top_k": 1}:'
+    assert expected in str(err.value)
+    assert "<absent>" not in str(err.value)
+
+
+def test_a_setting_names_the_config_key_the_user_sets(tmp_path: Path) -> None:
+    """Issue 62: the fingerprint keeps a side's backend identity under `model`; the error names
+    `target.backend.base_url`, what the user changes (and where settings.json has it)."""
+    keys = {  # what evaluate.py passes (`esc.evaluate.run`), the longest prefix first
+        "target.model": "target.backend",
+        "target.model.name_or_path": "target.backend.model.name_or_path",
+    }
+    with RunFolder(tmp_path, "evaluate", {"target": API}, config_keys=keys):
+        pass
+    moved = {"target": {**API, "model": {**API["model"], "base_url": "http://b/v1"}}}
+    with pytest.raises(UserError) as err:
+        with RunFolder(tmp_path, "evaluate", moved, config_keys=keys):
+            pass
+    assert str(err.value).startswith(
+        f'{tmp_path} was written with target.backend.base_url="http://a/v1", this run has '
+        'target.backend.base_url="http://b/v1" (settings.json: target.model.base_url): start a new folder'
+    ), str(err.value)
+
+    def hf(name: str) -> dict:
+        return {"target": {**API, "model": {"kind": "hf", "name_or_path": name}}}
+
+    with pytest.raises(UserError, match=r"target\.backend\.kind=\"openai\""):  # the first difference
+        with RunFolder(tmp_path, "evaluate", hf("a"), config_keys=keys):
+            pass
+    with RunFolder(tmp_path / "hf", "evaluate", hf("a"), config_keys=keys):
+        pass
+    with pytest.raises(UserError, match=r'target\.backend\.model\.name_or_path="a", this run has'):
+        with RunFolder(tmp_path / "hf", "evaluate", hf("b"), config_keys=keys):
+            pass
+    assert json.loads((tmp_path / SETTINGS_FILE).read_text()) == {"evaluate": {"target": API}}
+
+
+def test_evaluate_names_the_backend_key_the_user_changed(tmp_path: Path) -> None:
+    """Issue 62: a target moved to another server was refused naming `target.model.base_url`, a key
+    no config has; the user sets `target.backend.base_url`."""
+    import tests.scripted_backend  # noqa: F401  (registers backend kind "scripted")
+    from esc.chat.build import build_backend
+    from esc.evaluate.run import evaluate
+    from tests.fake_openai_server import FakeOpenAIServer
+    from tests.helpers import evaluate_config
+
+    card = {"base": "Age: 30\nGender: Female\nOccupation: Teacher\nProblem: money.", "res": "家庭生活",
+            "source": "ESconv", "language": "english"}  # fmt: skip
+    cards = tmp_path / "cards.json"
+    cards.write_text(json.dumps([{**card, "id": 32999}], ensure_ascii=False), encoding="utf-8")
+    out = tmp_path / "out"
+
+    def config(server: FakeOpenAIServer):
+        target = {"kind": "openai", "model": "tiny", "base_url": server.url, "api_key_env": None}
+        return evaluate_config(
+            out, f"cards.paths=[{cards}]", "cards.languages=[en]", "dialogue.turns=1",
+            roleplayer_backend={"kind": "scripted"}, target_backend=target,
+        )  # fmt: skip
+
+    with (
+        FakeOpenAIServer(build_backend({"kind": "scripted"})) as first,
+        FakeOpenAIServer(build_backend({"kind": "scripted"})) as second,
+    ):
+        evaluate(config(first))
+        with pytest.raises(UserError) as err:
+            evaluate(config(second))
+    assert str(err.value).startswith(
+        f'{out} was written with target.backend.base_url="{first.url}", this run has '
+        f'target.backend.base_url="{second.url}" (settings.json: target.model.base_url): '
+    ), str(err.value)
+
+
+def test_a_start_refused_in_the_block_leaves_the_folder_as_it_was(tmp_path: Path) -> None:
+    """Issue 62: a start refused after the folder was accepted (rank.py's max_cost, checked once the
+    mode has planned its score files) left `.lock` and an empty `scores/` behind."""
+
+    def refused(folder: Path) -> None:
+        with pytest.raises(UserError, match="refused"):
+            with RunFolder(folder, "rank.score", SETTINGS):
+                (folder / "scores" / "deeper").mkdir(parents=True)
+                (folder / "scores" / "empty.jsonl").touch()
+                raise UserError("refused")
+
+    refused(tmp_path / "new" / "out")
+    assert not (tmp_path / "new").exists()  # the folders it made are gone again
+    mine = tmp_path / "mine"
+    (mine / "old").mkdir(parents=True)
+    (mine / "notes.txt").write_text("mine")
+    refused(mine)
+    assert sorted(str(p.relative_to(mine)) for p in mine.rglob("*")) == ["notes.txt", "old"]
+    with RunFolder(mine, "rank.score", SETTINGS):  # the refused start pinned nothing
+        (mine / "scores").mkdir()
+        (mine / "scores" / "a.jsonl").write_text("{}\n")
+    before = sorted(str(p.relative_to(mine)) for p in mine.rglob("*"))
+    assert LOCK_FILE in before and "scores/a.jsonl" in before
+    refused(mine)
+    assert sorted(str(p.relative_to(mine)) for p in mine.rglob("*")) == before  # its lock stays too
 
 
 def test_a_folder_keeps_one_set_of_settings_per_kind(tmp_path: Path) -> None:
@@ -54,7 +166,10 @@ def test_a_setting_left_out_on_resume_is_a_difference_too(tmp_path: Path) -> Non
     rated = {**SETTINGS, "trajectory": {"rater": "roleplayer", "method": "distribution"}}
     with RunFolder(tmp_path, "evaluate", rated):
         pass
-    dropped = r"trajectory\.rater=\"roleplayer\", this run has trajectory\.rater=\"<absent>\""
+    dropped = (  # the whole entry the run leaves out (issue 62: was `trajectory.rater="<absent>"`)
+        r'written with trajectory=\{"rater": "roleplayer", "method": "distribution"\}, this run has '
+        "trajectory not set:"
+    )
     with pytest.raises(UserError, match=dropped):
         with RunFolder(tmp_path, "evaluate", SETTINGS):
             pass

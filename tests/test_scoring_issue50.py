@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from omegaconf import open_dict
 
+from esc.chat.build import build_backend
 from esc.errors import ConfigError
 from esc.scoring.rubrics import DIMENSION_KEYS
 from tests.helpers import compose, evaluate_config, requires_data
@@ -203,9 +204,10 @@ def test_a_config_from_gpt4_yaml_with_another_model_is_refused_before_any_reques
     before a chat request (the price would make the estimate and `max_cost` wrong)."""
     from esc.rank.run import rank
     from tests.fake_openai_server import FakeOpenAIServer
-    from tests.scripted_backend import ScriptedBackend
 
-    with FakeOpenAIServer(ScriptedBackend("served"), model_name="gpt-4o") as server:
+    with FakeOpenAIServer(
+        build_backend({"kind": "scripted", "label": "served"}), model_name="gpt-4o"
+    ) as server:
         cfg = compose(["judge=gpt4", f"dialogues={_dialogues(tmp_path)}", "cache=off",
                        "scoring.progress=false", "judge.backend.model=gpt-4o",
                        f"judge.backend.base_url={server.url}", "judge.backend.api_key_env=null"],

@@ -14,6 +14,7 @@ import pytest
 from esc.chat.answer_tokens import AnswerTokens
 from esc.chat.answers import stated_answer_probabilities as answer_distribution
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, register_backend
+from esc.chat.settings import BackendSettings
 from esc.scoring.judge import FAILED, INVALID, VALID, ScoreItem
 from esc.scoring.judges import build_judge
 from esc.scoring.rubrics import DIMENSION_KEYS
@@ -26,8 +27,13 @@ LINES = (("assistant", "Hello."), ("user", "I can't sleep before exams."), ("ass
 class QueuedBackend(ChatBackend):
     """Replies with the given texts in turn (and log-probabilities when given), for API-judge tests."""
 
-    def __init__(self, replies: list[dict[str, Any]]) -> None:
-        self.replies = replies
+    runs_in_process = True  # a fake model: nothing is billed
+
+    class Settings(BackendSettings):
+        replies: list[dict[str, Any]]
+
+    def __init__(self, settings: Settings, config_key: str = "backend") -> None:
+        self.replies = settings.replies
         self.sent: list[list[Message]] = []
         self.settings: GenerationSettings | None = None
 
@@ -89,7 +95,7 @@ def test_api_judge_through_the_fake_openai_server(tmp_path: Path) -> None:
     from esc.chat.backends.hf import HFBackend
     from tests.fake_openai_server import FakeOpenAIServer
 
-    hf = HFBackend(compose(["model=tiny"]).model, device="cpu")
+    hf = HFBackend.of(model=compose(["model=tiny"]).model, device="cpu")
     with FakeOpenAIServer(hf) as server:
         judge = build_judge({
             "kind": "api", "name": "served", "prompt": "official", "max_new_tokens": 4, "top_logprobs": 5,
@@ -168,9 +174,10 @@ def test_the_shared_rubric_prefix_is_run_once_and_changes_no_score(adapter_root:
 
 
 def test_official_layout_maps_to_the_released_folders(tmp_path: Path) -> None:
-    from esc.scoring.judges.local import adapter_paths
+    from esc.scoring.judges.local import Adapters, adapter_paths
 
-    paths = adapter_paths({"layout": "official", "root": str(tmp_path / "ESC-RANK")})
+    (tmp_path / "ESC-RANK").mkdir()
+    paths = adapter_paths(Adapters.model_validate({"layout": "official", "root": str(tmp_path / "ESC-RANK")}))
     assert paths[("empathy", "en")] == tmp_path / "ESC-RANK" / "empathic_en"
     assert paths[("skill", "zh")] == tmp_path / "ESC-RANK" / "tech"
     assert paths[("humanoid", "en")].name == "human_en" and len(paths) == 14
@@ -180,15 +187,19 @@ def test_adapters_of_some_dimensions_only(tmp_path: Path) -> None:
     """`judge.adapters.dimensions` limits the per-dimension folders to those trained; without it the
     first missing folder is a one-line config error naming the key, before any model loads."""
     from esc.errors import ConfigError
-    from esc.scoring.judges.local import LocalJudge, adapter_paths
+    from esc.scoring.judges.local import Adapters, LocalJudge, adapter_paths
 
     for dim in ("empathy", "overall"):
         (tmp_path / dim).mkdir()
         (tmp_path / dim / "adapter_config.json").write_text("{}")
         (tmp_path / dim / "adapter_model.safetensors").write_bytes(b"")
     some = {"layout": "per_dimension", "root": str(tmp_path), "dimensions": ["empathy", "overall"]}
-    assert {d for d, _ in adapter_paths(some)} == {"empathy", "overall"}
-    every = LocalJudge("j", {"name": "tiny"}, adapters={"layout": "per_dimension", "root": str(tmp_path)})
+    assert {d for d, _ in adapter_paths(Adapters.model_validate(some))} == {"empathy", "overall"}
+    every = LocalJudge.of(
+        name="j",
+        model={"name": "tiny", "tiny": True},
+        adapters={"layout": "per_dimension", "root": str(tmp_path)},
+    )
     with pytest.raises(
         ConfigError,
         match=r"config `judge.adapters`: .*/(fluency|diversity|suggestion|humanoid|skill) does not exist",
@@ -204,8 +215,8 @@ def test_a_local_judge_names_its_engine_key_when_it_is_not_hf_or_vllm(monkeypatc
     from esc.errors import ConfigError, UserError
     from esc.scoring.judges.local import LocalJudge
 
-    with pytest.raises(ConfigError, match=r"config `judge.engine`: must be one of hf, vllm, got 'tpu'"):
-        LocalJudge("j", {"name": "tiny", "tiny": True}, engine="tpu")
+    with pytest.raises(ConfigError, match=r'config `judge.engine`: must be one of hf, vllm, got "tpu"'):
+        LocalJudge.of(name="j", model={"name": "tiny", "tiny": True}, engine="tpu")
     real_import = builtins.__import__
 
     def no_vllm(name, *args, **kwargs):
@@ -214,7 +225,9 @@ def test_a_local_judge_names_its_engine_key_when_it_is_not_hf_or_vllm(monkeypatc
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_vllm)
-    judge = LocalJudge("j", {"name": "tiny", "tiny": True}, engine="vllm", vllm={"max_model_len": 512})
+    judge = LocalJudge.of(
+        name="j", model={"name": "tiny", "tiny": True}, engine="vllm", vllm={"max_model_len": 512}
+    )
     with pytest.raises(UserError, match=r"^config `judge.engine`: vllm is not installed"):
         judge.check_ready()
 
@@ -227,7 +240,7 @@ def test_hf_backend_reads_answer_distributions_with_per_request_adapters(adapter
     from esc.chat.backends.hf import HFBackend
     from esc.chat.base import GenerationSettings
 
-    backend = HFBackend(compose(["model=tiny"]).model, device="cpu", batch_size=2, prefix_cache_gb=0)
+    backend = HFBackend.of(model=compose(["model=tiny"]).model, device="cpu", batch_size=2, prefix_cache_gb=0)
     chats = [[{"role": "user", "content": text}] for text in ("I feel alone.", "Work is too much.", "Hi")]
     greedy = GenerationSettings(max_new_tokens=6)
     before = [r.text for r in backend.generate(chats, greedy)]

@@ -150,7 +150,7 @@ def test_planted_keys_reach_no_file_of_train_evaluate_or_rank(tmp_path: Path) ->
     from tests.fake_openai_server import FakeOpenAIServer
 
     env = {"OPENAI_API_KEY": ENV_KEY, "WANDB_MODE": "offline", "ESC_CACHE_DIR": str(tmp_path / "cache")}
-    cli = f"+hf_token={CLI_TOKEN}"
+    cli = f"+hydra.job.env_set.HF_TOKEN={CLI_TOKEN}"  # a token on the command line
     header = f"+target.backend.extra_body={{headers:{{Authorization:'Bearer {HEADER_KEY}'}}}}"
     train = run_entry(
         "train.py",
@@ -205,7 +205,9 @@ def test_planted_keys_reach_no_file_of_train_evaluate_or_rank(tmp_path: Path) ->
         )
         assert rank.returncode in (0, 1, 3), rank.stderr[-3000:]  # 1: no valid judgment (tiny's words)
     assert (tmp_path / "train" / "wandb").is_dir() and (tmp_path / "rank" / "wandb").is_dir()
-    assert (tmp_path / "evaluate" / ".hydra" / "overrides.yaml").read_text().count(MASK) == 2
+    hydra = tmp_path / "evaluate" / ".hydra"
+    assert (hydra / "overrides.yaml").read_text().count(MASK) == 1  # the header's key
+    assert f"HF_TOKEN={MASK}" in (hydra / "hydra.yaml").read_text()  # the command line's, a Hydra override
     leaks = [
         f"{run}/{leak}"
         for run in ("train", "evaluate", "rank")

@@ -29,7 +29,7 @@ def servers():
 
 
 def _backend(urls, **kwargs) -> OpenAIBackend:
-    return OpenAIBackend(
+    return OpenAIBackend.of(
         model="tiny", base_url=urls, api_key_env=None, timeout_s=20.0, max_retries=1, **kwargs
     )
 
@@ -53,13 +53,52 @@ def test_a_server_killed_mid_run_loses_no_reply(servers) -> None:
     assert turn.server == b.url and "server" in json.loads(json.dumps(turn.__dict__))
 
 
-def test_every_server_is_checked_before_any_work(servers) -> None:
+def test_every_server_is_checked_before_any_work(servers, caplog) -> None:
+    """One unreachable server of several is named and set aside (the others serve the run); every
+    server unreachable, or one that does not serve the model, stops the run before any work."""
     a, _ = servers
     backend = _backend([a.url, "http://127.0.0.1:9/v1"])
-    with pytest.raises(UserError) as err:
+    with caplog.at_level("WARNING"):
         backend.check_ready()
+    assert "127.0.0.1:9" in caplog.text and "unreachable" in caplog.text and "set aside" in caplog.text
+    assert {r.server for r in backend.generate(CONVERSATIONS[:4], SETTINGS)} == {a.url}
     backend.close()
+    dead = _backend(["http://127.0.0.1:9/v1", "http://127.0.0.1:7/v1"])
+    with pytest.raises(UserError) as err:
+        dead.check_ready()
+    dead.close()
     assert "127.0.0.1:9" in str(err.value) and "unreachable" in str(err.value)
+    wrong = OpenAIBackend.of(
+        model="no-such-model", base_url=[a.url, "http://127.0.0.1:9/v1"], api_key_env=None
+    )
+    with pytest.raises(UserError, match="not served"):
+        wrong.check_ready()
+    wrong.close()
+
+
+def test_a_run_whose_server_died_resumes_with_the_same_list(servers, tmp_path: Path) -> None:
+    """Issue 62: a run over base_url=[A, B] whose server B died resumes with B still listed (set
+    aside, with a warning): the folder's settings name the same servers, and A plays the rest."""
+    from esc.evaluate.run import evaluate
+    from tests.helpers import evaluate_config
+
+    a, b = servers
+
+    def config(limit: int):
+        return evaluate_config(
+            tmp_path, "target=openai_compatible", "target.name=pool", "target.backend.model=tiny",
+            f"target.backend.base_url=[{a.url},{b.url}]", "cards.languages=[en]", f"cards.limit={limit}",
+            "dialogue.turns=2",
+        )  # fmt: skip
+
+    first = evaluate(config(1))
+    assert first.counts["completed"] == 1
+    b.stop()  # server B dies between the runs
+    again = evaluate(config(2))
+    assert again.counts == {**again.counts, "completed": 1, "failed": 0, "skipped": 1}
+    lines = (tmp_path / "dialogues" / "pool__tiny__en.jsonl").read_text().splitlines()
+    last = json.loads(lines[-1])
+    assert {t["server"] for t in last["turns"] if t.get("server")} == {a.url}
 
 
 def test_a_credential_in_a_url_never_reaches_the_reply(servers) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from esc.chat.base import GenerationSettings, Reply
+from esc.chat.build import build_backend
 from esc.chat.closed import FAILED, INVALID, VALID, ClosedAnswer, ClosedQuestion, resolve_method
 from esc.dialogues.record import Dialogue, Turn
 from esc.dialogues.store import read_dialogues
@@ -25,7 +26,7 @@ from esc.evaluate.stopping import StopRule
 from esc.prompts.emotion import RATINGS, observer_messages, parse_rating, roleplayer_messages, to_percent
 from esc.tasks.trajectory.report import differences, rated_dialogues, target_rows
 from tests.helpers import REPO_ROOT, requires_data, run_entry
-from tests.scripted_backend import PlannedBackend, ScriptedBackend
+from tests.scripted_backend import PlannedBackend
 
 
 @pytest.mark.parametrize(
@@ -79,7 +80,9 @@ def test_the_observer_reads_the_card_and_the_dialogue() -> None:
 
 
 def test_a_closed_question_parsed_from_replies_counts_invalid_and_failed_apart() -> None:
-    backend = PlannedBackend({"alpha": ["7 - better"], "beta": ["no idea"], "gamma": ["FAIL"]})
+    backend = build_backend(
+        {"kind": "planned", "plans": {"alpha": ["7 - better"], "beta": ["no idea"], "gamma": ["FAIL"]}}
+    )
     question = ClosedQuestion(
         backend, RATINGS, resolve_method(backend, "auto", "trajectory.method"), parse_rating
     )
@@ -101,7 +104,13 @@ def test_log_probabilities_give_the_expected_rating() -> None:
             top = {"6": -0.6931, "7": -0.6931}  # 0.5 each
             return [Reply("6 - ok", "stop", logprobs=[{"token": "6", "top": top}]) for _ in batch]
 
-    question = ClosedQuestion(WithLogprobs({}), RATINGS, "parse", parse_rating, top_logprobs=5)
+    question = ClosedQuestion(
+        WithLogprobs(PlannedBackend.Settings(kind="planned", plans={})),
+        RATINGS,
+        "parse",
+        parse_rating,
+        top_logprobs=5,
+    )
     [answer] = question.ask([[{"role": "user", "content": "0 to 9"}]])
     assert answer.index == 6 and answer.expected == pytest.approx(6.5, abs=1e-3)
     record = rating_record(answer, "parse")  # a written answer's value is the stated digit
@@ -110,9 +119,9 @@ def test_log_probabilities_give_the_expected_rating() -> None:
 
 def test_a_distribution_needs_a_local_model() -> None:
     with pytest.raises(ConfigError, match="trajectory.method"):
-        resolve_method(ScriptedBackend(), "distribution", "trajectory.method")
+        resolve_method(build_backend({"kind": "scripted"}), "distribution", "trajectory.method")
     with pytest.raises(ConfigError, match="constrained"):
-        resolve_method(ScriptedBackend(), "constrained", "trajectory.method")
+        resolve_method(build_backend({"kind": "scripted"}), "constrained", "trajectory.method")
 
 
 def test_an_invalid_distribution_keeps_its_mass() -> None:
@@ -122,9 +131,9 @@ def test_an_invalid_distribution_keeps_its_mass() -> None:
 
 
 def _engine(plans: dict[str, list[str]], turns: int, stop: StopRule | None, rater: str = "roleplayer"):
-    seeker = PlannedBackend(plans)
-    helper = ScriptedBackend(label="helper")
-    judge_backend = seeker if rater == "roleplayer" else PlannedBackend(plans)
+    seeker = build_backend({"kind": "planned", "plans": plans})
+    helper = build_backend({"kind": "scripted", "label": "helper"})
+    judge_backend = seeker if rater == "roleplayer" else build_backend({"kind": "planned", "plans": plans})
     question = ClosedQuestion(judge_backend, RATINGS, "parse", parse_rating)
     cards = {(i, "en"): f"Problem: {w}" for i, w in enumerate(plans)}
     engine = DialogueEngine(

@@ -12,11 +12,11 @@ from __future__ import annotations
 import abc
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypedDict
+from typing import Any, ClassVar, Self, TypedDict
 
 from pydantic import Field
 
-from esc.config_rules import Section, Settings
+from esc.config_rules import Section, Settings, built_from, registers_settings
 from esc.errors import ConfigError
 from esc.registry import Registry
 
@@ -117,10 +117,24 @@ class ChatBackend(abc.ABC):
     counts_tokens_offline: bool = False
     #: optional `GenerationSettings` features it honours ("choices", "adapter"); others are refused
     features: frozenset[str] = frozenset()
+    #: the model runs in this process (hf, vllm, canned): nothing is billed per token, so a run's
+    #: `max_cost` holds without a price; a backend that sends requests to a server is billed (the
+    #: default, so that a new API backend is never taken for free: `esc.chat.cost.server`)
+    runs_in_process: bool = False
     #: requests it serves well at once, one conversation each (an API or a server does its own
     #: batching); None: it gains from batches of conversations (a local model). The engine plays
     #: dialogues independently, each as soon as its reply arrives, when every side has one.
     max_concurrency: int | None = None
+
+    #: the settings model of a registered backend (`esc.chat.settings.BackendSettings`), its kind
+    Settings: ClassVar[type[Any]]
+    registered_as: ClassVar[str]
+
+    @classmethod
+    def of(cls, config_key: str = "backend", **keys: Any) -> Self:
+        """This backend built from keyword settings, validated by its `Settings` as a config node
+        would be (code and tests that make one without a config file)."""
+        return built_from(cls, config_key, keys)
 
     @abc.abstractmethod
     def generate(self, batch: Sequence[Sequence[Message]], settings: GenerationSettings) -> list[Reply]:
@@ -205,6 +219,10 @@ class WrappedBackend(ChatBackend):
         return self.inner.max_concurrency
 
     @property
+    def runs_in_process(self) -> bool:  # type: ignore[override]
+        return self.inner.runs_in_process
+
+    @property
     def features(self) -> frozenset[str]:  # type: ignore[override]
         return self.inner.features
 
@@ -261,8 +279,10 @@ REGISTRY: Registry[BackendFactory] = Registry("chat backend", "esc.chat.backends
 
 def register_backend(kind: str) -> Callable[[BackendFactory], BackendFactory]:
     """Class decorator: make a backend buildable from config as ``backend.kind: <kind>`` (a module
-    of `esc.chat.backends` is found without an import line; a taken kind is refused)."""
-    return REGISTRY.register(kind)
+    of `esc.chat.backends` is found without an import line; a taken kind is refused). The class
+    declares its settings model, `Settings` (an `esc.chat.settings.BackendSettings`: every key it
+    reads, typed), and is built as ``cls(settings, config_key=...)``."""
+    return registers_settings(REGISTRY, kind)
 
 
 class Generation(Settings):

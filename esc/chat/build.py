@@ -1,33 +1,31 @@
 """`build_backend`: a config node to a chat backend, from the registry (`esc.chat.base.REGISTRY`,
-which finds the backends of `esc.chat.backends` on its first lookup)."""
+which finds the backends of `esc.chat.backends` on its first lookup).
+
+A backend node's type is `Backend`: its `kind` picks the registered class, whose own settings model
+(`Settings`, `esc.chat.settings.BackendSettings`) validates the rest, so the instance a job's
+validation returns is that model's, and `build_backend` builds the class from it.
+"""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import Field
+from pydantic import BaseModel
 
 from esc.chat.base import REGISTRY, ChatBackend
-from esc.config_rules import Device, ExistingDir, OpenSettings, Plugin, Section, registered
-from esc.errors import ConfigError
-from esc.models.loading import AUTO_CLASSES
+from esc.chat.settings import BackendSettings
+from esc.config_rules import Section, load_plugin, node_model, plugin
+
+Backend = plugin(lambda: REGISTRY, "backend")
+"""The type of a backend node: validated by the settings model of the class its `kind` names."""
 
 
-def build_backend(cfg: Mapping[str, Any], key: str = "backend") -> ChatBackend:
-    """Build the backend a config node describes: ``kind`` picks the class, the rest are its arguments."""
-    cfg = dict(cfg)
-    kind = cfg.pop("kind", None)
-    if kind not in REGISTRY:
-        raise ConfigError(f"{key}.kind", f"unknown backend {kind!r}; known: {sorted(REGISTRY)}")
-    factory = REGISTRY[kind]
-    if "config_key" not in cfg and "config_key" in inspect.signature(factory).parameters:
-        cfg["config_key"] = key  # its errors name the key as the config spells it
-    try:
-        return factory(**cfg)
-    except TypeError as err:
-        raise ConfigError(key, f"{kind} backend: {err}") from None
+def build_backend(node: Mapping[str, Any] | BackendSettings, key: str = "backend") -> ChatBackend:
+    """The backend a config node describes (validated here unless it is a settings instance already);
+    `key` is where the node sits in the config, which its errors name (`judge.backend.max_retries`)."""
+    settings = load_plugin(key, Backend, node)
+    return REGISTRY[settings.kind](settings, config_key=key)
 
 
 def backend_kinds() -> list[str]:
@@ -35,29 +33,8 @@ def backend_kinds() -> list[str]:
     return sorted(REGISTRY)
 
 
-class ModelNode(OpenSettings):
-    """A backend's `model:` (conf/model/): transformers reads its keys; `auto_class` is checked here."""
-
-    auto_class: Literal[AUTO_CLASSES] | None = Field(None, description="AutoModel for a custom architecture")  # type: ignore[valid-type]
-
-
-class Backend(Plugin):
-    """A backend node: `kind` one the registry knows, its keys the arguments of that kind's class
-    (whose signature holds what the node leaves out); these keys are checked where given."""
-
-    kind: Annotated[str, registered(backend_kinds)]
-    registry = staticmethod(lambda: REGISTRY)
-    device: Device = Field(None, description="auto: a CUDA GPU when there is one")
-    adapter: ExistingDir | None = Field(None, description="a PEFT adapter directory")
-    batch_size: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(None, description="or auto")
-    model: ModelNode | str = Field(None)  # a local model's node, or an API's model name
-
-
-def backend_model(*beside: str) -> type[Backend]:
-    """The model of a backend node that the code reads `beside` keys of too (an extractor's `name`)."""
-    return type("Backend", (Backend,), {"beside": beside}) if beside else Backend
-
-
-def backend_config(node: str, *beside: str) -> Section:
-    """The section of a backend node at `node` (and the keys read `beside` its class's arguments)."""
-    return Section(node, backend_model(*beside))
+def backend_config(node: str, beside: type[BaseModel] | None = None) -> Section:
+    """The section of a backend node at `node` (`beside`: the keys its reader takes beside the
+    backend's, e.g. an extractor's `name`)."""
+    node_type = Backend if beside is None else plugin(lambda: REGISTRY, "backend", beside)
+    return Section(node, node_model(node_type))

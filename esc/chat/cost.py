@@ -24,7 +24,13 @@ config's `max_cost` (`check_budget`). What it counts:
   says whose price it used, and a price of another model than the backend asks for (a config
   copied from gpt4.yaml with another `model`) is refused before any request (`checked_price`): an
   estimate, and `max_cost`, at the wrong prices would bound nothing. A price that names no model
-  is used as given, and its line says so.
+  is used as given, and its line says so. A price is never negative (`checked_price`): an
+  estimate below zero would pass any `max_cost`.
+- **what needs a price**: a backend that sends its requests to a server (`server`: its identity
+  names a ``base_url``: openai, anthropic, baichuan_npc) is billed per token; a model in this
+  process (hf, vllm, canned) costs nothing. A `max_cost` is checked only when every billed part has
+  a price: one without is refused before any request (`check_budget`), naming the price to set
+  (``{model: M, prompt: 0, completion: 0}`` for a free local server), or max_cost=null.
 
 The actual cost of a run is in its manifest (`usage`, `esc.chat.usage`), from the tokens the API
 reported.
@@ -76,12 +82,51 @@ def served_model(backend: ChatBackend) -> str | None:
     return model if isinstance(model, str) else None
 
 
+def server(backend: ChatBackend) -> str | None:
+    """Where `backend` sends its requests, to be billed per token: the server its identity names
+    (``base_url``: openai, anthropic, baichuan_npc, each its default API's address when none is
+    configured); None for a model in this process (`runs_in_process`: hf, vllm, canned), which
+    costs nothing."""
+    if backend.runs_in_process:
+        return None
+    url = backend.identity().get("base_url")
+    urls = url if isinstance(url, list | tuple) else [url]
+    return ", ".join(str(u) for u in urls if u) or "its default server"
+
+
+#: the parts of a price that are dollars per 1,000 tokens (a batch API's as ``batch_*``)
+PRICE_FIELDS = ("prompt", "completion", "batch_prompt", "batch_completion")
+
+
+def refuse_negative(price: Mapping[str, Any] | None, key: str) -> None:
+    """A ConfigError naming `key` when a part of `price` is not a number >= 0: a negative price
+    makes the estimate negative, under any `max_cost`. (A price as a batch API uses it,
+    `esc.chat.batch.batch_price`, has its batch parts as ``prompt`` and ``completion``: named
+    ``batch_*`` here.)"""
+    for field in PRICE_FIELDS:
+        value = (price or {}).get(field)
+        if value is None:
+            continue
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = math.nan
+        if not number >= 0 or math.isinf(number):
+            name = f"batch_{field}" if price and price.get("batch") and "_" not in field else field
+            raise ConfigError(
+                key,
+                f"{name} must be a number >= 0 (USD per 1,000 tokens), got {value!r}: a negative price "
+                "makes the estimate pass any max_cost",
+            )
+
+
 def checked_price(backend: ChatBackend, key: str) -> Mapping[str, Any] | None:
     """The backend's price (None without one); a ConfigError naming `key` when the price names
-    another model than the backend asks for."""
+    another model than the backend asks for, or a part of it is negative (`refuse_negative`)."""
     price = backend.price
     if not price:
         return None
+    refuse_negative(price, key)
     priced, served = price.get("model"), served_model(backend)
     if priced is not None and served is not None and str(priced) != served:
         raise ConfigError(
@@ -94,8 +139,19 @@ def checked_price(backend: ChatBackend, key: str) -> Mapping[str, Any] | None:
 
 
 def priced_part(label: str, backend: ChatBackend, key: str) -> CostPart:
-    """An empty `CostPart` for what `backend` would be sent, at its checked price (`checked_price`)."""
-    return CostPart(label, checked_price(backend, key))
+    """An empty `CostPart` for what `backend` would be sent, at its checked price (`checked_price`,
+    `key`: the price's config key); without a price, where its requests go (`server`)."""
+    price = checked_price(backend, key)
+    where = server(backend) if price is None else None
+    model = served_model(backend) if where is not None else None  # for the price an error suggests
+    return CostPart(label, price, key=key, server=where, model=model)
+
+
+def in_estimate(backend: ChatBackend) -> bool:
+    """Whether what `backend` is sent belongs in an estimate: it has a price, or sends its requests
+    to a server (`server`), billed whether priced or not. A model in this process without a price
+    costs nothing: a run of those only needs no estimate."""
+    return bool(backend.price) or server(backend) is not None
 
 
 def usd(amount: float | None) -> str:
@@ -126,6 +182,12 @@ class CostPart:
     prompt_tokens: int = 0
     completion_tokens: int = 0  # each reply at its max_new_tokens: an upper bound
     bounded: bool = False  # some prompt bounded by its bytes, not counted by the model's tokenizer
+    key: str = "price"  # the price's config key (`target.backend.price`), named in errors
+    server: str | None = None  # unpriced: where its requests go, billed (None: in this process, free)
+    model: str | None = None  # the model its backend asks for, named in the price an error suggests
+
+    def __post_init__(self) -> None:
+        refuse_negative(self.price, self.key)  # whoever builds a part: never a negative estimate
 
     def add(
         self, prompt_tokens: int, completion_tokens: int, requests: int = 1, counted: bool = True
@@ -206,6 +268,12 @@ class CostEstimate:
         return any(p.bounded for p in self.parts)
 
     @property
+    def unchecked(self) -> list[CostPart]:
+        """The parts that send requests to a server (billed) without a price: no budget can be
+        checked with them."""
+        return [p for p in self.parts if not p.price and p.server is not None and p.requests]
+
+    @property
     def usd(self) -> float | None:
         """USD of the priced parts; None when no part has a price."""
         priced = [p.usd for p in self.parts if p.usd is not None]
@@ -227,10 +295,11 @@ class CostEstimate:
     def summary(self) -> str:
         """What a job prints before it starts: the total, one line per part, what is an upper bound."""
         bound = "<=" if self.bounded else ""
+        dollars = f"at most {usd(self.usd)}" if self.usd is not None else "no price"
         head = (
             f"Cost estimate{f' ({self.what})' if self.what else ''}: {n_requests(self.requests)}, "
             f"{bound}{self.prompt_tokens:,} prompt + <={self.completion_tokens:,} completion tokens, "
-            f"at most {usd(self.usd)}"
+            f"{dollars}"
         )
         notes = ["an upper bound: every reply at its max_new_tokens"]
         if self.bounds:
@@ -242,7 +311,10 @@ class CostEstimate:
                 f"about half) + {MESSAGE_TOKENS} per message + {REQUEST_TOKENS} per request, not the "
                 "model's tokenizer"
             )
-        if any(p.usd is None for p in self.parts):
+        if self.unchecked:
+            keys = ", ".join(dict.fromkeys(p.key for p in self.unchecked))
+            notes.append(f"sent to a server without a price: set {keys} to see its dollars")
+        if any(p.usd is None for p in self.parts) and self.usd is not None:
             notes.append("parts without a price are not in the dollars")
         notes.append("set max_cost=USD to refuse a run over budget")
         lines = [head, *(f"  {p.line()}" for p in self.parts), f"  ({'; '.join(notes)})"]
@@ -263,9 +335,22 @@ class CostEstimate:
 
 
 def check_budget(estimate: CostEstimate | None, max_cost: float | None, key: str = "max_cost") -> None:
-    """A ConfigError naming `key` when the estimate's dollars are over `max_cost` (None: no budget;
-    an estimate without a price has nothing to compare)."""
-    if max_cost is None or estimate is None or estimate.usd is None or estimate.usd <= float(max_cost):
+    """A ConfigError naming `key` when the estimate's dollars are over `max_cost`, or cannot be
+    checked against it: a part sent to a server has no price (`CostEstimate.unchecked`). None for
+    either: no budget, or nothing billed (every model in this process, none priced)."""
+    if max_cost is None or estimate is None:
+        return
+    if estimate.unchecked:
+        part = estimate.unchecked[0]
+        model = part.model or "MODEL"
+        raise ConfigError(
+            key,
+            f"cannot be checked: {part.label} is sent {n_requests(part.requests)} at {part.server} and "
+            f"{part.key} is not set; set it to the model's price ({part.key}={{model: {model}, prompt: "
+            f"USD_PER_1K, completion: USD_PER_1K}}; a free local server: {{model: {model}, prompt: 0, "
+            f"completion: 0}}), or {key}=null to run without a budget",
+        )
+    if estimate.usd is None or estimate.usd <= float(max_cost):
         return
     raise ConfigError(
         key,
@@ -280,16 +365,12 @@ def before_spending(
     estimate: CostEstimate | None, max_cost: float | None, manifest: Any = None, key: str = "max_cost"
 ) -> None:
     """What a job does with its estimate before its first request: print the summary, record it in
-    `manifest` (`manifest.update(cost_estimate=...)`, when given) and refuse a run over `max_cost`.
-    Nothing for None (no model of the run has a price), but a warning when a budget was set: it
-    cannot be checked without a price (`price:` of the API's backend node)."""
+    `manifest` (`manifest.update(cost_estimate=...)`, when given) and refuse a run over `max_cost`,
+    or one whose `max_cost` cannot be checked (`check_budget`). Nothing for None: every model of
+    the run is in this process without a price, so it costs nothing and any budget holds."""
     if estimate is None:
         if max_cost is not None:
-            log.warning(
-                "%s=%s is not checked: no model of this run has a price (set the API backend's `price`)",
-                key,
-                max_cost,
-            )
+            log.info("%s=%s holds: every model of this run runs in this process", key, max_cost)
         return
     print(estimate.summary(), flush=True)
     if manifest is not None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from esc.cards import RoleCard
 from esc.chat.base import ChatBackend
-from esc.chat.cost import MESSAGE_TOKENS, CostEstimate, CostPart, count_prompt, priced_part
+from esc.chat.cost import MESSAGE_TOKENS, CostEstimate, CostPart, count_prompt, in_estimate, priced_part
 from esc.dialogues.record import Dialogue
 from esc.dialogues.store import completed_keys, dialogue_file
 from esc.evaluate.emotion import EmotionRater
@@ -31,10 +31,10 @@ def estimate_dialogues(
 ) -> CostEstimate | None:  # fmt: skip
     """The cost of playing the cards of `cards` not yet complete in `out` (`open_dialogue` gives a
     card's prompts, as the run opens it); None when no side that would be sent requests has a price
-    (a local run: nothing to print)."""
+    or sends them to a server (`esc.chat.cost.in_estimate`: a local run costs nothing, nothing to print)."""
     writes = rater if rater is not None and rater.question.method != "distribution" else None
     backends = [roleplayer.backend, target.backend, *([writes.question.backend] if writes else [])]
-    if not any(backend.price for backend in backends):
+    if not any(in_estimate(backend) for backend in backends):
         return None
     done: set[tuple[int, str]] = set()
     for language in sorted({card.language for card in cards}):

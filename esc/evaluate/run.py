@@ -118,6 +118,20 @@ class DialogueFactory:
         )
 
 
+#: the folder's fingerprint keys (`output_settings`) as the config keys a user sets, for the error
+#: naming a difference (`esc.rundir.config_key`): a side's backend identity is kept under `model`
+CONFIG_KEYS = {
+    **{f"{side}.model": f"{side}.backend" for side in SIDES},
+    **{
+        f"{side}.model.{field}": f"{side}.backend.model.{key}"
+        for side in SIDES
+        for field, key in (("name_or_path", "name_or_path"), ("configured_revision", "revision"))
+    },
+    "trajectory.observer": "trajectory.observer.backend",
+    "roleplayer.prompt.id": "roleplayer.prompt",
+}
+
+
 def output_settings(
     roleplayer_cfg: Mapping[str, Any], target_cfg: Mapping[str, Any], sides: tuple[Side, Side],
     dialogue_cfg: Mapping[str, Any],
@@ -199,7 +213,7 @@ def evaluate(cfg: DictConfig) -> EvaluateResult:
             rater,
         )  # fmt: skip
         before_spending(estimate, run.max_cost)  # printed; over max_cost: refused here
-        with job_run(out, "evaluate", settings, resolved, seed=run.seed) as job:
+        with job_run(out, "evaluate", settings, resolved, seed=run.seed, config_keys=CONFIG_KEYS) as job:
             if estimate is not None:
                 job.manifest.update(cost_estimate=estimate.to_dict())
             for side in sides:
@@ -226,8 +240,7 @@ def _observer(trajectory: TrajectorySettings, cache_cfg: Mapping[str, Any] | Non
     node = trajectory.observer
     if node is None or node.backend is None:
         raise ConfigError("trajectory.observer.backend", "rater=observer needs a chat backend node")
-    backend_cfg = node.backend.model_dump(exclude_unset=True)
-    backend = with_cache(build_backend(backend_cfg, key="trajectory.observer.backend"), cache_cfg)
+    backend = with_cache(build_backend(node.backend, key="trajectory.observer.backend"), cache_cfg)
     return Side(node.name or "observer", backend, GenerationSettings())
 
 

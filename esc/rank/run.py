@@ -69,8 +69,9 @@ def rank(cfg: DictConfig, checked: Mapping[str, Any] | None = None) -> JobResult
     resolved = OmegaConf.to_container(cfg, resolve=True)
     mode = get_mode(resolved["mode"])
     sections = mode_sections(mode, resolved, checked)
-    members = jury_members(resolved, mode)
-    judge = None if members or not mode.needs_judge(resolved) else build_judge(resolved["judge"])
+    members = jury_members(resolved, mode, sections.get("jury"))
+    node = (checked or {}).get("judge") or resolved.get("judge")  # typed where validate checked it
+    judge = None if members or not mode.needs_judge(resolved) else build_judge(node)
     if mode.own_questions and judge is not None and judge.scores_by_adapter:
         raise ConfigError(
             "judge.adapters",
@@ -81,7 +82,10 @@ def rank(cfg: DictConfig, checked: Mapping[str, Any] | None = None) -> JobResult
     judges = members or ([judge] if judge is not None else [])
     try:
         settings = output_settings(mode, sections, judges, jury=bool(members))
-        with job_run(out, f"rank.{mode.name}", settings, resolved, seed=resolved["seed"]) as job:
+        keys = config_keys(judges, jury=bool(members))
+        with job_run(
+            out, f"rank.{mode.name}", settings, resolved, seed=resolved["seed"], config_keys=keys
+        ) as job:
 
             def spent() -> dict[str, Any]:  # what API judges were sent and cost (estimated: cost_estimate)
                 usage = {j.name: u for j in judges if (u := j.usage())}
@@ -126,7 +130,7 @@ def write_site(out: Path, resolved: Mapping[str, Any], mode: str = "score") -> d
     return {"site": str(site.index)}
 
 
-def jury_members(resolved: Mapping[str, Any], mode: Mode) -> list[Judge]:
+def jury_members(resolved: Mapping[str, Any], mode: Mode, jury: JurySettings | None = None) -> list[Judge]:
     """The judges of `jury.members` (`conf/jury/`, or `+judge@jury.members.NAME=OPTION`) to judge
     with, each built from its node: in mode=score; [] without a jury, and in mode=leaderboard, which
     pools the members' existing score files by name. Other modes take one judge."""
@@ -148,7 +152,7 @@ def jury_members(resolved: Mapping[str, Any], mode: Mode) -> list[Judge]:
         problem = file_name_problem(name)
         if problem:
             raise ConfigError("jury.members", f"a judge's name {problem} (it names the score files)")
-    jury = load_section("jury", JurySettings, resolved["jury"])
+    jury = jury or load_section("jury", JurySettings, resolved["jury"])
     if jury.min_valid is not None and jury.min_valid > len(names):
         raise ConfigError("jury.min_valid", f"is {jury.min_valid}, but the jury has {len(names)} judges")
     if not mode.needs_judge(resolved):  # mode=leaderboard pools the members' existing score files
@@ -168,6 +172,17 @@ def output_settings(
     if jury:  # what shapes its judgments (pooling is rebuilt with the report)
         return {"jury": {j.name: _judge_settings(j) for j in judges}}
     return {"judge": _judge_settings(judges[0]), **mode.settings(sections)}
+
+
+def config_keys(judges: list[Judge], jury: bool = False) -> dict[str, str]:
+    """The fingerprint's keys (`output_settings`) as the config keys a user sets, for the error that
+    names a difference (`esc.rundir.config_key`): a judge's generation settings and prompt style."""
+    keys: dict[str, str] = {}
+    for judge in judges:
+        where = f"jury.{judge.name}" if jury else "judge"
+        node = judge.config_key
+        keys.update({where: node, f"{where}.settings": node, f"{where}.prompt.style": f"{node}.prompt"})
+    return keys
 
 
 def _judge_settings(judge: Judge) -> dict[str, Any]:

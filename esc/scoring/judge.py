@@ -14,9 +14,13 @@ import abc
 import dataclasses
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Annotated, Any, ClassVar, Self
+
+from pydantic import Field
 
 from esc.chat.closed import ClosedAnswer
+from esc.config_rules import FileName, PluginSettings, built_from, check, registers_settings
+from esc.errors import ConfigError, UserError
 from esc.registry import Registry
 from esc.scoring.rubrics import SCORES, dialogue_text, dimension, prompt_style
 
@@ -98,6 +102,15 @@ class Judge(abc.ABC):
     name: str
     prompt: str  # the prompt style (esc/scoring/rubrics.yaml)
     config_key: str = "judge"  # its node in the config (`jury.members.NAME`), named in errors
+    #: the settings model of a registered judge (a `JudgeSettings`), its kind
+    Settings: ClassVar[type[Any]]
+    registered_as: ClassVar[str]
+
+    @classmethod
+    def of(cls, config_key: str = "judge", **keys: Any) -> Self:
+        """This judge built from keyword settings, validated by its `Settings` as a config node
+        would be (code and tests that make one without a config file)."""
+        return built_from(cls, config_key, keys)
 
     @abc.abstractmethod
     def judge(self, items: Sequence[ScoreItem]) -> list[JudgeAnswer]:
@@ -140,5 +153,28 @@ REGISTRY: Registry[JudgeFactory] = Registry("judge", "esc.scoring.judges")
 
 def register_judge(kind: str) -> Callable[[JudgeFactory], JudgeFactory]:
     """Class decorator: make a judge buildable from config as ``judge.kind: <kind>`` (a module of
-    `esc.scoring.judges` is found without an import line; a taken kind is refused)."""
-    return REGISTRY.register(kind)
+    `esc.scoring.judges` is found without an import line; a taken kind is refused). The class
+    declares its settings model, `Settings` (a `JudgeSettings`: every key it reads, typed), and is
+    built as ``cls(settings, config_key=...)`` (where its node sits in the config: its errors name it)."""
+    return registers_settings(REGISTRY, kind)
+
+
+def _prompt_style(value: Any) -> str | None:
+    try:
+        prompt_style(value)
+    except UserError as err:
+        return str(err.problem if isinstance(err, ConfigError) else err)
+    return None
+
+
+PromptStyleName = Annotated[str, check(_prompt_style)]
+"""A prompt style of `esc/scoring/rubrics.yaml` (`official`, `paper`)."""
+
+
+class JudgeSettings(PluginSettings):
+    """What every judge node holds (conf/judge/): its `kind`, its `name` (it names the score files),
+    and two keys for people (`display_name`, `notes`) that no judge reads."""
+
+    name: FileName = Field(description="it names the score files")
+    display_name: Any = None
+    notes: Any = None

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from esc.chat.cost import CostEstimate, count_prompt, priced_part
+from esc.chat.cost import CostEstimate, count_prompt, in_estimate, priced_part
 from esc.dialogues.record import dialogue_lines
 from esc.dialogues.store import read_dialogues
 from esc.errors import ConfigError, DataError, UserError
@@ -151,13 +151,14 @@ def estimate_items(judge: Judge, items: Sequence[ScoreItem]) -> CostEstimate | N
     request per item, its prompt as the judge sends it (`item.prompt(judge.style,
     judge.default_system)`) counted, its reply at the judge's `settings.max_new_tokens` (an upper
     bound). Pass only the items still to judge (`Batch.pending_items`). None when the judge
-    has no price: a local judge, or an API judge whose `backend.price` is not set (a price of
-    another model than the backend's is refused, `esc.chat.cost.checked_price`). Several judges
+    costs nothing: a model in this process without a price (`esc.chat.cost.in_estimate`); an API judge
+    without `backend.price` has an unpriced part, which `max_cost` refuses (a price of another
+    model than the backend's is refused, `esc.chat.cost.checked_price`). Several judges
     (a jury) or item sets (pairwise items in both orders are items like any): add the estimates
     with `CostEstimate.total`. Every mode that judges hands its estimate to
     `esc.chat.cost.before_spending` before judging."""
     backend = getattr(judge, "backend", None)
-    if backend is None or not backend.price:
+    if backend is None or not in_estimate(backend):
         return None
     settings = getattr(judge, "settings", None)
     completion = settings.max_new_tokens if settings is not None else 1

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from esc.config_rules import Settings
+from esc.scoring.judges import JudgeNode
 
 JURY = "jury"
 POOLS = ("mean", "median")
@@ -17,9 +18,11 @@ READINGS = ("expected", "stated")
 
 
 class JurySettings(Settings):
-    """`jury` (conf/jury/): the members' judge nodes by key, and how their judgments pool."""
+    """`jury` (conf/jury/): the members' judge nodes by key, and how their judgments pool.
+    conf/jury/none.yaml has no members and the pooling settings, so an ad hoc jury
+    (`+judge@jury.members.a=tiny +judge@jury.members.b=smollm2`) takes them from there."""
 
-    members: dict[str, Any]
+    members: dict[str, JudgeNode] = Field(description="add one with +judge@jury.members.NAME=OPTION")
     pool: Literal[POOLS]  # type: ignore[valid-type]
     min_valid: int | None = Field(ge=1, description="null: every judge")
     reading: Literal[READINGS]  # type: ignore[valid-type]
@@ -33,4 +36,9 @@ class JurySettings(Settings):
 def jury_names(jury: Mapping[str, Any] | None) -> list[str]:
     """The judges' names of a `jury` node (`jury.members.<key>`: a judge node, named by its `name`)."""
     members = (jury or {}).get("members") or {}
-    return [str((node or {}).get("name") or key) for key, node in members.items()]
+    return [
+        str(
+            node.get("name") if isinstance(node, Mapping) and node.get("name") else getattr(node, "name", key)
+        )
+        for key, node in members.items()
+    ]

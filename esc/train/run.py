@@ -429,4 +429,11 @@ CONFIG: tuple[Section, ...] = (
     Section("trainer", Trainer, optional=True),
     Section("callbacks", Callbacks),  # read whole by _train (conf/callbacks/default.yaml)
     Section("data", Data, optional=True),
+    # nodes handed whole to Lightning, bitsandbytes, the scheduler and the sweep's table (issue 62:
+    # a top-level key no section names is refused as a typo)
+    Section("logger", OpenSettings, optional=True),
+    Section("quantization", OpenSettings, optional=True),
+    Section("scheduler", OpenSettings, optional=True),
+    Section("strategy", OpenSettings, optional=True),
+    Section("variant", OpenSettings, optional=True),
 )

@@ -42,7 +42,7 @@ from esc.chat.base import ChatBackend, GenerationSettings, Reply, generation_con
 from esc.chat.build import backend_config, build_backend
 from esc.chat.cache import CACHE_CONFIG, with_cache
 from esc.chat.usage import Usage
-from esc.config_rules import NonEmpty, OpenSettings, Section, Settings, load_section, typed_section
+from esc.config_rules import FileName, NonEmpty, OpenSettings, Section, Settings, load_section, typed_section
 from esc.errors import ConfigError
 from esc.jsonl import append_jsonl, atomic_write_text, drop_partial_last_line, get_field, read_jsonl
 from esc.lifecycle import Job, JobResult, job_run
@@ -453,11 +453,17 @@ def report_markdown(report: Mapping[str, Any]) -> str:
     return "\n".join(lines) + f"\n\nkept cards by grade: {quality}\nusage: {tokens or 'none'}\n"
 
 
+class ExtractorName(Settings):
+    """The key an `extractor:` node holds beside its backend's: the name of its outputs."""
+
+    name: FileName = Field(description="it names the extractor in the outputs")
+
+
 #: what `python build_cards.py` reads of its config (conf/cards.yaml; `esc.config_schema.validate`)
 CONFIG: tuple[Section, ...] = (
     Section("", CardsRun),  # the top level is open (paths, hydra...)
     typed_section("cards", CardSources),
-    backend_config("extractor", "name"),
+    backend_config("extractor", beside=ExtractorName),
     generation_config("generation"),
     MODEL_CONFIG,
     CACHE_CONFIG,

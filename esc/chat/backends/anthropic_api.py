@@ -26,9 +26,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import anthropic
+from pydantic import Field
 
 from esc.chat.backends._common import error_reply, one_line
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, check_features, register_backend
+from esc.chat.settings import BackendSettings, EnvName, Price, ServerUrl, dumped
 from esc.errors import ConfigError, UserError
 from esc.secrets.redaction import scrub_text, secret_values
 
@@ -68,35 +70,34 @@ class AnthropicBackend(ChatBackend):
     kind = "anthropic"
     default_base_url = "https://api.anthropic.com"
 
-    def __init__(
-        self,
-        model: str,
-        base_url: str | None = None,
-        api_key_env: str = "ANTHROPIC_API_KEY",
-        max_concurrency: int = 16,
-        timeout_s: float = 60.0,
-        max_retries: int = 5,
-        price: dict[str, Any] | None = None,
-        revision: str | None = None,
-        context_window: int | None = None,
-        sampling_params: bool = False,
-    ) -> None:
-        if not model:
-            raise ConfigError("backend.model", "is empty: name the Claude model")
-        if not api_key_env:
-            raise ConfigError("backend.api_key_env", "is empty: name the variable that holds the API key")
-        if int(max_concurrency) < 1:
-            raise ConfigError("backend.max_concurrency", f"must be at least 1, got {max_concurrency}")
-        self.model = str(model)
-        self.base_url = str(base_url).rstrip("/") if base_url else None
-        self.api_key_env = str(api_key_env)
-        self.max_concurrency = int(max_concurrency)
-        self.timeout_s = float(timeout_s)
-        self.max_retries = int(max_retries)
-        self.price = dict(price) if price else None
-        self.revision = revision
-        self.context_window = int(context_window) if context_window else None
-        self.sampling_params = bool(sampling_params)
+    class Settings(BackendSettings):
+        """An `anthropic` node (conf/judge/claude.yaml)."""
+
+        model: str = Field(min_length=1, description="the Claude model id")
+        base_url: ServerUrl | None = Field(
+            None, description="the API root without /v1; null: api.anthropic.com"
+        )
+        api_key_env: EnvName = Field("ANTHROPIC_API_KEY", description="the variable that holds the key")
+        max_concurrency: int = Field(16, ge=1, description="requests in flight")
+        timeout_s: float = Field(60.0, gt=0, description="seconds per request attempt")
+        max_retries: int = Field(5, ge=0, description="retries after the first attempt")
+        price: Price | None = None
+        revision: str | None = Field(None, description="a label of this version of the model")
+        context_window: int | None = Field(None, ge=1)
+        sampling_params: bool = Field(False, description="send temperature and top_p: older models take them")
+
+    def __init__(self, settings: Settings, config_key: str = "backend") -> None:
+        self.config_key = config_key
+        self.model = settings.model
+        self.base_url = settings.base_url.rstrip("/") if settings.base_url else None
+        self.api_key_env = settings.api_key_env
+        self.max_concurrency = settings.max_concurrency
+        self.timeout_s = settings.timeout_s
+        self.max_retries = settings.max_retries
+        self.price = dumped(settings.price) or None
+        self.revision = settings.revision
+        self.context_window = settings.context_window
+        self.sampling_params = settings.sampling_params
         self.client: Any = None
         self._secrets: tuple[str, ...] = ()
         self._lock = threading.Lock()
@@ -111,7 +112,7 @@ class AnthropicBackend(ChatBackend):
                 key = os.environ.get(self.api_key_env, "").strip()
                 if not key:
                     raise ConfigError(
-                        "backend.api_key_env",
+                        f"{self.config_key}.api_key_env",
                         f"environment variable {self.api_key_env} is not set: export it with your API key",
                     )
                 self._secrets = (key,)

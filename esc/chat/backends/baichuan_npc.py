@@ -43,12 +43,14 @@ connection errors), timeouts and bounded concurrency are exactly those of the ``
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from esc.chat.backends._common import plain
+from pydantic import Field
+
 from esc.chat.backends.openai_compat import OpenAIBackend
 from esc.chat.base import GenerationSettings, Message, register_backend
+from esc.chat.settings import EnvName, ServerUrl
 
 PROFILE_FIELDS = ("basic_info", "reply_restrict", "opener", "dialogue_sample")
 
@@ -88,22 +90,23 @@ class BaichuanNPCBackend(OpenAIBackend):
     default_base_url = "https://api.baichuan-ai.com/v1"
     strict_model_list = False
 
-    def __init__(
-        self,
-        model: str = "Baichuan-NPC-Turbo",
-        base_url: str | None = "https://api.baichuan-ai.com/v1",
-        api_key_env: str | None = "BAICHUAN_API_KEY",
-        max_concurrency: int = 4,
-        profile_defaults: Mapping[str, Any] | None = None,
-        min_temperature: float = 0.01,
-        **kwargs: Any,
-    ) -> None:
-        """Defaults differ from the openai backend's; every other argument is passed on to it."""
-        super().__init__(
-            model=model, base_url=base_url, api_key_env=api_key_env, max_concurrency=max_concurrency, **kwargs
+    class Settings(OpenAIBackend.Settings):
+        """A `baichuan_npc` node (conf/roleplayer/baichuan_npc_*.yaml): the openai backend's keys, with
+        Baichuan's defaults, and the profile's."""
+
+        model: str = Field("Baichuan-NPC-Turbo", min_length=1)
+        base_url: ServerUrl | None = Field("https://api.baichuan-ai.com/v1")
+        api_key_env: EnvName | None = Field("BAICHUAN_API_KEY")
+        max_concurrency: int = Field(4, ge=1, description="requests in flight")
+        profile_defaults: dict[str, Any] | None = Field(
+            None, description="profile fields of every conversation"
         )
-        self.profile_defaults = plain(profile_defaults)
-        self.min_temperature = float(min_temperature)
+        min_temperature: float = Field(0.01, ge=0, description="the lowest temperature sent")
+
+    def __init__(self, settings: Settings, config_key: str = "backend") -> None:
+        super().__init__(settings, config_key)
+        self.profile_defaults = dict(settings.profile_defaults or {})
+        self.min_temperature = settings.min_temperature
 
     def identity(self) -> dict[str, Any]:
         identity = super().identity()

@@ -14,11 +14,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from pydantic import Field
+
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, register_backend
-from esc.errors import ConfigError
+from esc.chat.settings import BackendSettings
+from esc.config_rules import NonEmpty
 
 _CJK = re.compile(r"[\u3400-\u9fff]")
 
@@ -26,16 +29,22 @@ _CJK = re.compile(r"[\u3400-\u9fff]")
 @register_backend("canned")
 class CannedBackend(ChatBackend):
     CODE_VERSION = 1
+    runs_in_process = True
     max_concurrency = 64  # no model to batch for: with another such side, dialogues stream
 
-    def __init__(self, replies: Sequence[str] | Mapping[str, Sequence[str]], name: str = "canned") -> None:
-        lists = dict(replies) if isinstance(replies, Mapping) else {"en": list(replies), "zh": list(replies)}
-        if not lists or not all(
-            isinstance(v, Sequence) and v and all(isinstance(t, str) for t in v) for v in lists.values()
-        ):
-            raise ConfigError("backend.replies", "needs a non-empty list of texts (or one per language)")
+    class Settings(BackendSettings):
+        """A `canned` node (conf/target/canned_*.yaml)."""
+
+        replies: NonEmpty[str] | dict[str, NonEmpty[str]] = Field(
+            description="a non-empty list of texts, or one per language: en, zh"
+        )
+        name: str = Field("canned", min_length=1, description="named in its identity")
+
+    def __init__(self, settings: Settings, config_key: str = "backend") -> None:
+        replies = settings.replies
+        lists = dict(replies) if isinstance(replies, dict) else {"en": list(replies), "zh": list(replies)}
         self.replies = {lang: list(texts) for lang, texts in lists.items()}
-        self.name = name
+        self.name = settings.name
 
     def _language(self, messages: Sequence[Message]) -> str:
         text = messages[-1]["content"] if messages else ""

@@ -25,19 +25,23 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from esc.chat.answer_tokens import AnswerTokens, answer_probabilities
-from esc.chat.backends._common import error_reply, plain, prompt_ids
+from esc.chat.backends._common import error_reply, prompt_ids
 from esc.chat.backends.greedy_decode import greedy_decode, model_supports, processors_for, unsupported_fields
 from esc.chat.backends.next_token import MIN_SHARED_PREFIX, Reduce, next_token_answers, prefill, shared_prefix
 from esc.chat.backends.prefix_cache import PrefixCache
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, check_features, register_backend
+from esc.chat.settings import BackendSettings, BatchSize, ModelNode, Price, dumped
+from esc.config_rules import Device, ExistingDir, check, check_entries, show
 from esc.errors import ConfigError
 from esc.models.attention import use_grouped_sdpa
-from esc.models.cpu_bf16 import BF16_SETTINGS, Bf16Choice, decide_bf16
+from esc.models.cpu_bf16 import Bf16Choice, decide_bf16
 from esc.models.loading import (
     adapter_weights,
     check_adapter_files,
@@ -58,23 +62,22 @@ OWNED_BY_SETTINGS = frozenset(
 )  # fmt: skip
 
 
-def _check_generation_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
-    """`backend.generation_config` entries, each a real GenerationConfig field not owned elsewhere."""
-    if not overrides:
-        return {}
-    from transformers import GenerationConfig
+def _generation_problem(key: str, value: Any) -> str | None:
+    """What is wrong with one entry of `backend.generation_config` (a real GenerationConfig field
+    not owned elsewhere); None when nothing is."""
+    from transformers import GenerationConfig  # heavy: only where a node sets some
 
-    known = GenerationConfig().to_dict()
-    for key in overrides:
-        if key in OWNED_BY_SETTINGS:
-            raise ConfigError(
-                f"backend.generation_config.{key}", "is set by `generation` (or the backend): set it there"
-            )
-        if key not in known:
-            raise ConfigError(
-                f"backend.generation_config.{key}", "is not a transformers GenerationConfig field"
-            )
-    return dict(overrides)
+    if key in OWNED_BY_SETTINGS:
+        return "is set by `generation` (or the backend): set it there"
+    if key not in GenerationConfig().to_dict():
+        return "is not a transformers GenerationConfig field"
+    return None
+
+
+def _bf16_problem(value: Any) -> str | None:
+    if value is True or value is False or value == "auto":
+        return None
+    return f"must be auto, true or false, got {show(value)}"
 
 
 DECODE_MODES = ("auto", "generate")
@@ -185,44 +188,41 @@ class HFBackend(ChatBackend):
     # 2: greedy calls decode with greedy_decode (ended rows leave the batch); 3: on CPU, masked
     # multi-token attention takes grouped heads in the kernel (esc.models.attention)
     CODE_VERSION = 3
+    runs_in_process = True
 
-    def __init__(
-        self,
-        model: Mapping[str, Any],
-        adapter: str | None = None,
-        device: str = "auto",
-        batch_size: int | str = 8,
-        price: dict[str, float] | None = None,
-        generation_config: Mapping[str, Any] | None = None,
-        prefix_cache_gb: float = 4.0,
-        config_key: str = "backend",
-        decode: str = "auto",
-        cpu_bf16: bool | str = False,
-    ) -> None:
+    class Settings(BackendSettings):
+        """An `hf` node (conf/target/tiny.yaml, conf/roleplayer/esc_role_local.yaml, ...)."""
+
+        model: ModelNode
+        adapter: ExistingDir | None = Field(None, description="a PEFT adapter directory")
+        device: Device = Field("auto", description="auto: a CUDA GPU when there is one")
+        batch_size: BatchSize = Field(8, description="conversations per forward batch, or auto")
+        price: Price | None = None
+        generation_config: Annotated[dict[str, Any] | None, check_entries(_generation_problem)] = Field(
+            None, description="transformers GenerationConfig fields on top of the model's"
+        )
+        prefix_cache_gb: float = Field(4.0, ge=0, description="0: off")
+        decode: Literal[DECODE_MODES] = "auto"  # type: ignore[valid-type]
+        cpu_bf16: Annotated[bool | str, check(_bf16_problem)] = Field(False, description="bfloat16 on a CPU")
+
+    def __init__(self, settings: Settings, config_key: str = "backend") -> None:
         self.config_key = config_key  # where this backend's settings sit in the config (error messages)
-        self.model_cfg = plain(model)
-        if float(prefix_cache_gb) < 0:
-            raise ConfigError(
-                f"{config_key}.prefix_cache_gb", f"must be 0 (off) or more, got {prefix_cache_gb}"
-            )
-        self.prefix_cache_gb = float(prefix_cache_gb)
+        self.model_cfg = dumped(settings.model)
+        self.prefix_cache_gb = settings.prefix_cache_gb
         self._prefix: PrefixCache | None = None
-        self.generation_overrides = _check_generation_overrides(plain(generation_config))
+        self.generation_overrides = dict(settings.generation_config or {})
         if not any(self.model_cfg.get(k) for k in ("tiny", "packaged", "name_or_path")):
             raise ConfigError(
                 f"{config_key}.model.name_or_path", "is empty: name a hub id or a local directory"
             )
-        if batch_size != "auto" and (
-            isinstance(batch_size, bool) or not str(batch_size).isdigit() or int(batch_size) < 1
-        ):
-            raise ConfigError(f"{config_key}.batch_size", f"must be at least 1 or auto, got {batch_size!r}")
-        self.adapter = str(adapter) if adapter else None
-        self.device_name = device
-        self.batch_size: int | None = None if batch_size == "auto" else int(batch_size)  # auto: on load
+        self.adapter = settings.adapter
+        self.device_name = settings.device
+        batch_size = settings.batch_size
+        self.batch_size: int | None = None if batch_size == "auto" else batch_size  # auto: on load
         self._cpu_budget: int | None = (
             None  # batch_size auto on a CPU: bytes of keys and values a call may use
         )
-        self.price = dict(price) if price else None
+        self.price = dumped(settings.price) or None
         self._model: Any = None
         self._tokenizer: Any = None
         self._device: Any = None
@@ -231,13 +231,8 @@ class HFBackend(ChatBackend):
         self._unresolved_warned = False
         self._request_adapters: dict[str, str] = {}  # adapter directory -> PEFT name, loaded on demand
         self._lock = threading.RLock()  # one generation at a time (a server may call from threads)
-        if decode not in DECODE_MODES:
-            raise ConfigError(f"{config_key}.decode", f"must be one of {list(DECODE_MODES)}, got {decode!r}")
-        self.decode = decode
-        setting = str(cpu_bf16).lower()  # YAML reads true/false as booleans
-        if setting not in BF16_SETTINGS:
-            raise ConfigError(f"{config_key}.cpu_bf16", f"must be auto, true or false, got {cpu_bf16!r}")
-        self.cpu_bf16 = setting
+        self.decode = settings.decode
+        self.cpu_bf16 = str(settings.cpu_bf16).lower()  # auto, true, false (YAML's are booleans)
         self._bf16: Bf16Choice | None = None  # decided on first need (a measurement for auto)
         self._fast_model: bool | None = None  # the model's forward takes a cache object (on first use)
         self._greedy_said = False  # the greedy override of the model's sampling config, logged once

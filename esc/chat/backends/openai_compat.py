@@ -28,14 +28,17 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import openai
+from pydantic import Field
 
-from esc.chat.backends._common import error_reply, one_line, plain
+from esc.chat.backends._common import error_reply, one_line
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, check_features, register_backend
+from esc.chat.settings import BackendSettings, EnvName, Price, ServerUrl, dumped
+from esc.config_rules import NonEmpty
 from esc.errors import ConfigError, UserError
 from esc.secrets.redaction import redact, scrub_text, secret_values, url_passwords
 
@@ -117,45 +120,41 @@ class OpenAIBackend(ChatBackend):
     #: a configured model missing from the server's model list is an error (else a warning)
     strict_model_list = True
 
-    def __init__(
-        self,
-        model: str,
-        base_url: str | Sequence[str] | None = None,
-        api_key_env: str | None = "OPENAI_API_KEY",
-        max_concurrency: int = 64,
-        timeout_s: float = 60.0,
-        max_retries: int = 5,
-        price: dict[str, float] | None = None,
-        extra_body: Mapping[str, Any] | None = None,
-        revision: str | None = None,
-        context_window: int | None = None,
-        set_aside_s: float = 30.0,
-    ) -> None:
-        if not model:
-            raise ConfigError("backend.model", "is empty: name the model the server serves")
-        if int(max_concurrency) < 1:
-            raise ConfigError("backend.max_concurrency", f"must be at least 1, got {max_concurrency}")
-        if int(max_retries) < 0:
-            raise ConfigError("backend.max_retries", f"must be 0 or more, got {max_retries}")
-        if float(timeout_s) <= 0:
-            raise ConfigError("backend.timeout_s", f"must be positive, got {timeout_s}")
+    class Settings(BackendSettings):
+        """An `openai` node (conf/target/chatgpt.yaml, conf/judge/gpt4.yaml, ...)."""
+
+        model: str = Field(min_length=1, description="the model id the server serves")
+        base_url: ServerUrl | NonEmpty[ServerUrl] | None = Field(
+            None, description="null: api.openai.com; a list: replicas of one model"
+        )
+        api_key_env: EnvName | None = Field(
+            "OPENAI_API_KEY", description="null: a local server without a key"
+        )
+        max_concurrency: int = Field(64, ge=1, description="requests in flight")
+        timeout_s: float = Field(60.0, gt=0, description="seconds per request attempt")
+        max_retries: int = Field(5, ge=0, description="retries after the first attempt")
+        price: Price | None = None
+        extra_body: dict[str, Any] | None = Field(None, description="extra JSON fields of each request")
+        revision: str | None = Field(None, description="a label of this version of the model")
+        context_window: int | None = Field(None, ge=1)
+        set_aside_s: float = Field(30.0, ge=0, description="how long a failing server of several rests")
+
+    def __init__(self, settings: Settings, config_key: str = "backend") -> None:
+        self.config_key = config_key
+        base_url = settings.base_url
         urls = [base_url] if base_url is None or isinstance(base_url, str) else list(base_url)
-        if not urls or (len(urls) > 1 and not all(isinstance(u, str) and u for u in urls)):
-            raise ConfigError(
-                "backend.base_url", f"must be a URL or a non-empty list of URLs, got {base_url!r}"
-            )
-        self.model = str(model)
-        self.base_urls = [str(u).rstrip("/") for u in urls if u]  # [] : the default (OpenAI)
+        self.model = settings.model
+        self.base_urls = [u.rstrip("/") for u in urls if u]  # [] : the default (OpenAI)
         self.base_url = self.base_urls[0] if self.base_urls else None
-        self.set_aside_s = float(set_aside_s)
-        self.api_key_env = api_key_env or None
-        self.max_concurrency = int(max_concurrency)
-        self.timeout_s = float(timeout_s)
-        self.max_retries = int(max_retries)
-        self.price = dict(price) if price else None
-        self.extra_body = plain(extra_body)
-        self.revision = revision
-        self.context_window = int(context_window) if context_window else None
+        self.set_aside_s = settings.set_aside_s
+        self.api_key_env = settings.api_key_env
+        self.max_concurrency = settings.max_concurrency
+        self.timeout_s = settings.timeout_s
+        self.max_retries = settings.max_retries
+        self.price = dumped(settings.price) or None
+        self.extra_body = dict(settings.extra_body or {})
+        self.revision = settings.revision
+        self.context_window = settings.context_window
         self._client: Any = None
         self._clients: list[Any] = []  # one per server (several: `base_url` a list)
         self._aside: list[float] = [0.0] * max(1, len(self.base_urls))  # set aside until (monotonic)
@@ -183,9 +182,9 @@ class OpenAIBackend(ChatBackend):
         key = os.environ.get(self.api_key_env, "").strip()
         if not key:
             raise ConfigError(
-                "backend.api_key_env",
+                f"{self.config_key}.api_key_env",
                 f"environment variable {self.api_key_env} is not set: export it with your API key "
-                "(or set backend.api_key_env=null for a local server that needs no key)",
+                f"(or set {self.config_key}.api_key_env=null for a local server that needs no key)",
             )
         return key
 
@@ -193,11 +192,28 @@ class OpenAIBackend(ChatBackend):
         """Fail now, with one line, when the key is missing, the server unreachable, the key rejected
         or the model not served. The key check comes first and sends nothing."""
         self._ensure_client()  # a missing key raises here, before any request
+        problems = []
         for i, client in enumerate(self._clients):  # every server: a wrong address fails now, not mid-run
             problem = self._run(self._probe(client))
             if problem:
-                url = self._url(self.base_urls[i] if self.base_urls else None)
-                raise UserError(f"{self.kind} backend (model {self.model!r}, base_url {url}): {problem}")
+                problems.append((i, self._url(self.base_urls[i] if self.base_urls else None), problem))
+        if not problems:
+            return
+        unreachable = all(problem.startswith("unreachable") for _, _, problem in problems)
+        if not self.several or len(problems) == len(self._clients) or not unreachable:
+            _, url, problem = next((p for p in problems if not p[2].startswith("unreachable")), problems[0])
+            also = f" (and the other {len(problems) - 1} servers)" if len(problems) > 1 else ""
+            raise UserError(f"{self.kind} backend (model {self.model!r}, base_url {url}): {problem}{also}")
+        # several replicas, some of them unreachable: the run goes on with the others (a run folder's settings
+        # name the servers, so a run whose server died resumes with that server still listed)
+        for i, url, problem in problems:
+            self._aside[i] = time.monotonic() + self.set_aside_s
+            log.warning(
+                "%s backend (model %r, base_url %s): %s; set aside for %g s, the requests go to the other "
+                "%d of %d servers",
+                self.kind, self.model, url, problem, self.set_aside_s, len(self._clients) - len(problems),
+                len(self._clients),
+            )  # fmt: skip
 
     def _url(self, url: str | None = None, query: bool = False) -> str:
         """A base URL (default: the first) without user info (it may hold credentials); without the

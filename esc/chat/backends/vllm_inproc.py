@@ -38,13 +38,17 @@ import math
 import threading
 import time
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from esc.chat.answer_tokens import AnswerTokens
-from esc.chat.backends._common import error_reply, plain, prompt_ids
+from esc.chat.backends._common import error_reply, prompt_ids
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, check_features, register_backend
+from esc.chat.settings import BackendSettings, BatchSize, ModelNode, Price, dumped
+from esc.config_rules import Device, ExistingDir, check_entries
 from esc.errors import ConfigError
 from esc.models.loading import adapter_weights, load_tokenizer, model_label, resolve_model_path
 from esc.models.revision import adapter_hash, resolve_revision
@@ -53,6 +57,18 @@ log = logging.getLogger(__name__)
 
 # `backend.generation_config` fields that SamplingParams has
 SAMPLING_FIELDS = frozenset({"repetition_penalty", "top_k", "min_p", "presence_penalty", "frequency_penalty"})
+
+
+def _sampling_problem(key: str, value: Any) -> str | None:
+    """What vLLM cannot decode with among `backend.generation_config`'s fields; None when it can."""
+    if key in SAMPLING_FIELDS:
+        return None
+    return (
+        f"vLLM cannot decode with it (it has {', '.join(sorted(SAMPLING_FIELDS))}); set "
+        "backend.generation_config=null or use backend.kind=hf"
+    )
+
+
 # engines by their settings, shared by the backends that ask for the same one: [engine, users]
 _ENGINES: dict[str, list[Any]] = {}
 _ENGINES_LOCK = threading.Lock()
@@ -112,60 +128,54 @@ class VLLMBackend(ChatBackend):
     """
 
     CODE_VERSION = 1
+    runs_in_process = True
     features = frozenset({"choices", "adapter"})
 
-    def __init__(
-        self,
-        model: Mapping[str, Any],
-        adapter: str | None = None,
-        tensor_parallel_size: int = 1,
-        gpu_memory_utilization: float = 0.45,
-        max_model_len: int | None = None,
-        enable_prefix_caching: bool = True,
-        max_lora_rank: int = 64,
-        max_loras: int = 8,
-        sleep_when_idle: bool = False,
-        engine_args: Mapping[str, Any] | None = None,
-        price: dict[str, float] | None = None,
-        batch_size: int | str | None = None,
-        device: str = "auto",
-        generation_config: Mapping[str, Any] | None = None,
-        cpu_bf16: Any = None,
-    ) -> None:
-        self.model_cfg = plain(model)
-        self.generation_overrides = plain(generation_config)
-        unknown = sorted(set(self.generation_overrides) - SAMPLING_FIELDS)
-        if unknown:
-            raise ConfigError(
-                f"backend.generation_config.{unknown[0]}",
-                f"vLLM cannot decode with it (it has {', '.join(sorted(SAMPLING_FIELDS))}); set "
-                "backend.generation_config=null or use backend.kind=hf",
-            )
+    class Settings(BackendSettings):
+        """A `vllm` node (conf/judge/esc_rank_vllm.yaml, `backend.kind=vllm` on an hf node)."""
+
+        model: ModelNode
+        adapter: ExistingDir | None = Field(None, description="a LoRA adapter for every request")
+        tensor_parallel_size: int = Field(1, ge=1, description="GPUs the model is split over")
+        gpu_memory_utilization: float = Field(0.45, gt=0, le=1, description="share of GPU memory")
+        max_model_len: int | None = Field(None, ge=1, description="null: the model's")
+        enable_prefix_caching: bool = True
+        max_lora_rank: int = Field(64, ge=1)
+        max_loras: int = Field(8, ge=1, description="adapters one batch may mix")
+        sleep_when_idle: bool = False
+        engine_args: dict[str, Any] | None = Field(None, description="more vllm.LLM arguments")
+        price: Price | None = None
+        batch_size: BatchSize | None = Field(None, description="the engine's max_num_seqs")
+        device: Device = Field("auto", description="accepted as hf's: vLLM runs where its build runs")
+        generation_config: Annotated[dict[str, Any] | None, check_entries(_sampling_problem)] = Field(
+            None, description=f"fields of vLLM's SamplingParams: {', '.join(sorted(SAMPLING_FIELDS))}"
+        )
+        cpu_bf16: bool | Literal["auto"] | None = Field(None, description="accepted as hf's; no effect")
+
+    def __init__(self, settings: Settings, config_key: str = "backend") -> None:
+        self.config_key = config_key
+        self.model_cfg = dumped(settings.model)
+        self.generation_overrides = dict(settings.generation_config or {})
         if not any(self.model_cfg.get(k) for k in ("tiny", "packaged", "name_or_path")):
-            raise ConfigError("backend.model.name_or_path", "is empty: name a hub id or a local directory")
-        if int(tensor_parallel_size) < 1:
             raise ConfigError(
-                "backend.tensor_parallel_size", f"must be at least 1, got {tensor_parallel_size}"
+                f"{config_key}.model.name_or_path", "is empty: name a hub id or a local directory"
             )
-        if not 0 < float(gpu_memory_utilization) <= 1:
-            raise ConfigError(
-                "backend.gpu_memory_utilization", f"must be in (0, 1], got {gpu_memory_utilization}"
-            )
+        adapter, batch_size = settings.adapter, settings.batch_size
         self.adapter = str(adapter) if adapter else None
         self._request_adapters: set[str] = set()  # per-request adapters named before the engine starts
         self.engine_settings = {
-            "tensor_parallel_size": int(tensor_parallel_size),
-            "gpu_memory_utilization": float(gpu_memory_utilization),
-            "max_model_len": int(max_model_len) if max_model_len else None,
-            "enable_prefix_caching": bool(enable_prefix_caching),
-            "max_lora_rank": int(max_lora_rank),
-            "max_loras": int(max_loras),
+            "tensor_parallel_size": settings.tensor_parallel_size,
+            "gpu_memory_utilization": settings.gpu_memory_utilization,
+            "max_model_len": settings.max_model_len,
+            "enable_prefix_caching": settings.enable_prefix_caching,
+            "max_lora_rank": settings.max_lora_rank,
+            "max_loras": settings.max_loras,
             # `auto` (the hf backend's sizing from free memory): vLLM sizes its own batches
-            "max_num_seqs": int(batch_size) if batch_size and batch_size != "auto" else None,
-            **plain(engine_args),
+            "max_num_seqs": batch_size if isinstance(batch_size, int) else None,
+            **(settings.engine_args or {}),
         }
-        self.sleep_when_idle = bool(sleep_when_idle)
-        self.price = dict(price) if price else None
+        self.sleep_when_idle = settings.sleep_when_idle
+        self.price = dumped(settings.price) or None
         self._engine: Any = None
         self._engine_key: str | None = None
         self._tokenizer: Any = None
@@ -185,18 +195,19 @@ class VLLMBackend(ChatBackend):
             import vllm  # noqa: F401
         except ImportError:
             raise ConfigError(
-                "backend.kind",
+                f"{self.config_key}.kind",
                 "vllm is not installed in this environment: `make test-vllm` builds a CPU one "
                 "(.venv-vllm); on GPUs `pip install vllm`; or use backend.kind=hf",
             ) from None
         if self.adapter:
-            adapter_weights(self.adapter, "backend.adapter")
+            adapter_weights(self.adapter, f"{self.config_key}.adapter")
         name = str(self.model_cfg.get("name_or_path") or "")
         if name and not self.model_cfg.get("tiny") and not self.model_cfg.get("packaged"):
             path = Path(name).expanduser()
             if (path.is_absolute() or path.exists()) and not (path / "config.json").is_file():
                 raise ConfigError(
-                    "backend.model.name_or_path", f"{path} is not a model directory (no config.json)"
+                    f"{self.config_key}.model.name_or_path",
+                    f"{path} is not a model directory (no config.json)",
                 )
 
     def _llm_args(self) -> dict[str, Any]:
@@ -451,7 +462,7 @@ class VLLMBackend(ChatBackend):
             return None
         from vllm.lora.request import LoRARequest
 
-        adapter_weights(path, "backend.adapter" if path == self.adapter else "settings.adapter")
+        adapter_weights(path, f"{self.config_key}.adapter" if path == self.adapter else "settings.adapter")
         return LoRARequest(f"adapter-{_lora_id(path)}", _lora_id(path), str(path))
 
     def _reply(self, output: Any, latency: float, want_logprobs: bool) -> Reply:

@@ -16,21 +16,33 @@ sends each item with its dimension's LoRA adapter, on one base model (``backend.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
 from esc.chat.base import ChatBackend, GenerationSettings, check_features
 from esc.chat.batch.backend import with_batches
-from esc.chat.build import build_backend
-from esc.chat.cache import with_cache
+from esc.chat.build import Backend, build_backend
+from esc.chat.cache import CacheSettings, with_cache
 from esc.chat.closed import read_reply, strict_choice
+from esc.chat.settings import BackendSettings, ModelNode, dumped
 from esc.chat.usage import Usage
 from esc.models.internlm2 import native_internlm2
 from esc.models.loading import adapter_weights
 from esc.models.revision import adapter_hash
-from esc.scoring.judge import DIGITS, INVALID, Judge, JudgeAnswer, ScoreItem, register_judge
-from esc.scoring.judges.local import adapter_paths
+from esc.scoring.judge import (
+    DIGITS,
+    INVALID,
+    Judge,
+    JudgeAnswer,
+    JudgeSettings,
+    PromptStyleName,
+    ScoreItem,
+    register_judge,
+)
+from esc.scoring.judges.local import Adapters, adapter_paths
 from esc.scoring.rubrics import prompt_style
 
 # backends that load the weights themselves: a local InternLM2 folder is given as its converted copy
@@ -63,51 +75,56 @@ class APIJudge(Judge):
             model's ``chat_default_system`` (vLLM in this process with InternLM2), if it has one.
     """
 
-    def __init__(
-        self,
-        name: str,
-        backend: Mapping[str, Any],
-        prompt: str = "paper",
-        max_new_tokens: int = 8,
-        top_logprobs: int = 20,
-        constrain: bool = False,
-        adapters: Mapping[str, Any] | None = None,
-        cache: Mapping[str, Any] | None = None,
-        default_system: str | None = None,
-        batch: bool = False,
-        batch_folder: str | None = None,
-        batch_poll_s: float = 30.0,
-        batch_wait_s: float = 86_400.0,
-    ) -> None:
-        self.name = name
-        self.prompt = prompt
-        model = (backend or {}).get("model")
-        self.default_system = default_system or (
-            model.get("chat_default_system") if isinstance(model, Mapping) else None
-        )
-        self.style = prompt_style(prompt)
-        paths = adapter_paths(adapters)
+    class Settings(JudgeSettings):
+        """An `api` judge node (conf/judge/gpt4.yaml, claude.yaml, esc_rank_vllm.yaml, ...)."""
+
+        backend: Backend
+        prompt: PromptStyleName = Field("paper", description="paper or official")
+        max_new_tokens: int = Field(8, ge=1, description="a score needs a few tokens")
+        top_logprobs: int = Field(20, ge=0, le=20, description="0: none; OpenAI allows up to 20")
+        constrain: bool = Field(False, description="exactly one of 0-4: constrained decoding")
+        adapters: Adapters | None = None
+        cache: CacheSettings | None = Field(None, description="the run's request cache")
+        default_system: str | None = None
+        batch: bool = Field(False, description="the provider's batch API at half the price; docs/scoring.md")
+        batch_folder: str | None = Field(None, min_length=1, description="where the ledgers go")
+        batch_poll_s: float = Field(30.0, gt=0, description="seconds between polls")
+        batch_wait_s: float = Field(86_400.0, ge=0, description="0: submit and leave; a rerun collects")
+
+    def __init__(self, settings: Settings, config_key: str = "judge") -> None:
+        self.config_key = config_key
+        self.name = name = settings.name
+        self.prompt = settings.prompt
+        model = settings.backend.model if hasattr(settings.backend, "model") else None
+        model_node = dumped(model) if isinstance(model, ModelNode) else {}
+        self.default_system = settings.default_system or model_node.get("chat_default_system")
+        self.style = prompt_style(self.prompt)
+        paths = adapter_paths(settings.adapters)
         self._configured = {key: str(path) for key, path in paths.items()}  # what the identity hashes
         self.loaded_as: str | None = None
-        backend = dict(backend or {})
-        if backend.get("kind") in IN_PROCESS and isinstance(model, Mapping):
-            native = native_internlm2(model, paths)  # a local InternLM2 folder: its converted copy
+        backend: BackendSettings = settings.backend
+        if backend.kind in IN_PROCESS and model_node:
+            native = native_internlm2(model_node, paths)  # a local InternLM2 folder: its converted copy
             if native is not None:
-                backend["model"], paths = native
+                model_node, paths = native
+                backend = backend.model_copy(update={"model": ModelNode.model_validate(model_node)})
                 self.loaded_as = "LlamaForCausalLM converted from InternLM2 (esc/models/internlm2.py)"
-        built = build_backend(backend, key="judge.backend")
-        if batch:
+        built = build_backend(backend, key=f"{self.config_key}.backend")
+        if settings.batch:
             key = f"{self.config_key}.batch"
-            folder = Path(batch_folder) / name if batch_folder else None  # each judge its own ledger
-            built = self._batched = with_batches(built, folder, batch_poll_s, batch_wait_s, key=key)
-        self.batch = bool(batch)
+            folder = Path(settings.batch_folder) / name if settings.batch_folder else None  # a ledger each
+            built = self._batched = with_batches(
+                built, folder, settings.batch_poll_s, settings.batch_wait_s, key=key
+            )
+        self.batch = settings.batch
+        cache = settings.cache.model_dump() if settings.cache is not None else None
         self.backend: ChatBackend = with_cache(built, cache)
-        self.constrain = bool(constrain)
+        self.constrain = settings.constrain
         self.settings = GenerationSettings(
-            max_new_tokens=1 if constrain else int(max_new_tokens),
+            max_new_tokens=1 if self.constrain else settings.max_new_tokens,
             temperature=0.0,
-            top_logprobs=int(top_logprobs),
-            choices=DIGITS if constrain else (),
+            top_logprobs=settings.top_logprobs,
+            choices=DIGITS if self.constrain else (),
         )
         self.adapters = {key: str(path) for key, path in paths.items()}  # as loaded
         self._usage = Usage()  # every reply of this run: what the manifest reports as the judge's cost

@@ -25,20 +25,33 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
 
 from esc.chat.answer_tokens import AnswerTokens, answer_tokens
-from esc.chat.backends._common import plain, render_prompt
+from esc.chat.backends._common import render_prompt
 from esc.chat.backends.hf import HFBackend
 from esc.chat.backends.vllm_inproc import VLLMBackend
+from esc.chat.build import build_backend
 from esc.chat.closed import read_distributions
+from esc.chat.settings import ModelNode, dumped
+from esc.config_rules import Device, ExistingDir, NonEmpty, Settings, check, relation
 from esc.errors import ConfigError, UserError
 from esc.models.internlm2 import local_internlm2_dir, native_internlm2
 from esc.models.loading import adapter_weights, model_label
 from esc.models.revision import adapter_hash, resolve_revision
-from esc.scoring.judge import DIGITS, Judge, JudgeAnswer, ScoreItem, register_judge
+from esc.scoring.judge import (
+    DIGITS,
+    Judge,
+    JudgeAnswer,
+    JudgeSettings,
+    PromptStyleName,
+    ScoreItem,
+    register_judge,
+)
 from esc.scoring.rubrics import (
     DIMENSION_KEYS,
     LANGUAGES,
@@ -53,38 +66,49 @@ LAYOUTS = ("none", "single", "per_dimension", "official")
 ENGINES = ("hf", "vllm")
 
 
-def adapter_paths(adapters: Mapping[str, Any] | None) -> dict[tuple[str, str], Path]:
-    """(dimension, language) -> adapter directory, for a `judge.adapters` config node.
+def _dimension_problem(names: Any) -> str | None:
+    for name in names or ():
+        try:
+            dimension(name)
+        except UserError:
+            return f"unknown dimension {name!r}; known: {', '.join(DIMENSION_KEYS)}"
+    return None
+
+
+class Adapters(Settings):
+    """A judge's `adapters:` (ESC-RANK's LoRA adapters), read by `adapter_paths`.
 
     layouts: ``none`` (the base model judges); ``single`` (``root`` is one adapter for everything);
     ``per_dimension`` (``root/<key>/`` for both languages, as ``train.py +exp=train/esc_rank`` writes);
     ``official`` (the released ESC-RANK: ``root/<official key>`` for Chinese and
     ``root/<official key>_en`` for English, e.g. ``ESC-RANK/empathic_en``). ``dimensions`` limits
     the adapters to some dimensions (items of the others are invalid: "no adapter"); null (or left
-    out, as `esc.judge_training.run` builds a `single` node) means every dimension. No node at all
-    (None, or empty): the base model judges; a node names its `layout`.
-    """
-    if not adapters:
+    out, as `esc.judge_training.run` builds a `single` node) means every dimension."""
+
+    layout: Literal[LAYOUTS]  # type: ignore[valid-type]
+    root: ExistingDir | None = Field(None, description="the adapters' folder")
+    dimensions: Annotated[NonEmpty[str], check(_dimension_problem)] | None = None
+
+    @model_validator(mode="after")
+    def _root_for_a_layout(self) -> Adapters:
+        if self.layout != "none" and not self.root:
+            raise relation("root", f"layout {self.layout!r} needs the adapter directory")
+        return self
+
+
+def adapter_paths(adapters: Adapters | None) -> dict[tuple[str, str], Path]:
+    """(dimension, language) -> adapter directory, for a judge's `adapters` (`Adapters`); no node
+    (None) or layout ``none``: the base model judges."""
+    if adapters is None or adapters.layout == "none":
         return {}
-    cfg = dict(adapters)
-    if "layout" not in cfg:
-        raise ConfigError("judge.adapters.layout", f"is not set: one of {LAYOUTS} (conf/judge/)")
-    layout = cfg["layout"]
-    if layout not in LAYOUTS:
-        raise ConfigError("judge.adapters.layout", f"{layout!r} is not one of {LAYOUTS}")
-    if layout == "none":
-        return {}
-    root = cfg.get("root")
-    if not root:
-        raise ConfigError("judge.adapters.root", f"layout {layout!r} needs the adapter directory")
-    root = Path(str(root))
-    wanted = {dimension(d, "judge.adapters.dimensions").key for d in cfg.get("dimensions") or DIMENSION_KEYS}
+    root = Path(str(adapters.root))
+    wanted = {dimension(d).key for d in adapters.dimensions or DIMENSION_KEYS}
     paths: dict[tuple[str, str], Path] = {}
     for d in (d for d in dimensions() if d.key in wanted):
         for language in LANGUAGES:
-            if layout == "single":
+            if adapters.layout == "single":
                 path = root
-            elif layout == "per_dimension":
+            elif adapters.layout == "per_dimension":
                 path = root / d.key
             else:
                 path = root / (d.official_key + ("_en" if language == "en" else ""))
@@ -119,37 +143,35 @@ class LocalJudge(Judge):
             ``gpu_memory_utilization``, ``max_model_len``, ``max_lora_rank``, ``max_loras``...).
     """
 
-    def __init__(
-        self,
-        name: str,
-        model: Mapping[str, Any],
-        prompt: str = "official",
-        adapters: Mapping[str, Any] | None = None,
-        device: str = "auto",
-        batch_size: int = 8,
-        max_prompt_tokens: int | None = None,
-        min_answer_mass: float = 0.0,
-        default_system: str | None = None,
-        engine: str = "hf",
-        vllm: Mapping[str, Any] | None = None,
-    ) -> None:
-        if engine not in ENGINES:
-            raise ConfigError("judge.engine", f"must be one of {', '.join(ENGINES)}, got {engine!r}")
-        self.engine = engine
-        self.vllm_cfg = plain(vllm)
-        self.name = name
-        self.model_cfg = plain(model)
-        self.default_system = default_system or self.model_cfg.get("chat_default_system")
-        self.prompt = prompt
-        self.style = prompt_style(prompt)
-        self.adapters_cfg = plain(adapters)
-        self.paths = adapter_paths(self.adapters_cfg)
-        self.device_name = device
-        if int(batch_size) < 1:
-            raise ConfigError("judge.batch_size", f"must be at least 1, got {batch_size}")
-        self.batch_size = int(batch_size)
-        self.max_prompt_tokens = max_prompt_tokens
-        self.min_answer_mass = float(min_answer_mass)
+    class Settings(JudgeSettings):
+        """A `local` judge node (conf/judge/tiny.yaml, smollm2.yaml, esc_rank.yaml, ...)."""
+
+        model: ModelNode
+        prompt: PromptStyleName = Field("official", description="official or paper")
+        adapters: Adapters | None = None
+        device: Device = Field("auto", description="auto: a CUDA GPU when there is one")
+        batch_size: int = Field(8, ge=1, description="items per forward pass")
+        max_prompt_tokens: int | None = Field(None, ge=1, description="null: the model's context window")
+        min_answer_mass: float = Field(0.0, ge=0, le=1, description="less mass on 0-4: invalid")
+        default_system: str | None = None
+        engine: Literal[ENGINES] = "hf"  # type: ignore[valid-type]
+        vllm: dict[str, Any] | None = Field(None, description="the vllm backend's keys, with engine: vllm")
+
+    def __init__(self, settings: Settings, config_key: str = "judge") -> None:
+        self.config_key = config_key
+        self.engine = settings.engine
+        self.vllm_cfg = dict(settings.vllm or {})
+        self.name = settings.name
+        self.model_cfg = dumped(settings.model)
+        self.default_system = settings.default_system or self.model_cfg.get("chat_default_system")
+        self.prompt = settings.prompt
+        self.style = prompt_style(self.prompt)
+        self.adapters_cfg = dumped(settings.adapters)
+        self.paths = adapter_paths(settings.adapters)
+        self.device_name = settings.device
+        self.batch_size = settings.batch_size
+        self.max_prompt_tokens = settings.max_prompt_tokens
+        self.min_answer_mass = settings.min_answer_mass
         self._backend: HFBackend | VLLMBackend | None = None
         self._loaded_paths: dict[str, str] = {}  # adapter as configured -> as loaded (converted copies)
         self._loaded = False
@@ -180,15 +202,12 @@ class LocalJudge(Judge):
                     "%r: InternLM2 loaded as its converted Llama copy %s", self, model_cfg["name_or_path"]
                 )
             if self.engine == "vllm":
-                try:
-                    self._backend = VLLMBackend(model_cfg, **self.vllm_cfg)
-                except TypeError as err:  # a key VLLMBackend does not take
-                    raise ConfigError("judge.vllm", f"vLLM engine settings: {err}") from None
+                node = {"kind": "vllm", "model": model_cfg, **self.vllm_cfg}
+                self._backend = build_backend(node, key=f"{self.config_key}.vllm")
             else:
-                self._backend = HFBackend(
-                    model_cfg, device=self.device_name, batch_size=self.batch_size, prefix_cache_gb=0,
-                    config_key="judge",
-                )  # fmt: skip
+                node = {"kind": "hf", "model": model_cfg, "device": self.device_name}
+                node.update(batch_size=self.batch_size, prefix_cache_gb=0)  # no generation: no kept prefixes
+                self._backend = build_backend(node, key=self.config_key)
         return self._backend
 
     def _loaded_path(self, adapter: Path | str) -> str:
@@ -203,8 +222,14 @@ class LocalJudge(Judge):
             try:
                 self.backend.check_ready()  # vLLM installed, before any model loads
             except ConfigError as err:  # the keys as this judge's config spells them
-                text = str(err).replace("config `backend.kind`", "config `judge.engine`", 1)
-                raise UserError(text.replace("config `backend.", "config `judge.", 1)) from None
+                vllm = f"{self.config_key}.vllm."
+                below = err.key.removeprefix(vllm)
+                key = (
+                    err.key
+                    if below == err.key
+                    else f"{self.config_key}.{'engine' if below == 'kind' else below}"
+                )
+                raise ConfigError(key, err.problem) from None
         self._load()
 
     def _load(self) -> None:
