@@ -8,12 +8,15 @@ file beside the output (`.NAME.lock`), so that an output folder stays empty unti
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from filelock import FileLock, Timeout
 
 from esc.errors import UserError
+from esc.output_folder import check_not_a_source  # re-exported: every output folder's one source check
+
+__all__ = ["check_new_folder", "check_not_a_source", "locked"]
 
 #: how long a command waits for another one writing the same output (an import takes seconds)
 LOCK_WAIT_S = 120.0
@@ -36,15 +39,6 @@ def locked(path: Path, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
         yield
     finally:
         lock.release()
-
-
-def check_not_a_source(out: Path, sources: Iterable[Path], flag: str = "--out") -> None:
-    """A UserError if the output folder `out` is, or holds, one of `sources` (even with --force)."""
-    target = Path(out).resolve()
-    for source in sources:
-        s = Path(source).resolve()
-        if s == target or target in s.parents:
-            raise UserError(f"{out}: {flag} holds this command's input {source}; name another folder")
 
 
 def check_new_folder(out: Path, force: bool, what: str, marker: str | None = None) -> None:

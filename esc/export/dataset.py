@@ -4,65 +4,91 @@
     DIR/hf/                  the same rows as a Hugging Face `datasets` folder (`save_to_disk`)
     DIR/runs.json            what made each run: task, judges with their prompts, git commit, seed
     DIR/README.md            the dataset card: the runs, judges, prompts' versions and checksums, columns
+    DIR/.esc-export          the files the export wrote (`esc.output_folder`)
 
 `--push REPO` calls `Dataset.push_to_hub` with the token of `HF_TOKEN` (never written anywhere); the
-folder is written first, so a failed push loses nothing. DIR must be new or empty, or a folder this
-command wrote (its `README.md` says so): nothing else is ever replaced.
+folder is written first, so a failed push loses nothing (one `error:` line says so). DIR is written
+as every output folder is (`esc.output_folder`): new, empty, or an earlier export, whose files alone
+are replaced; anything else in it is refused (with `--force`: kept), and a run folder inside it is
+refused always.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
-import shutil
-import tempfile
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from huggingface_hub.errors import HTTPError
 
 from esc.errors import UserError
 from esc.export.rows import dialogue_rows, identities, read_runs
 from esc.jsonl import atomic_write_text
+from esc.output_folder import Command, check, staged
 from esc.secrets.redaction import scrub
+
+log = logging.getLogger(__name__)
 
 MARK = "<!-- written by esc export -->"
 TOKEN_ENV = "HF_TOKEN"
+#: what an export wrote before its marker listed its files (its card said so)
+LEGACY_EXPORT = re.compile(r"README\.md|runs\.json|dialogues\.parquet|hf|hf/[^/]+")
 
 
-def _check_out(out: Path) -> None:
-    if out.exists() and any(out.iterdir()):
-        card = out / "README.md"
-        if not (card.is_file() and MARK in card.read_text(encoding="utf-8", errors="replace")):
-            raise UserError(f"{out}: not empty and not written by esc export: name a new folder")
+def _legacy_export(out: Path) -> re.Pattern[str] | None:
+    card = out / "README.md"
+    earlier = card.is_file() and MARK in card.read_text(encoding="utf-8", errors="replace")
+    return LEGACY_EXPORT if earlier else None
 
 
-def export(folders: Sequence[Path], out: Path, push: str | None = None) -> dict[str, Any]:
-    """Write the dataset of `folders` into `out`; with `push`, send it to the Hub repo `push`."""
+#: how `esc export` writes its folder: `esc.output_folder`, the rule of every output folder
+EXPORT = Command(
+    "esc export", ".esc-export", "an export `esc export` wrote", input_noun="the run folder",
+    legacy=_legacy_export,
+)  # fmt: skip
+
+
+def export(
+    folders: Sequence[Path], out: Path, push: str | None = None, force: bool = False,
+    warn: Callable[[str], None] = log.warning,
+) -> dict[str, Any]:  # fmt: skip
+    """Write the dataset of `folders` into `out`; with `push`, send it to the Hub repo `push`.
+    `force`: write into a folder that holds files the export did not write (they are kept); `warn`:
+    told of each run whose latest run did not write the log read (going, killed, stopped)."""
     import datasets
     from datasets import Dataset
 
     datasets.disable_progress_bars()  # one line of output, as every esc tool
-    runs = read_runs(folders)
+    runs, warnings = read_runs(folders)
+    for warning in warnings:
+        warn(warning)
+    sources = [folder for folder, _ in runs]
+    check(out, EXPORT, sources, force)
     rows = dialogue_rows(runs)
     if not rows:
         raise UserError(f"no judged dialogue in {', '.join(map(str, folders))}: nothing to export")
-    _check_out(out)
     if push and not os.environ.get(TOKEN_ENV):
         raise UserError(f"--push needs a Hugging Face token in the environment variable {TOKEN_ENV}")
     made = identities(runs)
     dataset = Dataset.from_list(rows)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    # a new folder of our own beside OUT: never a name a person's folder may have
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
-    dataset.to_parquet(str(staging / "dialogues.parquet"))
-    dataset.save_to_disk(str(staging / "hf"))
-    atomic_write_text(staging / "runs.json", json.dumps(made, indent=2, ensure_ascii=False) + "\n")
-    atomic_write_text(staging / "README.md", scrub(dataset_card(made, rows)))
-    if out.exists():
-        shutil.rmtree(out)
-    staging.rename(out)
+    with staged(out, EXPORT, sources, force) as staging:
+        dataset.to_parquet(str(staging / "dialogues.parquet"))
+        dataset.save_to_disk(str(staging / "hf"))
+        atomic_write_text(staging / "runs.json", json.dumps(made, indent=2, ensure_ascii=False) + "\n")
+        atomic_write_text(staging / "README.md", scrub(dataset_card(made, rows)))
     if push:
-        dataset.push_to_hub(push, token=os.environ[TOKEN_ENV])
+        try:
+            dataset.push_to_hub(push, token=os.environ[TOKEN_ENV])
+        except (OSError, HTTPError) as err:  # no network, the Hub refusing: the export is kept
+            why = (str(err).strip().splitlines() or [""])[0]
+            raise UserError(
+                f"--push {push}: {type(err).__name__}: {why}; the export is kept in {out}: push it again "
+                "when the Hub can be reached"
+            ) from None
     return {"rows": len(rows), "out": str(out), "pushed": push}
 
 
@@ -104,8 +130,9 @@ def dataset_card(runs: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]])
     ]
     for name, judge in judges.items():
         prompt = judge.get("prompt") or {}
+        model, revision = _model(judge)
         lines.append(
-            f"| {name} | {judge.get('kind')} | {judge.get('model')} | {judge.get('revision')} | "
+            f"| {name} | {judge.get('kind')} | {model} | {revision} | "
             f"{prompt.get('style')} | {prompt.get('version')} | {prompt.get('sha256')} |"
         )
     lines += [
@@ -116,15 +143,20 @@ def dataset_card(runs: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]])
         "",
         "## Columns (`dialogues.parquet`, one row per dialogue)",
         "",
-        "- `dialogue_id`, `card_id`, `language`, `target`, `roleplayer`, `source_file`, `status`,",
-        "  `turns`",
+        "- `dialogue_id`, `card_id`, `language`, `target`, `roleplayer`, `status`, `turns`",
+        "- `source_file`: the dialogue file (its name; where two files of the export share one, as",
+        "  many of their folders as tell them apart); `(source_file, dialogue_id)` is the row's key: two",
+        "  runs of one target whose files share a name (the same cards played twice) are two rows each",
         "- `transcript`: the turns, each `{speaker: supporter | seeker, text}` (the supporter's opener",
         "  first)",
         "- `trajectory`: the seeker's emotion (0-100) after each rated turn, where evaluate.py rated it",
         "- `meta`: the dialogue record's meta (JSON; a stress-test variant names its original and",
         "  perturbation)",
         "- `missing`: why a judged dialogue has no transcript (its file is gone), else null",
-        "- `runs`: the runs that judged it; `judgments`: each `{run, task, judge, key, status, score,",
+        "- `changed`: true where the dialogue file changed since the dialogue was judged (the lines",
+        "  its judges read differ from the transcript shown): its judgments are of another text",
+        "- `runs`: the runs that judged it (each run folder's name; where two share one, as many of its",
+        "  folders as tell them apart); `judgments`: each `{run, task, judge, key, status, score,",
         "  answer, expected, turn}` (an invalid or failed judgment is kept, with its status, never",
         "  averaged in)",
         "",
@@ -135,3 +167,14 @@ def dataset_card(runs: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]])
 def _commit(run: dict[str, Any]) -> str:
     git = run.get("git") or {}
     return str(git.get("commit", "unknown")) + (" (uncommitted changes)" if git.get("dirty") else "")
+
+
+def _model(judge: dict[str, Any]) -> tuple[Any, Any]:
+    """A judge's model and revision as its identity records them: its own (a local judge's), or its
+    chat backend's (an API judge's: the model a dated name, the revision none)."""
+    backend = judge.get("backend") if isinstance(judge.get("backend"), dict) else {}
+    model = judge.get("model") or backend.get("model")
+    revision = judge.get("revision") or backend.get("revision")
+    if revision is None:
+        revision = "none (an API model)" if judge.get("kind") == "api" else "not recorded"
+    return model, revision

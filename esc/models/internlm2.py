@@ -19,10 +19,12 @@ serves q, k and v alike and `B`'s rows split like `wqkv`'s, so three adapters on
 an unknown rope scaling, per-module ranks, DoRA, other modules, weights that do not match their
 adapter config) is refused with one `error:` line, never guessed.
 
-Every conversion is written in a folder made for it beside the output (`.OUT.converting-HOST-PID-XXXX`)
-and renamed to OUT only when complete; nothing it did not make is removed, except the folders of
-this kind that a killed conversion on this host left (its process gone). The judge's cached copies
-are keyed on the content of the files converted (`content_key`).
+OUT is written as every output folder is (`esc.output_folder`): converted in a staging folder beside
+it and put in place only when complete; OUT is new, empty or an earlier conversion (its marker,
+`converted_from_internlm2.json`, lists the files it wrote, and only those are replaced); anything
+else in OUT is refused, and kept with `force`; a staging folder a killed conversion left on this host
+is removed by the next one. The judge's cached copies are keyed on the content of the files
+converted (`content_key`).
 """
 
 from __future__ import annotations
@@ -33,8 +35,6 @@ import logging
 import os
 import re
 import shutil
-import socket
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ import torch
 from esc.errors import DataError, UserError
 from esc.hashing import sha256_file
 from esc.jsonl import atomic_write_bytes, read_json
+from esc.output_folder import Command, owner_tag, process_gone, staged
 from esc.paths import cache_dir
 
 log = logging.getLogger(__name__)
@@ -75,34 +76,38 @@ LAYER_WEIGHTS = ("attention.wqkv", *RENAMES)  # every layer has each of these (.
 MARKER = "converted_from_internlm2.json"  # in every folder this writes: what it may replace
 # bump when what the conversion writes changes: the judge's cached conversions are then made again
 CONVERTER_VERSION = 2
-STAGING = ".converting-"  # a conversion is written in `.OUT.converting-HOST-PID-XXXX` beside OUT
-REPLACED = ".replaced-"  # an earlier OUT waits in `.OUT.replaced-HOST-PID-XXXX/OUT` meanwhile
+#: what a conversion wrote before its marker listed its files: the paths a conversion takes
+LEGACY_CONVERTED = re.compile(
+    r"converted_from_internlm2\.json|config\.json|generation_config\.json|model\.safetensors"
+    r"|tokenizer(_config)?\.json|special_tokens_map\.json|chat_template\.jinja|adapters(/.+)?"
+)
+STAGING = ".converting-"  # before issue 62, a conversion was written in `.OUT.converting-HOST-PID-XXXX`
+REPLACED = ".replaced-"  # and an earlier OUT waited in `.OUT.replaced-HOST-PID-XXXX/OUT` meanwhile
+_owner_tag = owner_tag  # `HOST-PID`, as those folders' names spell it
 
 
-def _owner_tag() -> str:
-    """`HOST-PID`: whose temporary folder it is (a shared file system sees several hosts)."""
-    return f"{socket.gethostname().replace('-', '_')}-{os.getpid()}"
+def _legacy_conversion(out: Path) -> re.Pattern[str] | None:
+    return LEGACY_CONVERTED if (out / MARKER).is_file() else None
+
+
+#: how the converter writes its folder: `esc.output_folder`, the rule of every output folder
+CONVERT = Command(
+    "esc models convert-internlm2", MARKER, "written by this converter", input_noun="its source",
+    flag="OUT", legacy=_legacy_conversion,
+)  # fmt: skip
 
 
 def _dead_here(tag: str) -> bool:
     """Whether the conversion that made a folder tagged `HOST-PID-...` ran on this host and is gone."""
     host, _, rest = tag.partition("-")
     pid = rest.partition("-")[0]
-    if host != socket.gethostname().replace("-", "_") or not pid.isdigit() or int(pid) == os.getpid():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # another user's process
-        return False
-    return False
+    return pid.isdigit() and process_gone(host, int(pid))
 
 
 def _remove_leftovers(out: Path) -> None:
-    """What a killed conversion on this host left beside `out`: its half-written folder is removed;
-    an earlier `out` it had moved aside is put back when `out` is missing (the kill came between the
-    two renames), removed otherwise."""
+    """What a conversion killed before issue 62 left beside `out`: its half-written folder is
+    removed; an earlier `out` it had moved aside is put back when `out` is missing (the kill came
+    between the two renames), removed otherwise. (Today's are `esc.output_folder`'s to remove.)"""
     for path in sorted(out.parent.glob(f".{out.name}.*")):
         name = path.name.removeprefix(f".{out.name}")
         for kind in (STAGING, REPLACED):
@@ -117,7 +122,7 @@ def _remove_leftovers(out: Path) -> None:
 
 def check_output(out: Path, *sources: Path) -> None:
     """Refuse an output folder that is, holds or lies inside a source, that is a symbolic link or a
-    file, or that exists with files this converter did not write: it is replaced whole."""
+    file (what else OUT may hold is `esc.output_folder`'s rule, `CONVERT`)."""
     if out.is_symlink():
         raise UserError(
             f"{out}: is a symbolic link (to {os.readlink(out)}); the converter replaces its output folder "
@@ -132,49 +137,36 @@ def check_output(out: Path, *sources: Path) -> None:
             raise UserError(
                 f"{out}: the output folder is, holds or lies in {source}; give a folder apart from it"
             )
-    if target.exists() and any(target.iterdir()) and not (target / MARKER).is_file():
-        raise UserError(f"{out}: exists and was not written by this converter; give a new or empty folder")
 
 
 def _mark(folder: Path, source: Path, kind: str) -> None:
+    """What a converted adapter folder under OUT/adapters/ was converted from."""
     text = json.dumps({"source": str(source), "kind": kind, "converter_version": CONVERTER_VERSION})
     (folder / MARKER).write_text(text + "\n", encoding="utf-8")
 
 
 @contextlib.contextmanager
-def _staged(out: Path, source: Path, kind: str, *sources: Path) -> Iterator[Path]:
-    """A folder made for this conversion beside `out` (`tempfile.mkdtemp`: new and unique, never one
-    that existed), which replaces `out` only when the body ends without an error and is removed
-    otherwise. Nothing else beside `out` is touched: `out` appears whole, new or as it was."""
+def _staged(out: Path, source: Path, kind: str, *sources: Path, force: bool = False) -> Iterator[Path]:
+    """A folder made for this conversion beside `out` (`esc.output_folder.staged`), which replaces
+    `out` only when the body ends without an error and is removed otherwise: `out` appears whole,
+    new or as it was, and keeps any file this converter did not write (refused unless `force`)."""
     check_output(out, source, *sources)
-    out.parent.mkdir(parents=True, exist_ok=True)
     _remove_leftovers(out)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}{STAGING}{_owner_tag()}-", dir=out.parent))
-    try:
+    record = {"source": str(source), "kind": kind, "converter_version": CONVERTER_VERSION}
+    with staged(out, CONVERT, (source, *sources), force, record) as tmp:
         yield tmp
-        _mark(tmp, source, kind)
-        tmp.chmod(0o755)  # mkdtemp's is 0o700
-        check_output(out, source, *sources)  # nothing else appeared there meanwhile
-        _replace(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)  # ours; gone already once it became `out`
 
 
-def _replace(new: Path, out: Path) -> None:
-    """Rename `new` to `out`; an earlier `out` (one this converter wrote) is moved into a folder made
-    for it, then removed."""
-    if not out.exists():
-        os.rename(new, out)
-        return
-    old = Path(tempfile.mkdtemp(prefix=f".{out.name}{REPLACED}{_owner_tag()}-", dir=out.parent))
-    os.rename(out, old / out.name)
-    try:
-        os.rename(new, out)
-    except BaseException:
-        os.rename(old / out.name, out)  # put the earlier one back
-        old.rmdir()
-        raise
-    shutil.rmtree(old, ignore_errors=True)
+def check_source(src: Path) -> None:
+    """A UserError unless `src` is an InternLM2 checkpoint folder, naming what it is instead."""
+    if not src.exists():
+        raise _not_found(src)
+    if not is_internlm2_dir(src):
+        raise UserError(f"{src}: not an InternLM2 checkpoint (its config.json has no model_type internlm2)")
+
+
+def _not_found(src: Path) -> UserError:
+    return UserError(f"{src}: not found: name an InternLM2 checkpoint folder (config.json, *.safetensors)")
 
 
 def is_internlm2_dir(path: str | Path) -> bool:
@@ -296,20 +288,25 @@ def _read_safetensors(folder: Path) -> dict[str, torch.Tensor]:
     return state
 
 
-def convert_checkpoint(src: str | Path, out: str | Path, adapters: str | Path | None = None) -> Path:
+def convert_checkpoint(
+    src: str | Path, out: str | Path, adapters: str | Path | None = None, force: bool = False
+) -> Path:
     """Write `src` (an InternLM2 folder) as a LlamaForCausalLM folder `out`: config, weights (one
     safetensors file), the generation config and, where `src` has InternLM2's tokenizer.model, the
     tokenizer as a native one (`convert_tokenizer`); with `adapters`, every adapter folder under it
     into `out/adapters/` (`_write_adapter_tree`). All of it is written in a folder of its own and
-    replaces `out` only when everything converted: a refusal leaves `out` as it was. Returns `out`."""
+    replaces `out` only when everything converted: a refusal leaves `out` as it was. `force`: write
+    into a folder holding files this converter did not write (they are kept). Returns `out`."""
     src, out = Path(src), Path(out)
     roots = (Path(adapters),) if adapters is not None else ()
+    if not src.exists():
+        raise _not_found(src)
     check_output(out, src, *roots)
     if not (src / "config.json").is_file():
         raise UserError(f"{src}: no config.json: not an InternLM2 checkpoint folder")
     source = read_json(src / "config.json")
     fields = llama_config(source, str(src / "config.json"))
-    with _staged(out, src, "checkpoint", *roots) as tmp:
+    with _staged(out, src, "checkpoint", *roots, force=force) as tmp:
         if roots:  # small, and refused before the base's gigabytes are written
             _write_adapter_tree(roots[0], tmp / "adapters", source)
         tensors = _write_checkpoint(src, tmp, source, fields)

@@ -16,15 +16,15 @@ Each kind of page is one registered builder (`esc.site.pages`); they share one `
 (`site.py`: the data, file names, links and the writer that masks secrets).
 
 The templates (`templates/*.jinja`) are autoescaped: text from models is shown as text, never read as
-HTML. The site is built in a folder beside SITE and put in its place when complete. Only what an
-earlier build wrote is replaced: its marker (`.esc-report`) lists its files, and a SITE that holds
-anything else (notes, a copied run folder) or is not a site is refused, so no one's file is deleted.
+HTML. SITE is written as every output folder is (`esc.output_folder`): built in a folder beside it
+and put in its place when complete; only what an earlier build wrote is replaced (its marker,
+`.esc-report`, lists its files), and a SITE that holds anything else (notes, a copied run folder) or
+is not a site is refused, so no one's file is deleted. `--out LINK` writes the folder LINK names.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 import shutil
@@ -35,6 +35,7 @@ from pathlib import Path
 import yaml
 
 from esc.errors import UserError
+from esc.output_folder import Command, check, owner_tag, process_gone, staged
 from esc.paths import REPO_ROOT
 from esc.site.collect import collect
 from esc.site.pages import page_kinds
@@ -71,99 +72,29 @@ def _start(site: Site) -> None:
         shutil.copyfile(STATIC / name, site.root / "static" / name)
 
 
-def _entries(folder: Path) -> tuple[list[str], list[str]]:
-    """The files (links included) and folders under `folder`, as sorted relative POSIX paths; a
-    linked folder counts as a file: it is not entered."""
-    files, folders = [], []
-    for top, dirs, names in os.walk(folder):
-        rel = Path(top).relative_to(folder)
-        for name in list(dirs):
-            if (Path(top) / name).is_symlink():
-                dirs.remove(name)
-                names.append(name)
-            else:
-                folders.append((rel / name).as_posix())
-        files.extend((rel / name).as_posix() for name in names)
-    return sorted(files), sorted(folders)
+def _legacy_site(out: Path) -> re.Pattern[str] | None:
+    """A site of an earlier version (its marker lists no files): the paths its pages take."""
+    return LEGACY_SITE_ENTRIES if (out / MARKER).is_file() else None
 
 
-def _mark(root: Path) -> None:
-    """The marker, written last: every file and folder of the build, so that a later build replaces
-    those only."""
-    files, folders = _entries(root)
-    note = "built by `esc report`; a new build replaces these files, and refuses a folder with others"
-    record = {"note": note, "files": sorted({*files, MARKER}), "folders": folders}
-    (root / MARKER).write_text(json.dumps(record, indent=0) + "\n")
+#: how `esc report` writes its folder: `esc.output_folder`, the rule of every output folder
+SITE = Command(
+    "esc report", MARKER, "a site `esc report` built", input_noun="the run folder", force_flag=None,
+    legacy=_legacy_site,
+)  # fmt: skip
 
 
-def _site_entries(out: Path) -> re.Pattern[str] | set[str] | None:
-    """The files and folders the site in `out` wrote, from its marker (for a site of an earlier
-    version, whose marker lists none, a pattern of the paths its pages take); None: no marker."""
-    if not (out / MARKER).is_file():
-        return None
-    try:
-        record = json.loads((out / MARKER).read_text(encoding="utf-8"))
-        return {str(p) for p in [*record["files"], *record.get("folders", [])]}
-    except (ValueError, TypeError, KeyError, AttributeError):
-        return LEGACY_SITE_ENTRIES
-
-
-def _foreign(out: Path, site: re.Pattern[str] | set[str]) -> list[str]:
-    """What in `out` the site did not write: files, and folders that hold no file it wrote (named
-    for all they hold)."""
-    files, folders = _entries(out)
-    ours = (lambda p: p in site) if isinstance(site, set) else (lambda p: bool(site.fullmatch(p)))
-    kept = {parent.as_posix() for f in files if ours(f) for parent in Path(f).parents}
-    foreign_folders = {d for d in folders if d not in kept and not ours(d)}
-    foreign = [*(f for f in files if not ours(f)), *foreign_folders]
-    return sorted(p for p in foreign if not any(q.as_posix() in foreign_folders for q in Path(p).parents))
-
-
-def _check_out(out: Path, sources: Sequence[Path]) -> None:
-    if out.exists() and not out.is_dir():
-        raise UserError(f"{out}: is a file; --out names the site's folder")
-    resolved = out.resolve()
-    for source in sources:
-        s = Path(source).resolve()
-        if s == resolved or resolved in s.parents:
-            raise UserError(f"{out}: holds the run folder {source}; name another folder for the site (--out)")
-    if not out.is_dir() or not any(out.iterdir()):
-        return
-    site = _site_entries(out)
-    if site is None:
-        raise UserError(
-            f"{out}: a folder that is not empty and not a site `esc report` built; name a new or empty "
-            "folder (--out)"
-        )
-    foreign = _foreign(out, site)
-    if foreign:
-        more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
-        raise UserError(
-            f"{out}: holds {foreign[0]}{more}, which `esc report` did not write, and a new build replaces "
-            "the whole folder; move what is yours out of it, or name a new or empty folder (--out)"
-        )
-
-
-def _remove_leftovers(out: Path) -> None:
-    """Remove the temporary folders a killed build left beside `out` (`.NAME.building-PID`,
-    `.NAME.old-PID` of a process that is gone); those of a build still running stay."""
+def _remove_old_leftovers(out: Path) -> None:
+    """The temporary folders a build killed before issue 62 left beside `out` (`.NAME.building-PID`,
+    `.NAME.old-PID` of a process that is gone); those of a build still running stay. A killed
+    build's staging folder is `esc.output_folder`'s to remove."""
     for path in out.parent.glob(f".{out.name}.*-*"):
         kind, _, pid = path.name.removeprefix(f".{out.name}.").rpartition("-")
         if kind not in ("building", "old") or not pid.isdigit() or not path.is_dir():
             continue
-        if int(pid) != os.getpid() and _alive(int(pid)):
+        if int(pid) != os.getpid() and not process_gone(owner_tag().rpartition("-")[0], int(pid)):
             continue
         shutil.rmtree(path, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 def configured_low_mass() -> float:
@@ -184,34 +115,20 @@ def build_site(
     out = Path(out)
     if not sources:
         raise UserError("name at least one rank.py output folder")
-    _check_out(out, sources)
+    check(out, SITE, sources)
     data = collect([Path(s) for s in sources], cards)
     if title is None:
         names = [run.path.name for run in data.runs]
         title = "ESC-Eval report: " + (", ".join(names) if len(names) <= 3 else f"{len(names)} runs")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    building = out.parent / f".{out.name}.building-{os.getpid()}"
-    _remove_leftovers(out)
-    shutil.rmtree(building, ignore_errors=True)
-    try:
+    _remove_old_leftovers(out.resolve())
+    with staged(out, SITE, sources) as building:
         kinds = page_kinds()
         low_mass = configured_low_mass() if low_mass is None else low_mass
         site = Site(data, building, title, [k.templates for k in kinds if k.templates], low_mass)
         _start(site)
         for kind in kinds:
             kind.build(site)
-        _mark(building)
         index = building / "index.html"
         index_bytes = index.stat().st_size if index.is_file() else 0  # no overview kind: no index
-        if out.exists():
-            _check_out(out, sources)  # again: a file put there while the site was built is refused too
-            old = out.parent / f".{out.name}.old-{os.getpid()}"
-            out.rename(old)
-            building.rename(out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            building.rename(out)
-    finally:
-        shutil.rmtree(building, ignore_errors=True)
     pages = {kind.name: site.pages.get(kind.name, 0) for kind in kinds}
     return SiteResult(out / "index.html", pages, time.perf_counter() - start, index_bytes)

@@ -23,8 +23,9 @@ from esc.dialogues.store import named_file, played_by_source
 from esc.errors import DataError, UserError
 from esc.reports.breakdown import card_index
 from esc.reports.result import Report, _block  # a report's blocks from the log (`read_result` reads a file)
+from esc.reports.run_folder import changed_since_judged, judged_sha, whole
 from esc.reports.runlog import RUN_LOG, Judgment, RunLog, read_run_log
-from esc.scoring.judge import VALID, ScoreItem
+from esc.scoring.judge import VALID
 
 
 @dataclasses.dataclass
@@ -40,11 +41,6 @@ class Run:
     @property
     def task(self) -> str:
         return self.log.task or "unknown"
-
-
-def whole(judgment: Judgment) -> bool:
-    """Whether a judgment is about one dialogue as a whole (not one of its replies, not a pair)."""
-    return len(judgment.dialogues) == 1 and judgment.turn is None
 
 
 @dataclasses.dataclass
@@ -120,12 +116,6 @@ def _json_object(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _content_sha(dialogue_id: str, dialogue: Dialogue) -> str:
-    """The hash a judgment of the whole dialogue keeps of the lines it read (`ScoreItem.content_sha`:
-    the lines only; the question asked is not part of it)."""
-    return ScoreItem(dialogue_id, "", dialogue.language, tuple(dialogue.lines())).content_sha
-
-
 def _dialogue_files(runs: Sequence[Run]) -> list[str]:
     found = dict.fromkeys(j.source for run in runs for j in run.log.judgments if j.source)
     for run in runs:
@@ -190,8 +180,8 @@ def collect(sources: Sequence[Path], cards: Sequence[Path] | None = None) -> Sit
         unmatched[j.task] += not on
         for entry in on:
             entry.judgments.setdefault(j.task, []).append(j)
-        if on and j.source and whole(j) and j.content_sha not in (None, on[0].content_sha):
-            on[0].changed = on[0].dialogue is not None
+        if on and changed_since_judged(j, on[0].dialogue_id, on[0].dialogue):
+            on[0].changed = True
     index = card_index([str(f) for f in cards] if cards else None)  # topics unknown: said on the overview
     for entry in entries.values():
         card = index.get((entry.card_id, entry.language)) if entry.card_id is not None else None
@@ -222,7 +212,7 @@ def _played(dialogue_id: str, source: str, dialogue: Dialogue) -> Entry:
         source,
         dialogue,
     )
-    entry.content_sha = _content_sha(dialogue_id, dialogue)
+    entry.content_sha = judged_sha(dialogue_id, dialogue)
     return entry
 
 
