@@ -24,8 +24,8 @@ OUT/leaderboard.{md,result.json,csv}, OUT/charts/*.png, OUT/run.json and OUT/man
 (mode=agreement: OUT/agreement.{md,result.json,csv}; mode=correlation: OUT/correlation.{md,result.json,csv}).
 Rerunning with the same
 `hydra.run.dir` judges only what is missing or failed. Exit codes: 2 bad input (one `error:` line),
-3 judgments failed (a rerun retries them), 1 a judge gave no valid judgment (mode=score, leaderboard:
-every file written, the leaderboard all n/a).
+3 judgments failed (a rerun retries them), 1 a judge gave no valid judgment (mode=score, leaderboard,
+safety: every file written, the report all n/a; the manifest says completed_with_failures).
 """
 
 from esc.cpu import wait_passively
@@ -41,7 +41,6 @@ from esc.config_schema import validate  # noqa: E402
 from esc.errors import exit_on_user_error  # noqa: E402
 from esc.lifecycle import report, run_hydra  # noqa: E402
 from esc.rank.run import rank  # noqa: E402
-from esc.tasks.score.task import ScoreResult  # noqa: E402
 
 
 @hydra.main(config_path="conf", config_name="rank", version_base="1.3")
@@ -50,8 +49,9 @@ def main(cfg: DictConfig) -> None:
     checked = validate(cfg, "rank")  # one line naming the key, before any work
     result = rank(cfg, checked)  # the sections as validated, read once
     report(result)  # the mode's tables and counts; exit code 3 when judgments failed
-    if isinstance(result, ScoreResult):
-        result.refuse_if_unusable()  # exit code 1 when a judge gave no valid judgment (files written)
+    refuse = getattr(result, "refuse_if_unusable", None)  # mode=score, leaderboard, safety
+    if refuse is not None:
+        refuse()  # exit code 1 when a judge gave no valid judgment or answer (files written)
 
 
 if __name__ == "__main__":

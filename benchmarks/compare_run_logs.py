@@ -39,7 +39,7 @@ def _figures(log: RunLog) -> dict[str, dict[tuple[tuple[str, str], ...], tuple[A
         table = tables.setdefault(e.table, {})
         if e.keys in table:
             raise ValueError(f"two figures at {e.table}, {dict(e.keys)}")
-        table[e.keys] = (e.value, e.low, e.high, e.n, e.why_not())
+        table[e.keys] = (*e.shown(), e.n, e.why_not())  # as published: none for an n/a figure (issue 62)
     return tables
 
 

@@ -58,9 +58,10 @@ def test_pooled_scores_average_the_valid_judges_and_min_valid_decides() -> None:
 def test_a_lenient_judge_shows_its_offset() -> None:
     records = _jury_records(lenient_offset=1)
     rows = {le.judge: le for le in leniency(records, ["a", "b", "c"], n=200, seed=0)}
-    # c is +1 above a and b everywhere (their scores are 0-3): the jury's mean is a's + 1/3, so c's offset
-    # from the jury is +2/3 and a's and b's -1/3
-    assert rows["c"].offset == pytest.approx(2 / 3) and rows["a"].offset == pytest.approx(-1 / 3)
+    # c is +1 above a and b everywhere (their scores are 0-3): c's difference from the mean of the
+    # other two is +1, a's from the mean of b and c is -1/2 (issue 62: from the others, not from a
+    # pooled score that holds the judge itself, which read +2/3 and -1/3)
+    assert rows["c"].offset == pytest.approx(1.0) and rows["a"].offset == pytest.approx(-1 / 2)
     assert rows["c"].interval.low > 0.5 and rows["a"].interval.high < 0
     assert rows["a"].items == 2 * 8 * 7 and rows["a"].unit == "role card"
 
@@ -200,3 +201,29 @@ def test_a_jury_is_checked_before_any_work() -> None:
         jury_members(cfg, get_mode("score"))
     with pytest.raises(ConfigError, match="mode=safety"):
         jury_members(compose(["jury=tiny_pair"], config_name="rank"), get_mode("safety"))
+
+
+def test_an_ad_hoc_jury_takes_its_pooling_from_jury_none() -> None:
+    """Issue 62: the documented ad hoc jury (`+judge@jury.members.a=tiny +judge@jury.members.b=...`,
+    docs/scoring.md) failed with `jury.pool is not set`: conf/jury/none.yaml holds the pooling keys."""
+    from esc.config_schema import validate
+    from esc.rank.run import jury_members
+    from esc.tasks.task import get_mode
+    from tests.helpers import compose
+
+    cfg = compose(
+        [
+            "+judge@jury.members.a=tiny",
+            "+judge@jury.members.b=tiny",
+            "jury.members.b.name=b",
+            "dialogues=/tmp",
+        ],
+        config_name="rank",
+    )
+    checked = validate(cfg, "rank")
+    assert checked["jury"].pool == "mean" and sorted(checked["jury"].members) == ["a", "b"]
+    judges = jury_members(cfg, get_mode("score"), checked["jury"])
+    assert [j.name for j in judges] == ["tiny", "b"] and [j.config_key for j in judges] == [
+        "jury.members.a",
+        "jury.members.b",
+    ]

@@ -152,7 +152,11 @@ def test_a_figure_cell_says_how_often_its_statistic_was_undefined() -> None:
     from esc.reports.bootstrap import NO_INTERVAL, Interval
     from esc.reports.result import figure
 
-    cell = figure("0.41 [0.10, 0.70]", 0.41, Interval(0.1, 0.7, 0.12), 30)
-    assert (cell.low, cell.high, cell.n, cell.note) == (0.1, 0.7, 30, "undefined in 12% of resamples")
+    cell = figure("0.41 [0.10, 0.70]", 0.41, Interval(0.1, 0.7, 0.03), 30)
+    assert (cell.low, cell.high, cell.n, cell.note) == (0.1, 0.7, 30, "undefined in 3% of resamples")
+    # above 5% the figure reads n/a, and no view carries its value or interval (issue 62)
+    unstable = figure("n/a (undefined in 12.0% of resamples)", 0.41, Interval(0.1, 0.7, 0.12), 30)
+    assert (unstable.value, unstable.low, unstable.high, unstable.n) == (None, None, None, 30)
+    assert unstable.note == "undefined in 12% of resamples"
     assert figure("0.41", 0.41, Interval(0.1, 0.7, 0.0)).note is None
     assert figure("n/a", None, NO_INTERVAL, 3, "one card").note == "one card"  # no resampling: its own note

@@ -209,7 +209,13 @@ def test_run_correlation_end_to_end(files: dict[str, Path], tmp_path: Path) -> N
     human_overall = [0, 0, 0, 1, 2, 3]  # median of (max(0, i-2), 4): the lower one
     distinct1 = [corr.TEXT_METRICS["distinct1"].fn([r], (), "en") for r in REPLIES]
     expected = corr.correlate(distinct1[1:5], human_overall[1:5], n_resamples=0).estimates["kendall"].value
-    assert summary["dataset"]["Distinct-1"]["overall"]["kendall"]["value"] == pytest.approx(
+    # on 4 dialogues it is undefined in 8% of the resamples: n/a in the report, and no value in the
+    # summary either (issue 62); without resamples the same figure is the point value
+    kendall = summary["dataset"]["Distinct-1"]["overall"]["kendall"]
+    assert kendall["reported"] == f"n/a (undefined in {kendall['undefined_share']:.1%} of resamples)"
+    assert kendall["value"] is None and kendall["ci"] == [None, None]
+    point = run_correlation(cfg.model_copy(update={"bootstrap": 0}), 1, tmp_path / "point")
+    assert point["summary"]["dataset"]["Distinct-1"]["overall"]["kendall"]["value"] == pytest.approx(
         expected, abs=1e-6
     )
     assert summary["dataset"]["Distinct-1"]["overall"]["n"] == 4

@@ -9,10 +9,11 @@ caller's statistic, which expands units to items.
 A resample where a statistic is undefined (a correlation of a constant series, a kappa with no
 spread) gives NaN. Those resamples are never dropped silently: every `Interval` carries the share
 of undefined resamples, and above `MAX_UNDEFINED` the figure is reported as "n/a (undefined in k%
-of resamples)" (`esc.reports.estimate.format_estimate`) -- an interval computed on the rest would be
-conditioned on the few items that make the statistic defined, and could exclude 0 where the data
-say nothing (120 items all "4" but one: Spearman 0.156 [0.147, 0.304], the one informative item
-absent from 37% of resamples).
+of resamples)" (`esc.reports.estimate.format_estimate`), and no view carries its value or interval
+(`Estimate.shown`: the CSV, the JSON, the site and the charts ask it) -- an interval computed on
+the rest would be conditioned on the few items that make the statistic defined, and could exclude 0
+where the data say nothing (120 items all "4" but one: Spearman 0.156 [0.147, 0.304], the one
+informative item absent from 37% of resamples).
 """
 
 from __future__ import annotations

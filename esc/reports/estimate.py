@@ -1,7 +1,9 @@
 """One figure a run publishes: a value with its 95% interval, the n behind it and the unit resampled.
 
 Every report states its numbers as `Estimate`s, and `format_estimate` is the one way they read as
-text ("62.5 [50.0, 75.0]", "n/a (undefined in 12.0% of resamples)"). An estimate placed in a report
+text ("62.5 [50.0, 75.0]", "n/a (undefined in 12.0% of resamples)"); `Estimate.shown` is the one way
+they read as numbers (none for a figure the text calls n/a), which every other view asks (the CSV,
+the result and run log JSON, the site's data attributes, the charts). An estimate placed in a report
 table also says where (`table`, `keys`: the row and column it fills), which is what the run log's
 `results` hold (`esc.reports.runlog`): a program reads the figures from there, never from the text.
 
@@ -61,6 +63,24 @@ class Estimate:
         """Undefined in more than `MAX_UNDEFINED` of its resamples: shown as n/a."""
         return self.undefined is not None and math.isfinite(self.undefined) and self.undefined > MAX_UNDEFINED
 
+    def shown(self) -> tuple[float | None, float | None, float | None]:
+        """(value, low, high) as every view publishes them, the text's `format_estimate` and the
+        numbers alike: all three None where the figure reads n/a, undefined or `unstable` (an interval
+        of the resamples where it happens to be defined describes those, not the data), so that no
+        figure is n/a in one view and a number in another. The CSV, the result and run log JSON, the
+        site's data attributes and the charts read the figure through this, never its fields."""
+        if self.unstable or not self.defined:
+            return None, None, None
+        return self.value, _finite(self.low), _finite(self.high)
+
+    def na_reason(self) -> str:
+        """Why a figure that `shown` hides is n/a, in a few words (a chart's label for the bar it
+        does not draw): "undefined in 38% of resamples", else its note's first clause ("no valid
+        Humanoid judgment"), else "undefined"."""
+        if self.unstable:
+            return f"undefined in {self.undefined:.0%} of resamples"
+        return (self.note or "undefined").split(": ")[0]
+
     def why_not(self) -> str | None:
         """The note a reader sees: the given one, else the share of undefined resamples where any."""
         if self.note:
@@ -70,13 +90,15 @@ class Estimate:
         return None
 
     def to_json(self) -> dict[str, Any]:
-        """The figure as the run log and `<kind>.result.json` hold it (non-finite numbers left out)."""
+        """The figure as the run log and `<kind>.result.json` hold it (non-finite numbers left out;
+        no value or interval where the figure reads n/a, `shown`: its share of undefined resamples
+        and its note say why)."""
         out: dict[str, Any] = {}
         if self.table:
             out["table"] = self.table
             out["keys"] = dict(self.keys)
-        for name in ("value", "low", "high", "undefined"):
-            x = _finite(getattr(self, name))
+        shown = dict(zip(("value", "low", "high"), self.shown(), strict=True))  # none where n/a
+        for name, x in (*shown.items(), ("undefined", _finite(self.undefined))):
             if x is not None:
                 out[name] = x
         if self.n is not None:

@@ -39,18 +39,19 @@ class Cell:
     text: str
     estimate: Estimate | None = None
 
-    # the figure's parts (None without one), as the site's tables read them
+    # the figure's parts as every view publishes them (`Estimate.shown`: None without a figure, and
+    # where the figure reads n/a, undefined or unstable), as the CSV and the site's tables read them
     @property
     def value(self) -> float | None:
-        return self.estimate.value if self.estimate else None
+        return self.estimate.shown()[0] if self.estimate else None
 
     @property
     def low(self) -> float | None:
-        return self.estimate.low if self.estimate else None
+        return self.estimate.shown()[1] if self.estimate else None
 
     @property
     def high(self) -> float | None:
-        return self.estimate.high if self.estimate else None
+        return self.estimate.shown()[2] if self.estimate else None
 
     @property
     def n(self) -> int | None:
@@ -233,7 +234,8 @@ def _block_json(block: Block) -> dict[str, Any]:
 
 def table_csv(table: Table) -> str:
     """A table as CSV: each cell's text, and for a column of figures each one's value, low, high and
-    n (blank where n/a: a column of figures keeps its shape when none of them has a value)."""
+    n (blank where n/a, undefined or unstable, `Estimate.shown`: a column of figures keeps its shape
+    when none of them has a value)."""
     figures = [any(row[i].estimate is not None for row in table.rows) for i in range(len(table.columns))]
     head: list[str] = []
     for name, has in zip(table.columns, figures, strict=True):

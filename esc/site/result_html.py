@@ -24,6 +24,8 @@ ARROWS = {True: "\u2191", False: "\u2193"}  # higher / lower is better
 
 
 def _attrs(cell: Cell, best: bool = False) -> str:
+    """The cell's figure as data: value, low and high as `Cell` publishes them (none for a figure
+    that reads n/a, undefined or unstable: it sorts with the n/a's), n, and its note as the tooltip."""
     figures = {
         k: v
         for k, v in (("value", cell.value), ("low", cell.low), ("high", cell.high))
@@ -40,6 +42,8 @@ def _attrs(cell: Cell, best: bool = False) -> str:
         parts.append(f' title="{escape("; ".join(said))}"')
     if "value" in figures:
         parts.append(' class="num best"' if best else ' class="num"')
+    elif cell.estimate is not None:
+        parts.append(' data-sort=""')  # an n/a figure: last in either order (`static/site.js`)
     return "".join(parts)
 
 
@@ -59,8 +63,8 @@ def best_rows(table: Table, i: int, metric: Metric | None) -> set[int]:
     groups: dict[tuple[str, ...], dict[int, float]] = {}
     for r, row in enumerate(table.rows):
         c = row[i]
-        if c.estimate and c.estimate.defined and not c.estimate.unstable:
-            groups.setdefault(tuple(row[k].text for k in keys), {})[r] = c.estimate.value
+        if c.value is not None:  # a figure the page shows (`Estimate.shown`), not an n/a one
+            groups.setdefault(tuple(row[k].text for k in keys), {})[r] = c.value
     best = set()
     for shown in groups.values():
         if len(shown) > 1:

@@ -340,7 +340,10 @@ def _table(
     covered: tuple[str, ...],
 ) -> Table:
     names = scope.names
-    positions = dict(parts).get(label, np.arange(len(scope.items)))
+    if label == AVERAGE:  # its counts are those of the dimensions it averages, not of every one
+        positions = np.flatnonzero([it.dimension in covered for it in scope.items])
+    else:
+        positions = dict(parts)[label]
     predictions = {n: [scope.predictions[n][i] for i in positions] for n in names}
     valid = {n: [p for p in predictions[n] if p.score is not None] for n in names}
     common = sum(1 for i in range(len(positions)) if all(predictions[n][i].score is not None for n in names))

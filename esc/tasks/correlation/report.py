@@ -499,8 +499,8 @@ def summary(cells: Sequence[Cell], metrics: Sequence[Metric]) -> dict[str, Any]:
             "note": c.result.note,
             **{
                 s: {
-                    "value": _num(e.value),
-                    "ci": [_num(e.low), _num(e.high)],
+                    "value": _num(e.shown()[0]),  # none where the report says n/a (`Estimate.shown`)
+                    "ci": [_num(e.shown()[1]), _num(e.shown()[2])],
                     "undefined_share": _num(e.undefined),
                     "reported": _fmt(c.result, s),
                 }

@@ -10,14 +10,21 @@ judge stated, as Table 2 reads it):
   (default: all) make the pooled judgment invalid, counted like any invalid judgment. The pooled
   rows join the leaderboard as judge ``jury``; each member's own row there keeps Table 2's reading
   (stated scores), and the jury section compares everything on the jury's reading.
-- **leniency**: per member, the mean of its reading minus the pooled score on the same (dialogue,
-  dimension), where every member is valid (0-4 scale; above 0: more lenient than the jury), with a
-  95% bootstrap interval resampling role cards.
-- **agreement**: Krippendorff's alpha (interval level, on the readings) between the members, per
-  dimension, with an interval resampling cards; undefined (n/a) where the scores do not vary.
+- **leniency**: per member, the mean of its reading minus the mean of the *other* members'
+  readings on the same (dialogue, dimension), where every member is valid (0-4 scale; above 0: more
+  lenient than the others; two judges 0.9 apart read +0.90 and -0.90), with a 95% bootstrap interval
+  resampling role cards. (Before issue 62 it was the difference from the pooled score, which holds
+  the judge itself: half that with two judges, under words that said "from the other judges".)
+- **agreement**: Krippendorff's alpha between the members, per dimension (interval level on
+  expected readings, ordinal on stated ones: `alpha_level`, and the metric its figures name says
+  which), with an interval resampling cards; undefined (n/a) where the scores do not vary.
 - **rankings**: per (role-player, language), each member's order of the targets by their average on
   the jury's reading, Kendall's tau between each member's order and the pooled one, and every pair
-  of targets two members put in opposite orders.
+  of targets two members put in opposite orders. Every pair a member ordered counts: a target whose
+  Average is n/a for the jury (a dimension with no pooled judgment) is named, with the pairs the
+  members order and the jury does not, and a member's tau with the jury is n/a where the jury lacks a
+  target the member ranks (a tau over the rest would call a judge that ranks that target first and
+  one that ranks it last both in perfect agreement with the jury).
 """
 
 from __future__ import annotations
@@ -99,29 +106,31 @@ def pooled_records(
 @dataclasses.dataclass(frozen=True)
 class Leniency:
     judge: str
-    offset: float | None  # mean (own reading - pooled score), 0-4 scale
+    offset: float | None  # mean (own reading - the other members' mean reading), 0-4 scale
     interval: Interval
     items: int  # (dialogue, dimension) where every member is valid
     unit: str | None = None  # what the interval resampled
 
 
 def leniency(
-    records: Sequence[ScoreRecord], members: Sequence[str], pool: str = "mean", reading: str = "expected",
-    n: int = 1000, seed: int = 0,
+    records: Sequence[ScoreRecord], members: Sequence[str], reading: str = "expected", n: int = 1000,
+    seed: int = 0,
 ) -> list[Leniency]:  # fmt: skip
-    """Each member's mean offset from the jury's pooled score (see the module docstring)."""
-    combine = statistics.fmean if pool == "mean" else statistics.median
+    """Each member's mean offset from the other members (see the module docstring): own reading
+    minus the others' mean reading, whatever the jury's `pool` (a difference from the others, not
+    from a pooled score that holds the judge itself)."""
     complete = [
         by_judge for by_judge in _by_item(records).values()
         if all(m in by_judge and by_judge[m].status == VALID for m in members)
     ]  # fmt: skip
     resampled = card_units([b[members[0]] for b in complete])
     units, groups = unit_index(resampled)
-    pooled = [combine([_value(b[m], reading) for m in members]) for b in complete]
+    readings = np.asarray([[_value(b[m], reading) for m in members] for b in complete], dtype=float)
     out = []
-    for m in members:
-        offsets = np.asarray(
-            [_value(b[m], reading) - p for b, p in zip(complete, pooled, strict=True)], dtype=float
+    for i, m in enumerate(members):
+        others = [j for j in range(len(members)) if j != i]
+        offsets = (
+            readings[:, i] - readings[:, others].mean(axis=1) if len(complete) and others else np.zeros(0)
         )
         if not len(offsets) or len(members) < 2:
             out.append(Leniency(m, None, NO_INTERVAL, len(offsets)))
@@ -191,15 +200,18 @@ def agreement_between_judges(
     return out
 
 
-def _kendall(a: Mapping[str, float], b: Mapping[str, float]) -> float | None:
-    """Kendall's tau-b between two judges' scores of the targets both scored: ties kept (two
-    targets with the same score are tied, not ordered by name)."""
+def _kendall(member: Mapping[str, float], jury: Mapping[str, float]) -> float | None:
+    """Kendall's tau-b between a member's scores of the targets and the jury's, over every target
+    the member scored: ties kept (two targets with the same score are tied, not ordered by name).
+    None where fewer than 2, where either side does not vary, and where the jury has no score of a
+    target the member scored (`rankings` says which): a tau over the other targets would leave out
+    every pair the member ordered with it."""
     from scipy.stats import kendalltau
 
-    common = sorted(set(a) & set(b))
-    if len(common) < 2:
+    ranked = sorted(member)
+    if len(ranked) < 2 or not set(ranked) <= set(jury):
         return None
-    tau = kendalltau([a[t] for t in common], [b[t] for t in common], variant="b").statistic
+    tau = kendalltau([member[t] for t in ranked], [jury[t] for t in ranked], variant="b").statistic
     return None if math.isnan(tau) else float(tau)
 
 
@@ -218,35 +230,51 @@ def _tiers(scores: Mapping[str, float]) -> list[list[str]]:
 
 def rankings(rows: Sequence[Row], members: Sequence[str]) -> dict[tuple[str, str], dict[str, Any]]:
     """Per (role-player, language): each judge's order of the targets it scored (best first; `tiers`
-    keeps exact ties together), Kendall's tau-b with the jury's scores, and the target pairs that one
-    member strictly prefers one way and another the other way (a tie is no dispute)."""
+    keeps exact ties together), Kendall's tau-b with the jury's scores (`_kendall`: n/a where the
+    jury lacks a target the member scored), the target pairs that one member strictly prefers one
+    way and another the other way (a tie is no dispute), over every pair the members scored, and
+    what the jury leaves out: `unranked`, each target a member scored whose Average the jury does not
+    show, with why (`Estimate.na_reason`); `unordered`, each pair of targets some member scored
+    that the jury orders not, with each such member's preference (or "tie")."""
     out = {}
     groups: dict[tuple[str, str], dict[str, list[Row]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
         groups[(row.roleplayer, row.language)][row.judge].append(row)
     for key, by_judge in sorted(groups.items()):
-        scores = {
-            judge: {
-                r.target: float(r.average.estimate.value) for r in rs if r.average.estimate.value is not None
-            }
-            for judge, rs in by_judge.items()
-        }
+        scores: dict[str, dict[str, float]] = {}
+        why_na: dict[str, dict[str, str]] = {}
+        for judge, rs in by_judge.items():
+            for r in rs:
+                value = r.average.estimate.shown()[0]  # what Table 2 shows: an n/a Average ranks nowhere
+                if value is None:
+                    why_na.setdefault(judge, {})[r.target] = r.average.estimate.na_reason()
+                else:
+                    scores.setdefault(judge, {})[r.target] = float(value)
         tiers = {judge: _tiers(s) for judge, s in scores.items()}
         pooled = scores.get(JURY, {})
-        disputed = []
-        for t1, t2 in itertools.combinations(sorted(pooled), 2):
+        voters = [m for m in members if m in scores]
+        scored = sorted({t for m in voters for t in scores[m]})
+        disputed, unordered = [], []
+        for t1, t2 in itertools.combinations(scored, 2):
             prefers = {
                 m: (t1 if scores[m][t1] > scores[m][t2] else t2 if scores[m][t2] > scores[m][t1] else None)
-                for m in members
-                if m in scores and {t1, t2} <= set(scores[m])
+                for m in voters
+                if {t1, t2} <= set(scores[m])
             }
+            said = {m: p if p is not None else "tie" for m, p in prefers.items()}
             if len({p for p in prefers.values() if p is not None}) > 1:
-                disputed.append((t1, t2, {m: p if p is not None else "tie" for m, p in prefers.items()}))
+                disputed.append((t1, t2, said))
+            if said and not {t1, t2} <= set(pooled):
+                unordered.append((t1, t2, said))
+        unranked = {t: why_na.get(JURY, {}).get(t, "no pooled judgment") for t in scored if t not in pooled}
         out[key] = {
             "orders": {judge: [t for tier in ts for t in tier] for judge, ts in tiers.items()},
             "tiers": tiers,
-            "tau": {m: _kendall(scores[m], pooled) for m in members if m in scores},
+            "tau": {m: _kendall(scores[m], pooled) for m in voters},
             "disputed": disputed,
+            "unranked": unranked,
+            "unordered": unordered,
+            "not_shown": {judge: sorted(ts) for judge, ts in why_na.items()},
         }
     return out
 
@@ -270,8 +298,9 @@ def jury_blocks(
             f"is on the jury's reading ({reading})."
         ),
         result_.Text(
-            "Leniency: mean of the judge's score minus the pooled score on the same judgment (0-4 "
-            f"scale; above 0 = more lenient than the jury), 95% bootstrap interval resampled by "
+            "Leniency: mean of the judge's score minus the mean score of the other judges on the same "
+            "judgment (0-4 scale; above 0 = more lenient than the others), 95% bootstrap interval "
+            "resampled by "
             f"{resampled_units(le.unit for le in leniencies) or 'nothing'}, on the judgments every judge "
             "read."
         ),
@@ -307,28 +336,44 @@ def jury_blocks(
                 ]
                 for dim, (alpha, interval, n, unit) in alphas.items()
             ],
-            metrics={"alpha": JURY_ALPHA},
+            metrics={"alpha": JURY_ALPHA[alpha_level(reading)]},
             name="agreement between the judges",
         ),  # fmt: skip
     ]
     for (roleplayer, language), r in ranks.items():
         lines = []
-        for judge, tiers in r["tiers"].items():
-            tau = "" if judge == JURY else f" (Kendall's tau-b with the jury: {_tau(r['tau'].get(judge))})"
-            lines.append(f"- {judge}: {' > '.join(' = '.join(tier) for tier in tiers)}{tau}")
+        unranked = r["unranked"]
+        for judge in dict.fromkeys([*r["tiers"], *r["not_shown"]]):
+            order = " > ".join(" = ".join(tier) for tier in r["tiers"].get(judge, []))
+            missing = r["not_shown"].get(judge, [])
+            if missing:
+                order += ("; " if order else "") + f"n/a: {', '.join(missing)}"
+            tau = ""
+            if judge != JURY:
+                lacking = [t for t in r["orders"].get(judge, []) if t in unranked]
+                why = f": the jury has no Average for {', '.join(lacking)}" if lacking else ""
+                tau = f" (Kendall's tau-b with the jury: {_tau(r['tau'].get(judge))}{why})"
+            lines.append(f"- {judge}: {order}{tau}")
         if r["disputed"]:
-            pairs = [
-                f"{a} vs {b} ({', '.join(f'{m}: {w}' for m, w in who.items())})"
-                for a, b, who in r["disputed"]
-            ]
-            lines.append("- judges disagree on: " + "; ".join(pairs))
+            lines.append("- judges disagree on: " + "; ".join(_pairs(r["disputed"])))
         else:
             lines.append("- no two judges order a pair of targets oppositely (a tie is no dispute)")
+        if r["unordered"]:
+            why = "; ".join(f"{t}: {reason}" for t, reason in unranked.items())
+            lines.append(
+                f"- pairs the judges order and the jury does not (its Average is n/a for {why}): "
+                + "; ".join(_pairs(r["unordered"]))
+            )
         blocks += [
             result_.Text(f"Rankings ({language}, role-player {roleplayer}), best first (= an exact tie):"),
             result_.Text("\n".join(lines)),
         ]
     return blocks
+
+
+def _pairs(pairs: Sequence[tuple[str, str, Mapping[str, str]]]) -> list[str]:
+    """ "a vs b (judge: preferred, ...)" for each pair."""
+    return [f"{a} vs {b} ({', '.join(f'{m}: {w}' for m, w in who.items())})" for a, b, who in pairs]
 
 
 def _tau(value: float | None) -> str:

@@ -287,7 +287,9 @@ def one_answer_note(rows: Sequence[Row]) -> str:
 def chart_figures(rows: Sequence[Row], label: Callable[[str], str] = str) -> list[tuple[str, str, Any]]:
     """Per language, (language, "radar" | "average", figure): a radar of the seven dimensions (one
     polygon per target, and per judge when several) and a bar chart of the averages with their 95%
-    intervals. An undefined mean is a gap in its polygon and no bar (marked n/a), never a 0.
+    intervals. A mean that reads n/a in the table (undefined, or undefined in more than 5% of its
+    resamples: `Estimate.shown`) is a gap in its polygon and no bar, labelled with why ("n/a:
+    undefined in 38% of resamples"), never a 0 or a bar of the resamples where it was defined.
     `label` makes a name safe for the backend that draws it (matplotlib's mathtext for SVG)."""
     plt = pyplot()
     several = len({r.judge for r in rows}) > 1  # a jury: each judge's polygon and bar is named
@@ -299,7 +301,7 @@ def chart_figures(rows: Sequence[Row], label: Callable[[str], str] = str) -> lis
         fig = plt.figure(figsize=(7, 7))
         ax = fig.add_subplot(polar=True)
         for row in group:
-            values = [_or_nan(row.cells[k].estimate.value) for k in TABLE_ORDER]
+            values = [_or_nan(row.cells[k].estimate.shown()[0]) for k in TABLE_ORDER]
             name = f"{row.target} ({row.roleplayer})" + (f" [{row.judge}]" if several else "")
             ax.plot(angles + angles[:1], values + values[:1], label=label(name))
             ax.fill(angles + angles[:1], np.nan_to_num(values + values[:1]), alpha=0.08)
@@ -315,14 +317,17 @@ def chart_figures(rows: Sequence[Row], label: Callable[[str], str] = str) -> lis
             label(f"{r.target}\n({r.roleplayer})" + (f"\n[{r.judge}]" if several else "")) for r in group
         ]
         averages = [r.average.estimate for r in group]
-        means = [_or_nan(e.value) for e in averages]
-        lows = [m if e.low is None else e.low for m, e in zip(means, averages, strict=True)]
-        highs = [m if e.high is None else e.high for m, e in zip(means, averages, strict=True)]
-        errors = np.nan_to_num(np.array([np.subtract(means, lows), np.subtract(highs, means)]))
-        ax.bar(range(len(group)), np.nan_to_num(means), yerr=errors, capsize=4, color="#4C72B0")
-        for i, mean in enumerate(means):
-            if np.isnan(mean):
-                ax.text(i, 2, "n/a", ha="center", fontsize=8)
+        shown = [(i, *e.shown()) for i, e in enumerate(averages)]  # what the table and the CSV show
+        drawn = [(i, mean, mean if low is None else low, mean if high is None else high)
+                 for i, mean, low, high in shown if mean is not None]  # fmt: skip
+        if drawn:
+            at, means, lows, highs = (list(c) for c in zip(*drawn, strict=True))
+            errors = np.array([np.subtract(means, lows), np.subtract(highs, means)])
+            ax.bar(at, means, yerr=errors, capsize=4, color="#4C72B0")
+        for i, mean, _, _ in shown:
+            if mean is None:  # no bar, and why: never a bar of the resamples where it was defined
+                ax.text(i, 2, f"n/a: {averages[i].na_reason()}", ha="center", va="bottom", fontsize=7,
+                        rotation=90 if len(group) > 1 else 0)  # fmt: skip
         ax.set_xticks(range(len(group)))
         ax.set_xticklabels(
             names, rotation=45 if len(group) > 6 else 0, ha="right" if len(group) > 6 else "center"

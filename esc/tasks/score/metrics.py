@@ -14,11 +14,25 @@ DIMENSION: dict[str, Metric] = {
     for d in dimensions()
 }
 AVERAGE = metric("score.average", "mean of the dimension means", True, None, "0-100")
-#: a jury member's offset from the other members on the judgments all read (0: no leniency)
+#: a jury member's offset from the other members on the judgments all read (0: no leniency): its
+#: score minus the mean of the other judges' scores, averaged over those judgments
 LENIENCY = metric(
-    "score.leniency", "mean difference from the other judges, same judgments", None, None, "0-4"
+    "score.leniency",
+    "mean of (own score - the other judges' mean score), same judgments",
+    None,
+    None,
+    "0-4",
 )
-#: how far the jury's members agree (Krippendorff's alpha, ordinal)
-JURY_ALPHA = metric(
-    "score.jury_alpha", "Krippendorff's alpha (ordinal) across the judges", True, None, "-1-1"
-)
+#: how far the jury's members agree, by Krippendorff's level (`esc.tasks.score.jury.alpha_level`):
+#: interval on expected scores (`jury.reading: expected`), ordinal on the stated 0-4 (`stated`); two
+#: metrics, as two statistics, so the name a figure carries says which one it is
+JURY_ALPHA = {
+    "interval": metric(
+        "score.jury_alpha", "Krippendorff's alpha (interval, expected scores) across the judges", True,
+        None, "-1-1",
+    ),
+    "ordinal": metric(
+        "score.jury_alpha_ordinal", "Krippendorff's alpha (ordinal, stated scores 0-4) across the judges",
+        True, None, "-1-1",
+    ),
+}  # fmt: skip

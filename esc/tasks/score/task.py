@@ -18,7 +18,7 @@ from pydantic import Field
 
 from esc.config_rules import OpenSettings, Paths, Section
 from esc.errors import ConfigError, UserError
-from esc.lifecycle import JobResult
+from esc.lifecycle import WITH_FAILURES, JobResult
 from esc.reports import breakdown
 from esc.reports.result import Block, Report, write_result
 from esc.reports.wandb_report import log_run
@@ -60,6 +60,7 @@ class ScoreResult(JobResult):
     charts: list[str] = dataclasses.field(default_factory=list)
     rows: list[Any] = dataclasses.field(default_factory=list)
     no_valid: str | None = None  # why a judge's row is all n/a (`invalid_judgments`)
+    judged: bool = True  # False: mode=leaderboard, which reads score files and judges nothing
 
     def _by_dimension(self, status: str) -> dict[str, int]:
         return {k: v[status] for k, v in self.judgments.items() if v[status]}
@@ -77,12 +78,24 @@ class ScoreResult(JobResult):
         )
 
     def incomplete(self) -> str | None:
-        if not self.counts.get(FAILED):
+        """The failed judgments the leaderboard's score files hold (this run's, in mode=score: a rerun
+        retries every failed one; those of the files read, in mode=leaderboard, which judges nothing:
+        their own folder's rerun retries them), or None."""
+        failed = sum(self._by_dimension(FAILED).values()) or self.counts.get(FAILED, 0)
+        if not failed:
             return None
+        what = f"{failed} judgments failed (no answer came: {self._by_dimension(FAILED)})"
+        if self.judged:
+            return f"{what}; rerun the same command to retry them"
         return (
-            f"{self.counts[FAILED]} judgments failed (no answer came: {self._by_dimension(FAILED)}); rerun "
-            "the same command to retry them"
+            f"{what} in the score files read: rerun rank.py (mode=score) in the folders they came from to "
+            "retry them, then this leaderboard"
         )
+
+    @property
+    def status(self) -> str:
+        """Not `completed` where a judge gave no valid judgment (its row all n/a): the run exits 1."""
+        return WITH_FAILURES if self.no_valid else super().status
 
     def refuse_if_unusable(self) -> None:
         """After the summary (rank.py): a NoValidJudgments (exit 1) when a judge gave no valid
@@ -94,24 +107,32 @@ class ScoreResult(JobResult):
 def invalid_judgments(records: Sequence[ScoreRecord]) -> str | None:
     """Say on the console what the score files hold: per judge with invalid judgments, a warning
     with the count and the first reason; the message of a judge with no valid judgment at all (its
-    row is all n/a), or None. Failed judgments are the rerun's (`ScoreResult.incomplete`)."""
+    row is all n/a: every judgment invalid or failed), or None. Failed judgments are also the
+    rerun's (`ScoreResult.incomplete`, which takes precedence: exit 3)."""
     by_judge: dict[str, list[ScoreRecord]] = {}
     for record in records:
         by_judge.setdefault(record.judge, []).append(record)
     unusable = []
     for name, own in by_judge.items():
         invalid = [r for r in own if r.status == INVALID]
-        if not invalid:
-            continue
-        first = invalid[0]
-        what = (
-            f"{len(invalid)} of {len(own)} judgments by judge {name!r} are invalid (first: "
-            f"{first.dialogue_id}, {first.dimension}: {first.error or 'no reason recorded'})"
-        )
         if any(r.status == VALID for r in own):
-            log.warning("%s; they are counted, never averaged in", what)
-        else:
-            unusable.append(what)
+            if invalid:
+                first = invalid[0]
+                log.warning(
+                    "%s of %s judgments by judge %r are invalid (first: %s, %s: %s); they are counted, never "
+                    "averaged in", len(invalid), len(own), name, first.dialogue_id, first.dimension,
+                    first.error or "no reason recorded",
+                )  # fmt: skip
+            continue
+        failed = len(own) - len(invalid)
+        first = (invalid or own)[0]
+        parts = [f"{len(invalid)} of {len(own)} judgments by judge {name!r} are invalid"] if invalid else []
+        if failed:
+            parts.append(f"{failed} of {len(own)} failed (no answer came)")
+        unusable.append(
+            f"{' and '.join(parts)} (first: {first.dialogue_id}, {first.dimension}: "
+            f"{first.error or 'no reason recorded'})"
+        )
     if not unusable:
         return None
     return (
@@ -140,7 +161,7 @@ def write_reports(
         # the rankings order targets by point estimates: no resamples (0) for these rows
         on_reading = board.leaderboard([*jury_report.reading_records(judged, reading), *pooled], 0, seed)
         jury_section = jury_report.jury_blocks(
-            jury_report.leniency(judged, members, pool, reading, n, seed),
+            jury_report.leniency(judged, members, reading, n, seed),
             jury_report.agreement_between_judges(judged, members, reading, n, seed),
             jury_report.rankings(on_reading, members), pool, members, reading,
         )  # fmt: skip
@@ -217,11 +238,14 @@ class Leaderboard(Mode):
         return Plan(data=score_inputs(ctx.run.scores))
 
     def report(self, ctx: Context, plan: Plan) -> Outcome:
-        return leaderboard_outcome(ctx, plan.data, {})
+        return leaderboard_outcome(ctx, plan.data, {}, judged=False)
 
 
-def leaderboard_outcome(ctx: Context, score_paths: Sequence[Path], counts: dict[str, int]) -> Outcome:
-    """The leaderboard of the score files (`write_reports`), and the run's result."""
+def leaderboard_outcome(
+    ctx: Context, score_paths: Sequence[Path], counts: dict[str, int], judged: bool = True
+) -> Outcome:
+    """The leaderboard of the score files (`write_reports`), and the run's result; `judged`: False
+    for mode=leaderboard (it judged nothing: its failed judgments are retried in their folders)."""
     out = ctx.out
     records = merge_score_files(score_paths)
     if not records:
@@ -238,7 +262,7 @@ def leaderboard_outcome(ctx: Context, score_paths: Sequence[Path], counts: dict[
     by_dimension = invalid_report(records)
     wandb_dir = log_run(out, ctx.cfg, reports["charts"], records)
     no_valid = invalid_judgments(records)
-    result = ScoreResult(str(out), counts, by_dimension, **reports, no_valid=no_valid)
+    result = ScoreResult(str(out), counts, by_dimension, **reports, no_valid=no_valid, judged=judged)
     manifest = {
         "wandb_dir": wandb_dir,
         "counts": counts,
