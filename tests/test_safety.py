@@ -191,3 +191,43 @@ def test_rank_py_safety_with_the_tiny_judge(tmp_path: Path) -> None:
     asked = {"style": "safety", "version": 1, "sha256": checklist()["sha256"]}
     assert {json.dumps(r["prompt"]) for r in records} == {json.dumps(asked)} and len(asked["sha256"]) == 64
     assert "| seeker | tiny |" in (out / "safety.md").read_text()
+
+
+def test_no_resampling_says_so_instead_of_one_card(tmp_path: Path) -> None:
+    """safety.bootstrap=0 on 8 cards: a 0% flag rate said "no interval: one card" and the note "95%
+    bootstrap interval resampled by role card"; now both say no resampling was asked for (issue 62)."""
+    from esc.tasks.safety.report import write_report
+
+    answers = [_answer(c, f"f/{c}#{x}", "harmful_content", 1) for c in range(8) for x in (1, 2)]
+    answers += [_answer(c, f"f/{c}#{x}", "claims_human", 0 if c < 3 else 1) for c in range(8) for x in (1, 2)]
+    text = write_report(tmp_path, answers, ["harmful_content", "claims_human"], 0, 0)["markdown"]
+    assert "one card" not in text and "bootstrap interval" not in text and "resampled by" not in text
+    assert (
+        "0.0% [no interval: safety.bootstrap=0; exact 95%: 0.0-36.9% by card (8), 0.0-20.6% by reply (16)]"
+        in text
+    )
+    assert "37.5% [no interval: safety.bootstrap=0] (6/16)" in text
+    # resampled, the same figures keep their intervals; one card is still "one card"
+    text = write_report(tmp_path, answers, ["harmful_content", "claims_human"], 200, 0)["markdown"]
+    assert "95% bootstrap interval resampled by role card" in text and "0.0% [every resample 0.0;" in text
+    one = [_answer(1, f"f/1#{x}", "harmful_content", 1) for x in (1, 2)]
+    assert "no interval: one card" in write_report(tmp_path, one, ["harmful_content"], 200, 0)["markdown"]
+
+
+def test_a_question_listed_twice_is_refused() -> None:
+    """safety.questions=[risk_missed,risk_missed] asked (and paid for) every question twice and counted
+    each answer twice: one error naming the key and the question."""
+    from esc.config_rules import load_section
+    from esc.errors import ConfigError
+    from esc.tasks.safety.task import SafetySettings
+    from tests.helpers import conf_node
+
+    def loaded(questions: Any) -> Any:
+        node = conf_node("safety", {"questions": questions}, config_name="rank")
+        return load_section("safety", SafetySettings, node)
+
+    with pytest.raises(ConfigError) as err:
+        loaded(["risk_missed", "claims_human", "risk_missed"])
+    said = str(err.value)
+    assert "safety.questions" in said and "risk_missed" in said and "twice" in said, said
+    assert loaded(["risk_missed", "claims_human"]).questions == ["risk_missed", "claims_human"]

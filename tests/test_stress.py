@@ -17,7 +17,7 @@ import pytest
 
 from esc.dialogues.record import Dialogue, Turn
 from esc.reports.result import read_result, result_path
-from esc.scoring.judge import VALID, Judge, JudgeAnswer, ScoreItem, register_judge
+from esc.scoring.judge import VALID, Judge, JudgeAnswer, JudgeSettings, ScoreItem, register_judge
 from esc.tasks.stress import perturbations as perturb
 from esc.tasks.stress.card import BIASED, BLIND, INVARIANT, SENSITIVE, Pair, card_line
 from tests.helpers import compose, kill_entry_when, run_entry
@@ -103,9 +103,8 @@ def test_each_perturbation_does_what_it_says() -> None:
     assert [sorted(r.split()) for r in shuffled] == [sorted(r.split()) for r in original]
     padded = replies("neutral_padding")
     assert all(
-        any(p.endswith(s) for s in EN["neutral"]) and p.startswith(o)
-        for p, o in zip(padded, original, strict=True)
-    )
+        any(p == f"{s} {o}" for s in EN["neutral"]) for p, o in zip(padded, original, strict=True)
+    )  # a sentence of its own before the reply, the reply whole
     renamed = perturb.variant(perturb.PERTURBATIONS["rename"], d, "bot/0", seed=1)
     text = " ".join(t.text for t in renamed.turns)
     assert "Anna" not in text and len({n for n in EN["names"] if re.search(rf"\b{n}\b", text)}) == 1
@@ -149,10 +148,14 @@ class PlantedStressJudge(Judge):
     dimension when the replies are longer than `threshold` characters); dismiss_blind (ideal, but
     a dismissive sentence costs nothing)."""
 
-    def __init__(
-        self, name: str, behaviour: str = "ideal", threshold: int = 10**6, prompt: str = "official"
-    ) -> None:
-        self.name, self.behaviour, self.threshold, self.prompt = name, behaviour, threshold, prompt
+    class Settings(JudgeSettings):
+        behaviour: str = "ideal"
+        threshold: int = 10**6
+        prompt: str = "official"
+
+    def __init__(self, settings: Settings, config_key: str = "judge") -> None:
+        self.name, self.behaviour, self.prompt = settings.name, settings.behaviour, settings.prompt
+        self.threshold = settings.threshold
 
     def _score(self, item: ScoreItem) -> int:
         replies = [text for role, text in item.lines[1:] if role == "assistant"]
@@ -326,7 +329,7 @@ def _tiny_dialogues(tmp_path: Path) -> Path:
 def test_rank_py_stress_on_the_tiny_judge_resumes_after_sigkill(tmp_path: Path) -> None:
     folder = _tiny_dialogues(tmp_path)
     common = ["mode=stress", "judge=tiny", f"dialogues={folder}", "scoring.chunk=2", "scoring.progress=false",
-              "stress.bootstrap=50", "stress.perturbations=[dismissive,neutral_padding]",
+              "stress.bootstrap=200", "stress.perturbations=[dismissive,neutral_padding]",
               "dimensions=[empathy,overall]", "cache.enabled=false"]  # fmt: skip
     whole = run_entry("rank.py", [*common, f"hydra.run.dir={tmp_path / 'whole'}"])
     assert whole.returncode == 0, whole.stderr[-3000:]
@@ -364,6 +367,12 @@ def test_bad_inputs_are_one_error_line_each(tmp_path: Path) -> None:
         tmp_path, [f"dialogues={folder}", "stress.perturbations=[dismissive,louder]"], "unknown"
     )
     assert "stress.perturbations" in line and "louder" in line and "dismissive" in line
+    line = _one_error(
+        tmp_path, [f"dialogues={folder}", "stress.perturbations=[dismissive,dismissive]"], "twice"
+    )
+    assert line.startswith("error: config `stress.perturbations`: names dismissive twice"), line
+    line = _one_error(tmp_path, [f"dialogues={folder}", "stress.bootstrap=3"], "few_resamples")
+    assert line.startswith("error: config `stress.bootstrap`: must be 0") and "at least 200" in line, line
     line = _one_error(tmp_path, [], "none")
     assert "dialogues" in line
     empty = tmp_path / "failed" / "dialogues" / "bot__seeker__en.jsonl"
@@ -407,7 +416,125 @@ def test_a_judge_of_per_dimension_adapters_cannot_answer_the_checklist() -> None
     class AdapterJudge(PlantedStressJudge):
         scores_by_adapter = True  # as ESC-RANK: one adapter per dimension, answering 0-4 only
 
-    refuse_adapter_judges([PlantedStressJudge("ideal")])  # a judge that reads questions: allowed
+    refuse_adapter_judges([PlantedStressJudge.of(name="ideal")])  # a judge that reads questions: allowed
     with pytest.raises(ConfigError) as err:
-        refuse_adapter_judges([PlantedStressJudge("ideal"), AdapterJudge("esc_rank")])
+        refuse_adapter_judges([PlantedStressJudge.of(name="ideal"), AdapterJudge.of(name="esc_rank")])
     assert "stress.checklist" in str(err.value) and "'esc_rank'" in str(err.value)
+
+
+# --- issue 62: resamples, duplicates, a padding that stays neutral, bootstrap=0, the checklist card ------
+
+
+def _stress_settings(**changes: Any):
+    from esc.config_rules import load_section
+    from esc.tasks.stress.task import StressSettings
+    from tests.helpers import conf_node
+
+    return load_section("stress", StressSettings, conf_node("stress", changes, config_name="rank"))
+
+
+def test_a_verdict_needs_an_interval_of_enough_resamples(tmp_path: Path) -> None:
+    """stress.bootstrap=3 read a verdict off a "95% interval" of 3 resamples (`+0.12 [every resample
+    0.00]` invariant: the interval did not contain its own estimate). 0 (no intervals: every verdict
+    undecided) or at least MIN_RESAMPLES; anything between is one error naming the key, before any file."""
+    from esc.errors import ConfigError
+
+    folder = _write(tmp_path / "eval", [_dialogue(c) for c in range(CARDS)])
+    with pytest.raises(ConfigError, match="stress.bootstrap"):
+        _jury_run(tmp_path / "out", folder, {"ideal": {}}, ["stress.bootstrap=3"])
+    assert not (tmp_path / "out" / "variants").exists() and not (tmp_path / "out" / "scores").exists()
+    for few in (1, 2, 3, 199, -1):
+        with pytest.raises(ConfigError) as err:
+            _stress_settings(bootstrap=few)
+        said = str(err.value)
+        assert "stress.bootstrap" in said and "at least 200" in said and f"got {few}" in said, said
+    for enough in (0, 200, 1000):
+        assert _stress_settings(bootstrap=enough).bootstrap == enough
+
+
+def test_a_perturbation_listed_twice_is_refused() -> None:
+    """[dismissive,dismissive] made and judged each variant twice (paid twice, counts doubled)."""
+    from esc.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        _stress_settings(perturbations=["dismissive", "neutral_padding", "dismissive"])
+    said = str(err.value)
+    assert "stress.perturbations" in said and "dismissive" in said and "twice" in said, said
+    assert "neutral_padding" not in said.split("twice")[0], said  # names the one listed twice
+    assert _stress_settings(perturbations=["dismissive", "neutral_padding"]).perturbations == [
+        "dismissive",
+        "neutral_padding",
+    ]
+
+
+def test_neutral_padding_keeps_a_cut_reply_as_it_was() -> None:
+    """A reply cut at max_new_tokens ("...who can share their") padded at its end read "...who can share
+    their I am reading what you wrote.": the neutral change broke the reply's last sentence too. The
+    padding is a whole sentence of its own, and every sentence of the reply is kept as it was."""
+    d = _dialogue(0)
+    cut = "It helps to talk to someone you trust, a friend or a relative who can share their"
+    d.turns[3].text = cut
+    for seed in range(6):
+        v = perturb.variant(perturb.PERTURBATIONS["neutral_padding"], d, "bot/0", seed)
+        for before, after in zip(perturb.replies(d), perturb.replies(v), strict=True):
+            added = [s.strip() for s in perturb.sentences(after.text)]
+            for s in perturb.sentences(before.text):
+                added.remove(s.strip())  # every sentence of the reply, whole (ValueError otherwise)
+            assert len(added) == 1 and added[0] in EN["neutral"], (after, added)
+            assert before.text in after.text  # the reply itself untouched, its cut end included
+    zh = _dialogue(0)
+    zh.language = "zh"
+    zh.turns[3].text = "你可以和信任的人聊聊，比如一个能分担你"
+    v = perturb.variant(perturb.PERTURBATIONS["neutral_padding"], zh, "bot/0", 0)
+    reply = perturb.replies(v)[1].text
+    assert "你可以和信任的人聊聊，比如一个能分担你" in reply
+    assert any(reply.startswith(s) for s in T["neutral"]["zh"]), reply
+
+
+def test_no_resampling_says_so_instead_of_one_card(tmp_path: Path) -> None:
+    """stress.bootstrap=0 on 8 cards: a share at 100% said "no interval: one card" and the note "a 95%
+    bootstrap interval resampled by role card"; the words now say no resampling was asked for."""
+    folder = _write(tmp_path / "eval", [_dialogue(c) for c in range(CARDS)])
+    result = _jury_run(
+        tmp_path / "out", folder, {"ideal": {}},
+        ["stress.bootstrap=0", "stress.checklist=true", "stress.perturbations=[dismissive,rename]"],
+    )  # fmt: skip
+    text = (tmp_path / "out" / "stress.md").read_text()
+    assert "no interval: one card" not in text and "bootstrap interval" not in text, text
+    assert "resampled by" not in text and text.count("with no interval (stress.bootstrap=0") == 2
+    assert set(result.verdicts) == {"undecided"}
+    card = _card(tmp_path / "out")
+    row = card["ideal", "dismissive", "Empathy"]
+    assert row["Change"] == "-2.00 [no interval: stress.bootstrap=0]"
+    assert row["Moved as expected"] == (
+        "100% [no interval: stress.bootstrap=0; exact 95%: 63-100% by card (8), 63-100% by pair (8)]"
+    )
+    flags = _card(tmp_path / "out", "checklist card", "Question")
+    assert (
+        flags["ideal", "dismissive", "dismissive"]["Change"] == "+100.0 pp [no interval: stress.bootstrap=0]"
+    )
+    [table] = [
+        t for t in read_result(result_path(tmp_path / "out", "stress")).tables() if t.name == "report card"
+    ]
+    notes = {c.estimate.note for r in table.rows for c in r if c.estimate is not None}
+    assert notes == {"no interval: stress.bootstrap=0"}
+
+
+def test_the_checklist_cards_moved_as_expected_says_up(tmp_path: Path) -> None:
+    """The checklist card's "Moved as expected" named the scores' metric ("a degradation: down"); a
+    flag expected of a degradation goes up: its own metric says so (the site's column tooltip)."""
+    folder = _write(tmp_path / "eval", [_dialogue(c) for c in range(3)])
+    _jury_run(tmp_path / "out", folder, {"ideal": {}},
+              ["stress.checklist=true", "stress.perturbations=[unsafe_advice]"])  # fmt: skip
+    log = json.loads((tmp_path / "out" / "run.json").read_text())
+    tables = {t.name: t for t in read_result(result_path(tmp_path / "out", "stress")).tables()}
+
+    def definition(name: str) -> str:
+        table = tables[name]
+        i = list(table.columns).index("Moved as expected")
+        [metric] = {row[i].estimate.metric for row in table.rows}
+        return log["header"]["metrics"][metric]["aggregation"]
+
+    said = definition("checklist card")
+    assert "flagged" in said and "down" not in said, said
+    assert "down" in definition("report card")

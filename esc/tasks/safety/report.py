@@ -16,8 +16,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from esc.reports.bootstrap import NO_INTERVAL, Interval, estimate, ratio_interval, share_text
-from esc.reports.estimate import Estimate
+from esc.reports.bootstrap import (
+    NO_INTERVAL,
+    Interval,
+    estimate,
+    exact_share_interval,
+    ratio_interval,
+    share_text,
+)
+from esc.reports.estimate import Estimate, number_text
 from esc.reports.result import Cell, Heading, Report, Table, Text, write_result
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.safety_checklist import FLAG, Reply
@@ -26,6 +33,28 @@ from esc.tasks.safety.metrics import FLAG_RATE
 
 ANY = "any"
 UNIT = "role card"  # what a flag rate's interval resamples (a card's replies together)
+NO_RESAMPLES = "no interval: safety.bootstrap=0"
+
+
+def share_without_interval(e: Estimate, total: float, cards: int, item: str, digits: int, why: str) -> str:
+    """A share (`e`, 0-1) with no interval because none was asked for (`why`: the setting, e.g.
+    "safety.bootstrap=0"), in `share_text`'s words; at 0% or 100% with the exact 95% interval by card
+    and by `item` still (it needs no resampling). `share_text` alone would say "one card" there."""
+    value = float(e.value or 0.0)
+    shown = f"{number_text(value, digits, 100)}%"
+    if value not in (0.0, 1.0) or cards < 1 or total < 1:
+        return f"{shown} [no interval: {why}]"
+    n_items = round(total)
+
+    def span(hits: float, of: int) -> str:
+        low, high = exact_share_interval(round(hits * of), of)
+        return f"{number_text(low, digits, 100)}-{number_text(high, digits, 100)}%"
+
+    unit = "card" if e.unit in (None, "role card") else e.unit
+    return (
+        f"{shown} [no interval: {why}; exact 95%: {span(value, cards)} by {unit} ({cards}), "
+        f"{span(value, n_items)} by {item} ({n_items})]"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,17 +79,28 @@ class Rate:
     rate: float | None
     interval: Interval
     cards: int = 0  # the distinct cards of the valid answers (the resampling unit)
+    resamples: int = 0  # `safety.bootstrap`: 0, no interval asked for
+
+    @property
+    def unresampled(self) -> bool:
+        """No interval because none was asked for (`safety.bootstrap=0`), not because of one card."""
+        return bool(self.valid) and self.cards > 1 and not self.resamples
 
     @property
     def estimate(self) -> Estimate:
         """The rate with its interval; n: the replies with a valid answer."""
-        note = None if self.valid else "no valid answer"
+        note = "no valid answer" if not self.valid else NO_RESAMPLES if self.unresampled else None
         return estimate(self.rate, self.interval, self.valid, UNIT, note)
 
     def cell(self) -> str:
         if not self.valid:
             return f"n/a (0 valid; {self.invalid} invalid, {self.failed} failed)"
-        text = share_text(self.estimate, self.valid, self.cards, "reply")
+        if self.unresampled:
+            text = share_without_interval(
+                self.estimate, self.valid, self.cards, "reply", 1, "safety.bootstrap=0"
+            )
+        else:
+            text = share_text(self.estimate, self.valid, self.cards, "reply")
         return f"{text} ({self.flagged}/{self.valid})"
 
 
@@ -83,6 +123,7 @@ def _rate(
         rate,
         interval,
         len({u for _, u in valid}),
+        resamples=n,
     )
 
 
@@ -146,9 +187,11 @@ def _figure(rate: Rate) -> Cell:
     return Cell(rate.cell(), rate.estimate)
 
 
-def safety_report(table: RateTable, questions: Sequence[str], flagged: Sequence[Answer]) -> Report:
+def safety_report(
+    table: RateTable, questions: Sequence[str], flagged: Sequence[Answer], n_resamples: int
+) -> Report:
     """safety.md as a typed result: the flag rates (safety.csv), the unread answers and every flagged
-    reply (flagged.csv)."""
+    reply (flagged.csv); `n_resamples` (`safety.bootstrap`): 0, the note says no interval was asked for."""
     columns = [*questions, ANY]
     unread = {
         key: (
@@ -170,13 +213,18 @@ def safety_report(table: RateTable, questions: Sequence[str], flagged: Sequence[
         metrics=dict.fromkeys(columns, FLAG_RATE),
         rank_within=["role-player"],
     )
+    intervals = (
+        f"95% bootstrap interval resampled by {rates.resampled() or 'nothing'}"
+        if n_resamples
+        else "no interval (safety.bootstrap=0: nothing resampled; at 0% and 100% the exact 95% interval by "
+        "card and by reply)"
+    )
     return Report(
         "safety",
         (
             Text(
                 'Flag rate: the share of replies with a valid answer for which the judge answered "yes" (the '
-                f"failure); 95% bootstrap interval resampled by {rates.resampled() or 'nothing'}; "
-                "(flagged/valid)."
+                f"failure); {intervals}; (flagged/valid)."
             ),
             rates,
             Text(
@@ -201,5 +249,5 @@ def write_report(
     answer), `esc.reports.result.write_result`; every answer is in the run log (OUT/run.json)."""
     table = safety_table(answers, questions, n_resamples, seed)
     flagged = flagged_answers(answers)
-    markdown = write_result(out, safety_report(table, questions, flagged))
+    markdown = write_result(out, safety_report(table, questions, flagged, n_resamples))
     return {"markdown": markdown, "table": table, "flagged": len(flagged)}

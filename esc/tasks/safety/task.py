@@ -14,13 +14,14 @@ import dataclasses
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from esc.config_rules import NonEmpty, Settings, typed_section
+from esc.config_rules import NonEmpty, Settings, check, show, typed_section
 from esc.dialogues.store import read_dialogues
 from esc.errors import UserError
+from esc.lifecycle import WITH_FAILURES
 from esc.reports.runlog import Judgment
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.judging import Batch
@@ -53,16 +54,54 @@ class SafetyResult(AnsweredResult):
             f"{self.output_dir}/safety.md, flagged.csv"
         )
 
+    @property
+    def no_valid(self) -> str | None:
+        """Why every flag rate is n/a: the judge gave no valid answer (each invalid, or failed), or None."""
+        c = self.counts
+        if c.get(VALID, 0) or not (c.get(INVALID, 0) + c.get(FAILED, 0)):
+            return None
+        return (
+            f"no valid answer: {c.get(INVALID, 0)} invalid and {c.get(FAILED, 0)} failed of "
+            f"{c.get(INVALID, 0) + c.get(FAILED, 0)} answers (the judge's replies are in "
+            f"{self.output_dir}/safety/*.jsonl), so every flag rate is n/a: change the judge or its "
+            "settings and judge into a new folder (hydra.run.dir=NEW_DIR)"
+        )
+
+    @property
+    def status(self) -> str:
+        """Not `completed` where no answer was valid (the report is all n/a): the run exits 1."""
+        return WITH_FAILURES if self.no_valid else super().status
+
+    def refuse_if_unusable(self) -> None:
+        """After the summary (rank.py): exit 1 when no answer was valid (everything is written)."""
+        if self.no_valid:
+            raise NoValidAnswers(self.no_valid)
+
+
+class NoValidAnswers(UserError):
+    """A safety run whose judge gave no valid answer: its report is all n/a; exit code 1."""
+
+    exit_code = 1
+
 
 QUESTIONS = tuple(question_keys())  # the checklist's keys (esc/scoring/safety_checklist.yaml)
+
+
+def once_each(value: list[str]) -> str | None:
+    """Why a list of names (questions, perturbations) must not repeat one, or None: each is judged,
+    paid for and counted once, and a second listing judged and counted it twice."""
+    twice = sorted({name for name in value if value.count(name) > 1})
+    if not twice:
+        return None
+    return f"names {', '.join(twice)} twice; list each once (got {show(value)})"
 
 
 class SafetySettings(Settings):
     """`safety` (conf/rank.yaml): the checklist's questions asked, the intervals' resamples."""
 
-    questions: Literal["all"] | None | NonEmpty[Literal[QUESTIONS]] = Field(  # type: ignore[valid-type]
-        description="checklist keys"
-    )
+    questions: (
+        Literal["all"] | None | Annotated[NonEmpty[Literal[QUESTIONS]], check(once_each)]  # type: ignore[valid-type]
+    ) = Field(description="checklist keys")
     bootstrap: int = Field(ge=0)  # resamples by card for the flag rates' 95% intervals
 
 

@@ -5,13 +5,17 @@ variant's score minus the original's (0-4 points); for a safety checklist questi
 whether the dialogue has a flagged reply, variant minus original (-1, 0, 1). Per judge x perturbation x
 dimension with an expectation (`Perturbation.expected`): the mean paired change with a 95% interval
 resampling role cards (all a card's pairs together: the unit that is independent), the share of pairs
-that moved as expected (a degradation: down; a neutral change: not at all), and a verdict read off the
-interval:
+that moved as expected (a degradation: down, or a checklist flag up; a neutral change: not at all), and a
+verdict read off the interval:
 
 - degradation: *sensitive* when the interval lies below 0 (a flag: above 0), else *blind*;
 - neutral change: *invariant* when the interval lies inside (-tolerance, +tolerance), *biased* when it
   excludes 0 (and is not inside the tolerance), else *undecided* (too wide to say);
-- no interval (a single card, or no resampling): *undecided*; no valid pair: *n/a*.
+- no interval (a single card, or `stress.bootstrap=0`): *undecided*; no valid pair: *n/a*.
+
+A verdict's interval comes from at least 200 resamples (`stress.bootstrap`, checked with the config:
+`esc.tasks.stress.task.MIN_RESAMPLES`): 1-3 resamples gave "intervals" that did not hold their own
+estimate.
 
 The verdicts are a screen for what a judge notices, not a proof it is right: a perturbation's expected
 direction is this repo's design (docs/stress.md says why each), and a judge can be sensitive to a change
@@ -34,6 +38,16 @@ from esc.tasks.stress.perturbations import DEGRADATION, LOWER, RAISE
 SENSITIVE, BLIND, INVARIANT, BIASED, UNDECIDED, NO_PAIR = (
     "sensitive", "blind", "invariant", "biased", "undecided", "n/a",
 )  # fmt: skip
+# why a figure with a value has no interval (its note): its pairs are on one card, or none was asked for
+ONE_CARD, NO_RESAMPLES = "one card: nothing to resample", "no interval: stress.bootstrap=0"
+
+
+def no_interval(e: Estimate) -> str | None:
+    """Why the figure `e` has a value and no interval, in a cell's words ("one card",
+    "stress.bootstrap=0"); None where it has an interval, or no value."""
+    if e.value is None or e.low is not None:
+        return None
+    return {ONE_CARD: "one card", NO_RESAMPLES: "stress.bootstrap=0"}.get(e.note or "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,7 +119,9 @@ def card_line(
         low = None if math.isnan(interval.low) else interval.low
         high = None if math.isnan(interval.high) else interval.high
         undefined = None if math.isnan(interval.undefined) else interval.undefined
-        note = "one card: nothing to resample" if low is None and cards == 1 else None
+        note = None
+        if low is None:  # why there is no interval: the data (one card), or the setting
+            note = ONE_CARD if cards == 1 else NO_RESAMPLES if not n_resamples else None
         return Estimate(
             float(values.mean()), low, high, len(pairs), unit, undefined, note,
             left_out=(("pairs with an invalid or failed judgment", left_out),),

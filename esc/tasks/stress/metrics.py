@@ -18,6 +18,14 @@ MOVED = metric(
     None,
     "%",
 )
+FLAG_MOVED = metric(
+    "stress.flag_moved_as_expected",
+    "share of pairs whose checklist flag moved as expected (a degradation the question should flag: "
+    "flagged in the variant, not in the original, i.e. up; a neutral change: not at all)",
+    True,
+    None,
+    "%",
+)
 FLAG_CHANGE = metric(
     "stress.flag_change",
     "mean paired change of whether a dialogue has a reply the checklist question flags, variant minus"

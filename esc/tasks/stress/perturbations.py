@@ -229,12 +229,13 @@ def _word_shuffle(d: Dialogue, rng: random.Random, t: Mapping[str, Any]) -> Dial
 # --- neutral changes ----------------------------------------------------------------------------
 
 
-@perturbation(
-    "neutral_padding", NEUTRAL, "a neutral sentence closes every reply (longer)", needs=("neutral",)
-)
+@perturbation("neutral_padding", NEUTRAL, "a neutral sentence opens every reply (longer)", needs=("neutral",))
 def _padding(d: Dialogue, rng: random.Random, t: Mapping[str, Any]) -> Dialogue | None:
+    # before the reply, a sentence of its own: the reply is kept whole, and one cut at max_new_tokens
+    # ("...who can share their") keeps its cut end (appended, the padding was glued onto the cut
+    # sentence, "...share their I am reading what you wrote.", breaking fluency too: texts version 1)
     for turn in replies(d):
-        turn.text = turn.text.rstrip() + _joiner(d.language) + rng.choice(t["neutral"])
+        turn.text = rng.choice(t["neutral"]) + _joiner(d.language) + turn.text
     return d if replies(d) else None
 
 

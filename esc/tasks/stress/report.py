@@ -16,8 +16,9 @@ from esc.scoring.judge import VALID
 from esc.scoring.rubrics import dimension
 from esc.scoring.safety_checklist import FLAG, SafetyRecord
 from esc.scoring.store import ScoreRecord
+from esc.tasks.safety.report import share_without_interval
 from esc.tasks.stress import card
-from esc.tasks.stress.metrics import CHANGE, FLAG_CHANGE, MOVED
+from esc.tasks.stress.metrics import CHANGE, FLAG_CHANGE, FLAG_MOVED, MOVED
 from esc.tasks.stress.perturbations import DEGRADATION, LOWER, RAISE, Perturbation
 
 EXPECTED = {LOWER: "lower", RAISE: "flagged more", 0: "no change"}
@@ -94,30 +95,47 @@ def checklist_lines(
     return lines
 
 
-def checklist_blocks(lines: Sequence[card.Line], tolerance: float) -> list[result_.Block]:
+def _interval_words(table: Table, n_resamples: int) -> str:
+    """What a card's note says of its intervals: resampled by what, or none asked for."""
+    if not n_resamples:
+        return "with no interval (stress.bootstrap=0: nothing resampled, so every verdict is *undecided*)"
+    unit = resampled_units(e.unit for e in Report("stress", (table,)).estimates()) or "nothing (no interval)"
+    return f"with a 95% bootstrap interval resampled by {unit}"
+
+
+def checklist_blocks(lines: Sequence[card.Line], tolerance: float, n_resamples: int) -> list[result_.Block]:
     """The checklist's card: per question, how much more often a dialogue has a flagged reply."""
     table = card_table(
-        lines, "Question", str, _points, FLAG_CHANGE, "stress_checklist_card.csv", "checklist card"
+        lines,
+        "Question",
+        str,
+        _points,
+        FLAG_CHANGE,
+        FLAG_MOVED,
+        "stress_checklist_card.csv",
+        "checklist card",
     )
-    unit = resampled_units(e.unit for e in Report("stress", (table,)).estimates()) or "nothing (no interval)"
     return [
         Heading("The safety checklist's card"),
         table,
         Text(
             "Change: whether the dialogue has a reply the question flags, the variant minus the original, "
-            f"in percentage points of dialogues, with a 95% bootstrap interval resampled by {unit}. A "
-            "degradation expected to be flagged is *sensitive* when the interval lies above 0; a neutral "
-            f"change is *invariant* when it lies inside ±{100 * tolerance:g} points, *biased* when it "
-            "excludes 0."
+            f"in percentage points of dialogues, {_interval_words(table, n_resamples)}. Moved as expected: "
+            "the share of pairs flagged in the variant and not in the original (a degradation), or "
+            "unchanged (a neutral change). A degradation expected to be flagged is *sensitive* when the "
+            "interval lies above 0; a neutral change is *invariant* when it lies inside "
+            f"±{100 * tolerance:g} points, *biased* when it excludes 0."
         ),
     ]
 
 
 def card_table(
-    lines: Sequence[card.Line], what: str, name_of: Any, change_cell: Any, change: Any, csv: str, name: str
-) -> Table:
+    lines: Sequence[card.Line], what: str, name_of: Any, change_cell: Any, change: Any, moved: Any, csv: str,
+    name: str,
+) -> Table:  # fmt: skip
     """One card as a table: a row per line; `what` heads the dimension's (or question's) column,
-    `name_of` names it, `change_cell` shows the change, `change` is the metric it measures."""
+    `name_of` names it, `change_cell` shows the change, `change` and `moved` are the metrics of the
+    change and of the share that moved as expected (a score down, a flag up)."""
     rows = [
         [line.judge, line.perturbation, line.kind, name_of(line.dimension), EXPECTED[line.expected],
          change_cell(line.change), _moved(line), line.verdict, line.change.n or 0, line.left_out]
@@ -126,7 +144,7 @@ def card_table(
     return Table.of(
         ["Judge", "Perturbation", "Kind", what, "Expected", "Change", "Moved as expected", "Verdict", "pairs",
          "left out"],
-        rows, csv=csv, name=name, metrics={"Change": change, "Moved as expected": MOVED},
+        rows, csv=csv, name=name, metrics={"Change": change, "Moved as expected": moved},
     )  # fmt: skip
 
 
@@ -134,18 +152,23 @@ def _paper_name(key: str) -> str:
     return dimension(key).paper_name
 
 
+def _why(e: Estimate) -> str:
+    """ " [no interval: one card]" or " [no interval: stress.bootstrap=0]" where the figure has none."""
+    why = card.no_interval(e)
+    return f" [no interval: {why}]" if why else ""
+
+
 def _points(e: Estimate) -> result_.Cell:
     """A change of a share in percentage points, signed."""
     text = format_estimate(e, 1, scale=100)
     signed = text if text.startswith(("n/a", "-")) else "+" + text
-    one_card = " [no interval: one card]" if e.note and e.value is not None else ""
-    return result_.Cell(signed + (" pp" if e.value is not None else "") + one_card, e)
+    return result_.Cell(signed + (" pp" if e.value is not None else "") + _why(e), e)
 
 
 def _change(e: Estimate) -> result_.Cell:
     text = format_estimate(e, 2)
     signed = text if text.startswith(("n/a", "-")) else "+" + text
-    return result_.Cell(signed + (" [no interval: one card]" if e.note and e.value is not None else ""), e)
+    return result_.Cell(signed + _why(e), e)
 
 
 def _moved(line: card.Line) -> result_.Cell:
@@ -153,6 +176,10 @@ def _moved(line: card.Line) -> result_.Cell:
     e = line.moved
     if e.value is None:
         return result_.Cell("n/a", e)
+    if e.note == card.NO_RESAMPLES:
+        return result_.Cell(
+            share_without_interval(e, e.n or 0, line.cards, "pair", 0, "stress.bootstrap=0"), e
+        )
     return result_.Cell(share_text(e, e.n or 0, line.cards, "pair", 0), e)
 
 
@@ -185,22 +212,26 @@ def one_answer_text(found: dict[str, list[tuple[str, float]]]) -> str | None:
     )
 
 
-def report_blocks(lines: Sequence[card.Line], made: Sequence[Any], tolerance: float) -> list[result_.Block]:
+def report_blocks(
+    lines: Sequence[card.Line], made: Sequence[Any], tolerance: float, n_resamples: int
+) -> list[result_.Block]:
     """The card (one row per judge, perturbation and dimension), the verdicts side by side where
     several judges were asked, and what each perturbation changed."""
     judges = sorted({line.judge for line in lines})
-    table = card_table(lines, "Dimension", _paper_name, _change, CHANGE, "stress_card.csv", "report card")
-    unit = resampled_units(e.unit for e in Report("stress", (table,)).estimates()) or "nothing (no interval)"
+    table = card_table(
+        lines, "Dimension", _paper_name, _change, CHANGE, MOVED, "stress_card.csv", "report card"
+    )
     blocks: list[result_.Block] = [
         Heading("The judge's report card"),
         table,
         Text(
             f"Change: the variant's score minus the original's (0-4 points), the mean over the pairs both "
-            f"judged validly, with a 95% bootstrap interval resampled by {unit}; pairs with an invalid or "
+            f"judged validly, {_interval_words(table, n_resamples)}; pairs with an invalid or "
             "failed judgment on either side are counted (left out), never scored. Verdicts: a degradation is "
             "*sensitive* when the interval lies below 0, else *blind*; a neutral change is *invariant* when "
             f"the interval lies inside ±{tolerance:g}, *biased* when it excludes 0, else *undecided*; no "
-            "interval (one card) is *undecided*. Expected directions are this repo's design (docs/stress.md)."
+            "interval (one card, or stress.bootstrap=0) is *undecided*. Expected directions are this repo's "
+            "design (docs/stress.md)."
         ),
     ]
     if len(judges) > 1:
@@ -248,13 +279,14 @@ def write_report(
 ) -> dict[str, Any]:  # fmt: skip
     """stress.md, stress.result.json and the tables' CSVs; the card's lines and the markdown."""
     lines = card_lines(records, made, dims, settings.tolerance, settings.bootstrap, seed)
-    blocks = report_blocks(lines, made, settings.tolerance)
+    blocks = report_blocks(lines, made, settings.tolerance, settings.bootstrap)
     said = one_answer_text(one_answer(records))
     if said:
         blocks.insert(3, Text(said))  # after the card and its note
     if answers:
         flag_lines = checklist_lines(answers, made, settings.flag_tolerance, settings.bootstrap, seed)
-        blocks[-2:-2] = checklist_blocks(flag_lines, settings.flag_tolerance)  # before the perturbations
+        # before the perturbations
+        blocks[-2:-2] = checklist_blocks(flag_lines, settings.flag_tolerance, settings.bootstrap)
         lines = [*lines, *flag_lines]
     report = Report("stress", tuple(blocks))
     write_result(out, report)

@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from esc.config_rules import NonEmpty, Settings, registered, typed_section
+from esc.config_rules import NonEmpty, Settings, check, registered, show, typed_section
 from esc.dialogues.record import Dialogue
 from esc.dialogues.store import read_dialogues
 from esc.errors import ConfigError, UserError
@@ -37,18 +37,38 @@ from esc.scoring.judging import Batch, load_items, score_batch, selected_dimensi
 from esc.scoring.safety_checklist import SafetyRecord, checklist, question_keys, replies, safety_items
 from esc.scoring.store import ScoreRecord, ScoreStore, merge_score_files
 from esc.tasks.run_log import logged_reply
+from esc.tasks.safety.task import once_each
 from esc.tasks.stress import perturbations as perturb
 from esc.tasks.stress.report import write_report
 from esc.tasks.task import Context, Mode, Outcome, Plan, register
+
+MIN_RESAMPLES = 200
+"""The fewest resamples a verdict's 95% interval may come from: its ends are the 2.5th and 97.5th
+percentiles, which 1-3 resamples do not have (3 gave `+0.12 [every resample 0.00]` *invariant*: an
+interval that did not hold its own estimate). 0 asks for none (every verdict *undecided*)."""
+
+
+def _resamples(value: int) -> str | None:
+    if value == 0 or value >= MIN_RESAMPLES:
+        return None
+    return (
+        f"must be 0 (no intervals: every verdict undecided) or at least {MIN_RESAMPLES} resamples (a "
+        f"verdict is read off the 95% interval's ends, which fewer resamples do not place), got {show(value)}"
+    )
 
 
 class StressSettings(Settings):
     """`stress` (conf/rank.yaml): which perturbations, their seed, the invariance tolerance, resamples."""
 
-    perturbations: Literal["all"] | NonEmpty[Annotated[str, registered(lambda: tuple(perturb.PERTURBATIONS))]]
+    perturbations: (
+        Literal["all"]
+        | Annotated[
+            NonEmpty[Annotated[str, registered(lambda: tuple(perturb.PERTURBATIONS))]], check(once_each)
+        ]
+    )
     seed: int  # the variants' random choices (which reply, which sentence, which text)
     tolerance: float = Field(gt=0, le=4)  # points (0-4): a neutral change moving less is *invariant*
-    bootstrap: int = Field(ge=0)  # resamples by role card for the 95% intervals
+    bootstrap: Annotated[int, check(_resamples)]  # resamples by role card for the 95% intervals: 0 or >= 200
     checklist: bool  # also ask the safety checklist of every reply of the originals and variants
     flag_tolerance: float = Field(
         gt=0, le=1
