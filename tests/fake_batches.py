@@ -15,6 +15,11 @@ lines whose last message matches). `FakeOpenAIServer.batch_outcome` picks how it
   status ``expired``; Anthropic: ``expired`` results);
 - ``failed``: OpenAI: status ``failed`` with a validation error and no files; Anthropic, whose batches
   do not fail as a whole: every line ``errored``.
+
+`FakeOpenAIServer.batch_drop_polls` closes the next reads of a batch without an answer (a server
+unreachable while a run polls); `FakeOpenAIServer.batch_malformed` ({text: kind}) writes the result
+line of each request whose last message holds `text` malformed: ``no_custom_id`` (the line without
+it), ``cut`` (half a line: not JSON) or ``not_a_result`` (its ``response`` / ``result`` a string).
 """
 
 from __future__ import annotations
@@ -44,8 +49,8 @@ class FakeBatch:
     polls: int = 0
     ended: bool = False
     outcome: str = "completed"
-    results: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # OpenAI: output lines
-    errors: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # OpenAI: error lines
+    results: list[Any] = dataclasses.field(default_factory=list)  # OpenAI: output lines (a str: a raw line)
+    errors: list[Any] = dataclasses.field(default_factory=list)  # OpenAI: error lines
     output_file_id: str | None = None
     error_file_id: str | None = None
 
@@ -103,6 +108,11 @@ def anthropic_error(status: int, message: str) -> dict[str, Any]:
         429: "rate_limit_error",
     }.get(status, "api_error")
     return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def _raw(row: Any) -> str:
+    """A result row as its line: a dict as JSON, a str (a malformed line) as it is."""
+    return row if isinstance(row, str) else json.dumps(row, ensure_ascii=False)
 
 
 def multipart(raw: bytes, content_type: str) -> dict[str, tuple[str | None, bytes]]:
@@ -259,13 +269,15 @@ class FakeBatches:
         batch = self.batches.get(batch_id)
         if batch is None or not batch.ended:
             return 404, json.dumps(anthropic_error(404, "the batch has not ended")).encode()
-        return 200, "".join(json.dumps(r) + "\n" for r in batch.results).encode()
+        return 200, "".join(_raw(r) + "\n" for r in batch.results).encode()
 
     def anthropic_view(self, batch: FakeBatch) -> dict[str, Any]:
         counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
         if batch.ended:
             for row in batch.results:
-                counts[row["result"]["type"]] += 1
+                result = row.get("result") if isinstance(row, dict) else None
+                kind = result.get("type") if isinstance(result, dict) else None
+                counts[kind if kind in counts else "succeeded"] += 1  # a malformed line: counted as run
         else:
             counts["processing"] = len(batch.lines)
         stamp = "2026-11-29T00:00:00Z"
@@ -315,6 +327,7 @@ class FakeBatches:
             chat = anthropic_to_chat(body) if batch.provider == "anthropic" else body
             status, payload = self.state.answer_line(chat)
             self._line(batch, cid, status, payload)
+        self._malform(batch)
         with self.lock:
             if batch.provider == "openai":
                 if batch.results:
@@ -323,10 +336,35 @@ class FakeBatches:
                     batch.error_file_id = self._file(batch.errors)
             batch.ended = True
 
-    def _file(self, rows: list[dict[str, Any]]) -> str:
+    def _file(self, rows: list[Any]) -> str:
         file_id = f"file-fake{next(_ids)}"
-        self.files[file_id] = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode()
+        self.files[file_id] = "".join(_raw(r) + "\n" for r in rows).encode()
         return file_id
+
+    def _malform(self, batch: FakeBatch) -> None:
+        """The result lines `FakeOpenAIServer.batch_malformed` names, written as a broken server might."""
+        kinds = dict(self.state.batch_malformed)
+        if not kinds:
+            return
+        last = {}
+        for cid, body in batch.lines:
+            chat = anthropic_to_chat(body) if batch.provider == "anthropic" else body
+            messages = chat.get("messages") or [{}]
+            last[cid] = str(messages[-1].get("content", ""))
+        field = "response" if batch.provider == "openai" else "result"
+        for rows in (batch.results, batch.errors):
+            for i, row in enumerate(rows):
+                text = last.get(row.get("custom_id"), "")
+                kind = next((k for match, k in kinds.items() if match in text), None)
+                if kind == "no_custom_id":
+                    rows[i] = {k: v for k, v in row.items() if k != "custom_id"}
+                elif kind == "cut":
+                    line = json.dumps(row, ensure_ascii=False)
+                    rows[i] = line[: len(line) // 2]
+                elif kind == "not_a_result":
+                    rows[i] = {"custom_id": row["custom_id"], field: "garbage"}
+                elif kind is not None:
+                    raise ValueError(f"unknown malformed line kind {kind!r}")
 
     def _line(self, batch: FakeBatch, cid: str, status: int, payload: dict[str, Any]) -> None:
         if batch.provider == "openai":

@@ -28,18 +28,24 @@ log-probabilities, as OpenAI and vLLM do. A request with a ``character_profile``
 style) is answered with the profile rendered as a system message.
 
     with FakeOpenAIServer(backend) as server:  # in tests
-        OpenAIBackend(model="tiny", base_url=server.url, api_key_env=None)
+        OpenAIBackend.of(model="tiny", base_url=server.url, api_key_env=None)
 
     python -m tests.fake_openai_server --port 8011   # by hand, from the repo root: serves the tiny model
 
 It also speaks Anthropic's Messages API (``POST /v1/messages``, the key in ``x-api-key``; give the
 Anthropic SDK ``server.root``) and both batch APIs, OpenAI's and Anthropic's (`tests.fake_batches`:
-``batch_polls_to_end``, ``batch_outcome``, ``server.batches``).
+``batch_polls_to_end``, ``batch_outcome``, ``batch_drop_polls``, ``batch_malformed``, ``server.batches``).
+
+    python -m tests.fake_openai_server --port 8011 --scores   # a judge's stand-in: "Score: N" replies
+
+``--scores`` (`ScoreBackend`) answers every request with a score read from a hash of its text, so a
+judge aimed at the server gives valid judgments (docs/scoring.md, "Batch judging offline").
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import threading
 import time
@@ -47,7 +53,7 @@ from collections.abc import Iterable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from esc.chat.base import ChatBackend, GenerationSettings
+from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply
 from tests.fake_batches import FakeBatches, anthropic_error, anthropic_to_chat, chat_to_anthropic
 
 ERROR_TYPES = {
@@ -104,6 +110,9 @@ class FakeOpenAIServer:
         self.batches = FakeBatches(self)  # the batch APIs' files and batches (tests.fake_batches)
         self.batch_polls_to_end = 1  # reads of a batch that still see it in progress
         self.batch_outcome = "completed"  # how a batch created from now on ends: completed | expired | failed
+        self.batch_drop_polls = 0  # the next reads of a batch closed without an answer (unreachable)
+        #: result lines made malformed, by a text of their last message (tests.fake_batches)
+        self.batch_malformed: dict[str, str] = {}
 
     # --- control ------------------------------------------------------------------------------
 
@@ -133,6 +142,8 @@ class FakeOpenAIServer:
             self.model_requests = 0
             self.in_flight = self.peak_in_flight = 0
             self.epoch += 1
+        self.batch_drop_polls = 0
+        self.batch_malformed = {}
         self.batches = FakeBatches(self)
 
     def start(self) -> FakeOpenAIServer:
@@ -334,6 +345,15 @@ class _Handler(BaseHTTPRequestHandler):
         state = self.server_state
         path = self.path.split("?")[0].rstrip("/")
         if path.startswith(("/v1/batches", "/v1/files/", "/v1/messages/batches")):
+            if path.startswith(("/v1/batches/", "/v1/messages/batches/")) and not path.endswith("/results"):
+                with state._lock:
+                    drop, state.batch_drop_polls = (
+                        state.batch_drop_polls > 0,
+                        max(0, state.batch_drop_polls - 1),
+                    )
+                if drop:  # the server is unreachable for this read of a batch
+                    self.close_connection = True
+                    return
             if self._authorized():
                 self._get_batch(state, path)
             return
@@ -491,6 +511,23 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, payload)
 
 
+class ScoreBackend(ChatBackend):
+    """A judge's stand-in: "Score: N", N from a hash of the last message (the same text, the same
+    score), for a judge aimed at the server offline (`--scores`)."""
+
+    def generate(self, batch: Sequence[Sequence[Message]], settings: GenerationSettings) -> list[Reply]:
+        replies = []
+        for messages in batch:
+            h = int(hashlib.sha256(str(messages[-1]["content"]).encode()).hexdigest(), 16)
+            replies.append(
+                Reply(text=f"Score: {h % 5}", finish_reason="stop", prompt_tokens=50, completion_tokens=3)
+            )
+        return replies
+
+    def identity(self) -> dict[str, Any]:
+        return {"kind": "fake-scores"}
+
+
 def tiny_backend(batch_size: int = 8) -> ChatBackend:
     """HFBackend on the embedded tiny model of conf/model/tiny.yaml."""
     from omegaconf import OmegaConf
@@ -498,16 +535,31 @@ def tiny_backend(batch_size: int = 8) -> ChatBackend:
     from esc.chat.backends.hf import HFBackend
     from esc.paths import REPO_ROOT
 
-    return HFBackend(OmegaConf.load(REPO_ROOT / "conf" / "model" / "tiny.yaml"), batch_size=batch_size)
+    return HFBackend.of(
+        model=OmegaConf.load(REPO_ROOT / "conf" / "model" / "tiny.yaml"), batch_size=batch_size
+    )
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m tests.fake_openai_server``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8011)
-    args = parser.parse_args(argv)
-    server = FakeOpenAIServer(host=args.host, port=args.port).start()
-    print(f"serving the tiny model at {server.url} (Ctrl-C to stop)", flush=True)
+    parser.add_argument("--scores", action="store_true", help='answer "Score: N" (a judge\'s stand-in)')
+    return parser
+
+
+def serve(argv: Sequence[str] | None = None) -> FakeOpenAIServer:
+    """The server the command line `argv` asks for, started (``--port 0``: any free port)."""
+    args = parser().parse_args(argv)
+    backend = ScoreBackend() if args.scores else None
+    return FakeOpenAIServer(backend, host=args.host, port=args.port).start()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    server = serve(argv)
+    what = "scores" if isinstance(server.backend, ScoreBackend) else "the tiny model"
+    print(f"serving {what} at {server.url}, with the batch APIs (Ctrl-C to stop)", flush=True)
     try:
         while True:
             time.sleep(3600)

@@ -42,6 +42,16 @@ FORMS = {
     "spaced": " ".join(KEY),
     "wrapped": f"{KEY[:10]}\r\n{KEY[10:]}",
 }
+#: a key %-encoded byte by byte, letters and digits too (issue 62, 9), or only in part: any mix of
+#: encoded and literal bytes, either hex case
+PERCENT_FORMS = {
+    "every byte": "".join(f"%{b:02X}" for b in KEY.encode()),
+    "every byte, lower hex": "".join(f"%{b:02x}" for b in KEY.encode()),
+    "only its dash": KEY.replace("-", "%2D"),
+    "only its dash, lower hex": KEY.replace("-", "%2d"),
+    "every other byte": "".join(f"%{ord(c):02X}" if i % 2 else c for i, c in enumerate(KEY)),
+    "every byte, upper-cased": "".join(f"%{b:02x}" for b in KEY.upper().encode()),
+}
 
 
 def _echo_forms(payload: dict, token: str) -> None:
@@ -100,6 +110,39 @@ def test_each_form_of_a_key_is_masked(name: str) -> None:
     text = f"said: {FORMS[name]} (end)"
     assert scrub_text(text, [KEY]) == f"said: {MASK} (end)"
     assert scrub_text(f"{text}\n" * 2000, [KEY]) == f"said: {MASK} (end)\n" * 2000  # searched by blocks
+
+
+@pytest.mark.parametrize("name", sorted(PERCENT_FORMS))
+def test_a_key_percent_encoded_in_any_mix_of_bytes_is_masked(name: str) -> None:
+    text = f"said: {PERCENT_FORMS[name]} (end)"
+    assert scrub_text(text, [KEY]) == f"said: {MASK} (end)"
+    assert scrub_text(f"{text}\n" * 2000, [KEY]) == f"said: {MASK} (end)\n" * 2000  # searched by blocks
+
+
+def test_percent_forms_of_a_key_reach_neither_a_dialogue_page_nor_the_export(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writers that showed them (issue 62, 9): the report's dialogue pages and `esc export`'s
+    Parquet, from a run whose model echoed its key %-encoded."""
+    import pyarrow.parquet as pq
+
+    from esc.cli import main
+    from tests.synthetic_run import inject_text, synthetic_run
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    rank = synthetic_run(tmp_path / "run", cards=2, targets=1, dims=1, seed=2, bootstrap=10)
+    forms = " ".join(f"{name}: {form};" for name, form in PERCENT_FORMS.items())
+    inject_text(rank, f"my key is {forms}")
+    assert main(["report", str(rank), "--out", str(tmp_path / "site")]) == 0
+    assert main(["export", str(rank), "--out", str(tmp_path / "ds")]) == 0
+    pages = [p.read_text(encoding="utf-8") for p in (tmp_path / "site" / "dialogues").rglob("*.html")]
+    [page] = [p for p in pages if "my key is" in p]
+    table = json.dumps(pq.read_table(tmp_path / "ds" / "dialogues.parquet").to_pylist(), ensure_ascii=False)
+    assert "my key is" in table
+    for where, text in (("dialogue page", page), ("export parquet", table)):
+        shown = {name: form for name, form in PERCENT_FORMS.items() if form in text}
+        assert shown == {}, f"{where} shows the key as {sorted(shown)}"
+        assert f"every byte: {MASK};" in text, where
 
 
 def test_a_base64_echo_is_masked_whole_and_plain_text_is_left() -> None:

@@ -17,12 +17,13 @@ secret: masking it would rewrite ordinary words and the records' fields (`"statu
 job's log names such variables once (`unmasked_variables`, at INFO), never their values.
 
 `scrub` masks the known values in a text, and the forms a server or model may echo them in
-(`Spelling`): any case, `%`-encoded characters, up to 3 whitespace characters between any two
-characters, and base64 (the whole base64 run holding it: an `Authorization: Basic` echo of
-`user:KEY`). The writers of `esc.jsonl` (every dialogue, score and report file), the report site's
-pages, the W&B payload, the request cache and the log and console filters of `esc.secrets.masking` call
-it, so a key a model echoes in its reply is masked in every file a run writes. `redact` masks the
-strings inside a record and never its keys or the values of its structural fields (`status`, ...).
+(`Spelling`): any case, any of its characters `%`-encoded (all, none or some: `%73%6B%2D...`,
+`sk%2D...`; either hex case), up to 3 whitespace characters between any two characters, and
+base64 (the whole base64 run holding it: an `Authorization: Basic` echo of `user:KEY`). The
+writers of `esc.jsonl` (every dialogue, score and report file), the report site's pages, the W&B
+payload, the request cache and the log and console filters of `esc.secrets.masking` call it, so a
+key a model echoes in its reply is masked in every file a run writes. `redact` masks the strings
+inside a record and never its keys or the values of its structural fields (`status`, ...).
 This module is below every other (it imports nothing from `esc`) so that the file writers can use it.
 """
 
@@ -206,7 +207,6 @@ _WS = b" \t\n\r\x0b\x0c"
 #: whitespace an echo may insert between two characters, as itself or JSON-escaped (`\n` in a JSON text)
 _GAP = r"(?:[ \t\n\r\x0b\x0c]|\\[nrt]){0,3}"
 _BASE64_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_")
-_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
 
 def _without_gaps(text: str) -> bytes:
@@ -229,16 +229,21 @@ def _base64_fragments(value: str) -> set[bytes]:
     return found
 
 
+def _percent(char: str) -> str:
+    """`char`'s UTF-8 bytes, each `%`-encoded (the caller's regex ignores case: either hex case)."""
+    return "".join(f"%{b:02X}" for b in char.encode("utf-8", "surrogatepass"))
+
+
 def _spelled(value: str) -> str:
-    """A regex for `value` as an echo may write it: each character as itself or `%`-encoded, up to 3
-    whitespace characters between two (the caller compiles it ignoring case)."""
+    """A regex for `value` as an echo may write it: each character as itself or `%`-encoded (any mix:
+    `%73%6B%2D...`, only the `-` as `%2D`; either hex case; a letter's other case encoded too), up to
+    3 whitespace characters between two. The caller compiles it ignoring case; its size is linear in
+    the value's (a few alternatives a character), so a set of secrets compiles in bounded time."""
     chars = []
     for char in value:
-        if char in _UNRESERVED:
-            chars.append(re.escape(char))
-        else:
-            encoded = "".join(f"%{b:02X}" for b in char.encode("utf-8"))
-            chars.append(f"(?:{re.escape(char)}|{encoded})")
+        forms = {_percent(c) for c in (char, char.lower(), char.upper()) if len(c) == 1}
+        encoded = "|".join(re.escape(form) for form in sorted(forms))
+        chars.append(f"(?:{re.escape(char)}|{encoded})")
     return _GAP.join(chars)
 
 

@@ -1,13 +1,21 @@
 """What a provider's batch API is to the rest of `esc.chat.batch`: create a batch of request lines,
-find one by the token it was created with, poll it, read an ended batch's replies."""
+find one by the token it was created with, poll it, read an ended batch's replies; and the two ways
+asking about a batch goes wrong that are not bugs (`BatchNotFound`, `BatchUnreachable`)."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import json
+import logging
+import re
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 from esc.chat.base import GenerationSettings, Message, Reply
+
+log = logging.getLogger(__name__)
+#: the custom_id of a line that is not JSON (cut short), read from its text where it can be
+_CUSTOM_ID = re.compile(r'"custom_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,10 +33,22 @@ class Polled:
         return {"done": self.done, "total": self.total, "failed": self.failed}
 
 
+class BatchNotFound(Exception):
+    """The provider does not know the batch: deleted, or made with another key, project or account.
+    The message is one line, secrets masked."""
+
+
+class BatchUnreachable(Exception):
+    """The provider could not answer about the batch now (no connection, a timeout, a server error or
+    a rate limit, once the SDK's retries are spent): ask again later. One line, secrets masked."""
+
+
 class BatchAPI(Protocol):
-    """One provider's batch endpoints, through its official SDK, for one backend's model."""
+    """One provider's batch endpoints, through its official SDK, for one backend's model. `poll` and
+    `results` raise `BatchNotFound` or `BatchUnreachable`, never the SDK's own errors for those."""
 
     provider: str  # "openai" | "anthropic"
+    keeps_token: bool  # whether `find` can find a batch by its token (the provider keeps metadata)
 
     def request(self, messages: Sequence[Message], settings: GenerationSettings) -> dict[str, Any]:
         """The body of one batch line: what a single request would send."""
@@ -49,6 +69,40 @@ class BatchAPI(Protocol):
 
     def results(self, batch_id: str) -> dict[str, Reply]:
         """An ended batch's replies by custom_id: each line read as the single request's answer would
-        be (strict: an answer without text is an error reply); a failed or expired line is an error
-        reply that says why. Requests the provider gave no line for are absent."""
+        be (strict: an answer without text is an error reply); a failed or expired line, and a
+        malformed one, is an error reply that says why. Requests the provider gave no line for, or
+        a line whose custom_id cannot be read (a warning), are absent."""
         ...
+
+
+def result_lines(text: str, batch_id: str, where: str) -> Iterator[tuple[str, dict[str, Any] | None]]:
+    """The lines of a batch's results file (`where`: which file, for the warning) as (custom_id,
+    row); row is None for a line that is not a JSON object (the caller makes it an error reply for
+    that request). A line whose custom_id cannot be read is skipped with a warning: its request is
+    one the batch gave no result for."""
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            row = None
+        custom_id = row.get("custom_id") if isinstance(row, dict) else None
+        if not isinstance(custom_id, str) and row is None:
+            found = _CUSTOM_ID.search(line)
+            custom_id = found.group(1) if found else None
+        if not isinstance(custom_id, str) or not custom_id:
+            log.warning(
+                "batch %s: line %d of its %s is not a result line (no custom_id): skipped; its request "
+                "is a failed judgment, submitted again by the next run", batch_id, number, where,
+            )  # fmt: skip
+            continue
+        yield custom_id, row if isinstance(row, dict) else None
+
+
+def malformed(batch_id: str, why: str) -> Reply:
+    """The reply of a request whose result line is malformed (a failed judgment; a rerun submits it
+    again)."""
+    return Reply(
+        text="", finish_reason="error", error=f"batch {batch_id}: its result line is malformed ({why})"
+    )

@@ -6,7 +6,9 @@ paying twice. The ledger is one append-only JSONL file, ``<folder>/batches.jsonl
 - ``submitting``: written (and flushed to disk) before the provider is asked to create a batch, with
   a token the provider keeps as the batch's metadata where it can (OpenAI): a run killed between
   the provider's answer and the next line finds its batch again by that token;
-- ``lost``: a ``submitting`` whose batch could not be found again (its requests are submitted anew);
+- ``lost``: a ``submitting`` whose batch could not be found again (by its ``token``), or a submitted
+  batch the provider does not know (by its ``batch_id``: deleted, or made with another key or
+  project; its results were never collected): its requests are submitted anew;
 - ``submitted``: the batch id and the request keys it holds (`esc.chat.cache.request_key`, which
   are also the batch lines' ``custom_id``);
 - ``ended``: the batch's last status and counts, written after its results are saved beside the
@@ -17,6 +19,10 @@ A request is *covered* when the newest batch holding it has not ended (poll it) 
 holds a successful reply for it (use that): only uncovered requests are submitted. Replies are
 written as the backend made them, secrets already masked (`esc.secrets.redaction`), and the file
 passes the secret filter again on its way to disk.
+
+One run at a time holds a ledger (`esc.chat.batch.backend.BatchedBackend.hold`: the folder's
+``.lock``, the run folder's mechanism, `esc.rundir.acquire_folder`): two runs sharing a
+``batch_folder`` at once would both submit what neither had recorded yet.
 """
 
 from __future__ import annotations
@@ -50,6 +56,13 @@ class BatchEntry:
 
 def _now() -> float:
     return round(time.time(), 3)
+
+
+def utc(at: float | None) -> str:
+    """An epoch time as people read it: ``2026-01-01 12:00:00 UTC`` ("an unknown time" for none)."""
+    if not at:
+        return "an unknown time"
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(at)))
 
 
 class BatchLedger:
@@ -91,6 +104,9 @@ class BatchLedger:
                 self._by_key.setdefault(key, []).append(entry.batch_id)
         elif kind == "lost":
             self.unconfirmed.pop(event.get("token"), None)
+            gone = self.batches.pop(event.get("batch_id"), None)
+            for key in gone.keys if gone is not None else ():
+                self._by_key[key] = [b for b in self._by_key.get(key, []) if b != gone.batch_id]
         elif kind == "ended" and event.get("batch_id") in self.batches:
             entry = self.batches[event["batch_id"]]
             entry.ended, entry.status = True, event.get("status")
@@ -104,9 +120,9 @@ class BatchLedger:
                 for line in path.read_text(encoding="utf-8").splitlines():
                     try:
                         row = json.loads(line)
-                    except json.JSONDecodeError:
-                        continue
-                    found[row["custom_id"]] = Reply.from_dict(row["reply"])
+                        found[row["custom_id"]] = Reply.from_dict(row["reply"])
+                    except (json.JSONDecodeError, KeyError, TypeError, ValueError):  # not a line we wrote
+                        continue  # its request has no saved reply: a failed judgment, submitted again
             if not self.batches.get(batch_id, BatchEntry("", "", (), 0)).ended:
                 return found
             self._results[batch_id] = found
@@ -176,6 +192,11 @@ class BatchLedger:
     def lost(self, token: str) -> None:
         """A submission whose batch cannot be found again (see `BatchedBackend._recover`)."""
         self._append({"event": "lost", "token": token, "at": _now()})
+
+    def lost_batch(self, batch_id: str, why: str) -> None:
+        """A submitted batch the provider does not know: forgotten, its requests no longer covered
+        (see `BatchedBackend._lose`)."""
+        self._append({"event": "lost", "batch_id": batch_id, "why": why, "at": _now()})
 
     def submitted(self, token: str, provider: str, batch_id: str, keys: Sequence[str]) -> None:
         self._append(

@@ -4,8 +4,11 @@ create a batch over it (24 h window), poll it, download its output and error fil
 Each output line's body is read exactly as a single request's answer is (`OpenAIBackend._reply`,
 with `empty_answer` first), so a batch gives the same replies as per-request calls; an error line
 (an HTTP error of its own, or ``batch_expired``) and a request a failed batch never ran are error
-replies. The token of the submission goes into the batch's ``metadata`` (``esc_submission``) so that
-a run killed between creating the batch and recording its id finds it again (`find`).
+replies; so is a malformed line (`esc.chat.batch.api.result_lines`). The token of the submission
+goes into the batch's ``metadata`` (``esc_submission``) so that a run killed between creating the
+batch and recording its id finds it again (`find`). A batch the server does not know (HTTP 404) is
+`BatchNotFound`; no connection, a timeout, HTTP 5xx or 429 (the SDK's retries spent) is
+`BatchUnreachable`.
 """
 
 from __future__ import annotations
@@ -13,15 +16,21 @@ from __future__ import annotations
 import io
 import json
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
+import openai
 from openai.types.chat import ChatCompletion
 
+from esc.chat.backends._common import one_line
 from esc.chat.backends.openai_compat import OpenAIBackend, empty_answer
 from esc.chat.base import GenerationSettings, Message, Reply
-from esc.chat.batch.api import Polled
+from esc.chat.batch.api import BatchNotFound, BatchUnreachable, Polled, malformed, result_lines
 from esc.secrets.redaction import scrub_text, secret_values
+
+T = TypeVar("T")
+#: the SDK's errors that say "ask again later"
+TRANSIENT = (openai.APIConnectionError, openai.InternalServerError, openai.RateLimitError)
 
 ENDPOINT = "/v1/chat/completions"
 ENDED = {"completed", "expired", "failed", "cancelled"}
@@ -34,6 +43,7 @@ def _error(text: str) -> Reply:
 
 class OpenAIBatches:
     provider = "openai"
+    keeps_token = True
 
     def __init__(self, backend: OpenAIBackend) -> None:
         if backend.several:
@@ -93,8 +103,17 @@ class OpenAIBatches:
 
         return self.backend._run(search())
 
+    def _asking(self, call: Callable[[], T]) -> T:
+        """`call()`, the SDK's not-found and transient errors as `BatchNotFound` / `BatchUnreachable`."""
+        try:
+            return call()
+        except openai.NotFoundError as err:
+            raise BatchNotFound(one_line(err, self._secrets(), 300)) from None
+        except TRANSIENT as err:
+            raise BatchUnreachable(one_line(err, self._secrets(), 300)) from None
+
     def poll(self, batch_id: str) -> Polled:
-        batch = self.backend._run(self._client().batches.retrieve(batch_id))
+        batch = self._asking(lambda: self.backend._run(self._client().batches.retrieve(batch_id)))
         counts = batch.request_counts
         detail = ""
         if batch.errors is not None and batch.errors.data:
@@ -110,21 +129,28 @@ class OpenAIBatches:
 
     def results(self, batch_id: str) -> dict[str, Reply]:
         client, run = self._client(), self.backend._run
-        batch = run(client.batches.retrieve(batch_id))
+        batch = self._asking(lambda: run(client.batches.retrieve(batch_id)))
         replies: dict[str, Reply] = {}
-        for file_id in (batch.output_file_id, batch.error_file_id):
+        for which, file_id in (("output file", batch.output_file_id), ("error file", batch.error_file_id)):
             if not file_id:
                 continue
-            content = run(client.files.content(file_id))
-            for line in content.text.splitlines():
-                if line.strip():
-                    row = json.loads(line)
-                    replies[row["custom_id"]] = self._line(row, batch_id)
+            content = self._asking(lambda f=file_id: run(client.files.content(f)))
+            for custom_id, row in result_lines(content.text, batch_id, which):
+                if row is None:
+                    replies[custom_id] = malformed(batch_id, "not JSON")
+                    continue
+                try:
+                    replies[custom_id] = self._line(row, batch_id)
+                except (AttributeError, KeyError, TypeError, ValueError) as err:  # a shape no line has
+                    replies[custom_id] = malformed(batch_id, type(err).__name__)
         return replies  # a failed batch has no files: the caller says why its requests never ran
 
     def _line(self, row: dict[str, Any], batch_id: str) -> Reply:
         """One output or error line as the reply a single request would have given."""
-        response, error = row.get("response") or {}, row.get("error")
+        response, error = row.get("response"), row.get("error")
+        if response is not None and not isinstance(response, dict):
+            return malformed(batch_id, f"its response is a {type(response).__name__}, not an object")
+        response = response or {}
         status = response.get("status_code")
         body = response.get("body")
         if error or status != 200 or not isinstance(body, dict):
