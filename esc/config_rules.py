@@ -21,7 +21,7 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar, get_args
+from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar, get_args
 
 from hydra.utils import get_object
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -250,15 +250,20 @@ def registers_settings(registry: Any, name: str) -> Callable[[T], T]:
     return decorate
 
 
-P = TypeVar("P")
+class Registered:
+    """A class a registry builds from its settings (a chat backend, a judge: `registers_settings`):
+    its `Settings` model, the name it is registered under, and `of`, which builds one from keyword
+    settings validated as a config node would be (code and tests that make one without a file)."""
 
+    Settings: ClassVar[type[Any]]
+    registered_as: ClassVar[str]
+    config_node: ClassVar[str]  # where such a node sits by default, named in errors
 
-def built_from(cls: type[P], config_key: str, keys: Mapping[str, Any]) -> P:
-    """A registered class built from keyword settings (`cls.of(...)`: code and tests that make one
-    without a config file), validated by its own `Settings` as a config node would be."""
-    node = {"kind": cls.registered_as, **plain_tree(dict(keys))}  # type: ignore[attr-defined]
-    settings = load_section(config_key, cls.Settings, node)  # type: ignore[attr-defined]
-    return cls(settings, config_key=config_key)  # type: ignore[call-arg]
+    @classmethod
+    def of(cls, config_key: str | None = None, **keys: Any) -> Self:
+        key = config_key or cls.config_node
+        settings = load_section(key, cls.Settings, {"kind": cls.registered_as, **plain_tree(keys)})
+        return cls(settings, config_key=key)  # type: ignore[call-arg]
 
 
 def plain_tree(value: Any) -> Any:

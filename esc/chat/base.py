@@ -12,11 +12,11 @@ from __future__ import annotations
 import abc
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Self, TypedDict
+from typing import Any, TypedDict
 
 from pydantic import Field
 
-from esc.config_rules import Section, Settings, built_from, registers_settings
+from esc.config_rules import Registered, Section, Settings, registers_settings
 from esc.errors import ConfigError
 from esc.registry import Registry
 
@@ -97,7 +97,7 @@ class Reply:
         return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
 
 
-class ChatBackend(abc.ABC):
+class ChatBackend(Registered, abc.ABC):
     """A chat model. Subclasses implement `generate` and `identity`; `close` frees resources.
 
     Code version: every backend class sets its own `CODE_VERSION` (an int) and bumps it whenever a
@@ -126,15 +126,7 @@ class ChatBackend(abc.ABC):
     #: dialogues independently, each as soon as its reply arrives, when every side has one.
     max_concurrency: int | None = None
 
-    #: the settings model of a registered backend (`esc.chat.settings.BackendSettings`), its kind
-    Settings: ClassVar[type[Any]]
-    registered_as: ClassVar[str]
-
-    @classmethod
-    def of(cls, config_key: str = "backend", **keys: Any) -> Self:
-        """This backend built from keyword settings, validated by its `Settings` as a config node
-        would be (code and tests that make one without a config file)."""
-        return built_from(cls, config_key, keys)
+    config_node = "backend"  # `Registered`: a backend's `Settings` is an `esc.chat.settings.BackendSettings`
 
     @abc.abstractmethod
     def generate(self, batch: Sequence[Sequence[Message]], settings: GenerationSettings) -> list[Reply]:

@@ -14,12 +14,12 @@ import abc
 import dataclasses
 import functools
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any, ClassVar, Self
+from typing import Annotated, Any
 
 from pydantic import Field
 
 from esc.chat.closed import ClosedAnswer
-from esc.config_rules import FileName, PluginSettings, built_from, check, registers_settings
+from esc.config_rules import FileName, PluginSettings, Registered, check, registers_settings
 from esc.errors import ConfigError, UserError
 from esc.registry import Registry
 from esc.scoring.rubrics import SCORES, dialogue_text, dimension, prompt_style
@@ -96,21 +96,13 @@ class JudgeAnswer:
         return dataclasses.asdict(self)
 
 
-class Judge(abc.ABC):
+class Judge(Registered, abc.ABC):
     """Scores items. `name` labels its outputs; `identity` says what determines its scores."""
 
     name: str
     prompt: str  # the prompt style (esc/scoring/rubrics.yaml)
     config_key: str = "judge"  # its node in the config (`jury.members.NAME`), named in errors
-    #: the settings model of a registered judge (a `JudgeSettings`), its kind
-    Settings: ClassVar[type[Any]]
-    registered_as: ClassVar[str]
-
-    @classmethod
-    def of(cls, config_key: str = "judge", **keys: Any) -> Self:
-        """This judge built from keyword settings, validated by its `Settings` as a config node
-        would be (code and tests that make one without a config file)."""
-        return built_from(cls, config_key, keys)
+    config_node = "judge"  # `Registered`: a judge's `Settings` is a `JudgeSettings`
 
     @abc.abstractmethod
     def judge(self, items: Sequence[ScoreItem]) -> list[JudgeAnswer]:

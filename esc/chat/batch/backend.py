@@ -163,20 +163,18 @@ class BatchedBackend(WrappedBackend):
             if found:
                 log.info("batch %s (submitted by a run that was killed) found again by its token", found)
                 self.ledger.submitted(token, self.api.provider, found, keys)
-            elif self.api.keeps_token:
-                log.warning(
-                    "a run was killed while submitting a batch of %d requests at %s (ledger %s): no %s "
-                    "batch created since then holds its token, so it was most likely never created; its "
-                    "requests are submitted again",
-                    event.get("requests"), utc(event.get("at")), self.ledger.path, self.api.provider,
-                )  # fmt: skip
-                self.ledger.lost(token)
             else:
+                why = (
+                    f"no {self.api.provider} batch created since then holds its token, so it was most "
+                    "likely never created"
+                    if self.api.keeps_token
+                    else f"{self.api.provider} batches keep no token to find it by, so if its batch list "
+                    "shows one created then, cancel it"
+                )
                 log.warning(
-                    "a run was killed while submitting a batch of %d requests at %s (ledger %s): %s "
-                    "batches keep no token to find it by, so if its batch list shows one created then, "
-                    "cancel it; its requests are submitted again",
-                    event.get("requests"), utc(event.get("at")), self.ledger.path, self.api.provider,
+                    "a run was killed while submitting a batch of %d requests at %s (ledger %s): %s; its "
+                    "requests are submitted again",
+                    event.get("requests"), utc(event.get("at")), self.ledger.path, why,
                 )  # fmt: skip
                 self.ledger.lost(token)
 
