@@ -127,3 +127,14 @@ def evaluate_config(
         if target_backend:
             cfg.target.backend = target_backend
     return cfg
+
+
+def refused(capsys: pytest.CaptureFixture, argv: list[str]) -> str:
+    """The one `error:` line of an `esc` command refused with exit 2 (run in this process)."""
+    from esc.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("\n") == 1 and err.startswith("error:"), err
+    return err

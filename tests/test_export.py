@@ -14,6 +14,7 @@ import pytest
 
 from esc.cli import main
 from esc.reports.runlog import read_run_log
+from tests.helpers import refused
 from tests.synthetic_run import inject_text, synthetic_run
 
 SECRET = "sk-test-" + "Q" * 40
@@ -107,15 +108,6 @@ def test_a_folder_without_a_run_log_is_one_error_line(tmp_path: Path, capsys: py
 
 
 # --- issue 62: what an export may write, and rows that say what was judged ----------------------------
-
-
-def refused(capsys: pytest.CaptureFixture, argv: list[str]) -> str:
-    """The one `error:` line of a refused command (exit 2)."""
-    with pytest.raises(SystemExit) as exit_:
-        main(argv)
-    err = capsys.readouterr().err
-    assert exit_.value.code == 2 and err.count("\n") == 1 and err.startswith("error:"), err
-    return err
 
 
 def files(folder: Path) -> dict[str, bytes]:

@@ -17,20 +17,12 @@ import pytest
 from esc.cli import main
 from esc.paths import REPO_ROOT
 from esc.rundir import acquire_folder
+from tests.helpers import refused
 from tests.synthetic_run import synthetic_run
 
 
 def _run(tmp_path: Path) -> Path:
     return synthetic_run(tmp_path / "run", cards=2, targets=2, dims=2, seed=1, bootstrap=0)
-
-
-def refused(capsys: pytest.CaptureFixture, argv: list[str]) -> str:
-    """The one `error:` line of a refused command (exit 2)."""
-    with pytest.raises(SystemExit) as exit_:
-        main(argv)
-    err = capsys.readouterr().err
-    assert exit_.value.code == 2 and err.count("\n") == 1 and err.startswith("error:"), err
-    return err
 
 
 def hidden(folder: Path) -> list[str]:
