@@ -105,7 +105,7 @@ def test_the_page_carries_the_figures_and_escapes_the_text() -> None:
     report = REPORT + [Text("<script>alert(1)</script>"), Table.of(["x"], [["<b>"]])]
     html = str(result_html(report))
     assert '<td data-value="0.125" data-low="0" data-high="0.3" data-n="8" class="num">' in html
-    assert '<td data-n="3" title="unstable">n/a (undefined in 40% of resamples)</td>' in html
+    assert '<td data-n="3" title="unstable" data-sort="">n/a (undefined in 40% of resamples)</td>' in html
     assert "<h1>Toy report</h1>" in html and "<li>two</li>" in html
     assert "<script>" not in html and "&lt;script&gt;" in html and "<td>&lt;b&gt;</td>" in html
     assert "<td>t|1</td>" in html  # the page shows the text itself, not markdown's escape
