@@ -19,7 +19,7 @@ DEMO_DIR ?= outputs/demo/$(shell date +%Y-%m-%d_%H-%M-%S)
 DEMO_STEPS ?= 16
 DEMO_CARDS ?= 2
 
-.PHONY: slurm slurm-stop test-slurm install data models demo test browser test-slow test-gpu test-vllm test-vllm-smoke vllm-env lint format clean help
+.PHONY: slurm slurm-stop test-slurm install data models demo test coverage browser test-slow test-gpu test-vllm test-vllm-smoke vllm-env lint format clean help
 
 help:
 	@echo "make demo       install, fetch data and SmolLM2, train ESC-Role on SmolLM2, play $(DEMO_CARDS) cards, score them, build the report (~6 min on 2 idle cores, README)"
@@ -80,8 +80,15 @@ demo: install data models
 # together; tests/conftest.py starts the slowest files first), one torch thread each so the two
 # workers do not fight over the 2 cores. --durations names the slowest tests in CI's log.
 TEST_WORKERS ?= 2
+TEST_ARGS = -m "not slow and not gpu and not slurm" -q -n $(TEST_WORKERS) --dist loadfile
 test: install data browser
-	OMP_NUM_THREADS=1 $(PY) -m pytest -m "not slow and not gpu and not slurm" -q -n $(TEST_WORKERS) --dist loadfile --durations=25
+	OMP_NUM_THREADS=1 $(PY) -m pytest $(TEST_ARGS) --durations=25
+
+# Line coverage of esc/ over what `make test` runs, the processes a test starts included
+# ([tool.coverage.run] in pyproject.toml): the figure a faster suite must keep. Writes coverage.json.
+coverage: install data browser
+	rm -f .coverage .coverage.*
+	OMP_NUM_THREADS=1 $(PY) -m pytest $(TEST_ARGS) --cov --cov-report=term:skip-covered --cov-report=json
 
 # The report's browser test drives the system Chromium headless (Playwright downloads none here):
 # Debian's `chromium` is installed where this runs as root; elsewhere the test is skipped and says why.
