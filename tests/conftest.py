@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+
+from tests.helpers import FAST_TRAIN, built_once, run_entry
 
 # Files whose tests add up to minutes on 2 cores (--durations of a full run). Run first, so the two
 # workers of `make test` end together instead of one finishing test_train.py alone.
@@ -34,3 +38,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip_gpu)
+
+
+@pytest.fixture(scope="session")
+def esc_role_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """A finished 16-step ESC-Role run on the tiny model (adapter, last.ckpt, metrics.csv, manifest;
+    what it printed in `stdout.txt` beside it) and its command line, trained once per test run.
+    Read it only: copy the folder to resume or change it."""
+    args = ["+exp=train/esc_role", *FAST_TRAIN, "trainer.max_steps=16"]
+
+    def train(folder: Path) -> None:
+        result = run_entry("train.py", [*args, f"hydra.run.dir={folder / 'run'}"])
+        assert result.returncode == 0, result.stderr[-3000:]
+        (folder / "stdout.txt").write_text(result.stdout)
+
+    folder = built_once(tmp_path_factory, "esc_role_run", train)
+    return folder / "run", [*args, f"hydra.run.dir={folder / 'run'}"]

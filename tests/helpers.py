@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import io
+import logging
 import os
+import runpy
+import shutil
 import signal
 import subprocess
 import sys
@@ -79,27 +85,128 @@ def kill_entry_when(script: str, args: list[str], ready: Callable[[], bool], tim
     proc.wait()
 
 
+HYDRA_SCRIPTS = ("train.py", "evaluate.py", "rank.py", "build_cards.py")
+
+
 def run_entry(
-    script: str, args: list[str], timeout: float = 600, env: dict[str, str] | None = None, **kwargs
+    script: str,
+    args: list[str],
+    timeout: float = 600,
+    env: dict[str, str] | None = None,
+    process: bool = False,
 ) -> subprocess.CompletedProcess:
-    """Run a repo entry point (train.py, ...) as a user would, capturing its output; `env` adds
-    environment variables."""
-    env = {
-        **os.environ,
-        "WANDB_MODE": "disabled",
-        "HYDRA_FULL_ERROR": "0",
-        "PYTHONUNBUFFERED": "1",
-        **(env or {}),
-    }
-    return subprocess.run(
-        [sys.executable, script, *args],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        **kwargs,
-    )
+    """Run a repo entry point (`train.py ARGS`, or `-m MODULE ARGS`) as a user would, capturing its
+    exit code and output; `env` adds environment variables. In this process (no 4-7 s of imports per
+    run), unless `process`: a test whose subject is the process (signals, kill -9, what a fresh
+    interpreter prints or loads, the shell's command line) starts one."""
+    env = {"WANDB_MODE": "disabled", "HYDRA_FULL_ERROR": "0", "PYTHONUNBUFFERED": "1", **(env or {})}
+    if process:
+        return subprocess.run(
+            [sys.executable, script, *args],
+            cwd=REPO_ROOT,
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    return run_in_process([script, *args], env)
+
+
+def run_in_process(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`python SCRIPT ARGS` / `python -m MODULE ARGS` run in this process: its exit code, and what it
+    printed to stdout and stderr (Python-level writes; its log records included). The environment,
+    `sys.argv`, the working folder, the root logger and Hydra's global state are restored after it."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    out, err = _Output(), _Output()
+    saved_env, saved_argv, saved_cwd = dict(os.environ), sys.argv, os.getcwd()
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    os.environ.update(env or {})
+    os.chdir(REPO_ROOT)
+    code: object = 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            _point_library_handlers_at(err)
+            try:
+                if argv[0] == "-m":
+                    sys.argv = [argv[1], *argv[2:]]
+                    module = importlib.import_module(argv[1])
+                    if hasattr(module, "__path__"):  # a package runs its __main__
+                        module = importlib.import_module(f"{argv[1]}.__main__")
+                    code = module.main(argv[2:])
+                else:
+                    sys.argv = [str(REPO_ROOT / argv[0]), *argv[1:]]
+                    runpy.run_path(str(REPO_ROOT / argv[0]), run_name="__main__")
+            except SystemExit as exit_:
+                code = exit_.code
+            finally:
+                _point_library_handlers_at(sys.__stderr__)
+    finally:
+        for handler in root.handlers[:]:
+            if handler not in handlers:
+                root.removeHandler(handler)
+                handler.close()
+        for handler in handlers:
+            if handler not in root.handlers:
+                root.addHandler(handler)
+        root.setLevel(level)
+        GlobalHydra.instance().clear()
+        os.environ.clear()
+        os.environ.update(saved_env)
+        sys.argv = saved_argv
+        os.chdir(saved_cwd)
+    if isinstance(code, str):  # sys.exit("message"): printed to stderr, exit code 1
+        err.write(code + "\n")
+        code = 1
+    return subprocess.CompletedProcess(argv, int(code or 0), out.getvalue(), err.getvalue())
+
+
+class _Output(io.StringIO):
+    """What a run printed; kept when a library closes the stream it was given (a fresh process's
+    stderr is not closed by a handler's close either)."""
+
+    def close(self) -> None:
+        pass
+
+
+def _point_library_handlers_at(stream: object) -> None:
+    """Log handlers that libraries make when imported keep the stderr of whoever imported them (a
+    pytest capture, an earlier run's buffer): point them at `stream`, as a fresh process has them on
+    its own stderr. Every `logging.config.dictConfig` (Hydra's, each run) closes every handler ever
+    made, and absl's (imported by rouge-score) closes its stream unless that is a `sys` standard
+    stream, so none may be left on a capture that a later test still writes to. Handlers on their own
+    files (torch's trace log) and logging's last resort (whatever sys.stderr is) are left alone."""
+    for ref in list(logging._handlerList):  # every handler alive, attached to a logger or not
+        handler = ref()
+        if not isinstance(handler, logging.StreamHandler) or isinstance(handler, logging.FileHandler):
+            continue
+        if isinstance(getattr(type(handler), "stream", None), property):
+            continue
+        if handler.stream in (sys.__stdout__,) or handler.stream is stream:
+            continue
+        handler.stream = stream  # not setStream: it flushes the old stream first
+        handler.__dict__.pop("flush", None)  # transformers binds the old stream's flush
+
+
+def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
+    """The folder `name` that `build(folder)` fills, built once per test run: the first of pytest-xdist's
+    workers to ask builds it under a lock in the run's shared temp root, the others wait and reuse
+    it. Whoever uses it reads it only (copy it to change it). A build that failed is tried again."""
+    from filelock import FileLock
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # shared by the workers of this run
+    folder, done = root / f"once-{name}", root / f"once-{name}.done"
+    with FileLock(str(root / f"once-{name}.lock")):
+        if not done.exists():
+            if folder.exists():
+                shutil.rmtree(folder)  # a build that failed half-way
+            folder.mkdir()
+            build(folder)
+            done.touch()
+    return folder
 
 
 def evaluate_config(

@@ -366,17 +366,15 @@ def test_openai_target_through_a_flaky_server_matches_the_local_model(tmp_path: 
         assert [t["text"] for t in served[card_id]["turns"]] == [t["text"] for t in local[card_id]["turns"]]
 
 
-def test_esc_role_local_plays_with_the_adapter_train_py_wrote(tmp_path: Path) -> None:
+def test_esc_role_local_plays_with_the_adapter_train_py_wrote(
+    esc_role_run: tuple[Path, list[str]], tmp_path: Path
+) -> None:
     """train.py +exp=train/esc_role (tiny) → its adapter drives the role-player of evaluate.py."""
     from omegaconf import OmegaConf
 
-    from tests.helpers import FAST_TRAIN, compose
+    from tests.helpers import compose
 
-    trained = tmp_path / "train"
-    result = run_entry(
-        "train.py", ["+exp=train/esc_role", *FAST_TRAIN, "trainer.max_steps=3", f"hydra.run.dir={trained}"]
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    trained, _ = esc_role_run
     local = compose(["roleplayer=esc_role_local"], output_dir=tmp_path, config_name="evaluate").roleplayer
     backend = OmegaConf.to_container(local.backend, resolve=False)
     backend.update(

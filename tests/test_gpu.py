@@ -32,6 +32,7 @@ def test_strategy_trains_in_bf16(strategy: str, tmp_path: Path) -> None:
             "trainer.precision=bf16-mixed",
             f"hydra.run.dir={out}",
         ],
+        process=True,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert (out / "adapter_model.safetensors").exists()
@@ -51,6 +52,7 @@ def test_qlora_trains_on_gpu(tmp_path: Path) -> None:
             "trainer.precision=bf16-mixed",
             f"hydra.run.dir={out}",
         ],
+        process=True,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert (out / "adapter_model.safetensors").exists()

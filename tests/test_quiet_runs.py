@@ -32,6 +32,7 @@ def test_tiny_train_evaluate_and_rank_print_no_warning(tmp_path: Path) -> None:
         "train.py",
         ["+exp=train/esc_role", *fast, "trainer.max_steps=2", f"hydra.run.dir={tmp_path / 'train'}"],
         env=env,
+        process=True,  # what a fresh process prints is the subject
     )  # fmt: skip
     assert train.returncode == 0, train.stderr[-3000:]
     evaluate = run_entry(
@@ -39,11 +40,13 @@ def test_tiny_train_evaluate_and_rank_print_no_warning(tmp_path: Path) -> None:
         ["roleplayer=tiny", "target=tiny", "cards.languages=[en]", "cards.limit=2", "dialogue.turns=1",
          f"hydra.run.dir={tmp_path / 'evaluate'}"],
         env=env,
+        process=True,  # what a fresh process prints is the subject
     )  # fmt: skip
     assert evaluate.returncode == 0, evaluate.stderr[-3000:]
     rank = run_entry(
         "rank.py", ["judge=tiny", f"dialogues={tmp_path / 'evaluate'}", f"hydra.run.dir={tmp_path / 'rank'}"],
         env=env,
+        process=True,  # what a fresh process prints is the subject
     )  # fmt: skip
     assert rank.returncode == 0, rank.stderr[-3000:]
     assert {"train": _noise(train), "evaluate": _noise(evaluate), "rank": _noise(rank)} == {

@@ -109,7 +109,7 @@ def test_an_evaluate_array_with_a_cancelled_and_requeued_task_merges_to_the_unsh
 ) -> None:
     # one dialogue at a time, 6 per shard: the task is cancelled with dialogues still to play
     args = [*EVAL_ARGS, "cards.limit=12", "engine.wave_size=1"]
-    whole = run_entry("evaluate.py", [*args, f"hydra.run.dir={tmp_path / 'whole'}"])
+    whole = run_entry("evaluate.py", [*args, f"hydra.run.dir={tmp_path / 'whole'}"], process=True)
     assert whole.returncode == 0, whole.stderr[-2000:]
     root = tmp_path / "array"
     job = _sbatch(
@@ -175,7 +175,7 @@ def test_a_rank_py_sweep_through_submitit_and_its_folder_read_whole(tmp_path: Pa
     slurm`'s accounting it reads their states there, without it it warns and reads the jobs' results);
     then the sweep's folder is what `scores=` takes for both runs (issue 54, item 5)."""
     dialogues = tmp_path / "eval"
-    made = run_entry("evaluate.py", [*EVAL_ARGS, f"hydra.run.dir={dialogues}"])
+    made = run_entry("evaluate.py", [*EVAL_ARGS, f"hydra.run.dir={dialogues}"], process=True)
     assert made.returncode == 0, made.stderr[-2000:]
     sweep = tmp_path / "sweep"
     done = run_entry(
@@ -184,8 +184,7 @@ def test_a_rank_py_sweep_through_submitit_and_its_folder_read_whole(tmp_path: Pa
          "scoring.progress=false", "leaderboard.bootstrap=10,20", "hydra.launcher.gpus_per_node=0",
          "hydra.launcher.tasks_per_node=1", "hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=3",
          "hydra.launcher.timeout_min=10", f"hydra.sweep.dir={sweep}"],
-        timeout=600,
-    )  # fmt: skip
+        timeout=600, process=True)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     if _accounting():
         assert "Bypassing sacct error" not in done.stderr + done.stdout
@@ -193,7 +192,9 @@ def test_a_rank_py_sweep_through_submitit_and_its_folder_read_whole(tmp_path: Pa
         manifest = json.loads((sweep / run / "manifest.json").read_text())
         assert manifest["status"] == "completed" and manifest["slurm_job_id"], manifest.get("status")
     board = run_entry(
-        "rank.py", ["mode=leaderboard", f"scores={sweep}", f"hydra.run.dir={tmp_path / 'board'}"]
+        "rank.py",
+        ["mode=leaderboard", f"scores={sweep}", f"hydra.run.dir={tmp_path / 'board'}"],
+        process=True,
     )
     assert board.returncode == 0, board.stderr[-2000:]
     assert (tmp_path / "board" / "leaderboard.md").is_file()

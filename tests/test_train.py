@@ -23,13 +23,9 @@ def train_losses(out: Path) -> list[float]:
         return [float(r["train/loss"]) for r in csv.DictReader(fh) if r.get("train/loss")]
 
 
-def test_tiny_esc_role_run_writes_adapter_manifest_and_metrics(tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    result = run_entry(
-        "train.py", ["+exp=train/esc_role", *FAST_TRAIN, "trainer.max_steps=16", f"hydra.run.dir={out}"]
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert f"Adapter saved to {out}" in result.stdout
+def test_tiny_esc_role_run_writes_adapter_manifest_and_metrics(esc_role_run: tuple[Path, list[str]]) -> None:
+    out, _ = esc_role_run
+    assert f"Adapter saved to {out}" in (out.parent / "stdout.txt").read_text()
 
     adapter = json.loads((out / "adapter_config.json").read_text())
     assert adapter["peft_type"] == "LORA" and adapter["r"] == 16
@@ -56,7 +52,7 @@ def test_tiny_esc_role_run_writes_adapter_manifest_and_metrics(tmp_path: Path) -
     assert len(losses) == 16 and losses[-1] < losses[0]
 
 
-def test_adapter_loads_on_the_base_model_and_generates(tmp_path: Path) -> None:
+def test_adapter_loads_on_the_base_model_and_generates(esc_role_run: tuple[Path, list[str]]) -> None:
     import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -64,12 +60,7 @@ def test_adapter_loads_on_the_base_model_and_generates(tmp_path: Path) -> None:
     from esc.models.loading import resolve_model_path
     from tests.helpers import compose
 
-    out = tmp_path / "run"
-    result = run_entry(
-        "train.py",
-        ["+exp=train/esc_role", *FAST_TRAIN, "trainer.max_steps=3", "peft.r=4", f"hydra.run.dir={out}"],
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    out, _ = esc_role_run
     base_path = resolve_model_path(compose(["model=tiny"]).model)
     model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base_path), out)
     tokenizer = AutoTokenizer.from_pretrained(out)
@@ -86,14 +77,10 @@ def test_adapter_loads_on_the_base_model_and_generates(tmp_path: Path) -> None:
     assert lora_b and any(p.abs().sum() > 0 for p in lora_b), "training left the adapter at its zero init"
 
 
-def test_checkpoint_holds_only_the_adapter(tmp_path: Path) -> None:
+def test_checkpoint_holds_only_the_adapter(esc_role_run: tuple[Path, list[str]]) -> None:
     import torch
 
-    out = tmp_path / "run"
-    result = run_entry(
-        "train.py", ["+exp=train/esc_role", *FAST_TRAIN, "trainer.max_steps=2", f"hydra.run.dir={out}"]
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    out, _ = esc_role_run
     state = torch.load(out / "last.ckpt", map_location="cpu", weights_only=False)["state_dict"]
     assert state and all("lora_" in name for name in state)
 
@@ -131,7 +118,7 @@ def test_rerun_after_sigkill_continues_the_data_and_the_metrics(tmp_path: Path) 
         *kill_once_at(3, tmp_path / "killed"),
         f"hydra.run.dir={out}",
     ]
-    killed = run_entry("train.py", args)
+    killed = run_entry("train.py", args, process=True)  # it kills itself
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     import torch
 
@@ -156,14 +143,13 @@ def test_rerun_after_sigkill_continues_the_data_and_the_metrics(tmp_path: Path) 
     assert len({row for _, rows in uninterrupted for row in rows}) == 12  # batches differ: a real check
 
 
-@pytest.fixture(scope="module")
-def finished_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
-    """A 2-step run with its last.ckpt, and the command line that made it."""
-    out = tmp_path_factory.mktemp("finished") / "run"
-    args = ["+exp=train/esc_role", *FAST_TRAIN, "trainer.max_steps=2", f"hydra.run.dir={out}"]
-    result = run_entry("train.py", args)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return out, args
+@pytest.fixture
+def finished_run(esc_role_run: tuple[Path, list[str]], tmp_path: Path) -> tuple[Path, list[str]]:
+    """A copy of the finished run (16 steps, its last.ckpt), and the command line that made it."""
+    src, args = esc_role_run
+    out = tmp_path / "finished"
+    shutil.copytree(src, out)
+    return out, [*args[:-1], f"hydra.run.dir={out}"]
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:

@@ -27,6 +27,7 @@ def test_two_rank_ddp_on_cpu(tmp_path: Path) -> None:
             f"hydra.run.dir={out}",
         ],
         timeout=300,
+        process=True,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     ranks = [read_records(record), read_records(Path(f"{record}.rank1"))]

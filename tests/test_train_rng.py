@@ -109,7 +109,7 @@ def test_rerun_after_sigkill_trains_bit_for_bit_like_an_uninterrupted_run(tmp_pa
         *kill_once_at(3, tmp_path / "killed"),
         f"hydra.run.dir={out}",
     ]
-    killed = run_entry("train.py", args)
+    killed = run_entry("train.py", args, process=True)  # it kills itself
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     assert torch.load(out / "last.ckpt", map_location="cpu", weights_only=False)["global_step"] == 2
     resumed = run_entry("train.py", args)  # the very same command

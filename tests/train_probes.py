@@ -58,7 +58,8 @@ class KillAt(pl.Callback):
     """SIGKILL this process when training reaches `step` (before that step's batch is trained).
 
     With `once` (a file path), only the first run that gets there is killed: the file marks it, so
-    the very same command line, run again, resumes and finishes.
+    the very same command line, run again, resumes and finishes. The run it kills is a process of its
+    own (`run_entry(..., process=True)`): in the test's process it would kill pytest.
     """
 
     def __init__(self, step: int, once: str | None = None) -> None:
