@@ -21,6 +21,7 @@ from esc.dialogues.record import dialogue_lines
 from esc.dialogues.store import dialogue_files, read_dialogues
 from esc.errors import DataError
 from esc.evaluate.run import evaluate
+from esc.scoring.rubrics import dimensions
 from tests.helpers import evaluate_config, requires_data
 
 pytestmark = requires_data
@@ -266,3 +267,10 @@ def test_to_esc_rank_takes_only_scores_0_to_4_of_known_tasks(run_dir: Path, tmp_
     ]:
         with pytest.raises(DataError, match=rf"mine.jsonl \[record label 1 .*{message}"):
             to_esc_rank([label], tasks, "mine.jsonl")
+
+
+def test_the_dialogue_kind_titles_each_dimension_by_its_paper_name() -> None:
+    """Label Studio's headers and the rating pages name a dimension as every report does (Table 2's
+    Expression, Humanoid), not by Table 16's printed headings (Diversity, Humaniod)."""
+    fields = task_kind("dialogue").fields
+    assert [(f.name, f.title) for f in fields] == [(d.key, d.paper_name) for d in dimensions()]
