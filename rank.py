@@ -18,11 +18,21 @@
     # role-players judged on the six role-play metrics and against human dialogues (Table 1, Figure 3)
     python rank.py +exp=rank/roleplay_eval dialogues=[ESC_ROLE_OUT,GPT4_OUT] \
         roleplay.cards=[CARDS_OUT/cards.json] roleplay.human=CARDS_OUT/human_dialogues.jsonl
+    # (the experiment sets mode=roleplay)
+    # the seekers' emotion per target, from evaluate.py's ratings (no judge)
+    python rank.py mode=trajectory dialogues=[OUT_A,OUT_B]
+    # every reply against the safety checklist
+    python rank.py mode=safety judge=tiny dialogues=OUT_OF_EVALUATE
+    # two or more targets on the same cards, preferred per dimension in both orders
+    python rank.py mode=pairwise judge=tiny dialogues=[OUT_A,OUT_B]
+    # the judge under perturbed dialogues: its report card (docs/stress.md)
+    python rank.py mode=stress judge=tiny dialogues=OUT_OF_EVALUATE
 
+`mode=score` is the default. Each mode is a registered task (esc/tasks/<kind>/, listed in
+esc/rank/run.py; tests/test_lists.py holds both lists to the registry).
 Writes OUT/scores/*.jsonl (one judgment per dialogue and dimension, as they are made),
 OUT/leaderboard.{md,result.json,csv}, OUT/charts/*.png, OUT/run.json and OUT/manifest.json
-(mode=agreement: OUT/agreement.{md,result.json,csv}; mode=correlation: OUT/correlation.{md,result.json,csv}).
-Rerunning with the same
+(another mode: OUT/<its report>.{md,result.json,csv}, e.g. OUT/agreement.md). Rerunning with the same
 `hydra.run.dir` judges only what is missing or failed. Exit codes: 2 bad input (one `error:` line),
 3 judgments failed (a rerun retries them), 1 a judge gave no valid judgment (mode=score, leaderboard,
 safety: every file written, the report all n/a; the manifest says completed_with_failures).

@@ -45,10 +45,10 @@ from esc.errors import (
     environment_error,
     exit_with_error,
 )
+from esc.masking import console_masked, remember_secrets
 from esc.paths import REPO_ROOT
 from esc.rundir import RunFolder, refuse_unswept_sweep, remove_created_folders
 from esc.runinfo import NullManifest, RunManifest
-from esc.secrets.masking import console_masked, remember_secrets
 
 COMPLETED, WITH_FAILURES, INTERRUPTED, FAILED = (
     "completed",

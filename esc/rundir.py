@@ -14,7 +14,7 @@ records the stop and the lock's owner file goes, instead of both lying about a r
 A refused or failed start leaves the folder as it was, and a folder the run made (Hydra makes
 `hydra.run.dir` before the job starts) is removed again when the start is refused
 (`RemoveRefusedRunFolder`, `remove_created_folders`). Nothing of a run reaches the folder before it
-is accepted (locked, settings checked): Hydra's record of the job (`.hydra/`, `esc.secrets.masking`) is
+is accepted (locked, settings checked): Hydra's record of the job (`.hydra/`, `esc.masking`) is
 written then, and its log file (`FolderLogHandler`) opened then. A start that fails after that but
 before any work (no output file changed: a value only the Trainer checks, a model that does not load,
 rank.py's `max_cost`, checked once the mode has planned its score files) puts the folder's records
@@ -47,8 +47,8 @@ from hydra.experimental.callback import Callback
 
 from esc.errors import ConfigError, UserError
 from esc.jsonl import atomic_write_bytes, atomic_write_text
+from esc.masking import HYDRA_SUBDIR, save_hydra_files
 from esc.runinfo import now
-from esc.secrets.masking import HYDRA_SUBDIR, save_hydra_files
 
 log = logging.getLogger(__name__)
 

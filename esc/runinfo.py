@@ -1,6 +1,6 @@
 """Run records: every run saves its resolved config, seed, git commit and package versions.
 
-Secrets never reach the record: everything written goes through `esc.secrets.masking.redact` (credential-like
+Secrets never reach the record: everything written goes through `esc.masking.redact` (credential-like
 keys and every known secret value masked, the command line included), and API keys are only ever
 read from the environment (configs hold the *name* of the variable).
 """
@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from esc.jsonl import atomic_write_text
+from esc.masking import command_redacted, redact, secret_values
 from esc.paths import REPO_ROOT
-from esc.secrets.masking import command_redacted, redact, secret_values
 
 PACKAGES = (
     "esc-eval",

@@ -110,5 +110,5 @@ def test_the_console_names_each_judges_invalid_judgments() -> None:
     summary = AgreementResult(
         "OUT", "tables", {"j1": {"empathy": 2, "overall": 0}, "j2": {"empathy": 0}}
     ).summary()
-    assert "invalid judgments of j1 by dimension: {'empathy': 2}" in summary
+    assert "invalid judgments of j1 by dimension: Empathy 2" in summary
     assert "invalid judgments of j2 by dimension: none" in summary

@@ -21,6 +21,7 @@ from esc.dialogues.record import dialogue_lines
 from esc.dialogues.store import dialogue_files, read_dialogues
 from esc.errors import DataError
 from esc.evaluate.run import evaluate
+from esc.scoring.rubrics import dimensions
 from tests.helpers import evaluate_config, requires_data
 
 pytestmark = requires_data
@@ -266,3 +267,26 @@ def test_to_esc_rank_takes_only_scores_0_to_4_of_known_tasks(run_dir: Path, tmp_
     ]:
         with pytest.raises(DataError, match=rf"mine.jsonl \[record label 1 .*{message}"):
             to_esc_rank([label], tasks, "mine.jsonl")
+
+
+def test_the_dialogue_kind_titles_each_dimension_by_its_paper_name() -> None:
+    """Label Studio's headers and the rating pages name a dimension as every report does (Table 2's
+    Expression, Humanoid), not by Table 16's printed headings (Diversity, Humaniod)."""
+    fields = task_kind("dialogue").fields
+    assert [(f.name, f.title) for f in fields] == [(d.key, d.paper_name) for d in dimensions()]
+
+
+def test_annotation_stats_name_each_dimension_by_its_paper_name() -> None:
+    """`esc annotate stats`: one line per dimension, by the name the reports use."""
+    from esc.annotate.human_scores import Annotation, stats
+
+    lines = (("user", "hi"), ("assistant", "hello"))
+    anns = [
+        Annotation("d1", "en", lines, "diversity", 3, "ana"),
+        Annotation("d1", "en", lines, "skill", 1, "ana"),
+    ]
+    text = stats(anns)
+    assert "  Expression       1  (0: 0, 1: 0, 2: 0, 3: 1, 4: 0)" in text
+    assert "  Skillful         1  (0: 0, 1: 1, 2: 0, 3: 0, 4: 0)" in text
+    assert "  Information   none  (no human ratings)" in text
+    assert "diversity" not in text and "suggestion" not in text

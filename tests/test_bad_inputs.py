@@ -1471,7 +1471,7 @@ def _point_library_handlers_at_the_process_stderr() -> None:
         if isinstance(getattr(type(handler), "stream", None), property):
             continue  # logging.lastResort: its stream is whatever sys.stderr is now
         stream = handler.stream
-        stood_for_stderr = type(stream).__module__ in ("_pytest.capture", "esc.secrets.masking")
+        stood_for_stderr = type(stream).__module__ in ("_pytest.capture", "esc.masking")
         if getattr(stream, "closed", False) or stood_for_stderr:
             handler.stream = sys.__stderr__  # not setStream: it flushes the old stream first
             handler.__dict__.pop("flush", None)  # transformers binds the old stream's flush

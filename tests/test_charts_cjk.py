@@ -10,7 +10,8 @@ import pytest
 
 from esc.reports.charts import cjk_fonts
 from esc.reports.estimate import Estimate
-from esc.tasks.score.leaderboard import TABLE_ORDER, Cell, Row, write_charts
+from esc.scoring.rubrics import TABLE_2_ORDER
+from esc.tasks.score.leaderboard import Cell, Row, write_charts
 
 
 def test_a_chinese_target_name_has_every_glyph(tmp_path: Path) -> None:
@@ -20,8 +21,8 @@ def test_a_chinese_target_name_has_every_glyph(tmp_path: Path) -> None:
         )
     cell = Cell(Estimate(50.0, 40.0, 60.0, 4, "role card"), 2)
     rows = [
-        Row("心理咨询师", "tiny", "zh", "j", 2, dict.fromkeys(TABLE_ORDER, cell), cell),
-        Row("ChatGLM", "tiny", "zh", "j", 2, dict.fromkeys(TABLE_ORDER, cell), cell),
+        Row("心理咨询师", "tiny", "zh", "j", 2, dict.fromkeys(TABLE_2_ORDER, cell), cell),
+        Row("ChatGLM", "tiny", "zh", "j", 2, dict.fromkeys(TABLE_2_ORDER, cell), cell),
     ]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

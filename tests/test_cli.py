@@ -73,7 +73,7 @@ def test_sys_argv_is_read_only_by_argument_parsing_and_the_masked_command_record
     assert readers == [
         "esc/cli/__init__.py",
         "esc/lifecycle.py",
-        "esc/secrets/masking.py",
+        "esc/masking.py",
         "esc/secrets/redaction.py",
     ]
 

@@ -14,6 +14,7 @@ import pytest
 
 from esc.cli import main
 from esc.reports.runlog import read_run_log
+from esc.scoring.rubrics import DIMENSION_KEYS, dimensions
 from tests.helpers import refused
 from tests.synthetic_run import inject_text, synthetic_run
 
@@ -56,6 +57,11 @@ def test_export_writes_one_row_per_dialogue_with_every_judgment(tmp_path: Path) 
     card = (tmp_path / "ds" / "README.md").read_text()
     judge = log.header["judges"][0] if isinstance(log.header["judges"], list) else log.header["judges"]
     assert "configs:" in card and judge["name"] in card and f"{len(table)} dialogues" in card
+    # the data keep the dimensions' keys; the card maps each key to the paper's name and the zh label
+    keys = {j["key"] for r in table for j in r["judgments"] if j["task"] == "score"}
+    assert keys and keys <= set(DIMENSION_KEYS)
+    for d in dimensions():
+        assert f"| {d.key} | {d.paper_name} | {d.short} | {d.zh} |" in card
     # a second export into the same folder replaces it; a folder of other files is refused
     assert main(["export", str(rank), "--out", str(tmp_path / "ds")]) == 0
     other = tmp_path / "notes"

@@ -140,3 +140,36 @@ def test_the_graph_sees_imports_inside_functions(tmp_path: Path) -> None:
     assert import_graph(modules=modules) == {("esc.top", "esc.low"), ("esc.top", "esc.deep")}
     assert import_graph(inside_functions_only=True, modules=modules) == {("esc.top", "esc.deep")}
     assert ("esc.chat.build", "esc.chat.base") in import_graph()  # and on the real package
+
+
+def room(module: str) -> str:
+    """The room a module is in: its folder directly under esc/ (`esc.secrets`), or the module
+    itself where it is a file of esc/ (`esc.jsonl`)."""
+    return ".".join(module.split(".")[:2])
+
+
+def room_cycle(edges: set[tuple[str, str]]) -> list[str] | None:
+    graph: dict[str, set[str]] = {}
+    for importer, imported in edges:
+        if room(importer) != room(imported):
+            graph.setdefault(room(importer), set()).add(room(imported))
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as err:
+        return list(err.args[1])
+    return None
+
+
+def test_no_two_rooms_import_each_other() -> None:
+    """A folder of esc/ and another folder or module never import each other, even where each
+    module's imports run downward (`esc/secrets/` held the masking above `esc/jsonl.py` and the
+    filter below it)."""
+    cycle = room_cycle(import_graph())
+    assert cycle is None, f"rooms import each other: {' -> '.join(cycle)}"
+
+
+def test_a_room_cycle_is_seen_through_modules_of_one_folder() -> None:
+    """The checker itself: two modules of one folder on either side of another room are a cycle."""
+    edges = {("esc.secrets.masking", "esc.jsonl"), ("esc.jsonl", "esc.secrets.redaction")}
+    assert room_cycle(edges) is not None
+    assert room_cycle({("esc.masking", "esc.jsonl"), ("esc.jsonl", "esc.secrets.redaction")}) is None

@@ -184,7 +184,7 @@ def test_a_planted_position_bias_is_reported(tmp_path: Path) -> None:
     assert row["judged the same both ways"].value == 0.0 and row["chose the one shown first"].value == 1.0
     rates = {(r["A"].text, r["B"].text): r for r in _rows(tmp_path / "out", "win rates")}
     assert set(rates) == {("high", "low"), ("low", "high")}
-    assert all(r["all"].value == r["empathy"].value == 0.5 for r in rates.values())  # every verdict a tie
+    assert all(r["all"].value == r["Empathy"].value == 0.5 for r in rates.values())  # every verdict a tie
     verdicts = _rows(tmp_path / "out", "verdicts")
     assert len(verdicts) == 6 * 2 and {r["result"].text for r in verdicts} == {TIE}  # cards x dimensions
     assert (tmp_path / "out" / "verdicts.csv").read_text().count("\n") == 1 + 6 * 2

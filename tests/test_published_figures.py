@@ -464,13 +464,14 @@ def test_a_folder_judged_before_rubric_hashes_still_resumes() -> None:
 def test_a_judge_that_gives_one_answer_is_named_beside_its_numbers() -> None:
     """Issue 37: the demo's leaderboard read "0.00 [0.0, 0.0]" in 5 of 7 dimensions (SmolLM2 as judge),
     which a newcomer reads as a broken tool. The table now says the judge gave one answer there."""
-    from esc.tasks.score.leaderboard import TABLE_ORDER, Cell, Row, leaderboard_blocks, one_answer_dimensions
+    from esc.scoring.rubrics import TABLE_2_ORDER
+    from esc.tasks.score.leaderboard import Cell, Row, leaderboard_blocks, one_answer_dimensions
 
     def score(mean: float, low: float, high: float, n: int = 4) -> Cell:
         return Cell(Estimate(mean, low, high, n, "role card"), cards=4)
 
     def row(target: str, empathy: float) -> Row:
-        cells = {k: score(0.0, 0.0, 0.0) for k in TABLE_ORDER}
+        cells = {k: score(0.0, 0.0, 0.0) for k in TABLE_2_ORDER}
         cells["empathy"] = score(empathy, empathy - 10, empathy + 10)
         cells["overall"] = score(50.0, 50.0, 50.0)  # one answer (2), in both rows
         return Row(target, "rp", "en", "smollm2", 4, cells, score(10.0, 5.0, 15.0, 28))
@@ -478,7 +479,7 @@ def test_a_judge_that_gives_one_answer_is_named_beside_its_numbers() -> None:
     rows = [row("a", 25.0), row("b", 50.0)]
     found = one_answer_dimensions(rows)
     assert found == {
-        "smollm2": [(k, 0.0) for k in TABLE_ORDER if k not in ("empathy", "overall")] + [("overall", 2.0)]
+        "smollm2": [(k, 0.0) for k in TABLE_2_ORDER if k not in ("empathy", "overall")] + [("overall", 2.0)]
     }
     text = markdown(leaderboard_blocks(rows))
     assert "Note: smollm2 gave every valid judgment the same score in 6 of 7 dimensions: Fluency (0)" in text

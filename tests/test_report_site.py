@@ -15,6 +15,7 @@ import pytest
 
 from esc.cli import main
 from esc.reports.runlog import Judgment, RunLog, read_run_log, write_run_log
+from esc.scoring.rubrics import TABLE_2_ORDER, dimensions
 from esc.site import build_site, slugify
 from tests.synthetic_run import inject_text, synthetic_run
 
@@ -22,7 +23,6 @@ INJECTION = "<script>alert(1)</script>"
 #: what write_site reads of a resolved rank.py config (conf/rank.yaml's values)
 LEADERBOARD = {"bootstrap": 1000, "charts": True, "breakdowns": True, "min_n": 10, "cards": None}
 REPORT_ON = {"report": {"enabled": True, "title": None, "low_mass": 0.5}, "leaderboard": LEADERBOARD}
-DIMENSIONS = ("fluency", "diversity", "empathy", "suggestion", "skill", "humanoid", "overall")  # Table 2
 ROW = re.compile(
     r'<tr class="s-(\w+)" data-judge="([^"]*)" data-key="([^"]*)"(?: data-turn="(\d+)")?>(.*?)</tr>', re.S
 )
@@ -121,7 +121,7 @@ def test_target_pages_list_the_worst_dialogue_first_with_its_answers_and_report_
     }
     cells = re.findall(r'<td class="num s-(\w+)" data-sort="[^"]*">([^<]*)</td>', first)
     assert len(cells) == 7  # a column per question of the whole dialogue
-    for key, (status, value) in zip(DIMENSIONS, cells, strict=True):
+    for key, (status, value) in zip(TABLE_2_ORDER, cells, strict=True):
         assert status == logged[key].status
         assert value == (logged[key].answer if status == "valid" else status)
     assert re.search(r"<td>no \d+( · yes \d+)?</td>", first)  # the answers about its replies, counted
@@ -179,6 +179,29 @@ def test_the_overview_has_each_reports_headline_counts_by_task_and_the_runs(site
     assert re.findall(r'<table class="counts" data-task="(\w+)">', text) == ["score", "safety", "pairwise"]
     assert "synthetic_judge" in text and "official v2" in text
     assert "git commit" in text and "synthetic" in text and 'href="runs/rank-leaderboard.html"' in text
+
+
+def test_every_dimension_shows_its_paper_name_on_every_page_and_its_key_only_as_data(site: dict) -> None:
+    """Issue 63: the site said diversity, suggestion, skill where Table 2 says Expression, Information,
+    Skillful. Every page reads the one table of dimensions: the overview's counts, a dialogue's
+    judgments and the target pages' columns show the paper's name; `data-key` keeps the key."""
+    names = {d.key: d.paper_name for d in dimensions()}
+    overview = (site["out"] / "index.html").read_text(encoding="utf-8")
+    score = re.search(r'<table class="counts" data-task="score">.*?</table>', overview, re.S).group(0)
+    assert sorted(re.findall(r"<tr><td>([^<]+)</td>", score)) == sorted(names.values())
+    pairwise = re.search(r'<table class="counts" data-task="pairwise">.*?</table>', overview, re.S).group(0)
+    assert set(re.findall(r"<tr><td>([^<]+)</td>", pairwise)) <= set(names.values())
+    page = next((site["out"] / "dialogues").rglob("*.html")).read_text(encoding="utf-8")
+    shown = 0
+    for _, _, key, _, cells in ROW.findall(page):
+        first = re.search(r"<td>([^<]*)</td>", cells).group(1)
+        assert first == names.get(key, key), (key, first)  # a checklist question: its own key
+        shown += key in names
+    assert shown >= len(names)
+    target = (site["out"] / "targets" / "alpha.html").read_text(encoding="utf-8")
+    headers = re.findall(r'<th class="num" title="task score">([^<]+)</th>', target)
+    assert sorted(headers) == sorted(names.values())
+    assert not {"diversity", "suggestion", "skill"} & set(re.findall(r">(\w+)<", overview + page + target))
 
 
 def test_a_dialogue_file_that_is_gone_leaves_its_judgments_on_the_page(tmp_path: Path) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from esc.masking import redact
 from esc.runinfo import RunManifest
-from esc.secrets.masking import redact
 
 
 def test_redact_hides_credentials_but_keeps_env_var_names() -> None:

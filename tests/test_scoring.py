@@ -17,9 +17,13 @@ from esc.scoring.judge import FAILED, INVALID, VALID, JudgeAnswer, ScoreItem
 from esc.scoring.judges import build_judge
 from esc.scoring.rubrics import (
     DIMENSION_KEYS,
+    TABLE_2_ORDER,
     annotation_rules,
     dialogue_text,
     dimension,
+    dimensions,
+    label,
+    labelled_counts,
     prompt_style,
 )
 from esc.scoring.store import ScoreRecord, ScoreStore, read_scores
@@ -46,6 +50,19 @@ def test_dimensions_resolve_keys_paper_names_and_official_keys() -> None:
     ]  # fmt: skip
     with pytest.raises(UserError, match="unknown dimension 'kindness'"):
         dimension("kindness")
+
+
+def test_the_one_table_of_dimensions_names_them_as_the_paper_does() -> None:
+    """Table 2's header, as printed (Fluency Expression Empathy Information Skillful Humanoid
+    Overall), is the table's paper names in TABLE_2_ORDER; every view labels a key by it (`label`),
+    and any other key (a checklist question) stays as it is."""
+    table_2 = ["Fluency", "Expression", "Empathy", "Information", "Skillful", "Humanoid", "Overall"]
+    assert [dimension(k).paper_name for k in TABLE_2_ORDER] == table_2
+    assert [label(k) for k in TABLE_2_ORDER] == table_2 and label("harmful_content") == "harmful_content"
+    assert {d.key: d.zh for d in dimensions()}["diversity"] == "多样性"
+    assert all(d.zh and d.short.endswith(".") for d in dimensions())
+    assert labelled_counts({"diversity": 2, "overall": 0, "skill": 1}) == "Expression 2, Skillful 1"
+    assert labelled_counts({}) == "none"
 
 
 def test_official_prompt_is_score_py_verbatim() -> None:

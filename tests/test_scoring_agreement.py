@@ -436,7 +436,7 @@ def test_rank_py_correlation_mode_and_wandb_tables(tmp_path: Path) -> None:
     assert (
         f" of {len({a.dialogue_id for a in read_annotations(annotations)})} annotated dialogues" in markdown
     )
-    assert "| ESC-empathy |" in markdown and "| Distinct-1 |" in markdown
+    assert "| ESC-Empathy |" in markdown and "| Distinct-1 |" in markdown
     assert "| BLEU-1 | 0 | not computed: no references file" in markdown  # never invented
     logged = {
         t.name.split("_0_")[0]: t

@@ -199,11 +199,11 @@ def test_run_correlation_end_to_end(files: dict[str, Path], tmp_path: Path) -> N
     assert summary["metrics"]["BLEU-1"]["dialogues"] == 5  # d5 has no reference
     assert "references for 5 of 6" in summary["metrics"]["BLEU-1"]["note"]
     assert summary["metrics"]["Distinct-1"]["dialogues"] == 6
-    assert {"ESC-empathy", "ESC-overall", "ESC-Eval"} <= set(summary["metrics"])
+    assert {"ESC-Empathy", "ESC-Overall", "ESC-Eval"} <= set(summary["metrics"])
     # every row on the same dialogues: d5 has no reference, d0's empathy judgment went invalid
     assert summary["common_dialogues"] == 4
     assert any("every row is computed on the other 4" in w for w in result["warnings"])
-    cell = summary["dataset"]["ESC-empathy"]["empathy"]
+    cell = summary["dataset"]["ESC-Empathy"]["empathy"]
     assert cell["n"] == 4 and cell["spearman"]["value"] == pytest.approx(1.0)
     # the Distinct-1 row is on the same four dialogues, pooled (dataset level)
     human_overall = [0, 0, 0, 1, 2, 3]  # median of (max(0, i-2), 4): the lower one
@@ -231,7 +231,7 @@ def test_run_correlation_end_to_end(files: dict[str, Path], tmp_path: Path) -> N
     rows = list(csv.DictReader((out / "correlation.csv").open()))
     assert {r["level"] for r in rows} == {"sample", "dataset"}
     assert len(rows) == 2 * len(summary["metrics"])  # levels x rows; a column per dimension x statistic
-    [esc] = [r for r in rows if (r["level"], r["Metric"]) == ("dataset", "ESC-empathy")]
+    [esc] = [r for r in rows if (r["level"], r["Metric"]) == ("dataset", "ESC-Empathy")]
     assert float(esc["Empathy Spear. value"]) == pytest.approx(1.0) and esc["Empathy Spear. n"] == "4"
     # the report's tables for programs: every row's dialogues and what limits it
     report = read_result(out / "correlation.result.json")

@@ -1,4 +1,4 @@
-"""No key in any file under a run folder, whatever road it came by (esc.secrets.masking)."""
+"""No key in any file under a run folder, whatever road it came by (esc.masking)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from esc.secrets.masking import (
+from esc.masking import (
     MASK,
     RedactLogFilter,
     _MaskedStream,

@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 
 from esc.scoring.judge import VALID
+from esc.scoring.rubrics import TABLE_2_ORDER
 from esc.scoring.store import ScoreRecord
-from esc.tasks.score.leaderboard import TABLE_ORDER, leaderboard, leaderboard_blocks
+from esc.tasks.score.leaderboard import leaderboard, leaderboard_blocks
 
 CARDS = {"en": 331, "zh": 324}
 #: (language, model): the seven published cells in Table 2's order, then the Average
@@ -24,7 +25,7 @@ def _records(language: str, model: str, sums: list[int]) -> list[ScoreRecord]:
     """One dialogue per card, its 0-4 scores spread so each dimension's sum is `sums[i]`."""
     n = CARDS[language]
     out = []
-    for dim, total in zip(TABLE_ORDER, sums, strict=True):
+    for dim, total in zip(TABLE_2_ORDER, sums, strict=True):
         q, r = divmod(total, n)
         for card in range(n):
             score = q + (card < r)

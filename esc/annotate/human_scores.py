@@ -46,7 +46,7 @@ from esc.corpora.esconv import (
 from esc.errors import DataError, UserError
 from esc.jsonl import atomic_write_text, read_jsonl
 from esc.paths import data_dir
-from esc.scoring.rubrics import DIMENSION_KEYS, SCORES, dimension
+from esc.scoring.rubrics import DIMENSION_KEYS, SCORES, dimension, label
 
 log = logging.getLogger(__name__)
 
@@ -254,9 +254,9 @@ def stats(annotations: Sequence[Annotation]) -> str:
         counts = Counter(a.score for a in annotations if a.dimension == key)
         if counts:
             dist = ", ".join(f"{s}: {counts.get(s, 0)}" for s in SCORES)
-            lines.append(f"  {key:<11}{sum(counts.values()):>6}  ({dist})")
+            lines.append(f"  {label(key):<12}{sum(counts.values()):>6}  ({dist})")
         else:
-            lines.append(f"  {key:<11}{'none':>6}  (no human ratings)")
+            lines.append(f"  {label(key):<12}{'none':>6}  (no human ratings)")
     return "\n".join(lines)
 
 

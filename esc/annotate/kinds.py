@@ -69,7 +69,9 @@ def task_kind(name: str) -> TaskKind:
     if name == "dialogue":
         rules = annotation_rules()
         fields = tuple(
-            _scored(d.key, rules[d.key]["table_name"], rules[d.key]["focus"], rules[d.key]["levels"])
+            # titled by the paper's name (Table 2) as every view is, not Table 16's own spelling
+            # ("Diversity", "Humaniod"), which stays in rubrics.yaml with the rules it heads
+            _scored(d.key, d.paper_name, rules[d.key]["focus"], rules[d.key]["levels"])
             for d in dimensions()
         )
         return TaskKind(

@@ -71,7 +71,7 @@ def rubrics() -> dict[str, Any]:
         }
         rule_zh = chinese[dim.key]
         out["zh"][dim.key] = {
-            "title": f"{rule_zh['title']} ({dim.paper_name})",
+            "title": f"{dim.zh} ({dim.paper_name})",
             "focus": rule_zh["focus"],
             "levels": [rule_zh["levels"][s] for s in range(5)],
         }

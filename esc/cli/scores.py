@@ -13,7 +13,7 @@ from esc.cli.outputs import new_output
 from esc.errors import ArgumentParser
 from esc.official_formats.scores import DEFAULT_JUDGE, DEFAULT_ROLEPLAYER, export, import_scores
 from esc.scoring.judge import INVALID
-from esc.scoring.rubrics import DIMENSION_KEYS, LANGUAGES
+from esc.scoring.rubrics import DIMENSION_KEYS, LANGUAGES, label
 
 HELP = "The official ESC-Eval score files (score/<Model>_<lang>.json), read and written."
 
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     only = (
         ""
         if len(held) == len(DIMENSION_KEYS)
-        else f" on {', '.join(k for k in DIMENSION_KEYS if k in held)} only"
+        else f" on {', '.join(label(k) for k in DIMENSION_KEYS if k in held)} only"
     )
     print(f"{len(records)} judgments{only} ({invalid} invalid: -1) -> {args.out}")
     return 0

@@ -29,6 +29,7 @@ from esc.errors import UserError
 from esc.export.rows import dialogue_rows, identities, read_runs
 from esc.jsonl import atomic_write_text
 from esc.output_folder import Command, check, staged
+from esc.scoring.rubrics import dimensions
 from esc.secrets.redaction import scrub
 
 log = logging.getLogger(__name__)
@@ -158,10 +159,27 @@ def dataset_card(runs: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]])
         "- `runs`: the runs that judged it (each run folder's name; where two share one, as many of its",
         "  folders as tell them apart); `judgments`: each `{run, task, judge, key, status, score,",
         "  answer, expected, turn}` (an invalid or failed judgment is kept, with its status, never",
-        "  averaged in)",
+        "  averaged in); `key` is what was asked: a dimension's key (below), a checklist question's or",
+        "  a role-play metric's",
         "",
+        *dimension_table(),
     ]
     return "\n".join(lines)
+
+
+def dimension_table() -> list[str]:
+    """The card's table of the 7 dimensions: the key the data hold, the paper's name (Table 2, what
+    the reports show), the short label (Table 4) and the Chinese label (`esc.scoring.rubrics`)."""
+    return [
+        "## Dimensions",
+        "",
+        "A judgment's `key` names a dimension by its key; the reports and the paper name it otherwise.",
+        "",
+        "| key | paper's name (Table 2) | short | zh |",
+        "|---|---|---|---|",
+        *(f"| {d.key} | {d.paper_name} | {d.short} | {d.zh} |" for d in dimensions()),
+        "",
+    ]
 
 
 def _commit(run: dict[str, Any]) -> str:

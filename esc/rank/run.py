@@ -11,6 +11,10 @@ Each mode is a `esc.tasks.task.Mode` in its own module (`python rank.py mode=NAM
     safety       every reply of the targets against the safety checklist (esc.tasks.safety.task)
     pairwise     two chatbots on the same card, preferred per dimension in both orders
                  (esc.tasks.pairwise.task)
+    stress       perturbed dialogues judged beside their originals: the judge's report card
+                 (esc.tasks.stress.task)
+
+`tests/test_lists.py` holds this list to the registry (`esc.tasks.task.modes()`).
 
 This module builds the judge(s) the mode needs, opens the run (`esc.lifecycle.job_run`, the
 folder's fingerprint from `output_settings`), runs the mode (`esc.tasks.task.run_mode`), frees the

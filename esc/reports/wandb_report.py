@@ -20,12 +20,12 @@ from typing import Any
 
 from esc.config_rules import Settings, load_section
 from esc.dialogues.store import played_by_source
+from esc.masking import argv_redacted, redact, secret_values, wandb_has_credentials
 from esc.prompts.speakers import speaker_lines
 from esc.reports.result import read_result, table_csv
 from esc.scoring.judge import VALID
 from esc.scoring.rubrics import DIMENSION_KEYS
 from esc.scoring.store import ScoreRecord
-from esc.secrets.masking import argv_redacted, redact, secret_values, wandb_has_credentials
 
 log = logging.getLogger(__name__)
 

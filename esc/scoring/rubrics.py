@@ -40,9 +40,13 @@ USER = "ESC-Role："
 
 @dataclasses.dataclass(frozen=True)
 class Dimension:
+    """One row of the one table of dimensions (`rubrics.yaml` `dimensions`): data files hold `key`,
+    and every view a person reads shows `paper_name` (`label`)."""
+
     key: str  # canonical: fluency, diversity, empathy, suggestion, humanoid, skill, overall
     paper_name: str  # Table 2's column name
     short: str  # Table 4's row label
+    zh: str  # the Chinese label (rating pages, the export's dataset card)
     official_key: str  # score.py's key and ESC-RANK's adapter folder name
     aliases: tuple[str, ...]
 
@@ -56,12 +60,30 @@ def _data() -> dict[str, Any]:
 def dimensions() -> tuple[Dimension, ...]:
     """The 7 dimensions in the paper's order."""
     return tuple(
-        Dimension(key, d["paper_name"], d["short"], d["official_key"], tuple(d.get("aliases") or ()))
+        Dimension(key, d["paper_name"], d["short"], d["zh"], d["official_key"], tuple(d.get("aliases") or ()))
         for key, d in _data()["dimensions"].items()
     )
 
 
 DIMENSION_KEYS: tuple[str, ...] = tuple(d.key for d in dimensions())
+#: Table 2's column order (Skillful before Humanoid, unlike the order the paper defines them in)
+TABLE_2_ORDER: tuple[str, ...] = tuple(_data()["table_2_columns"])
+if sorted(TABLE_2_ORDER) != sorted(DIMENSION_KEYS):
+    raise ValueError(f"{RUBRICS_FILE}: table_2_columns must hold each dimension key once")
+
+
+def label(key: str) -> str:
+    """What a person reads for a judgment's or a column's key: a dimension's paper name (`diversity`
+    reads Expression); any other key (a checklist question, a role-play metric) as it is."""
+    for d in dimensions():
+        if key == d.key:
+            return d.paper_name
+    return key
+
+
+def labelled_counts(counts: Mapping[str, int]) -> str:
+    """Counts by dimension key as a console line says them: "Expression 2, Overall 1" (none: "none")."""
+    return ", ".join(f"{label(k)} {n}" for k, n in counts.items() if n) or "none"
 
 
 def dimension(name: str, where: str = "dimension") -> Dimension:

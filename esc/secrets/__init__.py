@@ -1,3 +1,3 @@
 """Secrets: `redaction.py` is the filter every written text passes (which values are secrets, in which
-spellings; it imports nothing from esc); `masking.py` keeps keys out of what a run writes (manifest,
-command line, W&B, Hydra's files)."""
+spellings; it imports nothing from esc). What a run writes is kept free of keys by `esc.masking`
+(manifest, command line, W&B, Hydra's files), which sits above the file writers it uses."""

@@ -21,7 +21,7 @@ job's log names such variables once (`unmasked_variables`, at INFO), never their
 `sk%2D...`; either hex case), up to 3 whitespace characters between any two characters, and
 base64 (the whole base64 run holding it: an `Authorization: Basic` echo of `user:KEY`). The
 writers of `esc.jsonl` (every dialogue, score and report file), the report site's pages, the W&B
-payload, the request cache and the log and console filters of `esc.secrets.masking` call it, so a
+payload, the request cache and the log and console filters of `esc.masking` call it, so a
 key a model echoes in its reply is masked in every file a run writes. `redact` masks the strings
 inside a record and never its keys or the values of its structural fields (`status`, ...).
 This module is below every other (it imports nothing from `esc`) so that the file writers can use it.

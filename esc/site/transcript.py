@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from esc.scoring.judge import VALID
+from esc.scoring.rubrics import label
 from esc.site.collect import Entry
 
 
@@ -22,7 +23,7 @@ def bubbles(entry: Entry) -> list[dict[str, Any]]:
             if j.turn is not None and len(j.dialogues) == 1:
                 answer = j.answer if j.status == VALID and j.answer is not None else j.status
                 judged[j.turn].setdefault((task, j.judge), []).append(
-                    {"key": j.key, "answer": answer, "status": j.status}
+                    {"key": j.key, "label": label(j.key), "answer": answer, "status": j.status}
                 )
     out = []
     if dialogue.opener:

@@ -16,7 +16,7 @@ from pytorch_lightning.loggers.csv_logs import ExperimentWriter
 from pytorch_lightning.loggers.logger import rank_zero_experiment
 
 from esc.jsonl import atomic_write_text
-from esc.secrets.masking import argv_redacted, redact, wandb_has_credentials
+from esc.masking import argv_redacted, redact, wandb_has_credentials
 
 log = logging.getLogger(__name__)
 

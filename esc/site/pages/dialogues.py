@@ -9,6 +9,7 @@ from typing import Any
 from esc.dialogues.trajectory import trajectory_figures
 from esc.reports.runlog import Judgment
 from esc.scoring.judge import VALID
+from esc.scoring.rubrics import label
 from esc.site.collect import Entry, whole
 from esc.site.pages import page
 from esc.site.site import Site
@@ -81,6 +82,7 @@ def judgment_row(site: Site, entry: Entry, j: Judgment) -> dict[str, Any]:
     return {
         "judge": j.judge,
         "key": j.key,
+        "label": label(j.key),
         "turn": j.turn,
         "status": j.status,
         "answer": j.answer,

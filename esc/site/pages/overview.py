@@ -7,6 +7,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from esc.scoring.judge import FAILED, INVALID, VALID
+from esc.scoring.rubrics import label
 from esc.site.collect import Run
 from esc.site.pages import page
 from esc.site.result_html import lead, result_html
@@ -35,7 +36,9 @@ def overview(site: Site) -> None:
         {
             "task": task,
             "judge": judge,
-            "rows": [{"key": k, **{s: c[(k, s)] for s in STATUSES}} for k in keys[(task, judge)]],
+            "rows": [
+                {"key": k, "label": label(k), **{s: c[(k, s)] for s in STATUSES}} for k in keys[(task, judge)]
+            ],
         }
         for (task, judge), c in counts.items()
     ]

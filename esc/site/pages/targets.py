@@ -9,6 +9,7 @@ from typing import Any
 from esc.dialogues.trajectory import trajectory_figures
 from esc.reports.result import Heading, Table
 from esc.scoring.judge import VALID
+from esc.scoring.rubrics import label
 from esc.site.collect import Entry, whole
 from esc.site.pages import page
 from esc.site.result_html import label_columns, table_html
@@ -78,7 +79,7 @@ def target_page(site: Site, group: tuple[str, str], entries: list[Entry]) -> Non
         target=group[0],
         roleplayer=group[1],
         tables=report_rows(site, group),
-        columns=[{"task": task, "questions": list(keys)} for task, keys in columns.items()],
+        columns=[{"task": task, "questions": [label(k) for k in keys]} for task, keys in columns.items()],
         others=list(others),
         rows=rows,
         options=options,

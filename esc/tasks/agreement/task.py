@@ -17,7 +17,7 @@ from esc.reports import breakdown
 from esc.reports.result import Block, Report, Text
 from esc.reports.wandb_report import log_run
 from esc.scoring.judging import Batch
-from esc.scoring.rubrics import DIMENSION_KEYS, LANGUAGES
+from esc.scoring.rubrics import DIMENSION_KEYS, LANGUAGES, labelled_counts
 from esc.scoring.store import ScoreRecord, ScoreStore, score_inputs
 from esc.tasks.agreement import breakdown as agreement_breakdown
 from esc.tasks.agreement import data as agreement_data
@@ -38,7 +38,7 @@ class AgreementResult(JobResult):
 
     def summary(self) -> str:
         lines = [
-            f"invalid judgments of {judge} by dimension: {({k: v for k, v in dims.items() if v}) or 'none'}"
+            f"invalid judgments of {judge} by dimension: {labelled_counts(dims)}"
             for judge, dims in self.invalid.items()
         ]
         return "\n".join(

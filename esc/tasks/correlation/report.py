@@ -2,7 +2,8 @@
 
 Rows are metrics, each one number per dialogue: the text metrics of `esc.tasks.correlation.textmetrics` on the
 supporter's ("assistant") turns, and, per judge in the score files, `ESC-<dimension>` (its valid score
-on that dimension, Table 14's rows) and `ESC-Eval` (the mean of its valid scores over the dimensions,
+on that dimension, by the dimension's paper name: Table 14's rows, which the paper names by score.py's
+keys, `ESC-tech` for ESC-Skillful) and `ESC-Eval` (the mean of its valid scores over the dimensions,
 Table 3's row and Table 14's "Average" row). Columns are the human-scored dimensions (the annotators'
 median, `human_reference`) and `Average`, the mean human score over the dimensions a dialogue has.
 
@@ -48,7 +49,7 @@ from esc.reports import result as result_
 from esc.reports.bootstrap import NO_INTERVAL, Interval, estimate, expand, unit_index, unit_intervals
 from esc.reports.estimate import Estimate, format_estimate
 from esc.scoring.judge import VALID
-from esc.scoring.rubrics import DIMENSION_KEYS, dimension
+from esc.scoring.rubrics import DIMENSION_KEYS, dimension, label
 from esc.scoring.store import ScoreRecord, score_file_paths
 from esc.tasks.correlation.metrics import BY_STATISTIC
 from esc.tasks.correlation.textmetrics import METRICS as TEXT_METRICS
@@ -329,7 +330,7 @@ def judge_metrics(records: Iterable[ScoreRecord], items: Sequence[Item]) -> tupl
         dims = [d for d in DIMENSION_KEYS if any(dim == d for _, dim in latest)]
         for dim in dims:
             values = {i: s[dim] for i, s in valid.items() if dim in s}
-            rows.append(_judge_row(f"ESC-{dim}{suffix}", values, judge))
+            rows.append(_judge_row(f"ESC-{label(dim)}{suffix}", values, judge))
         means = {i: float(np.mean(list(s.values()))) for i, s in valid.items() if s}
         rows.append(_judge_row(f"ESC-Eval{suffix}", means, judge))
     return rows, warns

@@ -40,6 +40,7 @@ from esc.reports.bootstrap import (
 )
 from esc.reports.estimate import Estimate, format_estimate, resampled_units
 from esc.reports.result import Block, Cell, Heading, Report, Table, Text, figure, write_result
+from esc.scoring.rubrics import label
 from esc.tasks.pairwise.metrics import STRENGTH, WIN_RATE
 from esc.tasks.pairwise.questions import TIE, Pair, Verdict
 
@@ -324,6 +325,7 @@ def pairwise_report(
     if dropped:
         intro += f"\nLeft out: {len(dropped)} cards played by one target only (listed at the end)."
     dims = list(dict.fromkeys(d for res in results.values() for d in res["strengths"] if d != ALL))
+    columns = [label(d) for d in dims]  # each dimension's paper name: Expression, not diversity
     consistency_rows, strength_rows, rate_rows = [], [], []
     for roleplayer, res in results.items():
         c: Consistency = res["consistency"]
@@ -365,11 +367,11 @@ def pairwise_report(
             "all dimensions (ranked), then per dimension."
         ),
         Table.of(
-            ["role-player", "rank", "target", "strength", "verdicts", *dims],
+            ["role-player", "rank", "target", "strength", "verdicts", *columns],
             strength_rows,
             csv="strengths.csv",
             name="strengths",
-            metrics=dict.fromkeys(["strength", *dims], STRENGTH),
+            metrics=dict.fromkeys(["strength", *columns], STRENGTH),
             rank_within=["role-player"],
         ),
         Heading("Win rates"),
@@ -378,11 +380,11 @@ def pairwise_report(
             "over all dimensions, then per dimension."
         ),
         Table.of(
-            ["role-player", "A", "B", ALL, *dims],
+            ["role-player", "A", "B", ALL, *columns],
             rate_rows,
             csv="win_rates.csv",
             name="win rates",
-            metrics=dict.fromkeys([ALL, *dims], WIN_RATE),
+            metrics=dict.fromkeys([ALL, *columns], WIN_RATE),
         ),  # fmt: skip
     ]
     if dropped:
@@ -410,7 +412,7 @@ def pairwise_report(
                     j.pair.card_id,
                     j.pair.x,
                     j.pair.y,
-                    j.dimension,
+                    label(j.dimension),
                     j.verdict.result or "",
                     "" if j.verdict.consistent is None else j.verdict.consistent,
                 ]

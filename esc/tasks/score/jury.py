@@ -53,7 +53,7 @@ from esc.reports.bootstrap import (
 from esc.reports.estimate import format_estimate, resampled_units
 from esc.scoring.judge import INVALID, VALID
 from esc.scoring.jury import JURY
-from esc.scoring.rubrics import DIMENSION_KEYS
+from esc.scoring.rubrics import DIMENSION_KEYS, label
 from esc.scoring.store import ScoreRecord
 from esc.tasks.score.leaderboard import Row
 from esc.tasks.score.metrics import JURY_ALPHA, LENIENCY
@@ -328,7 +328,7 @@ def jury_blocks(
             ["dimension", "alpha", "judgments"],
             [
                 [
-                    dim,
+                    label(dim),
                     result_.figure("n/a (no variation)", None, n=n, note="no variation", unit=unit)
                     if math.isnan(alpha)
                     else _figure(alpha, interval, n, 3, unit),

@@ -35,12 +35,9 @@ from esc.reports.bootstrap import (
 from esc.reports.charts import pyplot, save_png
 from esc.reports.estimate import Estimate, format_estimate, resampled_units
 from esc.scoring.judge import FAILED, INVALID, VALID
-from esc.scoring.rubrics import DIMENSION_KEYS, dimension
+from esc.scoring.rubrics import DIMENSION_KEYS, TABLE_2_ORDER, dimension
 from esc.scoring.store import ScoreRecord
 from esc.tasks.score.metrics import AVERAGE, DIMENSION
-
-# Table 2's column order
-TABLE_ORDER = ("fluency", "diversity", "empathy", "suggestion", "skill", "humanoid", "overall")
 
 
 @dataclasses.dataclass
@@ -222,7 +219,7 @@ def average_label(judged: Sequence[str]) -> str:
 
 def leaderboard_blocks(rows: Sequence[Row]) -> list[result_.Block]:
     """Table 2's layout: one row per target and language, 0-100 scores with 95% intervals."""
-    names = [dimension(k).paper_name for k in TABLE_ORDER]
+    names = [dimension(k).paper_name for k in TABLE_2_ORDER]
     judges = sorted({r.judge for r in rows})
     average = average_label(rows[0].average_of if rows else DIMENSION_KEYS)
     several = len(judges) > 1  # a jury, or score files of several judges: one row per judge
@@ -231,12 +228,12 @@ def leaderboard_blocks(rows: Sequence[Row]) -> list[result_.Block]:
          "failed"],
         [
             [row.language, row.target, row.roleplayer, *([row.judge] if several else []),
-             *(_fmt(row.cells[k]) for k in TABLE_ORDER), _fmt(row.average, say_why=True), row.dialogues,
+             *(_fmt(row.cells[k]) for k in TABLE_2_ORDER), _fmt(row.average, say_why=True), row.dialogues,
              sum(c.n_invalid for c in row.cells.values()), sum(c.n_failed for c in row.cells.values())]
             for row in sorted(rows, key=lambda r: (r.language, r.target, r.roleplayer, r.judge))
         ],
         csv="leaderboard.csv",
-        metrics={**{n: DIMENSION[k] for n, k in zip(names, TABLE_ORDER, strict=True)}, average: AVERAGE},
+        metrics={**{n: DIMENSION[k] for n, k in zip(names, TABLE_2_ORDER, strict=True)}, average: AVERAGE},
         rank_within=["Lang", *(["Judge"] if several else [])],  # targets compared per language (and judge)
     )  # fmt: skip
     unit = resampled_units(e.unit for e in result_.Report("leaderboard", (table,)).estimates())
@@ -262,7 +259,7 @@ def one_answer_dimensions(rows: Sequence[Row]) -> dict[str, list[tuple[str, floa
     found: dict[str, list[tuple[str, float]]] = {}
     for judge in sorted({r.judge for r in rows}):
         mine = [r for r in rows if r.judge == judge]
-        for key in TABLE_ORDER:
+        for key in TABLE_2_ORDER:
             cells = [r.cells[key].estimate for r in mine if r.cells[key].estimate.n]
             means = {c.value for c in cells}
             if sum(c.n or 0 for c in cells) >= 2 and len(means) == 1:
@@ -277,7 +274,7 @@ def one_answer_note(rows: Sequence[Row]) -> str:
     for judge, dims in one_answer_dimensions(rows).items():
         names = ", ".join(f"{dimension(k).paper_name} ({score:g})" for k, score in dims)
         notes.append(
-            f"Note: {judge} gave every valid judgment the same score in {len(dims)} of {len(TABLE_ORDER)} "
+            f"Note: {judge} gave every valid judgment the same score in {len(dims)} of {len(TABLE_2_ORDER)} "
             f"dimensions: {names}. It does not tell these dialogues apart there, so those columns measure "
             "the judge (a small base model, say), not the targets."
         )
@@ -293,7 +290,7 @@ def chart_figures(rows: Sequence[Row], label: Callable[[str], str] = str) -> lis
     `label` makes a name safe for the backend that draws it (matplotlib's mathtext for SVG)."""
     plt = pyplot()
     several = len({r.judge for r in rows}) > 1  # a jury: each judge's polygon and bar is named
-    labels = [dimension(k).paper_name for k in TABLE_ORDER]
+    labels = [dimension(k).paper_name for k in TABLE_2_ORDER]
     angles = np.linspace(0, 2 * np.pi, len(labels), endpoint=False).tolist()
     figures = []
     for language in sorted({r.language for r in rows}):
@@ -301,7 +298,7 @@ def chart_figures(rows: Sequence[Row], label: Callable[[str], str] = str) -> lis
         fig = plt.figure(figsize=(7, 7))
         ax = fig.add_subplot(polar=True)
         for row in group:
-            values = [_or_nan(row.cells[k].estimate.shown()[0]) for k in TABLE_ORDER]
+            values = [_or_nan(row.cells[k].estimate.shown()[0]) for k in TABLE_2_ORDER]
             name = f"{row.target} ({row.roleplayer})" + (f" [{row.judge}]" if several else "")
             ax.plot(angles + angles[:1], values + values[:1], label=label(name))
             ax.fill(angles + angles[:1], np.nan_to_num(values + values[:1]), alpha=0.08)

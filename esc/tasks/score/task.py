@@ -31,6 +31,7 @@ from esc.scoring.judging import (
     selected_dimensions,
 )
 from esc.scoring.jury import JurySettings
+from esc.scoring.rubrics import labelled_counts
 from esc.scoring.store import ScoreRecord, merge_score_files, score_file_paths, score_inputs
 from esc.tasks.score import jury as jury_report
 from esc.tasks.score import leaderboard as board
@@ -72,7 +73,8 @@ class ScoreResult(JobResult):
                 self.markdown,
                 f"{c.get(VALID, 0)} valid, {c.get(INVALID, 0)} invalid, {c.get(FAILED, 0)} failed judgments "
                 f"this run ({c.get('skipped', 0)} already done); invalid by dimension: "
-                f"{self._by_dimension(INVALID) or 'none'}; failed: {self._by_dimension(FAILED) or 'none'}",
+                f"{labelled_counts(self._by_dimension(INVALID))}; failed: "
+                f"{labelled_counts(self._by_dimension(FAILED))}",
                 f"leaderboard: {self.output_dir}/leaderboard.md (.csv), charts: {', '.join(self.charts)}",
             ]
         )
@@ -84,7 +86,7 @@ class ScoreResult(JobResult):
         failed = sum(self._by_dimension(FAILED).values()) or self.counts.get(FAILED, 0)
         if not failed:
             return None
-        what = f"{failed} judgments failed (no answer came: {self._by_dimension(FAILED)})"
+        what = f"{failed} judgments failed (no answer came: {labelled_counts(self._by_dimension(FAILED))})"
         if self.judged:
             return f"{what}; rerun the same command to retry them"
         return (

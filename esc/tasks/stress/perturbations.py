@@ -30,6 +30,7 @@ import yaml
 from esc.dialogues.record import Dialogue, Turn
 from esc.prompts.registry import checked_question_texts
 from esc.registry import Registry
+from esc.scoring.rubrics import TABLE_2_ORDER
 from esc.scoring.safety_checklist import question_keys
 
 TEXTS_FILE = Path(__file__).with_name("perturbations.yaml")
@@ -63,7 +64,6 @@ class Perturbation:
 PERTURBATIONS: Registry[Perturbation] = Registry(
     "perturbation", origin=lambda p: f"{p.apply.__module__}.{p.apply.__qualname__}"
 )
-ALL_DIMENSIONS = ("fluency", "diversity", "empathy", "suggestion", "skill", "humanoid", "overall")
 
 
 def perturbation(
@@ -74,7 +74,7 @@ def perturbation(
     to go down and the checklist questions it `flags` to flag more (and says nothing of the others);
     a neutral change expects every dimension and every question to stay."""
     neutral = kind != DEGRADATION
-    expected = {d: STILL for d in ALL_DIMENSIONS} if neutral else {d: LOWER for d in lowers}
+    expected = {d: STILL for d in TABLE_2_ORDER} if neutral else {d: LOWER for d in lowers}
     flagged = {q: STILL for q in question_keys()} if neutral else {q: RAISE for q in flags}
 
     def register(apply: Apply) -> Apply:
