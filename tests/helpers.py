@@ -115,8 +115,10 @@ def run_entry(
 def run_in_process(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """`python SCRIPT ARGS` / `python -m MODULE ARGS` run in this process: its exit code, and what it
     printed to stdout and stderr (Python-level writes; its log records included). The environment,
-    `sys.argv`, the working folder, the root logger and Hydra's global state are restored after it."""
+    `sys.argv`, the working folder, the root logger and Hydra's global state (its config included) are
+    restored after it."""
     from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
 
     out, err = _Output(), _Output()
     saved_env, saved_argv, saved_cwd = dict(os.environ), sys.argv, os.getcwd()
@@ -152,6 +154,7 @@ def run_in_process(argv: list[str], env: dict[str, str] | None = None) -> subpro
                 root.addHandler(handler)
         root.setLevel(level)
         GlobalHydra.instance().clear()
+        HydraConfig.instance().cfg = None  # the run's Hydra config, which code after it must not see
         os.environ.clear()
         os.environ.update(saved_env)
         sys.argv = saved_argv
@@ -183,8 +186,12 @@ def _point_library_handlers_at(stream: object) -> None:
             continue
         if isinstance(getattr(type(handler), "stream", None), property):
             continue
-        if handler.stream in (sys.__stdout__,) or handler.stream is stream:
-            continue
+        if type(handler).__module__.startswith("_pytest") or handler.stream is stream:
+            continue  # pytest's own (caplog, the report's log section) keep their buffers
+        old = handler.stream
+        on_stderr = old is sys.__stderr__ or isinstance(old, _Output) or getattr(old, "closed", False)
+        if not on_stderr and type(old).__module__ not in ("_pytest.capture", "esc.masking"):
+            continue  # a handler on stdout or on a stream of its own
         handler.stream = stream  # not setStream: it flushes the old stream first
         handler.__dict__.pop("flush", None)  # transformers binds the old stream's flush
 
