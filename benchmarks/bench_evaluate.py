@@ -97,6 +97,7 @@ from scipy.stats import binomtest  # noqa: E402
 
 from esc.cards import load_cards  # noqa: E402
 from esc.chat.build import build_backend  # noqa: E402
+from esc.config_schema import validate  # noqa: E402
 from esc.dialogues.store import read_dialogues  # noqa: E402
 from esc.errors import ArgumentParser, exit_with_error  # noqa: E402
 from esc.evaluate.run import evaluate  # noqa: E402
@@ -259,10 +260,11 @@ def ours(
     if held is not None:
         held.load()
     warmup = out.with_name(out.name + "-warmup")
-    evaluate(evaluate_config(warmup, f"roleplayer={model}", f"target={model}", *on_vllm,
-                             "cards.languages=[en]", "cards.limit=1", "dialogue.turns=1"))  # fmt: skip
+    warm = evaluate_config(warmup, f"roleplayer={model}", f"target={model}", *on_vllm,
+                           "cards.languages=[en]", "cards.limit=1", "dialogue.turns=1")  # fmt: skip
+    evaluate(warm, validate(warm, "evaluate"))
     start = time.perf_counter()
-    result = evaluate(cfg)
+    result = evaluate(cfg, validate(cfg, "evaluate"))
     elapsed = time.perf_counter() - start
     if held is not None:
         held.close()

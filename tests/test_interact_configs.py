@@ -14,7 +14,7 @@ import pytest
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from esc.chat.base import GenerationSettings
+from esc.chat.base import Generation
 from esc.errors import ConfigError, UserError
 from esc.models.loading import DTYPES
 from esc.paths import REPO_ROOT, data_dir
@@ -156,7 +156,7 @@ def test_option_composes_and_resolves(group: str, option: str) -> None:
     assert node.name == option
     assert isinstance(node.notes, str) and node.notes.strip()
     assert node.backend.kind in BACKEND_KINDS
-    settings = GenerationSettings.from_config(OmegaConf.to_container(node.generation))
+    settings = Generation.model_validate(OmegaConf.to_container(node.generation)).settings()
     assert settings.temperature == 0.0 and settings.max_new_tokens > 0
     if group == "roleplayer":
         assert node.prompt in prompt_ids()

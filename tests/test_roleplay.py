@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from esc.config_schema import validate
 from esc.esc_role_samples.esconv import read_esconv_splits
 from esc.evaluate.run import evaluate
 from esc.paths import data_dir
@@ -89,7 +90,14 @@ def test_roleplay_eval_end_to_end_with_the_tiny_model(tmp_path: Path) -> None:
     runs = []
     for name in ("esc_role", "gpt4_zero_shot"):  # two role-players (the tiny model under two names)
         out = tmp_path / name
-        evaluate(evaluate_config(out, "cards.languages=[en]", "cards.limit=2", f"roleplayer.name={name}"))
+        evaluate(
+            (
+                cfg_ := evaluate_config(
+                    out, "cards.languages=[en]", "cards.limit=2", f"roleplayer.name={name}"
+                )
+            ),
+            validate(cfg_, "evaluate"),
+        )
         runs.append(str(out))
     # human dialogues for those cards: here two ESConv dialogues stand in for the cards' sources
     cards = [

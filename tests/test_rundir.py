@@ -85,6 +85,7 @@ def test_evaluate_names_the_backend_key_the_user_changed(tmp_path: Path) -> None
     no config has; the user sets `target.backend.base_url`."""
     import tests.scripted_backend  # noqa: F401  (registers backend kind "scripted")
     from esc.chat.build import build_backend
+    from esc.config_schema import validate
     from esc.evaluate.run import evaluate
     from tests.fake_openai_server import FakeOpenAIServer
     from tests.helpers import evaluate_config
@@ -106,9 +107,9 @@ def test_evaluate_names_the_backend_key_the_user_changed(tmp_path: Path) -> None
         FakeOpenAIServer(build_backend({"kind": "scripted"})) as first,
         FakeOpenAIServer(build_backend({"kind": "scripted"})) as second,
     ):
-        evaluate(config(first))
+        evaluate((cfg_ := config(first)), validate(cfg_, "evaluate"))
         with pytest.raises(UserError) as err:
-            evaluate(config(second))
+            evaluate((cfg_ := config(second)), validate(cfg_, "evaluate"))
     assert str(err.value).startswith(
         f'{out} was written with target.backend.base_url="{first.url}", this run has '
         f'target.backend.base_url="{second.url}" (settings.json: target.model.base_url): '

@@ -215,7 +215,7 @@ def test_a_local_judge_names_its_engine_key_when_it_is_not_hf_or_vllm(monkeypatc
     from esc.errors import ConfigError, UserError
     from esc.scoring.judges.local import LocalJudge
 
-    with pytest.raises(ConfigError, match=r'config `judge.engine`: must be one of hf, vllm, got "tpu"'):
+    with pytest.raises(ConfigError, match=r'config `judge.engine`: must be \'hf\' or \'vllm\', got "tpu"'):
         LocalJudge.of(name="j", model={"name": "tiny", "tiny": True}, engine="tpu")
     real_import = builtins.__import__
 

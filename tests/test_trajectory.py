@@ -384,6 +384,7 @@ def test_no_stop_before_min_turns() -> None:
 def test_an_observer_rates_in_an_evaluate_run_and_stopping_is_another_fingerprint(tmp_path: Path) -> None:
     from omegaconf import open_dict
 
+    from esc.config_schema import validate
     from esc.errors import UserError
     from esc.evaluate.run import evaluate
     from tests.helpers import evaluate_config
@@ -399,7 +400,7 @@ def test_an_observer_rates_in_an_evaluate_run_and_stopping_is_another_fingerprin
             }
         return c
 
-    result = evaluate(cfg())
+    result = evaluate((cfg_ := cfg()), validate(cfg_, "evaluate"))
     assert result.counts["completed"] == 1
     [path] = (tmp_path / "out" / "dialogues").glob("*.jsonl")
     for dialogue in read_dialogues(path):
@@ -412,4 +413,4 @@ def test_an_observer_rates_in_an_evaluate_run_and_stopping_is_another_fingerprin
         assert dialogue.meta["trajectory"]["rater"] == "observer"
         assert dialogue.meta["trajectory"]["observer"]["kind"] == "planned"
     with pytest.raises(UserError, match="trajectory"):
-        evaluate(cfg("trajectory.stop.enabled=true"))
+        evaluate((cfg_ := cfg("trajectory.stop.enabled=true")), validate(cfg_, "evaluate"))

@@ -15,7 +15,8 @@ from pydantic import BaseModel
 
 from esc.chat.base import REGISTRY, ChatBackend
 from esc.chat.settings import BackendSettings
-from esc.config_rules import Section, load_plugin, node_model, plugin
+from esc.config_rules import Section
+from esc.settings.plugins import load_plugin, node_model, plugin
 
 Backend = plugin(lambda: REGISTRY, "backend")
 """The type of a backend node: validated by the settings model of the class its `kind` names."""

@@ -17,12 +17,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from esc.config_rules import Section, load_plugin, node_model, plugin
+from esc.config_rules import Section
 from esc.scoring.judge import REGISTRY, Judge, JudgeSettings
+from esc.settings.plugins import load_plugin, node_model, plugin
 
 __all__ = ["JudgeNode", "build_judge", "judge_config", "judge_kinds"]
 
-JudgeNode = plugin(lambda: REGISTRY, "judge")
+JudgeNode = plugin(lambda: REGISTRY, "judge", hint="add one with +judge@KEY=OPTION")
 """The type of a judge node: validated by the settings model of the class its `kind` names."""
 
 

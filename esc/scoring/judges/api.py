@@ -117,8 +117,7 @@ class APIJudge(Judge):
                 built, folder, settings.batch_poll_s, settings.batch_wait_s, key=key
             )
         self.batch = settings.batch
-        cache = settings.cache.model_dump() if settings.cache is not None else None
-        self.backend: ChatBackend = with_cache(built, cache)
+        self.backend: ChatBackend = with_cache(built, settings.cache)
         self.constrain = settings.constrain
         self.settings = GenerationSettings(
             max_new_tokens=1 if self.constrain else settings.max_new_tokens,

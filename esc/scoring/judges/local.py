@@ -38,7 +38,7 @@ from esc.chat.backends.vllm_inproc import VLLMBackend
 from esc.chat.build import build_backend
 from esc.chat.closed import read_distributions
 from esc.chat.settings import ModelNode, dumped
-from esc.config_rules import Device, ExistingDir, NonEmpty, Settings, check, relation
+from esc.config_rules import Settings, check, relation
 from esc.errors import ConfigError, UserError
 from esc.models.internlm2 import local_internlm2_dir, native_internlm2
 from esc.models.loading import adapter_weights, model_label
@@ -59,6 +59,7 @@ from esc.scoring.rubrics import (
     dimensions,
     prompt_style,
 )
+from esc.settings.types import Device, ExistingDir, NonEmpty
 
 log = logging.getLogger(__name__)
 
