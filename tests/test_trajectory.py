@@ -83,8 +83,9 @@ def test_a_closed_question_parsed_from_replies_counts_invalid_and_failed_apart()
     backend = build_backend(
         {"kind": "planned", "plans": {"alpha": ["7 - better"], "beta": ["no idea"], "gamma": ["FAIL"]}}
     )
+    method = resolve_method(backend, "auto", "trajectory.method")
     question = ClosedQuestion(
-        backend, RATINGS, resolve_method(backend, "auto", "trajectory.method"), parse_rating
+        backend, RATINGS, method, parse_rating, max_new_tokens=64, top_logprobs=0, min_mass=0.0
     )
     assert question.method == "parse"
     prompts = [
@@ -109,7 +110,9 @@ def test_log_probabilities_give_the_expected_rating() -> None:
         RATINGS,
         "parse",
         parse_rating,
+        max_new_tokens=64,
         top_logprobs=5,
+        min_mass=0.0,
     )
     [answer] = question.ask([[{"role": "user", "content": "0 to 9"}]])
     assert answer.index == 6 and answer.expected == pytest.approx(6.5, abs=1e-3)
@@ -134,7 +137,9 @@ def _engine(plans: dict[str, list[str]], turns: int, stop: StopRule | None, rate
     seeker = build_backend({"kind": "planned", "plans": plans})
     helper = build_backend({"kind": "scripted", "label": "helper"})
     judge_backend = seeker if rater == "roleplayer" else build_backend({"kind": "planned", "plans": plans})
-    question = ClosedQuestion(judge_backend, RATINGS, "parse", parse_rating)
+    question = ClosedQuestion(
+        judge_backend, RATINGS, "parse", parse_rating, max_new_tokens=64, top_logprobs=0, min_mass=0.0
+    )
     cards = {(i, "en"): f"Problem: {w}" for i, w in enumerate(plans)}
     engine = DialogueEngine(
         Side("seeker", seeker, GenerationSettings()),

@@ -149,9 +149,9 @@ class MixtureSources(Settings):
 
 
 class MixtureSettings(Settings):
-    """The `data` node of ESC-Role's training (conf/data/esc_role.yaml; the module docstring)."""
+    """The `data` node of ESC-Role's training (conf/data/esc_role.yaml; the module docstring), as
+    its builder is called with it: without `builder` (`esc.train.datamodule`)."""
 
-    builder: Any  # the function train.py calls with this node (`esc.train.run.Data` checks it)
     root: str | None  # null: ESC_DATA_DIR or <repo>/data
     sources: MixtureSources
     roleplay_ratio: float = Field(ge=0, le=100)
@@ -164,14 +164,12 @@ class MixtureSettings(Settings):
 def build_samples(cfg: Any, key_prefix: str = "data") -> tuple[list[Sample], list[Sample]]:
     """Read, filter, mix and split the ESC-Role training data; returns (train, val).
 
-    `cfg` is the data config section (see the module docstring). `key_prefix` is how the section
-    is named in error messages. Raises ConfigError if nothing is left after filtering.
+    `cfg` is the data config section (see the module docstring; its `builder`, this function, is
+    left out), validated here once. `key_prefix` is how the section is named in error messages.
+    Raises ConfigError if nothing is left after filtering.
     """
-    settings = (
-        cfg
-        if isinstance(cfg, MixtureSettings)
-        else load_section(key_prefix, MixtureSettings, plain_mapping(cfg))
-    )
+    node = {k: v for k, v in plain_mapping(cfg).items() if k != "builder"}
+    settings = load_section(key_prefix, MixtureSettings, node)
     p = key_prefix
     root = Path(settings.root or data_dir())  # null: ESC_DATA_DIR or <repo>/data
     seed, val_fraction, ratio = settings.seed, settings.val_fraction, settings.roleplay_ratio
