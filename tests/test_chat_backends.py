@@ -24,7 +24,7 @@ from esc.chat.backends.baichuan_npc import BaichuanNPCBackend
 from esc.chat.backends.hf import HFBackend
 from esc.chat.backends.openai_compat import OpenAIBackend
 from esc.chat.base import GenerationSettings, Reply
-from esc.chat.build import build_backend
+from esc.chat.build import backend_settings, build_backend
 from esc.chat.cache import CachedBackend, CacheSettings, RequestCache, request_key, with_cache
 from esc.config_rules import load_section
 from esc.errors import ConfigError, UserError
@@ -747,11 +747,13 @@ def test_openai_identity_masks_credentials_in_extra_body_and_base_url():
 
 
 def test_build_backend_from_config(tiny_cfg):
-    assert isinstance(build_backend({"kind": "hf", "model": tiny_cfg, "batch_size": 2}), HFBackend)
-    assert isinstance(build_backend({"kind": "openai", "model": "gpt-4"}), OpenAIBackend)
-    assert isinstance(build_backend({"kind": "baichuan_npc"}), BaichuanNPCBackend)
+    assert isinstance(
+        build_backend(backend_settings({"kind": "hf", "model": tiny_cfg, "batch_size": 2})), HFBackend
+    )
+    assert isinstance(build_backend(backend_settings({"kind": "openai", "model": "gpt-4"})), OpenAIBackend)
+    assert isinstance(build_backend(backend_settings({"kind": "baichuan_npc"})), BaichuanNPCBackend)
     with pytest.raises(ConfigError, match="backend"):
-        build_backend({"kind": "openai", "model": "gpt-4", "temprature": 0})
+        build_backend(backend_settings({"kind": "openai", "model": "gpt-4", "temprature": 0}))
 
 
 # --- request cache -----------------------------------------------------------------------------

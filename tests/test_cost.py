@@ -11,7 +11,7 @@ import pytest
 from omegaconf import open_dict
 
 import tests.scripted_backend  # noqa: F401  (registers backend kind "scripted")
-from esc.chat.build import build_backend
+from esc.chat.build import backend_settings, build_backend
 from esc.chat.cost import (
     MESSAGE_TOKENS,
     REQUEST_TOKENS,
@@ -74,11 +74,11 @@ def test_the_token_bound_and_the_backend_count() -> None:
     assert bound_tokens("abcdefgh") == 8  # a token holds at least one byte
     assert bound_tokens("我很难过") == 12 and bound_tokens("ok 好") == 6  # UTF-8 bytes
     messages = [{"role": "system", "content": "one two three"}, {"role": "user", "content": "four"}]
-    assert count_prompt(build_backend({"kind": "scripted"}), messages) == (
+    assert count_prompt(build_backend(backend_settings({"kind": "scripted"})), messages) == (
         4,
         True,
     )  # it counts words, offline
-    unpriced = build_backend({"kind": "scripted"})
+    unpriced = build_backend(backend_settings({"kind": "scripted"}))
     unpriced.counts_tokens_offline = False  # as an hf model, whose count would load the model
     assert count_prompt(unpriced, messages) == (REQUEST_TOKENS + 13 + 4 + 2 * MESSAGE_TOKENS, False)
 
@@ -216,7 +216,7 @@ def test_an_api_target_over_budget_gets_no_chat_request(
     run over budget sends nothing but the readiness check."""
     from tests.fake_openai_server import FakeOpenAIServer
 
-    with FakeOpenAIServer(build_backend({"kind": "scripted", "label": "served"})) as server:
+    with FakeOpenAIServer(build_backend(backend_settings({"kind": "scripted", "label": "served"}))) as server:
         api = {"kind": "openai", "model": "tiny", "base_url": server.url, "api_key_env": None, "price": PRICE}
         cfg = priced_cfg(tmp_path / "out", cards, "max_cost=0.01", rp={"price": None}, target=api)
         with pytest.raises(ConfigError, match="max_cost"):
@@ -325,7 +325,7 @@ def test_max_cost_on_an_api_side_without_a_price_is_refused(
     from tests.fake_openai_server import FakeOpenAIServer
 
     out = tmp_path / "out"
-    with FakeOpenAIServer(build_backend({"kind": "scripted", "label": "served"})) as server:
+    with FakeOpenAIServer(build_backend(backend_settings({"kind": "scripted", "label": "served"}))) as server:
         cfg = priced_cfg(out, cards, "max_cost=1", rp={"price": None}, target=api_backend(server))
         with pytest.raises(ConfigError, match=r"config `max_cost`: cannot be checked") as err:
             evaluate(cfg, validate(cfg, "evaluate"))
@@ -345,7 +345,7 @@ def test_an_api_side_without_a_price_and_no_budget_prints_its_requests(
     from tests.fake_openai_server import FakeOpenAIServer
 
     out = tmp_path / "out"
-    with FakeOpenAIServer(build_backend({"kind": "scripted", "label": "served"})) as server:
+    with FakeOpenAIServer(build_backend(backend_settings({"kind": "scripted", "label": "served"}))) as server:
         evaluate(
             (
                 cfg_ := priced_cfg(
@@ -365,7 +365,7 @@ def test_rank_max_cost_with_an_unpriced_api_judge_is_refused(
     from tests.fake_openai_server import FakeOpenAIServer
 
     out = tmp_path / "out"
-    with FakeOpenAIServer(build_backend({"kind": "scripted", "label": "served"})) as server:
+    with FakeOpenAIServer(build_backend(backend_settings({"kind": "scripted", "label": "served"}))) as server:
         cfg = rank_cfg(out, _dialogues(tmp_path), "max_cost=5")
         with open_dict(cfg):
             cfg.judge.backend = api_backend(server)

@@ -266,7 +266,7 @@ def test_backend_constructs_without_loading(
     group: str, option: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     try:
-        from esc.chat.build import build_backend
+        from esc.chat.build import backend_settings, build_backend
     except ImportError as err:
         pytest.skip(f"chat backends not available yet ({err})")
     import transformers
@@ -288,7 +288,7 @@ def test_backend_constructs_without_loading(
     if backend_cfg.get("api_key_env"):
         monkeypatch.setenv(backend_cfg["api_key_env"], "sk-test-not-a-key")
     try:
-        backend = build_backend(backend_cfg, key=f"{group}.backend")
+        backend = build_backend(backend_settings(backend_cfg, f"{group}.backend"), key=f"{group}.backend")
     except AssertionError as err:
         pytest.skip(f"the {backend_cfg['kind']} backend is not lazy: {err}")
     try:

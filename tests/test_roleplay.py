@@ -15,7 +15,7 @@ from esc.esc_role_samples.esconv import read_esconv_splits
 from esc.evaluate.run import evaluate
 from esc.paths import data_dir
 from esc.scoring.judge import INVALID, VALID
-from esc.scoring.judges import build_judge
+from esc.scoring.judges import build_judge, judge_settings
 from esc.scoring.store import ScoreRecord
 from esc.tasks.roleplay.questions import PAIRWISE, RoleplayRecord, metric_items, metric_keys, pairwise_items
 from esc.tasks.roleplay.report import table1, win_rates
@@ -29,7 +29,9 @@ HUMAN = (("user", "i failed again"), ("assistant", "That sounds hard."), ("user"
 
 def canned(replies: list[str]):
     backend = {"kind": "queued_replies", "replies": [{"text": r} for r in replies]}
-    return build_judge({"kind": "api", "name": "canned", "prompt": "paper", "backend": backend})
+    return build_judge(
+        judge_settings({"kind": "api", "name": "canned", "prompt": "paper", "backend": backend})
+    )
 
 
 def records(items, judgments) -> list[ScoreRecord]:

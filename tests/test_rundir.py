@@ -84,7 +84,7 @@ def test_evaluate_names_the_backend_key_the_user_changed(tmp_path: Path) -> None
     """Issue 62: a target moved to another server was refused naming `target.model.base_url`, a key
     no config has; the user sets `target.backend.base_url`."""
     import tests.scripted_backend  # noqa: F401  (registers backend kind "scripted")
-    from esc.chat.build import build_backend
+    from esc.chat.build import backend_settings, build_backend
     from esc.config_schema import validate
     from esc.evaluate.run import evaluate
     from tests.fake_openai_server import FakeOpenAIServer
@@ -104,8 +104,8 @@ def test_evaluate_names_the_backend_key_the_user_changed(tmp_path: Path) -> None
         )  # fmt: skip
 
     with (
-        FakeOpenAIServer(build_backend({"kind": "scripted"})) as first,
-        FakeOpenAIServer(build_backend({"kind": "scripted"})) as second,
+        FakeOpenAIServer(build_backend(backend_settings({"kind": "scripted"}))) as first,
+        FakeOpenAIServer(build_backend(backend_settings({"kind": "scripted"}))) as second,
     ):
         evaluate((cfg_ := config(first)), validate(cfg_, "evaluate"))
         with pytest.raises(UserError) as err:

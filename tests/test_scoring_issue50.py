@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from omegaconf import open_dict
 
-from esc.chat.build import build_backend
+from esc.chat.build import backend_settings, build_backend
 from esc.errors import ConfigError
 from esc.scoring.rubrics import DIMENSION_KEYS
 from tests.helpers import compose, evaluate_config, requires_data
@@ -158,8 +158,9 @@ def test_what_a_run_spends_stays_under_its_estimate(tmp_path: Path, capsys: pyte
         api = {"kind": "openai", "model": "tiny", "base_url": server.url, "api_key_env": None,
                "price": {"model": "tiny", **PRICE}}  # fmt: skip
         run = tmp_path / "evaluate"
-        evaluate(evaluate_config(run, "cards.languages=[en,zh]", "dialogue.turns=3", target_backend=api,
-                                 roleplayer_backend=api))  # fmt: skip
+        played = evaluate_config(run, "cards.languages=[en,zh]", "dialogue.turns=3", target_backend=api,
+                                 roleplayer_backend=api)  # fmt: skip
+        evaluate(played, validate(played, "evaluate"))
         manifest = json.loads((run / "manifest.json").read_text())
         parts = _parts(manifest)
         for side, label in (("roleplayer", "role-player tiny"), ("target", "target tiny")):
@@ -208,7 +209,7 @@ def test_a_config_from_gpt4_yaml_with_another_model_is_refused_before_any_reques
     from tests.fake_openai_server import FakeOpenAIServer
 
     with FakeOpenAIServer(
-        build_backend({"kind": "scripted", "label": "served"}), model_name="gpt-4o"
+        build_backend(backend_settings({"kind": "scripted", "label": "served"})), model_name="gpt-4o"
     ) as server:
         cfg = compose(["judge=gpt4", f"dialogues={_dialogues(tmp_path)}", "cache=off",
                        "scoring.progress=false", "judge.backend.model=gpt-4o",

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from esc.chat.base import GenerationSettings, Reply
-from esc.chat.build import build_backend
+from esc.chat.build import backend_settings, build_backend
 from esc.chat.closed import FAILED, INVALID, VALID, ClosedAnswer, ClosedQuestion, resolve_method
 from esc.dialogues.record import Dialogue, Turn
 from esc.dialogues.store import read_dialogues
@@ -81,7 +81,9 @@ def test_the_observer_reads_the_card_and_the_dialogue() -> None:
 
 def test_a_closed_question_parsed_from_replies_counts_invalid_and_failed_apart() -> None:
     backend = build_backend(
-        {"kind": "planned", "plans": {"alpha": ["7 - better"], "beta": ["no idea"], "gamma": ["FAIL"]}}
+        backend_settings(
+            {"kind": "planned", "plans": {"alpha": ["7 - better"], "beta": ["no idea"], "gamma": ["FAIL"]}}
+        )
     )
     method = resolve_method(backend, "auto", "trajectory.method")
     question = ClosedQuestion(
@@ -122,9 +124,13 @@ def test_log_probabilities_give_the_expected_rating() -> None:
 
 def test_a_distribution_needs_a_local_model() -> None:
     with pytest.raises(ConfigError, match="trajectory.method"):
-        resolve_method(build_backend({"kind": "scripted"}), "distribution", "trajectory.method")
+        resolve_method(
+            build_backend(backend_settings({"kind": "scripted"})), "distribution", "trajectory.method"
+        )
     with pytest.raises(ConfigError, match="constrained"):
-        resolve_method(build_backend({"kind": "scripted"}), "constrained", "trajectory.method")
+        resolve_method(
+            build_backend(backend_settings({"kind": "scripted"})), "constrained", "trajectory.method"
+        )
 
 
 def test_an_invalid_distribution_keeps_its_mass() -> None:
@@ -134,9 +140,13 @@ def test_an_invalid_distribution_keeps_its_mass() -> None:
 
 
 def _engine(plans: dict[str, list[str]], turns: int, stop: StopRule | None, rater: str = "roleplayer"):
-    seeker = build_backend({"kind": "planned", "plans": plans})
-    helper = build_backend({"kind": "scripted", "label": "helper"})
-    judge_backend = seeker if rater == "roleplayer" else build_backend({"kind": "planned", "plans": plans})
+    seeker = build_backend(backend_settings({"kind": "planned", "plans": plans}))
+    helper = build_backend(backend_settings({"kind": "scripted", "label": "helper"}))
+    judge_backend = (
+        seeker
+        if rater == "roleplayer"
+        else build_backend(backend_settings({"kind": "planned", "plans": plans}))
+    )
     question = ClosedQuestion(
         judge_backend, RATINGS, "parse", parse_rating, max_new_tokens=64, top_logprobs=0, min_mass=0.0
     )

@@ -37,7 +37,7 @@ from esc.annotate.held_out import write_trained_on
 from esc.config_rules import OpenSettings, Section, Settings, load_section
 from esc.judge_training.data import ADAPTER_MODES, BALANCE_MODES, splits
 from esc.lifecycle import Job, JobResult, job_run
-from esc.scoring.judges import build_judge
+from esc.scoring.judges import build_judge, judge_settings
 from esc.scoring.judging import judge_items
 from esc.scoring.rubrics import DIMENSION_KEYS, LANGUAGES
 from esc.scoring.store import ScoreStore
@@ -126,15 +126,19 @@ def evaluate(
     rows: dict[str, Any] = {}
     for file_name, (label, judge_adapters) in judges.items():
         judge = build_judge(
-            {
-                "kind": "local",
-                "name": label,
-                "model": model,
-                "prompt": data["prompt"],
-                "batch_size": rank.eval_batch_size,
-                "adapters": judge_adapters,
-                "min_answer_mass": rank.min_answer_mass if judge_adapters else 0.0,  # the base: every answer
-            }
+            judge_settings(
+                {
+                    "kind": "local",
+                    "name": label,
+                    "model": model,
+                    "prompt": data["prompt"],
+                    "batch_size": rank.eval_batch_size,
+                    "adapters": judge_adapters,
+                    "min_answer_mass": rank.min_answer_mass
+                    if judge_adapters
+                    else 0.0,  # the base: every answer
+                }
+            )
         )
         try:
             store = ScoreStore(out / "test_scores" / f"{file_name}.jsonl")
