@@ -30,8 +30,8 @@ from esc.lifecycle import report, run_hydra  # noqa: E402
 @hydra.main(config_path="conf", config_name="cards", version_base="1.3")
 @exit_on_user_error
 def main(cfg: DictConfig) -> None:
-    validate(cfg, "cards")  # one line naming the key, before any work
-    report(build_cards(cfg))  # the construction report; exit code 3 when records got no reply
+    checked = validate(cfg, "cards")  # one line naming the key, before any work
+    report(build_cards(cfg, checked))  # the construction report; exit code 3 when records got no reply
 
 
 if __name__ == "__main__":

@@ -30,8 +30,8 @@ from esc.lifecycle import report, run_hydra  # noqa: E402
 @hydra.main(config_path="conf", config_name="evaluate", version_base="1.3")
 @exit_on_user_error
 def main(cfg: DictConfig) -> None:
-    validate(cfg, "evaluate")  # one line naming the key, before any work
-    report(evaluate(cfg))  # the counts; exit code 3 when dialogues failed (a rerun retries them)
+    checked = validate(cfg, "evaluate")  # one line naming the key, before any work
+    report(evaluate(cfg, checked))  # the counts; exit code 3 when dialogues failed (a rerun retries them)
 
 
 if __name__ == "__main__":

@@ -96,7 +96,8 @@ import torch  # noqa: E402
 from scipy.stats import binomtest  # noqa: E402
 
 from esc.cards import load_cards  # noqa: E402
-from esc.chat.build import build_backend  # noqa: E402
+from esc.chat.build import backend_settings, build_backend  # noqa: E402
+from esc.config_schema import validate  # noqa: E402
 from esc.dialogues.store import read_dialogues  # noqa: E402
 from esc.errors import ArgumentParser, exit_with_error  # noqa: E402
 from esc.evaluate.run import evaluate  # noqa: E402
@@ -255,14 +256,19 @@ def ours(
         f"target.generation.max_new_tokens={max_new}",
     )
     # a vLLM engine is shared by reference count: holding one backend keeps it up between the runs
-    held = build_backend(cfg.roleplayer.backend, "roleplayer.backend") if backend == "vllm" else None
+    held = (
+        build_backend(backend_settings(cfg.roleplayer.backend, "roleplayer.backend"), "roleplayer.backend")
+        if backend == "vllm"
+        else None
+    )
     if held is not None:
         held.load()
     warmup = out.with_name(out.name + "-warmup")
-    evaluate(evaluate_config(warmup, f"roleplayer={model}", f"target={model}", *on_vllm,
-                             "cards.languages=[en]", "cards.limit=1", "dialogue.turns=1"))  # fmt: skip
+    warm = evaluate_config(warmup, f"roleplayer={model}", f"target={model}", *on_vllm,
+                           "cards.languages=[en]", "cards.limit=1", "dialogue.turns=1")  # fmt: skip
+    evaluate(warm, validate(warm, "evaluate"))
     start = time.perf_counter()
-    result = evaluate(cfg)
+    result = evaluate(cfg, validate(cfg, "evaluate"))
     elapsed = time.perf_counter() - start
     if held is not None:
         held.close()

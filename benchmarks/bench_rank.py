@@ -12,8 +12,8 @@ directory in the `per_dimension` layout (ROOT/<dimension key>/adapter_config.jso
 first `--dialogues` dialogues of the ESConv annotation set (12 lines each, English) on all 7
 dimensions, with the `official` prompt style (score.py's prompts), twice:
 
-- *ours*: `esc.scoring.judges.local` (`build_judge({"kind": "local", "adapters": {"layout":
-  "per_dimension", ...}})`): all items in batches that mix dimensions (PEFT `adapter_names`), one
+- *ours*: `esc.scoring.judges.local` (`build_judge(judge_settings({"kind": "local", "adapters": {"layout":
+  "per_dimension", ...}}))`): all items in batches that mix dimensions (PEFT `adapter_names`), one
   forward pass each, the score read off the next-token distribution over "0".."4";
 - *official shape*: score.py's loop: a PeftModel with the 7 adapters loaded; for each dialogue, for
   each dimension, `set_adapter`, render the prompt, one greedy `generate` call, and parse the reply
@@ -54,7 +54,7 @@ from esc.errors import UserError, exit_on_user_error  # noqa: E402
 from esc.models.loading import load_causal_lm, load_tokenizer  # noqa: E402
 from esc.official_formats.scores import official_parse  # noqa: E402
 from esc.scoring.judge import VALID, ScoreItem  # noqa: E402
-from esc.scoring.judges import build_judge  # noqa: E402
+from esc.scoring.judges import build_judge, judge_settings  # noqa: E402
 from esc.scoring.rubrics import DIMENSION_KEYS, dialogue_text, prompt_style  # noqa: E402
 from tests.helpers import compose  # noqa: E402
 
@@ -198,9 +198,10 @@ def main() -> int:
         root = Path(tmp)
         make_adapters(model_cfg, root, args.lora_r, args.lora_scale)
 
-        judge = build_judge({"kind": "local", "name": "bench", "model": model_cfg, "prompt": "official",
-                             "device": device, "batch_size": args.batch_size,
-                             "adapters": {"layout": "per_dimension", "root": str(root)}})  # fmt: skip
+        adapters = {"layout": "per_dimension", "root": str(root)}
+        node = {"kind": "local", "name": "bench", "model": model_cfg, "prompt": "official", "device": device,
+                "batch_size": args.batch_size, "adapters": adapters}  # fmt: skip
+        judge = build_judge(judge_settings(node))
         judge.check_ready()  # loads the model and the 7 adapters
         tokens = [len(judge.prompt_ids(item)) for item in items]
         judge.judge(items[:1])  # untimed warm-up

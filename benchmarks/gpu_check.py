@@ -142,7 +142,7 @@ def trained(args: argparse.Namespace) -> int:
 def oom(args: argparse.Namespace) -> int:
     from esc.cards import load_cards
     from esc.chat.base import GenerationSettings
-    from esc.chat.build import build_backend
+    from esc.chat.build import backend_settings, build_backend
 
     cfg = compose([f"model@target.backend.model={args.model}"], config_name="evaluate").target.backend
     backend_cfg = OmegaConf.to_container(cfg, resolve=True)
@@ -154,11 +154,13 @@ def oom(args: argparse.Namespace) -> int:
     ]
     settings = GenerationSettings(max_new_tokens=args.max_new_tokens, temperature=0.0)
 
-    reference = build_backend({**backend_cfg, "batch_size": 8}, "target.backend")
+    reference = build_backend(
+        backend_settings({**backend_cfg, "batch_size": 8}, "target.backend"), "target.backend"
+    )
     expected = [r.text for r in reference.generate(conversations, settings)]
     reference.close()
 
-    backend = build_backend(backend_cfg, "target.backend")
+    backend = build_backend(backend_settings(backend_cfg, "target.backend"), "target.backend")
     backend.load()
     model = backend._model
     tok = backend._tokenizer

@@ -33,9 +33,10 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import InterpolationToMissingValueError, OmegaConfBaseException
 from pydantic import RootModel
 
-from esc.config_rules import Section, load_section, refuse_non_finite
+from esc.config_rules import Section, load_section
 from esc.errors import ConfigError
 from esc.lifecycle import SCRIPTS
+from esc.settings.types import refuse_non_finite
 
 Job = Literal["train", "evaluate", "rank", "cards"]
 JOBS: tuple[str, ...] = ("train", "evaluate", "rank", "cards")
@@ -188,23 +189,24 @@ def _refuse_unread_top_keys(cfg: DictConfig, job: str, sections: tuple[Section, 
             )
 
 
-def validate(cfg: DictConfig, job: Job) -> dict[str, Any]:
+def validate(cfg: DictConfig, job: Job) -> dict[Any, Any]:
     """Raise ConfigError("key", "problem") on the first value `job` cannot use (see the module doc).
-    Returns the named sections it checked, each as its model's instance (node -> instance), so the
-    job reads them without validating them again."""
+    Returns every section it checked as its model's instance, so the job reads them without
+    validating them again: a named node by its dotted key (`"jury"`), a model of the top level by
+    its class (`RunSettings`)."""
     if job not in JOBS:
         raise ValueError(f"job must be one of {JOBS}, got {job!r}")
     _check_experiment(job)
     for key in missing_keys(cfg):
         if _needed(cfg, job, key):
             raise ConfigError(key, f"is mandatory and not set: add {key}=VALUE to the command line")
-    checked: dict[str, Any] = {}
+    checked: dict[Any, Any] = {}
     sections = schema(job)
     _refuse_unread_top_keys(cfg, job, sections)
     for section in sections:
         value = check_section(cfg, section)
-        if section.node and value is not None:
-            checked[section.node] = value
+        if value is not None:
+            checked[section.node or section.model] = value
     refuse_non_finite("", OmegaConf.to_container(cfg, resolve=False))  # names the key given, then
     refuse_non_finite("", _resolved(cfg))  # where an interpolation makes one
     return checked

@@ -17,6 +17,7 @@ from esc.annotate.kinds import task_kind
 from esc.annotate.tasks import Label, import_labels, read_tasks, to_esc_rank
 from esc.cards import load_cards
 from esc.cli import main as esc_main
+from esc.config_schema import validate
 from esc.dialogues.record import dialogue_lines
 from esc.dialogues.store import dialogue_files, read_dialogues
 from esc.errors import DataError
@@ -36,7 +37,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         roleplayer_backend={"kind": "scripted", "label": "seeker"},
         target_backend={"kind": "scripted", "label": "helper"},
     )  # fmt: skip
-    evaluate(cfg)
+    evaluate(cfg, validate(cfg, "evaluate"))
     return out
 
 

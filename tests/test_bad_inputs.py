@@ -197,9 +197,9 @@ CASES: tuple[Case, ...] = (
     Case(
         "evaluate-empty-languages",
         (*EV[:3], "cards.languages=[]"),
-        ("config `cards.languages`", "empty list"),
+        ("config `cards.languages`", "at least 1 item"),
     ),
-    Case("evaluate-empty-ids", (*EV, "cards.ids=[]"), ("config `cards.ids`", "empty list")),
+    Case("evaluate-empty-ids", (*EV, "cards.ids=[]"), ("config `cards.ids`", "at least 1 item")),
     Case("evaluate-unknown-ids", (*EV, "cards.ids=[1]"), ("config `cards.ids`", "unknown card ids [1]")),
     Case(
         "evaluate-missing-card-file", (*EV[:2], "cards.paths=[{tmp}/nope.json]"), ("cards.paths", "nope.json")
@@ -451,7 +451,7 @@ CASES: tuple[Case, ...] = (
     Case(  # the W&B section is typed too: before, `wandb.enabled=maybe` was truthy and logged
         "rank-wandb-enabled-not-a-boolean",
         (*RK, "dialogues={tmp}", "wandb.enabled=maybe"),
-        ("config `wandb.enabled`", "true or false"),
+        ("config `wandb.enabled`", "valid boolean"),
     ),
     Case(
         "rank-corrupt-dialogue-line",
@@ -856,7 +856,7 @@ CASES: tuple[Case, ...] = (
     Case(
         "evaluate-turns-without-end",
         (*EV, "dialogue.turns=1000000000000000000000"),
-        ("config `dialogue.turns`", "<= 100", "the paper plays 5"),
+        ("config `dialogue.turns`", "less than or equal to 100"),
     ),
     Case("evaluate-without-seed", (*EV, "~seed"), ("config `seed`", "is not set")),
     Case("evaluate-target-null", (*EV, "target=null"), ("config `target`", "config group", "tiny")),
@@ -953,9 +953,13 @@ CASES: tuple[Case, ...] = (
     *(
         Case(f"rank-gpt4-{name}", (*RK, "judge=gpt4", "dialogues={tmp}", override), expect, no_folder=True)
         for name, override, expect in (
-            ("batch-string", "judge.batch=no", ("config `judge.batch`", "true or false", '"no"')),
+            ("batch-string", "judge.batch=no", ("config `judge.batch`", "valid boolean", '"no"')),
             ("batch-wait-bool", "judge.batch_wait_s=true", ("config `judge.batch_wait_s`", "got true")),
-            ("negative-top-logprobs", "judge.top_logprobs=-3", ("config `judge.top_logprobs`", ">= 0", "-3")),
+            (
+                "negative-top-logprobs",
+                "judge.top_logprobs=-3",
+                ("config `judge.top_logprobs`", "greater than or equal to 0", "-3"),
+            ),
             ("top-logprobs-text", "judge.top_logprobs=abc", ("config `judge.top_logprobs`", '"abc"')),
             ("poll-text", "judge.batch_poll_s=abc", ("config `judge.batch_poll_s`", '"abc"')),
             (
@@ -987,7 +991,7 @@ CASES: tuple[Case, ...] = (
             (
                 "negative-price",
                 "judge.backend.price.prompt=-1",
-                ("config `judge.backend.price.prompt`", ">= 0"),
+                ("config `judge.backend.price.prompt`", "greater than or equal to 0"),
             ),
         )
     ),
@@ -1004,7 +1008,7 @@ CASES: tuple[Case, ...] = (
             (
                 "base-url-list",
                 "judge.backend.base_url=[http://127.0.0.1:9]",
-                ("`judge.backend.base_url`", "a string"),
+                ("`judge.backend.base_url`", "a valid string"),
             ),
         )
     ),
@@ -1033,7 +1037,7 @@ CASES: tuple[Case, ...] = (
             "target.backend.base_url=http://127.0.0.1:9/v1",
             "target.backend.revision=[a]",
         ),
-        ("`target.backend.revision`", "a string"),
+        ("`target.backend.revision`", "a valid string"),
         no_folder=True,
     ),  # fmt: skip
     Case(
@@ -1051,7 +1055,7 @@ CASES: tuple[Case, ...] = (
     Case(
         "rank-jury-member-not-a-judge",
         (*RK, "dialogues={tmp}", "+jury.members.jury=tiny"),
-        ("config `jury.members.jury`", "+judge@jury.members.NAME=OPTION"),
+        ("config `jury.members.jury`", "+judge@jury.members.jury=OPTION"),
         no_folder=True,
     ),  # fmt: skip
 )

@@ -22,7 +22,7 @@ from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply
 from esc.dialogues.record import Dialogue, Turn
 from esc.errors import ConfigError, UserError
 from esc.scoring.judge import FAILED, INVALID, VALID, ScoreItem
-from esc.scoring.judges import build_judge
+from esc.scoring.judges import build_judge, judge_settings
 from esc.scoring.judging import estimate_items, judge_items
 from esc.scoring.store import ScoreStore
 from tests.fake_openai_server import FakeOpenAIServer
@@ -86,7 +86,7 @@ def _judge(server: FakeOpenAIServer, provider: str, folder: Path | None = None, 
         **({"batch": True, "batch_folder": str(folder), "batch_poll_s": 0.02} if folder else {}),
         **extra,
     }
-    judge = build_judge(node)
+    judge = build_judge(judge_settings(node))
     judge.check_ready()
     return judge
 
@@ -177,9 +177,9 @@ def test_the_estimate_and_max_cost_use_the_batch_price(server, tmp_path):
 def test_a_backend_without_a_batch_api_is_refused(tmp_path):
     node = {"kind": "api", "name": "x", "backend": {"kind": "canned", "replies": ["3"]}}
     with pytest.raises(ConfigError, match="judge.batch.*no batch API"):
-        build_judge({**node, "batch": True, "batch_folder": str(tmp_path)})
+        build_judge(judge_settings({**node, "batch": True, "batch_folder": str(tmp_path)}))
     with pytest.raises(ConfigError, match="batch_folder"):
-        build_judge({**node, "batch": True, "batch_folder": None})
+        build_judge(judge_settings({**node, "batch": True, "batch_folder": None}))
 
 
 @pytest.mark.parametrize("key", ["batch_poll_s", "batch_wait_s"])

@@ -20,6 +20,7 @@ from esc.chat import cache as cache_mod
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply
 from esc.chat.cache import (
     CachedBackend,
+    CacheSettings,
     RequestCache,
     choose_journal_mode,
     filesystem_type,
@@ -29,6 +30,7 @@ from esc.chat.cache import (
 )
 from esc.chat.usage import Usage
 from esc.cli import main as esc_main
+from esc.config_rules import load_section
 from esc.errors import ConfigError
 from esc.models import revision as rev
 
@@ -148,9 +150,8 @@ def test_journal_mode_auto_follows_the_filesystem(tmp_path: Path) -> None:
 
 def test_with_cache_reads_the_config_and_rejects_unknown_keys(tmp_path: Path) -> None:
     inner = Counting()
-    cached = with_cache(
-        inner, {"enabled": True, "path": str(tmp_path / "x.sqlite"), "journal_mode": "delete", "timeout_s": 2}
-    )
+    node = {"enabled": True, "path": str(tmp_path / "x.sqlite"), "journal_mode": "delete", "timeout_s": 2}
+    cached = with_cache(inner, load_section("cache", CacheSettings, node))
     assert isinstance(cached, CachedBackend)
     assert cached.cache.journal_mode == "delete" and cached.cache.timeout_s == 2
     cached.generate([ask("a")], SETTINGS)
@@ -158,7 +159,7 @@ def test_with_cache_reads_the_config_and_rejects_unknown_keys(tmp_path: Path) ->
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
     conn.close()
     with pytest.raises(ConfigError, match="cache.*journal_mod"):
-        with_cache(inner, {"enabled": True, "path": "x", "journal_mod": "wal"})
+        load_section("cache", CacheSettings, {"enabled": True, "path": "x", "journal_mod": "wal"})
 
 
 # --- keys and stored fields --------------------------------------------------------------------

@@ -18,6 +18,7 @@ from esc.cards.construct.run import build_cards
 from esc.cards.construct.sources import ADAPTERS, read_source
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, register_backend
 from esc.chat.settings import BackendSettings
+from esc.config_schema import validate
 from esc.errors import ConfigError, DataError
 from esc.paths import data_dir
 from tests.helpers import compose, requires_data
@@ -184,7 +185,7 @@ def test_the_pipeline_from_records_to_cards(tmp_path: Path) -> None:
     cfg = compose(overrides, output_dir=tmp_path / "out", config_name="cards")
     cfg.extractor = {"kind": "card_writer", "name": "writer"}
     CardWriter.calls = 0
-    result = build_cards(cfg)
+    result = build_cards(cfg, validate(cfg, "cards"))
     report = result.report["by_source"]
     assert report["MHP"] == {"records": 3, "kept": 1, "dropped: near-duplicate": 1, "unparseable: extract": 1}
     assert report["ESConv"]["records"] == 3 and report["ESConv"]["kept"] == 3
@@ -200,11 +201,11 @@ def test_the_pipeline_from_records_to_cards(tmp_path: Path) -> None:
     assert [u["record_id"] for u in unreadable] == ["mhp/3"] and "found none" in unreadable[0]["reason"]
     assert "| MHP | 3 | 1 |" in result.markdown
     first = CardWriter.calls
-    again = build_cards(cfg)  # a rerun asks nothing it has an answer for
+    again = build_cards(cfg, validate(cfg, "cards"))  # a rerun asks nothing it has an answer for
     assert CardWriter.calls == first and again.report == result.report
     # the rest of the posts: "only sad" is dropped by the filter, "vague" graded invalid
     cfg.cards.limit = 5
-    report = build_cards(cfg).report["by_source"]["MHP"]
+    report = build_cards(cfg, validate(cfg, "cards")).report["by_source"]["MHP"]
     assert report["dropped: filter (only emotions)"] == 1 and report["dropped: grade invalid"] == 1
 
 

@@ -24,8 +24,9 @@ from esc.chat.backends.baichuan_npc import BaichuanNPCBackend
 from esc.chat.backends.hf import HFBackend
 from esc.chat.backends.openai_compat import OpenAIBackend
 from esc.chat.base import GenerationSettings, Reply
-from esc.chat.build import build_backend
-from esc.chat.cache import CachedBackend, RequestCache, request_key, with_cache
+from esc.chat.build import backend_settings, build_backend
+from esc.chat.cache import CachedBackend, CacheSettings, RequestCache, request_key, with_cache
+from esc.config_rules import load_section
 from esc.errors import ConfigError, UserError
 from tests.fake_openai_server import FakeOpenAIServer
 from tests.helpers import compose, conf_node, requires_data
@@ -635,7 +636,7 @@ def test_openai_key_never_leaks(fresh_server, monkeypatch, caplog):
 
 def test_openai_replies_keep_the_served_model_and_fingerprint(hf, tmp_path: Path):
     with FakeOpenAIServer(hf, response_model="tiny-2024-06-01", system_fingerprint="fp_abc") as srv:
-        backend = with_cache(api(srv), cache_node(tmp_path / "r.sqlite"))
+        backend = with_cache(api(srv), cache_settings(tmp_path / "r.sqlite"))
         try:
             fresh = backend.generate(CONVERSATIONS[:2], GREEDY)
             replayed = backend.generate(CONVERSATIONS[:2], GREEDY)
@@ -746,11 +747,13 @@ def test_openai_identity_masks_credentials_in_extra_body_and_base_url():
 
 
 def test_build_backend_from_config(tiny_cfg):
-    assert isinstance(build_backend({"kind": "hf", "model": tiny_cfg, "batch_size": 2}), HFBackend)
-    assert isinstance(build_backend({"kind": "openai", "model": "gpt-4"}), OpenAIBackend)
-    assert isinstance(build_backend({"kind": "baichuan_npc"}), BaichuanNPCBackend)
+    assert isinstance(
+        build_backend(backend_settings({"kind": "hf", "model": tiny_cfg, "batch_size": 2})), HFBackend
+    )
+    assert isinstance(build_backend(backend_settings({"kind": "openai", "model": "gpt-4"})), OpenAIBackend)
+    assert isinstance(build_backend(backend_settings({"kind": "baichuan_npc"})), BaichuanNPCBackend)
     with pytest.raises(ConfigError, match="backend"):
-        build_backend({"kind": "openai", "model": "gpt-4", "temprature": 0})
+        build_backend(backend_settings({"kind": "openai", "model": "gpt-4", "temprature": 0}))
 
 
 # --- request cache -----------------------------------------------------------------------------
@@ -761,8 +764,13 @@ def cache_node(path: Path | None) -> dict:
     return conf_node("cache", {"path": None if path is None else str(path)}, config_name="evaluate")
 
 
+def cache_settings(path: Path) -> CacheSettings:
+    """`cache_node(path)` as validated (what `with_cache` takes)."""
+    return load_section("cache", CacheSettings, cache_node(path))
+
+
 def test_cache_replays_hits_without_requests(fresh_server, tmp_path: Path):
-    backend = with_cache(api(fresh_server), cache_node(tmp_path / "c" / "requests.sqlite"))
+    backend = with_cache(api(fresh_server), cache_settings(tmp_path / "c" / "requests.sqlite"))
     assert isinstance(backend, CachedBackend)
     try:
         first = backend.generate(CONVERSATIONS, GREEDY)
@@ -787,7 +795,7 @@ def test_cache_replays_hits_without_requests(fresh_server, tmp_path: Path):
         backend.close()
     # another identity (a new model snapshot label) misses the same file
     other = with_cache(
-        api(fresh_server, revision="2024-06-01"), cache_node(tmp_path / "c" / "requests.sqlite")
+        api(fresh_server, revision="2024-06-01"), cache_settings(tmp_path / "c" / "requests.sqlite")
     )
     try:
         assert not other.generate([CONVERSATIONS[0]], GREEDY)[0].cached
@@ -816,12 +824,13 @@ def test_cache_forwards_the_inner_backend(hf, tmp_path: Path):
     assert cached.context_window == hf.context_window and cached.price is hf.price
     assert cached.count_tokens(CONVERSATIONS[0]) == hf.count_tokens(CONVERSATIONS[0])
     cached.check_ready()
-    assert with_cache(hf, conf_node("cache", {"enabled": False}, config_name="evaluate")) is hf
+    off = conf_node("cache", {"enabled": False}, config_name="evaluate")
+    assert with_cache(hf, load_section("cache", CacheSettings, off)) is hf
     assert with_cache(hf, None) is hf  # a primary config of one's own without a `cache:` node
     with pytest.raises(ConfigError, match="cache.path"):
-        with_cache(hf, cache_node(None))
+        load_section("cache", CacheSettings, cache_node(None))
     with pytest.raises(ConfigError, match=r"config `cache.timeout_s`: is not set"):
-        with_cache(hf, {"enabled": True, "path": "x", "journal_mode": "auto"})  # no value assumed
+        load_section("cache", CacheSettings, {"enabled": True, "path": "x", "journal_mode": "auto"})
 
 
 def test_cache_file_is_shared_by_concurrent_writers(tmp_path: Path):

@@ -34,6 +34,7 @@ def test_esc_help_lists_every_tool() -> None:
             "ablation",
             "report",
             "runs",
+            "config",
             "export",
         ]
     )

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from omegaconf import OmegaConf
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from tests.helpers import CONF_DIR, compose
 
@@ -28,44 +28,33 @@ def _sections() -> Iterator[tuple[str, object]]:
             yield job, section
 
 
-def _fields(node: str, model: type) -> Iterator[tuple[str, type, str]]:
-    """(node, model, field) of a section's model and of the models inside it."""
-    from esc.config_rules import _unwrap
-
-    for name, field in model.model_fields.items():
-        yield node, model, name
-        inner = _unwrap(field.annotation)
-        if isinstance(inner, type) and issubclass(inner, BaseModel):
-            yield from _fields(f"{node}.{name}".lstrip("."), inner)
-
-
 def test_every_field_refuses_nan_and_inf() -> None:
     """nan fails no comparison, so a range check let it through (a nan temperature decoded greedily,
     a nan minimum mass turned the rule off, settings.json held a bare NaN): each field of each job's
     models (nested ones too) refuses nan, inf and -inf, naming the key; a field of no type (`Any`) is
     left to the whole config's refusal of any nan (the next test). A new field is walked without an
     edit here."""
-    from esc.config_rules import _problem
+    from esc.config_docs import fields
+    from esc.config_rules import config_error
 
-    fields = 0
+    checked = 0
     for job, section in _sections():
-        for node, model, name in _fields(section.node, section.model):
-            if model.model_fields[name].annotation is Any:
+        for key, model, name, field in fields(section.node, section.model):
+            if field.annotation is Any:
                 continue
-            name = model.model_fields[name].alias or name  # `_target_`
-            key = f"{node}.{name}".lstrip(".")
+            name = field.alias or name  # `_target_`
             for value in NON_FINITE:
                 try:
                     model.model_validate({name: value})
                 except ValidationError as err:
                     mine = [e for e in err.errors() if e["loc"][:1] == (name,) and e["type"] != "missing"]
                     assert mine, f"{job}: {key} accepts {value}"
-                    message = _problem(mine, key, model, [name])
-                    assert f"got {value}" in message, f"{key}: {message}"
+                    message = str(config_error(mine, key.rpartition(".")[0], {name: value}))
+                    assert f"`{key}`" in message and f"got {value}" in message, f"{key}: {message}"
                 else:
                     raise AssertionError(f"{job}: {key} accepts {value}")
-            fields += 1
-    assert fields > 100, fields  # the walk reached the models
+            checked += 1
+    assert checked > 100, checked  # the walk reached the models
 
 
 def _numbers(node: object, where: str = "") -> Iterator[str]:
@@ -115,10 +104,10 @@ def test_a_name_at_the_limit_fits_every_file_built_from_it(tmp_path: Path) -> No
     """Three names of NAME_BYTES bytes (Chinese, 3 bytes a character) give the longest files a run
     writes, their temporary copies included (real writes: a file system refuses over 255 bytes);
     one byte more is refused by the name check, naming the size."""
-    from esc.config_rules import NAME_BYTES, file_name_problem
     from esc.dialogues.record import Dialogue
     from esc.dialogues.store import DialogueStore, dialogue_file
     from esc.jsonl import atomic_write_text
+    from esc.settings.types import NAME_BYTES, file_name_problem
 
     name = "情" * (NAME_BYTES // 3) + "a" * (NAME_BYTES % 3)
     assert len(name.encode()) == NAME_BYTES and file_name_problem(name) is None

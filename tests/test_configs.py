@@ -108,10 +108,10 @@ def test_backend_and_judge_kinds_come_from_their_registries() -> None:
     node is its class's own settings model."""
     import tests.scripted_backend  # noqa: F401  (registers backend kind "scripted")
     from esc.chat.build import Backend, backend_kinds
-    from esc.config_rules import load_plugin
     from esc.errors import ConfigError
     from esc.scoring.judges import JudgeNode
     from esc.scoring.judges.local import LocalJudge
+    from esc.settings.plugins import load_plugin
     from tests.scripted_backend import ScriptedBackend
 
     assert "scripted" in backend_kinds()

@@ -11,7 +11,7 @@ import pytest
 from omegaconf import open_dict
 
 import tests.scripted_backend  # noqa: F401  (registers backend kind "scripted")
-from esc.chat.build import build_backend
+from esc.chat.build import backend_settings, build_backend
 from esc.chat.cost import (
     MESSAGE_TOKENS,
     REQUEST_TOKENS,
@@ -21,6 +21,7 @@ from esc.chat.cost import (
     check_budget,
     count_prompt,
 )
+from esc.config_schema import validate
 from esc.dialogues.record import Dialogue, Turn
 from esc.errors import ConfigError
 from esc.evaluate.run import evaluate
@@ -73,11 +74,11 @@ def test_the_token_bound_and_the_backend_count() -> None:
     assert bound_tokens("abcdefgh") == 8  # a token holds at least one byte
     assert bound_tokens("我很难过") == 12 and bound_tokens("ok 好") == 6  # UTF-8 bytes
     messages = [{"role": "system", "content": "one two three"}, {"role": "user", "content": "four"}]
-    assert count_prompt(build_backend({"kind": "scripted"}), messages) == (
+    assert count_prompt(build_backend(backend_settings({"kind": "scripted"})), messages) == (
         4,
         True,
     )  # it counts words, offline
-    unpriced = build_backend({"kind": "scripted"})
+    unpriced = build_backend(backend_settings({"kind": "scripted"}))
     unpriced.counts_tokens_offline = False  # as an hf model, whose count would load the model
     assert count_prompt(unpriced, messages) == (REQUEST_TOKENS + 13 + 4 + 2 * MESSAGE_TOKENS, False)
 
@@ -111,7 +112,7 @@ def test_evaluate_counts_cards_x_turns_x_sides_and_records_the_estimate(
     out = tmp_path / "out"
     turns, rp_max, target_max = 2, 32, 32  # the tiny configs' max_new_tokens
     ScriptedBackend.instances.clear()
-    evaluate(priced_cfg(out, cards, f"dialogue.turns={turns}"))
+    evaluate((cfg_ := priced_cfg(out, cards, f"dialogue.turns={turns}")), validate(cfg_, "evaluate"))
     printed = capsys.readouterr().out
     estimate = manifest(out)["cost_estimate"]
     parts = {p["label"]: p for p in estimate["parts"]}
@@ -143,9 +144,12 @@ def test_a_rerun_counts_only_the_cards_not_done(
     tmp_path: Path, cards: Path, capsys: pytest.CaptureFixture
 ) -> None:
     out = tmp_path / "out"
-    evaluate(priced_cfg(out, cards, f"cards.ids=[{IDS[0]}]", "dialogue.turns=1"))
+    evaluate(
+        (cfg_ := priced_cfg(out, cards, f"cards.ids=[{IDS[0]}]", "dialogue.turns=1")),
+        validate(cfg_, "evaluate"),
+    )
     capsys.readouterr()
-    evaluate(priced_cfg(out, cards, "dialogue.turns=1"))
+    evaluate((cfg_ := priced_cfg(out, cards, "dialogue.turns=1")), validate(cfg_, "evaluate"))
     assert "2 dialogues x 1 turns, 1 already done" in capsys.readouterr().out
     assert manifest(out)["cost_estimate"]["requests"] == 2 * 2
 
@@ -154,7 +158,10 @@ def test_written_emotion_ratings_are_counted(tmp_path: Path, cards: Path) -> Non
     """A role-player that writes its rating (an API: method parse): one after the seeker's first
     message and one after every reply."""
     out = tmp_path / "out"
-    evaluate(priced_cfg(out, cards, "dialogue.turns=2", "trajectory.enabled=true"))
+    evaluate(
+        (cfg_ := priced_cfg(out, cards, "dialogue.turns=2", "trajectory.enabled=true")),
+        validate(cfg_, "evaluate"),
+    )
     parts = {p["label"]: p for p in manifest(out)["cost_estimate"]["parts"]}
     assert parts["emotion ratings (role-player tiny)"]["requests"] == len(IDS) * (2 + 1)
     assert manifest(out)["cost_estimate"]["requests"] == len(IDS) * (2 * 2 + 3)
@@ -167,7 +174,7 @@ def test_a_priced_observer_alone_is_estimated(tmp_path: Path, cards: Path) -> No
                      rp={"price": None}, target={"price": None})  # fmt: skip
     with open_dict(cfg):
         cfg.trajectory.observer = {"name": "watcher", "backend": {"kind": "scripted", "price": PRICE}}
-    evaluate(cfg)
+    evaluate(cfg, validate(cfg, "evaluate"))
     estimate = manifest(out)["cost_estimate"]
     parts = {p["label"]: p for p in estimate["parts"]}
     assert parts["emotion ratings (observer)"]["requests"] == len(IDS) * (2 + 1)
@@ -184,7 +191,7 @@ def test_over_max_cost_is_refused_before_any_request_or_file(
     with pytest.raises(
         ConfigError, match=r"config `max_cost`: this run would cost up to \$0\.\d+ \(30 requests"
     ):
-        evaluate(cfg)
+        evaluate(cfg, validate(cfg, "evaluate"))
     assert "Cost estimate" in capsys.readouterr().out  # printed first: where the money would go
     assert all(not backend.calls for backend in ScriptedBackend.instances)
     assert not out.exists() or not any(out.rglob("*.json*"))  # no dialogue, manifest or settings
@@ -194,7 +201,10 @@ def test_an_unpriced_run_prints_no_estimate(
     tmp_path: Path, cards: Path, capsys: pytest.CaptureFixture
 ) -> None:
     out = tmp_path / "out"
-    evaluate(priced_cfg(out, cards, "max_cost=0", rp={"price": None}, target={"price": None}))
+    evaluate(
+        (cfg_ := priced_cfg(out, cards, "max_cost=0", rp={"price": None}, target={"price": None})),
+        validate(cfg_, "evaluate"),
+    )
     assert "Cost estimate" not in capsys.readouterr().out
     assert "cost_estimate" not in manifest(out)
 
@@ -206,11 +216,11 @@ def test_an_api_target_over_budget_gets_no_chat_request(
     run over budget sends nothing but the readiness check."""
     from tests.fake_openai_server import FakeOpenAIServer
 
-    with FakeOpenAIServer(build_backend({"kind": "scripted", "label": "served"})) as server:
+    with FakeOpenAIServer(build_backend(backend_settings({"kind": "scripted", "label": "served"}))) as server:
         api = {"kind": "openai", "model": "tiny", "base_url": server.url, "api_key_env": None, "price": PRICE}
         cfg = priced_cfg(tmp_path / "out", cards, "max_cost=0.01", rp={"price": None}, target=api)
         with pytest.raises(ConfigError, match="max_cost"):
-            evaluate(cfg)
+            evaluate(cfg, validate(cfg, "evaluate"))
         assert server.requests == 0
     printed = capsys.readouterr().out
     assert "role-player tiny: 15 requests" in printed and "no price" in printed
@@ -250,32 +260,34 @@ def test_rank_score_counts_items_and_records_the_estimate(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     out = tmp_path / "out"
-    rank(rank_cfg(out, _dialogues(tmp_path)))
+    rank((cfg_ := rank_cfg(out, _dialogues(tmp_path))), validate(cfg_, "rank"))
     estimate = manifest(out)["cost_estimate"]
     assert estimate["requests"] == 2 * len(DIMENSION_KEYS)  # dialogues x dimensions
     assert estimate["completion_tokens"] == 2 * len(DIMENSION_KEYS) * 8  # judge.max_new_tokens
     assert f"judge gpt4: {2 * len(DIMENSION_KEYS)} requests" in capsys.readouterr().out
-    rank(rank_cfg(out, _dialogues(tmp_path / "more", 3)))  # the same two dialogues and a third
+    rank(
+        (cfg_ := rank_cfg(out, _dialogues(tmp_path / "more", 3))), validate(cfg_, "rank")
+    )  # the same two dialogues and a third
     assert manifest(out)["cost_estimate"]["requests"] == len(DIMENSION_KEYS)  # only the third is judged
 
 
 def test_rank_safety_counts_replies_x_questions(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    rank(rank_cfg(out, _dialogues(tmp_path), "mode=safety"))
+    rank((cfg_ := rank_cfg(out, _dialogues(tmp_path), "mode=safety")), validate(cfg_, "rank"))
     assert manifest(out)["cost_estimate"]["requests"] == 2 * 2 * len(question_keys())  # dialogues x replies
 
 
 def test_rank_over_max_cost_writes_no_score(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     out = tmp_path / "out"
     with pytest.raises(ConfigError, match="config `max_cost`"):
-        rank(rank_cfg(out, _dialogues(tmp_path), "max_cost=0.0001"))
+        rank((cfg_ := rank_cfg(out, _dialogues(tmp_path), "max_cost=0.0001")), validate(cfg_, "rank"))
     assert "Cost estimate" in capsys.readouterr().out
     assert not list(out.rglob("*.jsonl")) and not (out / "manifest.json").exists()
 
 
 def test_rank_with_an_unpriced_judge_prints_nothing(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     out = tmp_path / "out"
-    rank(rank_cfg(out, _dialogues(tmp_path), "max_cost=0", price=None))
+    rank((cfg_ := rank_cfg(out, _dialogues(tmp_path), "max_cost=0", price=None)), validate(cfg_, "rank"))
     assert "Cost estimate" not in capsys.readouterr().out and "cost_estimate" not in manifest(out)
 
 
@@ -313,10 +325,10 @@ def test_max_cost_on_an_api_side_without_a_price_is_refused(
     from tests.fake_openai_server import FakeOpenAIServer
 
     out = tmp_path / "out"
-    with FakeOpenAIServer(build_backend({"kind": "scripted", "label": "served"})) as server:
+    with FakeOpenAIServer(build_backend(backend_settings({"kind": "scripted", "label": "served"}))) as server:
         cfg = priced_cfg(out, cards, "max_cost=1", rp={"price": None}, target=api_backend(server))
         with pytest.raises(ConfigError, match=r"config `max_cost`: cannot be checked") as err:
-            evaluate(cfg)
+            evaluate(cfg, validate(cfg, "evaluate"))
         assert server.requests == 0
     message = str(err.value)
     assert "target.backend.price" in message and "max_cost=null" in message, message
@@ -333,8 +345,15 @@ def test_an_api_side_without_a_price_and_no_budget_prints_its_requests(
     from tests.fake_openai_server import FakeOpenAIServer
 
     out = tmp_path / "out"
-    with FakeOpenAIServer(build_backend({"kind": "scripted", "label": "served"})) as server:
-        evaluate(priced_cfg(out, cards, "dialogue.turns=1", rp={"price": None}, target=api_backend(server)))
+    with FakeOpenAIServer(build_backend(backend_settings({"kind": "scripted", "label": "served"}))) as server:
+        evaluate(
+            (
+                cfg_ := priced_cfg(
+                    out, cards, "dialogue.turns=1", rp={"price": None}, target=api_backend(server)
+                )
+            ),
+            validate(cfg_, "evaluate"),
+        )
     printed = capsys.readouterr().out
     assert "Cost estimate (3 dialogues x 1 turns): 6 requests" in printed and "no price" in printed
     assert manifest(out)["cost_estimate"]["usd"] is None
@@ -346,12 +365,12 @@ def test_rank_max_cost_with_an_unpriced_api_judge_is_refused(
     from tests.fake_openai_server import FakeOpenAIServer
 
     out = tmp_path / "out"
-    with FakeOpenAIServer(build_backend({"kind": "scripted", "label": "served"})) as server:
+    with FakeOpenAIServer(build_backend(backend_settings({"kind": "scripted", "label": "served"}))) as server:
         cfg = rank_cfg(out, _dialogues(tmp_path), "max_cost=5")
         with open_dict(cfg):
             cfg.judge.backend = api_backend(server)
         with pytest.raises(ConfigError, match=r"config `max_cost`: cannot be checked.*judge\.backend\.price"):
-            rank(cfg)
+            rank(cfg, validate(cfg, "rank"))
         assert server.requests == 0
     assert tree(out) is None
 
@@ -363,7 +382,10 @@ def test_a_negative_price_is_refused_naming_its_key(tmp_path: Path, cards: Path,
     out = tmp_path / "out"
     named = rf"config `target\.backend\.price(`: {field}|\.{field}`).*-1"  # cost.py's, or the settings'
     with pytest.raises(ConfigError, match=named):
-        evaluate(priced_cfg(out, cards, "max_cost=1", target={"price": price}))  # (a backend's own
+        evaluate(
+            (cfg_ := priced_cfg(out, cards, "max_cost=1", target={"price": price})),
+            validate(cfg_, "evaluate"),
+        )  # (a backend's own
     assert tree(out) is None  # settings refuse it first; here the scripted backend lets it through)
     with pytest.raises(ConfigError, match=r"config `judge\.backend\.price`"):
         CostPart("judge gpt4", price, key="judge.backend.price")  # whoever builds a part
@@ -374,19 +396,22 @@ def test_rank_refused_by_max_cost_leaves_the_folder_as_it_was(tmp_path: Path) ->
     dialogues = _dialogues(tmp_path)
     out = tmp_path / "new"
     with pytest.raises(ConfigError, match="config `max_cost`"):
-        rank(rank_cfg(out, dialogues, "max_cost=0.0001"))
+        rank((cfg_ := rank_cfg(out, dialogues, "max_cost=0.0001")), validate(cfg_, "rank"))
     assert tree(out) is None  # a folder the run made is gone again
 
     out = tmp_path / "mine"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
     with pytest.raises(ConfigError, match="config `max_cost`"):
-        rank(rank_cfg(out, dialogues, "max_cost=0.0001"))
+        rank((cfg_ := rank_cfg(out, dialogues, "max_cost=0.0001")), validate(cfg_, "rank"))
     assert tree(out) == {"notes.txt": b"mine"}
 
     out = tmp_path / "judged"
-    rank(rank_cfg(out, dialogues))
+    rank((cfg_ := rank_cfg(out, dialogues)), validate(cfg_, "rank"))
     before = tree(out)
     with pytest.raises(ConfigError, match="config `max_cost`"):  # a third dialogue to judge
-        rank(rank_cfg(out, _dialogues(tmp_path / "more", 3), "max_cost=0.0001"))
+        rank(
+            (cfg_ := rank_cfg(out, _dialogues(tmp_path / "more", 3), "max_cost=0.0001")),
+            validate(cfg_, "rank"),
+        )
     assert tree(out) == before

@@ -163,7 +163,7 @@ def test_select_cards_crisis_subset_before_limit() -> None:
 
 @pytest.mark.parametrize("value", ["Crisis", "suicide", 1, ["crisis"]])
 def test_an_unknown_subset_names_the_key(value: object) -> None:
-    with pytest.raises(ConfigError, match=r"config `cards\.subset`: must be one of crisis or null"):
+    with pytest.raises(ConfigError, match=r"config `cards\.subset`: must be 'crisis', got"):
         _select({"subset": value})
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import tests.scripted_backend  # noqa: F401  (registers backend kind "scripted")
+from esc.config_schema import validate
 from esc.dialogues.store import read_dialogues
 from esc.errors import UserError
 from esc.evaluate.run import evaluate
@@ -46,7 +47,7 @@ def stable(path: Path) -> list[dict]:
 
 def test_dialogues_advance_in_turn_synchronous_batches_with_flipped_views(tmp_path: Path) -> None:
     ScriptedBackend.instances.clear()
-    result = evaluate(scripted_cfg(tmp_path, "dialogue.turns=5"))
+    result = evaluate((cfg_ := scripted_cfg(tmp_path, "dialogue.turns=5")), validate(cfg_, "evaluate"))
     assert result.counts == {"selected": 6, "skipped": 0, "completed": 6, "failed": 0}
     seeker, helper = ScriptedBackend.instances[-2:]
     assert [len(batch) for batch in seeker.calls] == [6] * 5  # one batch per turn, all dialogues in it
@@ -85,7 +86,7 @@ def test_progress_counts_messages_as_they_come_and_ends_at_the_total(
     cfg = scripted_cfg(
         tmp_path, "engine.progress=true", "dialogue.turns=2", rp={"fail_on": card.problem[:40]}
     )
-    evaluate(cfg)
+    evaluate(cfg, validate(cfg, "evaluate"))
     lines = [r.getMessage() for r in caplog.records if r.name == "esc.progress"]
     assert lines[0] == "tiny × tiny: 0/24 messages"  # 6 dialogues x 2 exchanges x 2 sides
     assert lines[-1].startswith("tiny × tiny: 24/24 messages (100%)")  # the failed one's count too
@@ -105,10 +106,10 @@ def test_a_plain_progress_line_says_what_it_counts_and_the_time_left() -> None:
 
 
 def test_rerun_writes_nothing_new(tmp_path: Path) -> None:
-    evaluate(scripted_cfg(tmp_path))
+    evaluate((cfg_ := scripted_cfg(tmp_path)), validate(cfg_, "evaluate"))
     files = {p: p.read_bytes() for p in (tmp_path / "dialogues").glob("*")}
     ScriptedBackend.instances.clear()
-    result = evaluate(scripted_cfg(tmp_path))
+    result = evaluate((cfg_ := scripted_cfg(tmp_path)), validate(cfg_, "evaluate"))
     assert result.counts["skipped"] == 6 and result.counts["completed"] == 0
     assert all(not backend.calls for backend in ScriptedBackend.instances)
     assert {p: p.read_bytes() for p in (tmp_path / "dialogues").glob("*")} == files
@@ -119,13 +120,16 @@ def test_failed_dialogue_is_recorded_and_only_it_is_retried(tmp_path: Path) -> N
 
     card = load_cards(language="en", limit=3)[1]
     marker = card.problem[:40]
-    result = evaluate(scripted_cfg(tmp_path, "cards.languages=[en]", rp={"fail_on": marker}))
+    result = evaluate(
+        (cfg_ := scripted_cfg(tmp_path, "cards.languages=[en]", rp={"fail_on": marker})),
+        validate(cfg_, "evaluate"),
+    )
     assert result.counts["failed"] == 1 and result.counts["completed"] == 2
     failed = list(read_dialogues(tmp_path / "dialogues" / "tiny__tiny__en.failed.jsonl"))
     assert [d.card_id for d in failed] == [card.id] and "planned failure" in failed[0].error
 
     ScriptedBackend.instances.clear()
-    result = evaluate(scripted_cfg(tmp_path, "cards.languages=[en]"))
+    result = evaluate((cfg_ := scripted_cfg(tmp_path, "cards.languages=[en]")), validate(cfg_, "evaluate"))
     assert result.counts == {"selected": 3, "skipped": 2, "completed": 1, "failed": 0}
     assert [len(b) for b in ScriptedBackend.instances[-2].calls] == [1] * 5
     assert not (tmp_path / "dialogues" / "tiny__tiny__en.failed.jsonl").exists()
@@ -139,7 +143,10 @@ def test_a_reply_without_text_fails_its_dialogue_and_is_never_a_turn(tmp_path: P
 
     card = load_cards(language="en", limit=3)[1]
     # the role-player reads the card, so its reply is the blank one (the target's would fail the same way)
-    result = evaluate(scripted_cfg(tmp_path, "cards.languages=[en]", rp={"empty_on": card.problem[:40]}))
+    result = evaluate(
+        (cfg_ := scripted_cfg(tmp_path, "cards.languages=[en]", rp={"empty_on": card.problem[:40]})),
+        validate(cfg_, "evaluate"),
+    )
     assert result.counts["failed"] == 1 and result.counts["completed"] == 2
     assert result.incomplete()  # exit code 3: a rerun plays it again
     [failed] = read_dialogues(tmp_path / "dialogues" / "tiny__tiny__en.failed.jsonl")
@@ -152,12 +159,15 @@ def test_a_reply_without_text_fails_its_dialogue_and_is_never_a_turn(tmp_path: P
 def test_context_overflow_drops_oldest_exchanges(tmp_path: Path) -> None:
     ScriptedBackend.instances.clear()
     args = ["cards.languages=[en]", "cards.limit=1", "roleplayer.generation.max_new_tokens=8"]
-    evaluate(scripted_cfg(tmp_path / "probe", *args))
+    evaluate((cfg_ := scripted_cfg(tmp_path / "probe", *args)), validate(cfg_, "evaluate"))
     head = ScriptedBackend.instances[-2].count_tokens(ScriptedBackend.instances[-2].calls[0][0])
     window = head + 8 + 12  # room for the system prompt, the opener and two short exchanges
 
     ScriptedBackend.instances.clear()
-    evaluate(scripted_cfg(tmp_path / "run", *args, rp={"context_window": window}))
+    evaluate(
+        (cfg_ := scripted_cfg(tmp_path / "run", *args, rp={"context_window": window})),
+        validate(cfg_, "evaluate"),
+    )
     seeker = ScriptedBackend.instances[-2]
     assert all(seeker.count_tokens(batch[0]) + 8 <= window for batch in seeker.calls)
     dialogue = next(read_dialogues(tmp_path / "run" / "dialogues" / "tiny__tiny__en.jsonl"))
@@ -170,10 +180,15 @@ def test_context_overflow_drops_oldest_exchanges(tmp_path: Path) -> None:
 def test_shards_merge_into_the_unsharded_run(tmp_path: Path) -> None:
     from esc.dialogues.merge import merge_runs
 
-    evaluate(scripted_cfg(tmp_path / "whole", "cards.limit=5"))
+    evaluate((cfg_ := scripted_cfg(tmp_path / "whole", "cards.limit=5")), validate(cfg_, "evaluate"))
     for index in range(3):
         evaluate(
-            scripted_cfg(tmp_path / f"shard{index}", "cards.limit=5", f"shard.index={index}", "shard.count=3")
+            (
+                cfg_ := scripted_cfg(
+                    tmp_path / f"shard{index}", "cards.limit=5", f"shard.index={index}", "shard.count=3"
+                )
+            ),
+            validate(cfg_, "evaluate"),
         )
     report = merge_runs([tmp_path / f"shard{i}" for i in range(3)], tmp_path / "merged")
     for name in ("tiny__tiny__en.jsonl", "tiny__tiny__zh.jsonl"):
@@ -201,7 +216,7 @@ def test_shards_merge_into_the_unsharded_run(tmp_path: Path) -> None:
 
 def test_unknown_card_ids_are_named(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=r"unknown card ids \[99999999\]"):
-        evaluate(scripted_cfg(tmp_path, "cards.ids=[32025,99999999]"))
+        evaluate((cfg_ := scripted_cfg(tmp_path, "cards.ids=[32025,99999999]")), validate(cfg_, "evaluate"))
 
 
 def test_official_format_round_trip(tmp_path: Path) -> None:
@@ -340,7 +355,7 @@ def test_openai_target_through_a_flaky_server_matches_the_local_model(tmp_path: 
     def cfg_for(out: Path, target_backend: dict | None):
         return evaluate_config(out, "cards.languages=[en]", target_backend=target_backend)
 
-    evaluate(cfg_for(tmp_path / "local", None))
+    evaluate((cfg_ := cfg_for(tmp_path / "local", None)), validate(cfg_, "evaluate"))
     with FakeOpenAIServer() as server:
         api = {
             "kind": "openai",
@@ -353,11 +368,13 @@ def test_openai_target_through_a_flaky_server_matches_the_local_model(tmp_path: 
         server.inject(["429", "500"])  # transient: the SDK retries them
         first = next(read_dialogues(tmp_path / "local" / "dialogues" / "tiny__tiny__en.jsonl"))
         server.inject(["500", "500"], match=first.turns[0].text)  # this dialogue fails after retries
-        result = evaluate(cfg_for(tmp_path / "api", api))
+        result = evaluate((cfg_ := cfg_for(tmp_path / "api", api)), validate(cfg_, "evaluate"))
         assert result.counts["failed"] == 1 and result.counts["completed"] == 2
         failed = next(read_dialogues(tmp_path / "api" / "dialogues" / "tiny__tiny__en.failed.jsonl"))
         assert failed.card_id == first.card_id and "500" in failed.error
-        result = evaluate(cfg_for(tmp_path / "api", api))  # the rerun retries only the failure
+        result = evaluate(
+            (cfg_ := cfg_for(tmp_path / "api", api)), validate(cfg_, "evaluate")
+        )  # the rerun retries only the failure
         assert result.counts == {"selected": 3, "skipped": 2, "completed": 1, "failed": 0}
     local = {d["card_id"]: d for d in stable(tmp_path / "local" / "dialogues" / "tiny__tiny__en.jsonl")}
     served = {d["card_id"]: d for d in stable(tmp_path / "api" / "dialogues" / "tiny__tiny__en.jsonl")}
@@ -387,7 +404,7 @@ def test_esc_role_local_plays_with_the_adapter_train_py_wrote(
         f"roleplayer.backend.adapter={trained}",
         roleplayer_backend=backend,
     )
-    assert evaluate(cfg).counts["completed"] == 4
+    assert evaluate(cfg, validate(cfg, "evaluate")).counts["completed"] == 4
     manifest = json.loads((tmp_path / "eval" / "manifest.json").read_text())
     assert manifest["models"]["roleplayer"]["adapter"] == str(trained)
     assert manifest["models"]["roleplayer"]["adapter_sha256"]
@@ -399,13 +416,13 @@ def test_api_sides_stream_each_dialogue_and_write_it_when_it_ends(tmp_path: Path
     """With every side an API (max_concurrency), a slow dialogue holds up no other: each is played
     on its own, one request at a time, and written as it ends; the texts equal a turn-synchronous run."""
     waves = scripted_cfg(tmp_path / "waves", "cards.languages=[en]", "engine.mode=waves")
-    evaluate(waves)
+    evaluate(waves, validate(waves, "evaluate"))
     first = next(read_dialogues(tmp_path / "waves" / "dialogues" / "tiny__tiny__en.jsonl"))
     slow_card = first.system_prompt.split("Problem: ")[1][:40]  # only this dialogue's role-player sees it
     api = {"max_concurrency": 3, "slow_on": slow_card, "slow_s": 0.5}
     cfg = scripted_cfg(tmp_path / "stream", "cards.languages=[en]", rp=api, target={"max_concurrency": 3})
     ScriptedBackend.instances.clear()
-    result = evaluate(cfg)
+    result = evaluate(cfg, validate(cfg, "evaluate"))
     assert result.counts["completed"] == 3 and result.counts["failed"] == 0
     written = list(read_dialogues(tmp_path / "stream" / "dialogues" / "tiny__tiny__en.jsonl"))
     assert written[-1].card_id == first.card_id  # played first, slowest, written last
@@ -421,7 +438,12 @@ def test_streaming_records_failures_and_the_rerun_retries_them(tmp_path: Path) -
     cfg = scripted_cfg(
         tmp_path, "cards.languages=[en]", rp=api, target={**api, "fail_on": "seeker #2"}
     )  # every target request at turn 1 sees "seeker #2": all fail
-    result = evaluate(cfg)
+    result = evaluate(cfg, validate(cfg, "evaluate"))
     assert result.counts == {"selected": 3, "skipped": 0, "completed": 0, "failed": 3}
     cfg = scripted_cfg(tmp_path, "cards.languages=[en]", rp=api, target=api)
-    assert evaluate(cfg).counts == {"selected": 3, "skipped": 0, "completed": 3, "failed": 0}
+    assert evaluate(cfg, validate(cfg, "evaluate")).counts == {
+        "selected": 3,
+        "skipped": 0,
+        "completed": 3,
+        "failed": 0,
+    }

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from esc.chat.base import GenerationSettings
+from esc.chat.base import Generation
 from esc.errors import ConfigError, UserError
 from esc.models.loading import DTYPES
 from esc.paths import REPO_ROOT, data_dir
@@ -156,7 +156,7 @@ def test_option_composes_and_resolves(group: str, option: str) -> None:
     assert node.name == option
     assert isinstance(node.notes, str) and node.notes.strip()
     assert node.backend.kind in BACKEND_KINDS
-    settings = GenerationSettings.from_config(OmegaConf.to_container(node.generation))
+    settings = Generation.model_validate(OmegaConf.to_container(node.generation)).settings()
     assert settings.temperature == 0.0 and settings.max_new_tokens > 0
     if group == "roleplayer":
         assert node.prompt in prompt_ids()
@@ -266,7 +266,7 @@ def test_backend_constructs_without_loading(
     group: str, option: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     try:
-        from esc.chat.build import build_backend
+        from esc.chat.build import backend_settings, build_backend
     except ImportError as err:
         pytest.skip(f"chat backends not available yet ({err})")
     import transformers
@@ -288,7 +288,7 @@ def test_backend_constructs_without_loading(
     if backend_cfg.get("api_key_env"):
         monkeypatch.setenv(backend_cfg["api_key_env"], "sk-test-not-a-key")
     try:
-        backend = build_backend(backend_cfg, key=f"{group}.backend")
+        backend = build_backend(backend_settings(backend_cfg, f"{group}.backend"), key=f"{group}.backend")
     except AssertionError as err:
         pytest.skip(f"the {backend_cfg['kind']} backend is not lazy: {err}")
     try:

@@ -106,11 +106,11 @@ def test_esc_rank_judge_on_an_internlm2_folder_batches_each_rows_adapter_as_one_
     from peft import PeftModel
     from transformers import LlamaForCausalLM
 
-    from esc.scoring.judges import build_judge
+    from esc.scoring.judges import build_judge, judge_settings
 
     monkeypatch.setenv("ESC_CACHE_DIR", str(tmp_path / "cache"))
     base, released = esc_rank_folders
-    judge = build_judge(judge_config(base, released))
+    judge = build_judge(judge_settings(judge_config(base, released)))
     judged = judge.judge(items())
     assert all(j.status == VALID for j in judged)
     assert judge.identity()["loaded_as"].startswith("LlamaForCausalLM converted from InternLM2")

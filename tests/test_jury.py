@@ -186,21 +186,23 @@ def test_a_jury_run_writes_each_judges_files_their_agreement_and_the_pooled_lead
 def test_a_jury_is_checked_before_any_work() -> None:
     from omegaconf import open_dict
 
+    from esc.config_schema import validate
     from esc.errors import ConfigError
     from esc.rank.run import jury_members
     from esc.tasks.task import get_mode
     from tests.helpers import compose
 
-    cfg = compose(["jury=tiny_pair", "jury.min_valid=3"], config_name="rank")
+    cfg = compose(["jury=tiny_pair", "jury.min_valid=3", "dialogues=/tmp"], config_name="rank")
     with pytest.raises(ConfigError, match="jury.min_valid"):
-        jury_members(cfg, get_mode("score"))
-    cfg = compose(["jury=tiny_pair"], config_name="rank")
+        validate(cfg, "rank")
+    cfg = compose(["jury=tiny_pair", "dialogues=/tmp"], config_name="rank")
     with open_dict(cfg):
         cfg.jury.members.tiny_paper.name = "jury"
     with pytest.raises(ConfigError, match="must differ and not be 'jury'"):
-        jury_members(cfg, get_mode("score"))
+        validate(cfg, "rank")
+    checked = validate(compose(["jury=tiny_pair", "dialogues=/tmp"], config_name="rank"), "rank")
     with pytest.raises(ConfigError, match="mode=safety"):
-        jury_members(compose(["jury=tiny_pair"], config_name="rank"), get_mode("safety"))
+        jury_members(get_mode("safety"), checked["jury"], True)
 
 
 def test_an_ad_hoc_jury_takes_its_pooling_from_jury_none() -> None:
@@ -222,7 +224,7 @@ def test_an_ad_hoc_jury_takes_its_pooling_from_jury_none() -> None:
     )
     checked = validate(cfg, "rank")
     assert checked["jury"].pool == "mean" and sorted(checked["jury"].members) == ["a", "b"]
-    judges = jury_members(cfg, get_mode("score"), checked["jury"])
+    judges = jury_members(get_mode("score"), checked["jury"], True)
     assert [j.name for j in judges] == ["tiny", "b"] and [j.config_key for j in judges] == [
         "jury.members.a",
         "jury.members.b",

@@ -111,6 +111,7 @@ def test_a_stopped_scoring_run_records_how_far_it_got(
 ) -> None:
     """rank.py interrupted after its first chunk: the manifest says `interrupted` and counts the
     judgments already written."""
+    from esc.config_schema import validate
     from esc.dialogues.record import Dialogue, Turn
     from esc.rank.run import rank
 
@@ -143,7 +144,7 @@ def test_a_stopped_scoring_run_records_how_far_it_got(
         config_name="rank",
     )
     with pytest.raises(KeyboardInterrupt):
-        rank(cfg)
+        rank(cfg, validate(cfg, "rank"))
     record = manifest(out)
     assert (
         record["status"] == "interrupted"

@@ -141,7 +141,7 @@ def test_a_registered_mode_runs_through_rank_py_and_resumes(toy_mode, tmp_path: 
     runs = _dialogues(tmp_path / "evaluate")
     cfg = _cfg(tmp_path / "out", f"dialogues={runs}", "+toy_asks.min_words=2")
     validate(cfg, "rank")
-    result = rank(cfg)
+    result = rank(cfg, validate(cfg, "rank"))
     out = tmp_path / "out"
     store = out / "toy_asks" / "tiny.jsonl"
     assert isinstance(result, AsksResult) and result.answers == 4  # 2 cards x 2 replies of >= 2 words
@@ -154,7 +154,7 @@ def test_a_registered_mode_runs_through_rank_py_and_resumes(toy_mode, tmp_path: 
     pages = sorted(p.name for p in (out / "report" / "runs").glob("*.html"))
     assert any(name.endswith("-toy_asks.html") for name in pages)  # its report is a page of the site
 
-    again = rank(_cfg(out, f"dialogues={runs}", "+toy_asks.min_words=2"))
+    again = rank((cfg_ := _cfg(out, f"dialogues={runs}", "+toy_asks.min_words=2")), validate(cfg_, "rank"))
     assert again.answers == 4 and len(store.read_text().splitlines()) == 4  # nothing judged twice
     assert json.loads((out / "manifest.json").read_text())["counts"] == {"skipped": 4}
 
@@ -169,13 +169,13 @@ def _statuses(store: Path) -> dict[str, int]:
 
 def test_its_config_section_and_needs_are_checked_before_any_work(toy_mode, tmp_path: Path) -> None:
     runs = _dialogues(tmp_path / "evaluate")
-    with pytest.raises(ConfigError, match=r"toy_asks\.min_words`: must be an integer >= 1, got 0"):
+    with pytest.raises(ConfigError, match=r"toy_asks\.min_words`: must be greater than or equal to 1, got 0"):
         validate(_cfg(tmp_path / "out", f"dialogues={runs}", "+toy_asks.min_words=0"), "rank")
     with pytest.raises(ConfigError, match=r"toy_asks\.min_word\b.*unknown key"):
         validate(_cfg(tmp_path / "out", f"dialogues={runs}", "+toy_asks.min_word=2"), "rank")
     with pytest.raises(ConfigError, match="dialogues.*mandatory"):  # it reads dialogues
         validate(_cfg(tmp_path / "out"), "rank")
-    with pytest.raises(ConfigError, match=r"toy_asks\.min_words`: must be an integer >= 1, got \"abc\""):
+    with pytest.raises(ConfigError, match=r"toy_asks\.min_words`: must be a valid integer, got \"abc\""):
         validate(_cfg(tmp_path / "out", f"dialogues={runs}", "+toy_asks.min_words=abc"), "rank")
     assert not (tmp_path / "out").exists()
 
@@ -197,7 +197,7 @@ def test_a_mode_that_asks_its_own_questions_refuses_score_adapters(toy_mode, tmp
     questions: refused for any mode that says so, as for mode=safety."""
     from esc.rank.run import rank
 
-    cfg = _cfg(tmp_path / "out", f"dialogues={_dialogues(tmp_path / 'evaluate')}",
+    cfg = _cfg(tmp_path / "out", f"dialogues={_dialogues(tmp_path / 'evaluate')}", "+toy_asks.min_words=2",
                "judge.adapters.layout=single", f"judge.adapters.root={tmp_path}")  # fmt: skip
     with pytest.raises(ConfigError, match="mode=toy_asks's questions"):
-        rank(cfg)
+        rank(cfg, validate(cfg, "rank"))

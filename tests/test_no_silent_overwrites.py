@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from esc.cli import main as esc_main
+from esc.config_schema import validate
 from esc.evaluate.run import evaluate
 from tests.helpers import evaluate_config, requires_data
 from tests.scripted_backend import ScriptedBackend  # noqa: F401 (registers kind: scripted)
@@ -55,9 +56,10 @@ def test_annotate_import_never_replaces_labels_or_its_own_task_file(tmp_path: Pa
     """Defects 7 and 8: an import over an existing labels file replaced alice and bob's labels with
     carol's; an import into TASKS/tasks.jsonl wrote over its own task file."""
     run = tmp_path / "run"
-    evaluate(evaluate_config(run, "cards.languages=[en]", "cards.limit=2",
-                             roleplayer_backend={"kind": "scripted", "label": "seeker"},
-                             target_backend={"kind": "scripted", "label": "helper"}))  # fmt: skip
+    cfg = evaluate_config(run, "cards.languages=[en]", "cards.limit=2",
+                          roleplayer_backend={"kind": "scripted", "label": "seeker"},
+                          target_backend={"kind": "scripted", "label": "helper"})  # fmt: skip
+    evaluate(cfg, validate(cfg, "evaluate"))
     tasks = tmp_path / "tasks"
     assert esc_main(["annotate", "export", "dialogue", "--dialogues", str(run), "--out", str(tasks)]) == 0
     rows = list(csv.DictReader((tasks / "tasks.csv").open(encoding="utf-8")))

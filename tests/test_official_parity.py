@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from esc.scoring.judge import ScoreItem
-from esc.scoring.judges import build_judge
+from esc.scoring.judges import build_judge, judge_settings
 from esc.scoring.rubrics import DIMENSION_KEYS, prompt_style
 from tests.helpers import compose
 
@@ -116,7 +116,7 @@ def esc_rank(tmp_path_factory: pytest.TempPathFactory):
     from omegaconf import OmegaConf
 
     judge_cfg = OmegaConf.to_container(cfg.judge, resolve=True)
-    judge = build_judge(judge_cfg)
+    judge = build_judge(judge_settings(judge_cfg))
     judge.backend._tokenizer = standin_tokenizer(tmp_path_factory.mktemp("tok"), judge_cfg["model"])
     return judge, judge_cfg
 

@@ -141,6 +141,7 @@ def _runs(root: Path, qualities: dict[str, int], cards: int = 6) -> list[Path]:
 def _rank(out: Path, runs: list[Path], bias: str):
     from omegaconf import open_dict
 
+    from esc.config_schema import validate
     from esc.rank.run import rank
 
     cfg = compose(["mode=pairwise", f"dialogues=[{','.join(map(str, runs))}]", "dimensions=[empathy,overall]",
@@ -148,7 +149,7 @@ def _rank(out: Path, runs: list[Path], bias: str):
                   output_dir=out, config_name="rank")  # fmt: skip
     with open_dict(cfg):
         cfg.judge = {"kind": "planted_pairwise", "name": f"planted_{bias}", "bias": bias}
-    return rank(cfg)
+    return rank(cfg, validate(cfg, "rank"))
 
 
 def _rows(out: Path, name: str) -> list[dict[str, Cell]]:
@@ -241,6 +242,7 @@ def test_a_target_that_won_every_verdict_stays_finite_under_the_prior() -> None:
 def test_cards_played_by_one_target_are_listed_and_an_adapter_judge_is_refused(tmp_path: Path) -> None:
     from omegaconf import open_dict
 
+    from esc.config_schema import validate
     from esc.errors import ConfigError
     from esc.rank.run import rank
 
@@ -255,7 +257,7 @@ def test_cards_played_by_one_target_are_listed_and_an_adapter_judge_is_refused(t
     with open_dict(cfg):
         cfg.judge.adapters = {"layout": "single", "root": str(tmp_path), "dimensions": None}
     with pytest.raises(ConfigError, match="judge.adapters"):
-        rank(cfg)
+        rank(cfg, validate(cfg, "rank"))
 
 
 def test_a_dialogue_whose_turns_do_not_alternate_is_refused_naming_its_line(tmp_path: Path) -> None:

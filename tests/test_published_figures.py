@@ -451,11 +451,11 @@ def test_the_unscored_note_counts_each_dialogue_once_whatever_the_judges() -> No
 def test_a_folder_judged_before_rubric_hashes_still_resumes() -> None:
     """The folder's fingerprint names the rubric by style and version (each judgment keeps the sha256)."""
     from esc.rank.run import output_settings
-    from esc.scoring.judges import build_judge
+    from esc.scoring.judges import build_judge, judge_settings
     from esc.tasks.task import get_mode
     from tests.helpers import compose
 
-    judge = build_judge(compose(["judge=tiny", "dialogues=x"], config_name="rank").judge)
+    judge = build_judge(judge_settings(compose(["judge=tiny", "dialogues=x"], config_name="rank").judge))
     settings = output_settings(get_mode("score"), {}, [judge])
     assert settings["judge"]["prompt"] == {"style": "official", "version": 2}
     assert len(judge.identity()["prompt"]["sha256"]) == 64

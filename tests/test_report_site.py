@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from esc.cli import main
+from esc.rank.run import ReportSettings
 from esc.reports.runlog import Judgment, RunLog, read_run_log, write_run_log
 from esc.scoring.rubrics import TABLE_2_ORDER, dimensions
 from esc.site import build_site, slugify
@@ -23,6 +24,7 @@ INJECTION = "<script>alert(1)</script>"
 #: what write_site reads of a resolved rank.py config (conf/rank.yaml's values)
 LEADERBOARD = {"bootstrap": 1000, "charts": True, "breakdowns": True, "min_n": 10, "cards": None}
 REPORT_ON = {"report": {"enabled": True, "title": None, "low_mass": 0.5}, "leaderboard": LEADERBOARD}
+SITE_ON = ReportSettings(**REPORT_ON["report"])  # rank.py's `report` section, as validated
 ROW = re.compile(
     r'<tr class="s-(\w+)" data-judge="([^"]*)" data-key="([^"]*)"(?: data-turn="(\d+)")?>(.*?)</tr>', re.S
 )
@@ -408,7 +410,7 @@ def test_rank_py_writes_its_site_after_the_run_and_a_failed_site_loses_nothing(
     import esc.rank.run as rank_job
 
     rank = synthetic_run(tmp_path / "run", cards=2, targets=["bot"], dims=2, seed=0, bootstrap=10)
-    fields = rank_job.write_site(rank, REPORT_ON, "score")
+    fields = rank_job.write_site(rank, REPORT_ON, "score", SITE_ON, LEADERBOARD["cards"])
     assert (
         fields == {"site": str(rank / "report" / "index.html")} and (rank / "report" / "index.html").is_file()
     )
@@ -419,13 +421,11 @@ def test_rank_py_writes_its_site_after_the_run_and_a_failed_site_loses_nothing(
         raise RuntimeError("planted")
 
     monkeypatch.setattr(rank_job, "build_site", broken)
-    assert rank_job.write_site(rank, REPORT_ON, "score") == {
+    assert rank_job.write_site(rank, REPORT_ON, "score", SITE_ON, LEADERBOARD["cards"]) == {
         "site": None, "site_error": "RuntimeError: planted"
     }  # fmt: skip
     assert (
-        rank_job.write_site(
-            rank, {**REPORT_ON, "report": {"enabled": False, "title": None, "low_mass": 0.5}}, "score"
-        )
+        rank_job.write_site(rank, REPORT_ON, "score", SITE_ON.model_copy(update={"enabled": False}), None)
         == {}
     )
 

@@ -41,13 +41,14 @@ def _dialogues(folder: Path, target: str = "bot") -> Path:
 
 
 def _rank(out: Path, *overrides: str) -> Any:
+    from esc.config_schema import validate
     from esc.rank.run import rank
 
     cfg = compose(
         ["judge=tiny", "cache=off", "scoring.progress=false", "report.enabled=false", *overrides],
         output_dir=out, config_name="rank",
     )  # fmt: skip
-    return rank(cfg)
+    return rank(cfg, validate(cfg, "rank"))
 
 
 def _store_records(out: Path, pattern: str, record_type: type[ScoreRecord]) -> list[ScoreRecord]:

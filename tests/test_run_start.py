@@ -132,11 +132,13 @@ def test_a_start_refused_by_max_cost_leaves_no_folder(
     """Issue 62: rank.py refused by `max_cost` (checked once the mode has planned its score files,
     in the accepted folder) exited 2 leaving OUT with `.lock` and an empty `scores/`."""
     import tests.scripted_backend  # noqa: F401  (registers backend kind "scripted")
-    from esc.chat.build import build_backend
+    from esc.chat.build import backend_settings, build_backend
     from tests.fake_openai_server import FakeOpenAIServer
 
     out = inputs / "out"
-    with FakeOpenAIServer(build_backend({"kind": "scripted"}), served_models=["gpt-4-0613"]) as server:
+    with FakeOpenAIServer(
+        build_backend(backend_settings({"kind": "scripted"})), served_models=["gpt-4-0613"]
+    ) as server:
         argv = [
             "rank.py", f"hydra.run.dir={out}", "judge=gpt4", f"judge.backend.base_url={server.url}",
             "judge.backend.api_key_env=null", f"dialogues={inputs}/run", "scoring.progress=false", *overrides,

@@ -84,7 +84,8 @@ def test_evaluate_names_the_backend_key_the_user_changed(tmp_path: Path) -> None
     """Issue 62: a target moved to another server was refused naming `target.model.base_url`, a key
     no config has; the user sets `target.backend.base_url`."""
     import tests.scripted_backend  # noqa: F401  (registers backend kind "scripted")
-    from esc.chat.build import build_backend
+    from esc.chat.build import backend_settings, build_backend
+    from esc.config_schema import validate
     from esc.evaluate.run import evaluate
     from tests.fake_openai_server import FakeOpenAIServer
     from tests.helpers import evaluate_config
@@ -103,12 +104,12 @@ def test_evaluate_names_the_backend_key_the_user_changed(tmp_path: Path) -> None
         )  # fmt: skip
 
     with (
-        FakeOpenAIServer(build_backend({"kind": "scripted"})) as first,
-        FakeOpenAIServer(build_backend({"kind": "scripted"})) as second,
+        FakeOpenAIServer(build_backend(backend_settings({"kind": "scripted"}))) as first,
+        FakeOpenAIServer(build_backend(backend_settings({"kind": "scripted"}))) as second,
     ):
-        evaluate(config(first))
+        evaluate((cfg_ := config(first)), validate(cfg_, "evaluate"))
         with pytest.raises(UserError) as err:
-            evaluate(config(second))
+            evaluate((cfg_ := config(second)), validate(cfg_, "evaluate"))
     assert str(err.value).startswith(
         f'{out} was written with target.backend.base_url="{first.url}", this run has '
         f'target.backend.base_url="{second.url}" (settings.json: target.model.base_url): '

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from esc.config_schema import validate
 from esc.dialogues.store import read_dialogues
 from esc.evaluate.context import fit_context
 from esc.evaluate.run import evaluate
@@ -37,7 +38,7 @@ def _evaluate(out: Path, *overrides: str) -> dict:
         output_dir=out,
         config_name="evaluate",
     )
-    return evaluate(cfg)
+    return evaluate(cfg, validate(cfg, "evaluate"))
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:

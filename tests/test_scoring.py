@@ -14,7 +14,7 @@ from esc.errors import ConfigError, DataError, UserError
 from esc.reports.bootstrap import bootstrap_ci
 from esc.reports.result import Report
 from esc.scoring.judge import FAILED, INVALID, VALID, JudgeAnswer, ScoreItem
-from esc.scoring.judges import build_judge
+from esc.scoring.judges import build_judge, judge_settings
 from esc.scoring.rubrics import (
     DIMENSION_KEYS,
     TABLE_2_ORDER,
@@ -117,7 +117,9 @@ def test_judgment_from_distribution() -> None:
 @pytest.fixture(scope="module")
 def tiny_judge():
     judge = build_judge(
-        {"kind": "local", "name": "tiny", "model": compose(["model=tiny"]).model, "batch_size": 4}
+        judge_settings(
+            {"kind": "local", "name": "tiny", "model": compose(["model=tiny"]).model, "batch_size": 4}
+        )
     )
     judge.check_ready()
     yield judge
@@ -160,18 +162,18 @@ def test_local_judge_reads_the_probability_of_each_answer_token(tiny_judge) -> N
 
 @requires_data
 def test_prompt_too_long_is_invalid_not_cut() -> None:
-    judge = build_judge({"kind": "local", "name": "t", "model": compose(["model=tiny"]).model,
-                         "max_prompt_tokens": 50})  # fmt: skip
+    judge = build_judge(judge_settings({"kind": "local", "name": "t", "model": compose(["model=tiny"]).model,
+                         "max_prompt_tokens": 50}))  # fmt: skip
     [j] = judge.judge([ScoreItem("d", "fluency", "en", LINES)])
     assert j.status == INVALID and j.score is None and "prompt too long" in j.error
 
 
 def test_unknown_judge_kind_and_bad_adapter_layout_name_the_key() -> None:
     with pytest.raises(ConfigError, match="judge.kind"):
-        build_judge({"kind": "oracle", "name": "x"})
+        build_judge(judge_settings({"kind": "oracle", "name": "x"}))
     with pytest.raises(ConfigError, match="judge.adapters.root"):
-        build_judge({"kind": "local", "name": "x", "model": {"name": "m", "name_or_path": "m"},
-                     "adapters": {"layout": "official"}})  # fmt: skip
+        build_judge(judge_settings({"kind": "local", "name": "x", "model": {"name": "m", "name_or_path": "m"},
+                     "adapters": {"layout": "official"}}))  # fmt: skip
 
 
 # --- score files and the leaderboard ----------------------------------------------------------------

@@ -267,7 +267,7 @@ def test_bad_inputs_name_the_file_and_line(files: dict[str, Path], tmp_path: Pat
     with pytest.raises(DataError, match=r"line 2"):
         corr.read_references(bad)
     cfg = compose(["mode=correlation", "correlation.metrics=[bleu3]"], tmp_path / "x", config_name="rank")
-    with pytest.raises(ConfigError, match=r"correlation\.metrics`: item 0: must be one of bleu1"):
+    with pytest.raises(ConfigError, match=r"correlation\.metrics`: item 0: must be 'bleu1'"):
         validate(cfg, "rank")
     with pytest.raises(ConfigError, match="correlation.scores"):
         run_correlation(

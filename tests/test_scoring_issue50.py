@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from omegaconf import open_dict
 
-from esc.chat.build import build_backend
+from esc.chat.build import backend_settings, build_backend
 from esc.errors import ConfigError
 from esc.scoring.rubrics import DIMENSION_KEYS
 from tests.helpers import compose, evaluate_config, requires_data
@@ -149,6 +149,7 @@ def test_what_a_run_spends_stays_under_its_estimate(tmp_path: Path, capsys: pyte
     """Both sides of evaluate.py (English and Chinese cards, 3 turns) and then judge=gpt4 on those
     dialogues, all through the fake OpenAI server, which reports the tokens the served model read.
     The estimate was $1.30 where $1.378 was spent: its rule undercounted prompts."""
+    from esc.config_schema import validate
     from esc.evaluate.run import evaluate
     from esc.rank.run import rank
     from tests.fake_openai_server import FakeOpenAIServer
@@ -157,8 +158,9 @@ def test_what_a_run_spends_stays_under_its_estimate(tmp_path: Path, capsys: pyte
         api = {"kind": "openai", "model": "tiny", "base_url": server.url, "api_key_env": None,
                "price": {"model": "tiny", **PRICE}}  # fmt: skip
         run = tmp_path / "evaluate"
-        evaluate(evaluate_config(run, "cards.languages=[en,zh]", "dialogue.turns=3", target_backend=api,
-                                 roleplayer_backend=api))  # fmt: skip
+        played = evaluate_config(run, "cards.languages=[en,zh]", "dialogue.turns=3", target_backend=api,
+                                 roleplayer_backend=api)  # fmt: skip
+        evaluate(played, validate(played, "evaluate"))
         manifest = json.loads((run / "manifest.json").read_text())
         parts = _parts(manifest)
         for side, label in (("roleplayer", "role-player tiny"), ("target", "target tiny")):
@@ -173,7 +175,7 @@ def test_what_a_run_spends_stays_under_its_estimate(tmp_path: Path, capsys: pyte
                       output_dir=tmp_path / "rank", config_name="rank")  # fmt: skip
         with open_dict(cfg):
             cfg.judge.backend = {**cfg.judge.backend, **api}
-        rank(cfg)
+        rank(cfg, validate(cfg, "rank"))
     manifest = json.loads((tmp_path / "rank" / "manifest.json").read_text())
     part, spent = _parts(manifest)["judge gpt4"], manifest["usage"]["gpt4"]
     assert spent["requests"] == part["requests"] == 6 * len(DIMENSION_KEYS)
@@ -202,11 +204,12 @@ def test_a_config_from_gpt4_yaml_with_another_model_is_refused_before_any_reques
 ) -> None:
     """judge=gpt4 pointed at another model keeps gpt4.yaml's price table: refused, naming the key,
     before a chat request (the price would make the estimate and `max_cost` wrong)."""
+    from esc.config_schema import validate
     from esc.rank.run import rank
     from tests.fake_openai_server import FakeOpenAIServer
 
     with FakeOpenAIServer(
-        build_backend({"kind": "scripted", "label": "served"}), model_name="gpt-4o"
+        build_backend(backend_settings({"kind": "scripted", "label": "served"})), model_name="gpt-4o"
     ) as server:
         cfg = compose(["judge=gpt4", f"dialogues={_dialogues(tmp_path)}", "cache=off",
                        "scoring.progress=false", "judge.backend.model=gpt-4o",
@@ -217,6 +220,6 @@ def test_a_config_from_gpt4_yaml_with_another_model_is_refused_before_any_reques
         )
         refused += "'gpt-4o'"
         with pytest.raises(ConfigError, match=refused):
-            rank(cfg)
+            rank(cfg, validate(cfg, "rank"))
         assert server.requests == 0
     assert not list((tmp_path / "out").rglob("*.jsonl"))

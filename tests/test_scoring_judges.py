@@ -16,7 +16,7 @@ from esc.chat.answers import stated_answer_probabilities as answer_distribution
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, register_backend
 from esc.chat.settings import BackendSettings
 from esc.scoring.judge import FAILED, INVALID, VALID, ScoreItem
-from esc.scoring.judges import build_judge
+from esc.scoring.judges import build_judge, judge_settings
 from esc.scoring.rubrics import DIMENSION_KEYS
 from tests.helpers import compose, requires_data
 
@@ -55,8 +55,8 @@ def logprobs(token: str, top: dict[str, float]) -> list[dict[str, Any]]:
 
 
 def api_judge(replies: list[dict[str, Any]], prompt: str = "paper"):
-    return build_judge({"kind": "api", "name": "canned", "prompt": prompt,
-                        "backend": {"kind": "queued_replies", "replies": replies}})  # fmt: skip
+    return build_judge(judge_settings({"kind": "api", "name": "canned", "prompt": prompt,
+                        "backend": {"kind": "queued_replies", "replies": replies}}))  # fmt: skip
 
 
 def test_api_judge_parses_strictly_and_keeps_log_probabilities() -> None:
@@ -97,11 +97,11 @@ def test_api_judge_through_the_fake_openai_server(tmp_path: Path) -> None:
 
     hf = HFBackend.of(model=compose(["model=tiny"]).model, device="cpu")
     with FakeOpenAIServer(hf) as server:
-        judge = build_judge({
+        judge = build_judge(judge_settings({
             "kind": "api", "name": "served", "prompt": "official", "max_new_tokens": 4, "top_logprobs": 5,
             "backend": {"kind": "openai", "model": "tiny", "base_url": server.url, "api_key_env": None,
                         "max_retries": 0, "timeout_s": 60},
-        })  # fmt: skip
+        }))  # fmt: skip
         server.inject(["500"], match="DIE")
         items = [ScoreItem("a", "fluency", "en", LINES), ScoreItem("b", "overall", "en", (("user", "DIE"),))]
         ok, dead = judge.judge(items)
@@ -134,15 +134,17 @@ def adapter_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_per_dimension_adapters_share_one_batch(adapter_root: Path) -> None:
     """A batch mixing all dimensions gives each item what its own adapter alone gives."""
     model = compose(["model=tiny"]).model
-    judge = build_judge({"kind": "local", "name": "rank", "model": model, "batch_size": 16,
-                         "adapters": {"layout": "per_dimension", "root": str(adapter_root)}})  # fmt: skip
+    judge = build_judge(judge_settings({"kind": "local", "name": "rank", "model": model, "batch_size": 16,
+                         "adapters": {"layout": "per_dimension", "root": str(adapter_root)}}))  # fmt: skip
     judge.check_ready()
     items = [ScoreItem(f"d{i}", key, "en", LINES[: 1 + i % 3]) for i in range(2) for key in DIMENSION_KEYS]
     mixed = judge.judge(items)
-    base = build_judge({"kind": "local", "name": "base", "model": model}).judge(items)
+    base = build_judge(judge_settings({"kind": "local", "name": "base", "model": model})).judge(items)
     for item, got, plain in zip(items, mixed, base, strict=True):
         only = {"layout": "single", "root": str(adapter_root / item.dimension)}
-        single = build_judge({"kind": "local", "name": "one", "model": model, "adapters": only})
+        single = build_judge(
+            judge_settings({"kind": "local", "name": "one", "model": model, "adapters": only})
+        )
         assert got.probs == pytest.approx(single.judge([item])[0].probs, abs=1e-5)
         assert got.probs != pytest.approx(plain.probs, abs=1e-3)  # the adapter matters
     files = judge.identity()["adapters"]["files"]
@@ -157,8 +159,8 @@ def test_the_shared_rubric_prefix_is_run_once_and_changes_no_score(adapter_root:
     from esc.chat.backends.hf import HFBackend
 
     model = compose(["model=tiny"]).model
-    judge = build_judge({"kind": "local", "name": "rank", "model": model, "batch_size": 3,
-                         "adapters": {"layout": "per_dimension", "root": str(adapter_root)}})  # fmt: skip
+    judge = build_judge(judge_settings({"kind": "local", "name": "rank", "model": model, "batch_size": 3,
+                         "adapters": {"layout": "per_dimension", "root": str(adapter_root)}}))  # fmt: skip
     prefills: list[int] = []
     real = HFBackend._prefill
     monkeypatch.setattr(
@@ -215,7 +217,7 @@ def test_a_local_judge_names_its_engine_key_when_it_is_not_hf_or_vllm(monkeypatc
     from esc.errors import ConfigError, UserError
     from esc.scoring.judges.local import LocalJudge
 
-    with pytest.raises(ConfigError, match=r'config `judge.engine`: must be one of hf, vllm, got "tpu"'):
+    with pytest.raises(ConfigError, match=r'config `judge.engine`: must be \'hf\' or \'vllm\', got "tpu"'):
         LocalJudge.of(name="j", model={"name": "tiny", "tiny": True}, engine="tpu")
     real_import = builtins.__import__
 

@@ -79,6 +79,7 @@ def test_every_server_is_checked_before_any_work(servers, caplog) -> None:
 def test_a_run_whose_server_died_resumes_with_the_same_list(servers, tmp_path: Path) -> None:
     """Issue 62: a run over base_url=[A, B] whose server B died resumes with B still listed (set
     aside, with a warning): the folder's settings name the same servers, and A plays the rest."""
+    from esc.config_schema import validate
     from esc.evaluate.run import evaluate
     from tests.helpers import evaluate_config
 
@@ -91,10 +92,10 @@ def test_a_run_whose_server_died_resumes_with_the_same_list(servers, tmp_path: P
             "dialogue.turns=2",
         )  # fmt: skip
 
-    first = evaluate(config(1))
+    first = evaluate((cfg_ := config(1)), validate(cfg_, "evaluate"))
     assert first.counts["completed"] == 1
     b.stop()  # server B dies between the runs
-    again = evaluate(config(2))
+    again = evaluate((cfg_ := config(2)), validate(cfg_, "evaluate"))
     assert again.counts == {**again.counts, "completed": 1, "failed": 0, "skipped": 1}
     lines = (tmp_path / "dialogues" / "pool__tiny__en.jsonl").read_text().splitlines()
     last = json.loads(lines[-1])

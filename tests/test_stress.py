@@ -194,6 +194,7 @@ class PlantedStressJudge(Judge):
 def _jury_run(out: Path, folder: Path, members: dict[str, dict[str, Any]], extra: Sequence[str] = ()):
     from omegaconf import open_dict
 
+    from esc.config_schema import validate
     from esc.rank.run import rank
 
     overrides = ["mode=stress", "jury=tiny_pair", f"dialogues={folder}", "stress.bootstrap=300",
@@ -203,7 +204,7 @@ def _jury_run(out: Path, folder: Path, members: dict[str, dict[str, Any]], extra
         cfg.jury.members = {
             name: {"kind": "planted_stress", "name": name, **m} for name, m in members.items()
         }
-    return rank(cfg)
+    return rank(cfg, validate(cfg, "rank"))
 
 
 def _card(

@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+from omegaconf import OmegaConf
 
 from esc.chat.backends._common import render_prompt
+from esc.config_rules import load_section
 from esc.dialogues.record import Dialogue, Turn
 from esc.errors import ConfigError
 from esc.evaluate.run import unavailable_target
+from esc.evaluate.sides import TargetSettings
 from esc.models.loading import auto_model_class, load_tokenizer
 from tests.helpers import compose, run_entry
 
@@ -30,6 +34,12 @@ TURNS = 5
 
 def target(name: str):
     return compose([f"target={name}"], config_name="evaluate").target
+
+
+def typed_target(node: Any) -> TargetSettings:
+    """A target's node as evaluate.py's validation gives it to the job."""
+    plain = node if isinstance(node, dict) else OmegaConf.to_container(node, resolve=True)
+    return load_section("target", TargetSettings, plain)
 
 
 def five_turn_view(system: str | None) -> list[dict[str, str]]:
@@ -215,14 +225,14 @@ def test_llama3_decodes_as_the_official_script() -> None:
 
 
 def test_only_extes_llama_and_emollm_lack_downloadable_weights() -> None:
-    missing = {name for name in PAPER_TARGETS if unavailable_target(target(name))}
+    missing = {name for name in PAPER_TARGETS if unavailable_target(typed_target(target(name)))}
     assert missing == {"extes_llama", "emollm"}
-    cfg = dict(target("emollm"))
+    cfg = OmegaConf.to_container(target("emollm"), resolve=True)
     cfg["backend"] = {
         **cfg["backend"],
         "model": {**cfg["backend"]["model"], "name_or_path": "/models/EmoLLM"},
     }
-    assert unavailable_target(cfg) is None  # a local copy makes it runnable
+    assert unavailable_target(typed_target(cfg)) is None  # a local copy makes it runnable
 
 
 @pytest.mark.parametrize(

@@ -182,8 +182,7 @@ def test_a_task_folder_outside_esc_runs_and_shows_everywhere(toy_task: Path, tmp
     runs = _dialogues(tmp_path / "evaluate")
     out = tmp_path / "out"
     cfg = _cfg(out, f"dialogues={runs}", *_overrides(toy_task / "section.yaml"))
-    validate(cfg, "rank")
-    rank(cfg)
+    rank(cfg, validate(cfg, "rank"))
 
     # its judgments: one per dialogue, in the run log
     log = read_run_log(out)
@@ -240,8 +239,8 @@ def test_a_task_folder_outside_esc_runs_and_shows_everywhere(toy_task: Path, tmp
 @pytest.mark.parametrize(
     ("changed", "expected"),
     [
-        ({"min_words": 0}, "config `toy_asks.min_words`: must be an integer >= 1, got 0"),
-        ({"min_words": "abc"}, 'config `toy_asks.min_words`: must be an integer >= 1, got "abc"'),
+        ({"min_words": 0}, "config `toy_asks.min_words`: must be greater than or equal to 1, got 0"),
+        ({"min_words": "abc"}, 'config `toy_asks.min_words`: must be a valid integer, got "abc"'),
         ({"min_wrods": 2}, "config `toy_asks.min_wrods`"),
     ],
     ids=["range", "wrong-type", "unknown-key"],

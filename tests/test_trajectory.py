@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from esc.chat.base import GenerationSettings, Reply
-from esc.chat.build import build_backend
+from esc.chat.build import backend_settings, build_backend
 from esc.chat.closed import FAILED, INVALID, VALID, ClosedAnswer, ClosedQuestion, resolve_method
 from esc.dialogues.record import Dialogue, Turn
 from esc.dialogues.store import read_dialogues
@@ -81,10 +81,13 @@ def test_the_observer_reads_the_card_and_the_dialogue() -> None:
 
 def test_a_closed_question_parsed_from_replies_counts_invalid_and_failed_apart() -> None:
     backend = build_backend(
-        {"kind": "planned", "plans": {"alpha": ["7 - better"], "beta": ["no idea"], "gamma": ["FAIL"]}}
+        backend_settings(
+            {"kind": "planned", "plans": {"alpha": ["7 - better"], "beta": ["no idea"], "gamma": ["FAIL"]}}
+        )
     )
+    method = resolve_method(backend, "auto", "trajectory.method")
     question = ClosedQuestion(
-        backend, RATINGS, resolve_method(backend, "auto", "trajectory.method"), parse_rating
+        backend, RATINGS, method, parse_rating, max_new_tokens=64, top_logprobs=0, min_mass=0.0
     )
     assert question.method == "parse"
     prompts = [
@@ -109,7 +112,9 @@ def test_log_probabilities_give_the_expected_rating() -> None:
         RATINGS,
         "parse",
         parse_rating,
+        max_new_tokens=64,
         top_logprobs=5,
+        min_mass=0.0,
     )
     [answer] = question.ask([[{"role": "user", "content": "0 to 9"}]])
     assert answer.index == 6 and answer.expected == pytest.approx(6.5, abs=1e-3)
@@ -119,9 +124,13 @@ def test_log_probabilities_give_the_expected_rating() -> None:
 
 def test_a_distribution_needs_a_local_model() -> None:
     with pytest.raises(ConfigError, match="trajectory.method"):
-        resolve_method(build_backend({"kind": "scripted"}), "distribution", "trajectory.method")
+        resolve_method(
+            build_backend(backend_settings({"kind": "scripted"})), "distribution", "trajectory.method"
+        )
     with pytest.raises(ConfigError, match="constrained"):
-        resolve_method(build_backend({"kind": "scripted"}), "constrained", "trajectory.method")
+        resolve_method(
+            build_backend(backend_settings({"kind": "scripted"})), "constrained", "trajectory.method"
+        )
 
 
 def test_an_invalid_distribution_keeps_its_mass() -> None:
@@ -131,10 +140,16 @@ def test_an_invalid_distribution_keeps_its_mass() -> None:
 
 
 def _engine(plans: dict[str, list[str]], turns: int, stop: StopRule | None, rater: str = "roleplayer"):
-    seeker = build_backend({"kind": "planned", "plans": plans})
-    helper = build_backend({"kind": "scripted", "label": "helper"})
-    judge_backend = seeker if rater == "roleplayer" else build_backend({"kind": "planned", "plans": plans})
-    question = ClosedQuestion(judge_backend, RATINGS, "parse", parse_rating)
+    seeker = build_backend(backend_settings({"kind": "planned", "plans": plans}))
+    helper = build_backend(backend_settings({"kind": "scripted", "label": "helper"}))
+    judge_backend = (
+        seeker
+        if rater == "roleplayer"
+        else build_backend(backend_settings({"kind": "planned", "plans": plans}))
+    )
+    question = ClosedQuestion(
+        judge_backend, RATINGS, "parse", parse_rating, max_new_tokens=64, top_logprobs=0, min_mass=0.0
+    )
     cards = {(i, "en"): f"Problem: {w}" for i, w in enumerate(plans)}
     engine = DialogueEngine(
         Side("seeker", seeker, GenerationSettings()),
@@ -384,6 +399,7 @@ def test_no_stop_before_min_turns() -> None:
 def test_an_observer_rates_in_an_evaluate_run_and_stopping_is_another_fingerprint(tmp_path: Path) -> None:
     from omegaconf import open_dict
 
+    from esc.config_schema import validate
     from esc.errors import UserError
     from esc.evaluate.run import evaluate
     from tests.helpers import evaluate_config
@@ -399,7 +415,7 @@ def test_an_observer_rates_in_an_evaluate_run_and_stopping_is_another_fingerprin
             }
         return c
 
-    result = evaluate(cfg())
+    result = evaluate((cfg_ := cfg()), validate(cfg_, "evaluate"))
     assert result.counts["completed"] == 1
     [path] = (tmp_path / "out" / "dialogues").glob("*.jsonl")
     for dialogue in read_dialogues(path):
@@ -412,4 +428,4 @@ def test_an_observer_rates_in_an_evaluate_run_and_stopping_is_another_fingerprin
         assert dialogue.meta["trajectory"]["rater"] == "observer"
         assert dialogue.meta["trajectory"]["observer"]["kind"] == "planned"
     with pytest.raises(UserError, match="trajectory"):
-        evaluate(cfg("trajectory.stop.enabled=true"))
+        evaluate((cfg_ := cfg("trajectory.stop.enabled=true")), validate(cfg_, "evaluate"))

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from esc.config_schema import validate
 from esc.dialogues.store import read_dialogues
 from esc.evaluate.run import evaluate
 from tests.helpers import compose, evaluate_config, requires_data, run_entry
@@ -91,7 +92,7 @@ def vllm_server():
 def test_vllm_target_gives_the_same_dialogues_as_local_generation(vllm_server: str, tmp_path: Path) -> None:
     def run(out: Path, target_backend: dict | None) -> list:
         cfg = evaluate_config(out, target_backend=target_backend)
-        result = evaluate(cfg)
+        result = evaluate(cfg, validate(cfg, "evaluate"))
         assert result.counts["completed"] == 6
         return [
             [t.text for t in d.turns]
@@ -181,7 +182,10 @@ def test_evaluate_with_both_sides_on_vllm_in_process_matches_transformers(tmp_pa
         "engine.progress=false",
     ]
     adapter = str(random_adapter(tmp_path / "adapter", seed=3))  # the role-player as a LoRA adapter
-    local = evaluate(evaluate_config(tmp_path / "hf", f"roleplayer.backend.adapter={adapter}"))
+    local = evaluate(
+        (cfg_ := evaluate_config(tmp_path / "hf", f"roleplayer.backend.adapter={adapter}")),
+        validate(cfg_, "evaluate"),
+    )
     assert local.counts["completed"] == 6
     run = run_vllm(
         "evaluate.py", *common, f"roleplayer.backend.adapter={adapter}", *side_on_vllm("roleplayer"),
@@ -230,7 +234,14 @@ def test_smollm2_dialogues_on_vllm_in_process(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr[-3000:]
     dialogues = texts(tmp_path / "vllm", "smollm2__smollm2__en.jsonl")
     assert len(dialogues) == 2 and all(len(d) == 10 and all(t.strip() for t in d) for d in dialogues)
-    evaluate(compose([*common, "engine.progress=false"], output_dir=tmp_path / "hf", config_name="evaluate"))
+    evaluate(
+        (
+            cfg_ := compose(
+                [*common, "engine.progress=false"], output_dir=tmp_path / "hf", config_name="evaluate"
+            )
+        ),
+        validate(cfg_, "evaluate"),
+    )
     local = texts(tmp_path / "hf", "smollm2__smollm2__en.jsonl")
     same = sum(a == b for v, h in zip(dialogues, local, strict=True) for a, b in zip(v, h, strict=True))
     print(f"identical turns, SmolLM2 on vLLM in-process vs transformers: {same}/20")
@@ -269,7 +280,10 @@ def test_the_large_cpu_recipe_plays_on_vllm_and_every_later_stage_reads_it(tmp_p
 
 @pytest.mark.vllm_smoke  # CI runs it (make test-vllm-smoke)
 def test_a_judge_scores_through_vllm_with_constrained_answers_and_adapters(tmp_path: Path) -> None:
-    evaluate(evaluate_config(tmp_path / "dialogues", "cards.languages=[en]", "cards.limit=2"))
+    evaluate(
+        (cfg_ := evaluate_config(tmp_path / "dialogues", "cards.languages=[en]", "cards.limit=2")),
+        validate(cfg_, "evaluate"),
+    )
     adapters = tmp_path / "adapters"
     for k, dim in enumerate(("empathy", "fluency")):
         random_adapter(adapters / dim, seed=10 + k)
@@ -306,7 +320,9 @@ def test_esc_rank_vllm_judges_a_converted_internlm2_as_the_transformers_judge(tm
     spec.loader.exec_module(make)
     keys = [dimension(k).official_key for k in DIMENSION_KEYS]
     base, released = make.write_esc_rank(tmp_path / "esc-rank", keys)
-    evaluate(evaluate_config(tmp_path / "dialogues", "cards.limit=1"))  # one card in en and in zh
+    evaluate(
+        (cfg_ := evaluate_config(tmp_path / "dialogues", "cards.limit=1")), validate(cfg_, "evaluate")
+    )  # one card in en and in zh
     cache = {"ESC_CACHE_DIR": str(tmp_path / "cache")}
     common = [f"dialogues={tmp_path}/dialogues", f"judge.adapters.root={released}", "scoring.progress=false",
               f"judge.model.name_or_path={base}", "judge.model.dtype=float32",

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from esc.errors import UserError
-from esc.scoring.judges import build_judge
+from esc.scoring.judges import build_judge, judge_settings
 from tests.helpers import compose, requires_data
 
 pytestmark = requires_data
@@ -61,7 +61,7 @@ def test_a_vllm_judge_with_score_adapters_starts_its_engine_with_lora(tmp_path: 
         ],
         config_name="rank",
     )
-    judge = build_judge(cfg.judge)
+    judge = build_judge(judge_settings(cfg.judge))
     assert _vllm_backend(judge)._llm_args()["enable_lora"] is False  # nothing named yet
     _check_ready(judge)
     assert _vllm_backend(judge)._llm_args()["enable_lora"] is True
@@ -69,6 +69,6 @@ def test_a_vllm_judge_with_score_adapters_starts_its_engine_with_lora(tmp_path: 
 
 def test_a_vllm_judge_without_adapters_keeps_lora_off(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("ESC_CACHE_DIR", str(tmp_path / "cache"))
-    judge = build_judge(compose(["judge=tiny_vllm"], config_name="rank").judge)
+    judge = build_judge(judge_settings(compose(["judge=tiny_vllm"], config_name="rank").judge))
     _check_ready(judge)
     assert _vllm_backend(judge)._llm_args()["enable_lora"] is False

@@ -11,8 +11,9 @@ from pydantic import Field, model_validator
 from esc.cards.crisis import crisis_cards
 from esc.cards.loader import load_cards
 from esc.cards.schema import LANGUAGES, RoleCard
-from esc.config_rules import ExistingFile, NonEmpty, Settings, relation
+from esc.config_rules import Settings, relation
 from esc.errors import ConfigError
+from esc.settings.types import ExistingFile, NonEmpty
 
 #: `cards.subset` -> the rule that keeps a language's cards (null: all of them)
 SUBSETS: dict[str, Callable[[Sequence[RoleCard]], list[RoleCard]]] = {"crisis": crisis_cards}

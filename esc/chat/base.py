@@ -16,9 +16,10 @@ from typing import Any, TypedDict
 
 from pydantic import Field
 
-from esc.config_rules import Registered, Section, Settings, registers_settings
+from esc.config_rules import Section, Settings
 from esc.errors import ConfigError
 from esc.registry import Registry
+from esc.settings.plugins import Registered, registers_settings
 
 
 class Message(TypedDict):
@@ -41,17 +42,6 @@ class GenerationSettings:
     # a LoRA adapter directory applied to this request only (e.g. one ESC-RANK adapter per dimension
     # on one base model); None: the backend's own. Backends that cannot switch adapters refuse it.
     adapter: str | None = None
-
-    @classmethod
-    def from_config(cls, cfg: Mapping[str, Any] | None) -> GenerationSettings:
-        cfg = dict(cfg or {})
-        unknown = set(cfg) - {f.name for f in dataclasses.fields(cls)}
-        if unknown:
-            raise ConfigError("generation", f"unknown keys {sorted(unknown)}")
-        for key in ("stop", "choices"):
-            if key in cfg:
-                cfg[key] = tuple(cfg[key] or ())
-        return cls(**cfg)
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -279,13 +269,16 @@ def register_backend(kind: str) -> Callable[[BackendFactory], BackendFactory]:
 
 class Generation(Settings):
     """A `generation:` node (conf/generation/greedy.yaml, which each role-player and target takes):
-    what `GenerationSettings.from_config` reads."""
+    the generation settings of every request a side sends (`settings`)."""
 
     max_new_tokens: int = Field(ge=1)
     temperature: float = Field(ge=0, description="0: greedy")
     top_p: float = Field(gt=0, le=1)
     stop: list[str]
     seed: int | None
+
+    def settings(self) -> GenerationSettings:
+        return GenerationSettings(**{**self.model_dump(), "stop": tuple(self.stop)})
 
 
 def generation_config(node: str) -> Section:

@@ -1,4 +1,4 @@
-"""`build_backend`: a config node to a chat backend, from the registry (`esc.chat.base.REGISTRY`,
+"""`build_backend`: a validated config node to a chat backend, from the registry (`esc.chat.base.REGISTRY`,
 which finds the backends of `esc.chat.backends` on its first lookup).
 
 A backend node's type is `Backend`: its `kind` picks the registered class, whose own settings model
@@ -15,17 +15,25 @@ from pydantic import BaseModel
 
 from esc.chat.base import REGISTRY, ChatBackend
 from esc.chat.settings import BackendSettings
-from esc.config_rules import Section, load_plugin, node_model, plugin
+from esc.config_rules import Section
+from esc.settings.plugins import load_plugin, node_model, plugin
 
 Backend = plugin(lambda: REGISTRY, "backend")
 """The type of a backend node: validated by the settings model of the class its `kind` names."""
 
 
-def build_backend(node: Mapping[str, Any] | BackendSettings, key: str = "backend") -> ChatBackend:
-    """The backend a config node describes (validated here unless it is a settings instance already);
-    `key` is where the node sits in the config, which its errors name (`judge.backend.max_retries`)."""
-    settings = load_plugin(key, Backend, node)
+def build_backend(settings: BackendSettings, key: str = "backend") -> ChatBackend:
+    """The backend of a validated node (what `esc.config_schema.validate` returned, or
+    `backend_settings`); `key` is where the node sits in the config, named in its errors."""
+    if not isinstance(settings, BackendSettings):
+        raise TypeError(f"build_backend takes a backend's settings, not {type(settings).__name__}")
     return REGISTRY[settings.kind](settings, config_key=key)
+
+
+def backend_settings(node: Mapping[str, Any], key: str = "backend") -> BackendSettings:
+    """A backend node made in code (a judge's own backend, a test's) validated as a config node
+    would be: its class's settings, or a ConfigError naming the dotted key below `key`."""
+    return load_plugin(key, Backend, node)  # type: ignore[return-value]
 
 
 def backend_kinds() -> list[str]:

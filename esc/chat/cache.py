@@ -31,13 +31,13 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from filelock import FileLock, Timeout
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, WrappedBackend
-from esc.config_rules import Section, Settings, load_section
+from esc.config_rules import Section, Settings, relation
 from esc.errors import ConfigError, DataError, UserError
 from esc.models.revision import adapter_hash
 from esc.secrets.redaction import scrub
@@ -346,20 +346,13 @@ class CachedBackend(WrappedBackend):
             self.cache.close()
 
 
-def with_cache(backend: ChatBackend, cfg_cache: Mapping[str, Any] | None, key: str = "cache") -> ChatBackend:
-    """`backend` behind the request cache that the `cache:` node ``cfg_cache`` describes, read
-    through `CacheSettings` (every key required: conf/cache/ gives them); None (a primary config
-    of one's own without a `cache:` node): no cache."""
-    if cfg_cache is None:
+def with_cache(backend: ChatBackend, settings: CacheSettings | None) -> ChatBackend:
+    """`backend` behind the request cache that a validated `cache:` node describes; None (a primary
+    config of one's own without a `cache:` node) or `enabled: false`: no cache."""
+    if settings is None or not settings.enabled:
         return backend
-    cfg = load_section(key, CacheSettings, cfg_cache)
-    if not cfg.enabled:
-        return backend
-    if not cfg.path:
-        raise ConfigError(f"{key}.path", "is empty: name the cache file, or set enabled=false")
-    return CachedBackend(
-        backend, RequestCache(cfg.path, journal_mode=cfg.journal_mode, timeout_s=cfg.timeout_s)
-    )
+    cache = RequestCache(str(settings.path), journal_mode=settings.journal_mode, timeout_s=settings.timeout_s)
+    return CachedBackend(backend, cache)
 
 
 # --- merging per-job caches ---------------------------------------------------------------------
@@ -428,6 +421,12 @@ class CacheSettings(Settings):
     path: str | None
     journal_mode: Literal[JOURNAL_MODES] = Field(description="auto picks per filesystem")  # type: ignore[valid-type]
     timeout_s: float = Field(gt=0, description="seconds to wait for the cache's lock")
+
+    @model_validator(mode="after")
+    def _named(self) -> Self:
+        if self.enabled and not self.path:
+            raise relation("path", "is empty: name the cache file, or set enabled=false")
+        return self
 
 
 #: the `cache:` node (a primary config of one's own may leave it out: no cache)

@@ -100,7 +100,7 @@ def read_distributions(
     prompts: Sequence[Sequence[int] | BaseException],
     answers: AnswerTokens,
     limit: int | None,
-    min_mass: float = 0.0,
+    min_mass: float,
     adapters: Sequence[str | None] | None = None,
 ) -> list[ClosedAnswer]:
     """The answers' next-token distribution of each prompt, in one `backend.answer_distribution`
@@ -175,9 +175,10 @@ class ClosedQuestion:
         choices: tuple[str, ...],
         method: str,
         parse: Parser = strict_choice,
-        max_new_tokens: int = 64,
-        top_logprobs: int = 0,
-        min_mass: float = 0.0,
+        *,
+        max_new_tokens: int,
+        top_logprobs: int,
+        min_mass: float,
         key: str = "method",
     ) -> None:
         self.backend, self.choices, self.method, self.parse = backend, tuple(choices), method, parse

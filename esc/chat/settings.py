@@ -13,8 +13,9 @@ from urllib.parse import urlsplit
 
 from pydantic import Field
 
-from esc.config_rules import OpenSettings, PluginSettings, Settings, check, show
+from esc.config_rules import OpenSettings, Settings, check, show
 from esc.models.loading import AUTO_CLASSES
+from esc.settings.plugins import PluginSettings
 
 
 class BackendSettings(PluginSettings):

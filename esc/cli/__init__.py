@@ -37,6 +37,7 @@ TOOLS = {
     "ablation": ("esc.cli.ablation", "the held-out table of a train.py ablation sweep"),
     "report": ("esc.cli.report", "a static report site of rank.py runs, to browse from disk"),
     "runs": ("esc.cli.runs", "rank.py run folders: give one written before run logs its run.json"),
+    "config": ("esc.cli.config", "the jobs' settings: every key's rule, from the models"),
     "export": (
         "esc.cli.export",
         "rank.py runs as a dataset: Parquet, a datasets folder and its card; --push",

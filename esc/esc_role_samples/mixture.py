@@ -1,7 +1,7 @@
 """Build the ESC-Role training mixture (train, val) from a `data` config section.
 
 Config keys read (the `data` node; conf/data/esc_role.yaml gives every one, with what it does, and
-none has a default here: a key left out is a ConfigError naming it):
+none has a default here: `MixtureSettings` refuses a key left out, naming it):
 
     root                            # data directory; null: esc.paths.data_dir()
     sources:
@@ -44,8 +44,11 @@ import logging
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from pydantic import Field
+
+from esc.config_rules import Settings, load_section
 from esc.corpora.esconv import SPLITS as ESCONV_SPLITS
 from esc.corpora.smile import smile_dir
 from esc.errors import ConfigError
@@ -55,6 +58,7 @@ from esc.esc_role_samples.sample import Sample
 from esc.esc_role_samples.smile import read_smile
 from esc.paths import data_dir
 from esc.prompts import LANGUAGES
+from esc.settings.types import ExistingFile, NonEmpty
 
 log = logging.getLogger(__name__)
 
@@ -112,88 +116,67 @@ def split_val(samples: list[Sample], val_fraction: float, seed: int) -> tuple[li
     )
 
 
-def _required(node: Any, key: str, where: str) -> Any:
-    """`node[key]`: conf/data/esc_role.yaml gives every key the mixture reads, so one left out (or a
-    node that is no mapping) is a ConfigError naming it, never a value assumed here."""
-    if not isinstance(node, Mapping):
-        raise ConfigError(where, f"should be a mapping of keys to values, got {node!r}")
-    if key not in node:
-        raise ConfigError(
-            f"{where}.{key}",
-            "is not set, and the ESC-Role mixture reads it: keep the value conf/data/esc_role.yaml gives it",
-        )
-    return node[key]
+class EsconvSource(Settings):
+    enabled: bool
+    max_samples: int | None = Field(ge=0, description="null: all")
+    splits: NonEmpty[Literal[ESCONV_SPLITS]]  # type: ignore[valid-type]
 
 
-def _number(cfg: dict[str, Any], key: str, prefix: str, lo: float, hi: float) -> float:
-    value = _required(cfg, key, prefix)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
-        raise ConfigError(f"{prefix}.{key}", f"should be a number in [{lo}, {hi}], got {value!r}")
-    return float(value)
+class SmileSource(Settings):
+    enabled: bool
+    max_samples: int | None = Field(ge=0, description="null: all")
+    cards: str | None  # a JSON-lines card file; null: the client's first message is the card
 
 
-def _turns(value: Any, key: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(
-            key, f"should be an integer >= 1 (question/answer pairs per session), got {value!r}"
-        )
-    return value
+class RoleplayFile(Settings):
+    """One of your own role-play chat files (JSON lines)."""
+
+    path: ExistingFile
+    language: Literal[LANGUAGES]  # type: ignore[valid-type]
+    name: str | None = None  # the source's name in the samples; null: the file's stem
 
 
-def _roleplay_files(files: Any, key: str) -> list[dict[str, Any]]:
-    """Check `sources.roleplay.files`: a list of {path, language, name?} of existing files."""
-    if not isinstance(files, (list, tuple)):
-        raise ConfigError(key, f"should be a list of {{path, language, name}}, got {files!r}")
-    checked = []
-    for k, spec in enumerate(files):
-        if not isinstance(spec, Mapping) or not spec.get("path") or spec.get("language") not in LANGUAGES:
-            raise ConfigError(
-                f"{key}[{k}]", f"needs `path` and `language` (one of {list(LANGUAGES)}), got {spec!r}"
-            )
-        if not Path(spec["path"]).is_file():
-            raise ConfigError(f"{key}[{k}].path", f"no such file: {spec['path']}")
-        checked.append(dict(spec))
-    return checked
+class RoleplaySource(Settings):
+    enabled: bool
+    rolebench_turns: int = Field(ge=1, description="question/answer pairs per session")
+    files: list[RoleplayFile]
+
+
+class MixtureSources(Settings):
+    esconv: EsconvSource
+    smile: SmileSource
+    roleplay: RoleplaySource
+
+
+class MixtureSettings(Settings):
+    """The `data` node of ESC-Role's training (conf/data/esc_role.yaml; the module docstring), as
+    its builder is called with it: without `builder` (`esc.train.datamodule`)."""
+
+    root: str | None  # null: ESC_DATA_DIR or <repo>/data
+    sources: MixtureSources
+    roleplay_ratio: float = Field(ge=0, le=100)
+    hold_out_card_echo: bool
+    languages: list[Literal[LANGUAGES]]  # type: ignore[valid-type]
+    val_fraction: float = Field(ge=0, le=0.5)
+    seed: int
 
 
 def build_samples(cfg: Any, key_prefix: str = "data") -> tuple[list[Sample], list[Sample]]:
     """Read, filter, mix and split the ESC-Role training data; returns (train, val).
 
-    `cfg` is the data config section (see the module docstring). `key_prefix` is how the section
-    is named in error messages. Raises ConfigError if nothing is left after filtering.
+    `cfg` is the data config section (see the module docstring; its `builder`, this function, is
+    left out), validated here once. `key_prefix` is how the section is named in error messages.
+    Raises ConfigError if nothing is left after filtering.
     """
-    cfg = plain_mapping(cfg)
+    node = {k: v for k, v in plain_mapping(cfg).items() if k != "builder"}
+    settings = load_section(key_prefix, MixtureSettings, node)
     p = key_prefix
-    root = Path(_required(cfg, "root", p) or data_dir())  # null: ESC_DATA_DIR or <repo>/data
-    seed = _required(cfg, "seed", p)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ConfigError(f"{p}.seed", f"should be an integer, got {seed!r}")
-    val_fraction = _number(cfg, "val_fraction", p, 0.0, 0.5)
-    ratio = _number(cfg, "roleplay_ratio", p, 0.0, 100.0)
-    hold_out_echo = _required(cfg, "hold_out_card_echo", p)
-    if not isinstance(hold_out_echo, bool):
-        raise ConfigError(f"{p}.hold_out_card_echo", f"should be true or false, got {hold_out_echo!r}")
-    languages = _required(cfg, "languages", p)
-    if isinstance(languages, str) or not isinstance(languages, (list, tuple)):
-        raise ConfigError(
-            f"{p}.languages", f"should be a list drawn from {list(LANGUAGES)}, got {languages!r}"
-        )
-    unknown = [lang for lang in languages if lang not in LANGUAGES]
-    if unknown:
-        raise ConfigError(f"{p}.languages", f"unknown language(s) {unknown}; choose from {list(LANGUAGES)}")
-    sources = _required(cfg, "sources", p)
-    if not isinstance(sources, Mapping):
-        raise ConfigError(f"{p}.sources", f"should be a mapping of source name -> options, got {sources!r}")
-    extra = sorted(set(sources) - set(SOURCE_LANGUAGES))
-    if extra:
-        raise ConfigError(f"{p}.sources", f"unknown source(s) {extra}; known: {sorted(SOURCE_LANGUAGES)}")
-
-    def option(name: str, key: str) -> Any:
-        """`sources.<name>.<key>`, required (conf/data/esc_role.yaml gives every source every key)."""
-        return _required(_required(sources, name, f"{p}.sources"), key, f"{p}.sources.{name}")
+    root = Path(settings.root or data_dir())  # null: ESC_DATA_DIR or <repo>/data
+    seed, val_fraction, ratio = settings.seed, settings.val_fraction, settings.roleplay_ratio
+    hold_out_echo, languages, sources = settings.hold_out_card_echo, settings.languages, settings.sources
 
     def enabled(name: str) -> bool:
-        if not option(name, "enabled"):
+        if not getattr(sources, name).enabled:
             return False
         if not set(SOURCE_LANGUAGES[name]) & set(languages):
             log.info(
@@ -202,29 +185,16 @@ def build_samples(cfg: Any, key_prefix: str = "data") -> tuple[list[Sample], lis
             return False
         return True
 
-    def max_samples(name: str) -> int | None:
-        value = option(name, "max_samples")  # null: all
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            raise ConfigError(
-                f"{p}.sources.{name}.max_samples", f"should be null or an integer >= 0, got {value!r}"
-            )
-        return value
-
     per_source: dict[str, list[Sample]] = {}
     if enabled("esconv"):
-        splits = option("esconv", "splits")
-        if not isinstance(splits, list) or not splits or any(s not in ESCONV_SPLITS for s in splits):
-            raise ConfigError(
-                f"{p}.sources.esconv.splits",
-                f"should be a non-empty list drawn from {list(ESCONV_SPLITS)}, got {splits!r}",
-            )
+        esconv = sources.esconv
         per_source["esconv"] = _take(
-            read_esconv_splits(root, splits), max_samples("esconv"), seed, "max:esconv"
+            read_esconv_splits(root, list(esconv.splits)), esconv.max_samples, seed, "max:esconv"
         )
     if enabled("smile"):
-        card_file = option("smile", "cards")  # null: the client's first message is the card
+        card_file = sources.smile.cards  # null: the client's first message is the card
         smile = read_smile(smile_dir(root), Path(card_file) if card_file else None)
-        per_source["smile"] = _take(smile, max_samples("smile"), seed, "max:smile")
+        per_source["smile"] = _take(smile, sources.smile.max_samples, seed, "max:smile")
     if not hold_out_echo:  # the ablation: learn the turns that recite the card too
         per_source = {k: [dataclasses.replace(s, hold_out=()) for s in v] for k, v in per_source.items()}
     for name, samples in per_source.items():
@@ -242,10 +212,8 @@ def build_samples(cfg: Any, key_prefix: str = "data") -> tuple[list[Sample], lis
         pool = read_roleplay(
             root,
             [lang for lang in LANGUAGES if lang in languages],
-            rolebench_turns=_turns(
-                option("roleplay", "rolebench_turns"), f"{p}.sources.roleplay.rolebench_turns"
-            ),
-            files=_roleplay_files(option("roleplay", "files"), f"{p}.sources.roleplay.files"),
+            rolebench_turns=sources.roleplay.rolebench_turns,
+            files=[f.model_dump(exclude_unset=True) for f in sources.roleplay.files],
         )
         if target > len(pool):
             log.warning(

@@ -150,6 +150,12 @@ class TrajectorySettings(Settings):
             raise relation(
                 "stop.enabled", "needs trajectory.enabled=true (a dialogue stops on the seeker's ratings)"
             )
+        if (
+            self.enabled
+            and self.rater == "observer"
+            and (self.observer is None or self.observer.backend is None)
+        ):
+            raise relation("observer.backend", "rater=observer needs a chat backend node")
         return self
 
 

@@ -19,7 +19,7 @@ from esc.chat.base import ChatBackend, GenerationSettings, Reply
 from esc.chat.build import build_backend
 from esc.chat.cache import CacheSettings, with_cache
 from esc.chat.cost import MESSAGE_TOKENS, before_spending
-from esc.config_rules import OpenSettings, Section, load_section
+from esc.config_rules import OpenSettings, Section
 from esc.dialogues.record import Dialogue
 from esc.dialogues.store import DialogueStore, dialogue_file
 from esc.errors import ConfigError, in_multirun
@@ -82,11 +82,9 @@ class EvaluateResult(JobResult):
         )
 
 
-def _side(cfg: Mapping[str, Any], role: str, cache_cfg: Mapping[str, Any] | None) -> Side:
-    backend: ChatBackend = build_backend(cfg["backend"], key=f"{role}.backend")
-    return Side(
-        cfg["name"], with_cache(backend, cache_cfg), GenerationSettings.from_config(cfg["generation"])
-    )
+def _side(node: RoleplayerSettings | TargetSettings, role: str, cache: CacheSettings | None) -> Side:
+    backend: ChatBackend = build_backend(node.backend, key=f"{role}.backend")
+    return Side(node.name, with_cache(backend, cache), node.generation.settings())
 
 
 class DialogueFactory:
@@ -164,25 +162,26 @@ def check_ready(sides: Sequence[Side]) -> None:
         side.backend.check_ready()
 
 
-def unavailable_target(target_cfg: Mapping[str, Any]) -> str | None:
+def unavailable_target(target: TargetSettings) -> str | None:
     """Why the target cannot run as configured: its config says it has no weights to download
     (`weights_unavailable`) and no local copy is given. None when it can run."""
-    note = target_cfg.get("weights_unavailable")
-    model = target_cfg["backend"].get("model") or {}  # an API's model is a name
-    if not note or (isinstance(model, Mapping) and model.get("name_or_path")):
+    model = getattr(target.backend, "model", None)  # an API's model is a name, a local one a node
+    if not target.weights_unavailable or getattr(model, "name_or_path", None):
         return None
-    return f"{target_cfg['name']}: {note}"
+    return f"{target.name}: {target.weights_unavailable}"
 
 
-def evaluate(cfg: DictConfig) -> EvaluateResult:
+def evaluate(cfg: DictConfig, checked: Mapping[Any, Any]) -> EvaluateResult:
     """Play every selected card against the target; resumable, writing each wave as it completes.
 
     A target without downloadable weights (`unavailable_target`) is a one-line error, or, in a
-    sweep such as `+exp=evaluate/table2_en`, a skipped job (`EvaluateResult.skipped`) so the grid goes on."""
+    sweep such as `+exp=evaluate/table2_en`, a skipped job (`EvaluateResult.skipped`) so the grid goes on.
+    `checked`: what `esc.config_schema.validate` returned (the settings read here and below)."""
     refuse_unswept_sweep()  # before the skip below, which only a sweep may take
     out = Path(cfg.output_dir)
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    reason = unavailable_target(resolved["target"])
+    run: EvaluateSettings = checked[EvaluateSettings]
+    reason = unavailable_target(run.target)
     if reason:
         if in_multirun():
             log.warning("Skipped: %s", reason)
@@ -191,15 +190,13 @@ def evaluate(cfg: DictConfig) -> EvaluateResult:
             "target.backend.model.name_or_path",
             f"is not set, and {reason}: target.backend.model.name_or_path=PATH",
         )
-    run = load_section("", EvaluateSettings, resolved)
     cards = select_cards(run.cards, run.shard)
-    roleplayer_cfg, target_cfg = resolved["roleplayer"], resolved["target"]
+    roleplayer_cfg, target_cfg = resolved["roleplayer"], resolved["target"]  # as the fingerprint holds them
     dialogue, engine, trajectory = run.dialogue, run.engine, run.trajectory
-    cache_cfg = resolved["cache"] if run.cache is not None else None
 
-    roleplayer = _side(roleplayer_cfg, "roleplayer", cache_cfg)
-    target = _side(target_cfg, "target", cache_cfg)
-    observer = _observer(trajectory, cache_cfg)
+    roleplayer = _side(run.roleplayer, "roleplayer", run.cache)
+    target = _side(run.target, "target", run.cache)
+    observer = _observer(trajectory, run.cache)
     sides = (roleplayer, target, *([observer] if observer else []))
     try:
         check_ready(sides)
@@ -233,14 +230,13 @@ def evaluate(cfg: DictConfig) -> EvaluateResult:
             side.backend.close()
 
 
-def _observer(trajectory: TrajectorySettings, cache_cfg: Mapping[str, Any] | None) -> Side | None:
+def _observer(trajectory: TrajectorySettings, cache: CacheSettings | None) -> Side | None:
     """The observer's side when the trajectory is rated by one (`trajectory.rater=observer`)."""
     if not trajectory.enabled or trajectory.rater != "observer":
         return None
     node = trajectory.observer
-    if node is None or node.backend is None:
-        raise ConfigError("trajectory.observer.backend", "rater=observer needs a chat backend node")
-    backend = with_cache(build_backend(node.backend, key="trajectory.observer.backend"), cache_cfg)
+    assert node is not None and node.backend is not None  # TrajectorySettings' own check
+    backend = with_cache(build_backend(node.backend, key="trajectory.observer.backend"), cache)
     return Side(node.name or "observer", backend, GenerationSettings())
 
 

@@ -8,7 +8,8 @@ from pydantic import Field
 
 from esc.chat.base import Generation
 from esc.chat.build import Backend
-from esc.config_rules import FileName, Settings
+from esc.config_rules import Settings
+from esc.settings.types import FileName
 
 
 class TargetSettings(Settings):

@@ -34,13 +34,14 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from pydantic import Field
 
 from esc.annotate.held_out import write_trained_on
-from esc.config_rules import NonEmpty, OpenSettings, Section, Settings, load_section, ratios
+from esc.config_rules import OpenSettings, Section, Settings, load_section
 from esc.judge_training.data import ADAPTER_MODES, BALANCE_MODES, splits
 from esc.lifecycle import Job, JobResult, job_run
-from esc.scoring.judges import build_judge
+from esc.scoring.judges import build_judge, judge_settings
 from esc.scoring.judging import judge_items
 from esc.scoring.rubrics import DIMENSION_KEYS, LANGUAGES
 from esc.scoring.store import ScoreStore
+from esc.settings.types import NonEmpty, ratios
 from esc.tasks.agreement import report as agree
 from esc.tasks.agreement.data import (
     agreement_items,
@@ -80,10 +81,10 @@ def _finished(folder: Path) -> bool:
     return json.loads(manifest.read_text()).get("status") == "completed"
 
 
-def train_adapters(cfg: DictConfig, out: Path, dims: Sequence[str], mode: str) -> dict[str, str]:
+def train_adapters(cfg: DictConfig, out: Path, dims: Sequence[str], rank: RankTraining) -> dict[str, str]:
     """Train the adapters; returns {dimension or "all": adapter directory}."""
+    mode, balance = rank.adapters, rank.balance
     jobs = [(d, [d]) for d in dims] if mode == "per_dimension" else [("all", list(dims))]
-    balance = rank_settings(cfg).balance
     folders = {}
     for name, job_dims in jobs:
         folder = out / name
@@ -104,37 +105,40 @@ def train_adapters(cfg: DictConfig, out: Path, dims: Sequence[str], mode: str) -
 
 
 def evaluate(
-    cfg: DictConfig, out: Path, folders: Mapping[str, str], mode: str, job: Job
+    cfg: DictConfig, out: Path, folders: Mapping[str, str], rank: RankTraining, job: Job
 ) -> list[agree.Table]:
     """Agreement with the human scores of the test split: the trained judge, the base model
     (``rank.compare_base``) and the baselines, every row on the same items."""
     data = OmegaConf.to_container(cfg.data, resolve=True)
     test, train_part = split_annotations(data, "test")
-    rank = rank_settings(cfg)
     test = sample_dialogues(test, rank.eval_dialogues, cfg.seed)  # the run's seed (conf/train.yaml)
     items = annotated_items(test)
     model = OmegaConf.to_container(cfg.model, resolve=True)
     dims = sorted({it.dimension for it in items}, key=DIMENSION_KEYS.index)
     adapters = (
         {"layout": "per_dimension", "root": str(out), "dimensions": [d for d in dims if d in folders]}
-        if mode == "per_dimension"
+        if rank.adapters == "per_dimension"
         else {"layout": "single", "root": folders["all"]}
     )
-    judges = {"rank": (judge_label(cfg), adapters)}
+    judges = {"rank": (judge_label(cfg, rank), adapters)}
     if rank.compare_base:
         judges["base"] = (f"{cfg.model.name} zero-shot", None)
     rows: dict[str, Any] = {}
     for file_name, (label, judge_adapters) in judges.items():
         judge = build_judge(
-            {
-                "kind": "local",
-                "name": label,
-                "model": model,
-                "prompt": data["prompt"],
-                "batch_size": rank.eval_batch_size,
-                "adapters": judge_adapters,
-                "min_answer_mass": rank.min_answer_mass if judge_adapters else 0.0,  # the base: every answer
-            }
+            judge_settings(
+                {
+                    "kind": "local",
+                    "name": label,
+                    "model": model,
+                    "prompt": data["prompt"],
+                    "batch_size": rank.eval_batch_size,
+                    "adapters": judge_adapters,
+                    "min_answer_mass": rank.min_answer_mass
+                    if judge_adapters
+                    else 0.0,  # the base: every answer
+                }
+            )
         )
         try:
             store = ScoreStore(out / "test_scores" / f"{file_name}.jsonl")
@@ -147,28 +151,28 @@ def evaluate(
     return agree.agreement_tables(agreement_items(test), rows, rank.bootstrap, cfg.seed)
 
 
-def judge_label(cfg: DictConfig) -> str:
+def judge_label(cfg: DictConfig, rank: RankTraining) -> str:
     """The trained judge's row label: model and adapter layout."""
-    return f"ESC-RANK ({cfg.model.name}, {rank_settings(cfg).adapters})"
+    return f"ESC-RANK ({cfg.model.name}, {rank.adapters})"
 
 
 def train_esc_rank(cfg: DictConfig) -> EscRankResult:
     """The `+exp=train/esc_rank` job: train the adapters, then the agreement report on the test split."""
     out = Path(cfg.output_dir)
-    mode = rank_settings(cfg).adapters
+    rank = rank_settings(cfg)  # read once, passed down
     resolved = OmegaConf.to_container(cfg, resolve=True)
     with job_run(out, "train.esc_rank", output_settings(cfg), resolved, seed=cfg.seed) as job:
-        return _train_esc_rank(job, cfg, out, mode)
+        return _train_esc_rank(job, cfg, out, rank)
 
 
-def _train_esc_rank(job: Job, cfg: DictConfig, out: Path, mode: str) -> EscRankResult:
+def _train_esc_rank(job: Job, cfg: DictConfig, out: Path, rank: RankTraining) -> EscRankResult:
     data = OmegaConf.to_container(cfg.data, resolve=True)
     parts = splits(data)
     dims = [d for d in DIMENSION_KEYS if any(a.dimension == d for a in parts["train"])]
     without = [d for d in DIMENSION_KEYS if d not in dims]
     manifest = job.manifest
     manifest.update(
-        adapters=mode,
+        adapters=rank.adapters,
         dimensions_trained=dims,
         dimensions_without_annotations=without,
         split={name: len(anns) for name, anns in parts.items()},
@@ -176,9 +180,9 @@ def _train_esc_rank(job: Job, cfg: DictConfig, out: Path, mode: str) -> EscRankR
     if without:
         log.warning("No training annotations for %s: no adapter, nothing measured", ", ".join(without))
     write_trained_on(out, data.get("annotations"), [*parts["train"], *parts["val"]])
-    folders = train_adapters(cfg, out, dims, mode)
-    results = evaluate(cfg, out, folders, mode, job) if rank_settings(cfg).evaluate else []
-    title = f"{judge_label(cfg)} against people on the held-out test split"
+    folders = train_adapters(cfg, out, dims, rank)
+    results = evaluate(cfg, out, folders, rank, job) if rank.evaluate else []
+    title = f"{judge_label(cfg, rank)} against people on the held-out test split"
     report = write_agreement(out, results, title) if results else ""
     return job.complete(
         EscRankResult(str(out), folders, report, without),

@@ -33,26 +33,17 @@ from omegaconf import DictConfig, OmegaConf
 from pydantic import Field
 
 from esc.chat.cache import CACHE_CONFIG
-from esc.config_rules import (
-    OpenSettings,
-    Paths,
-    Section,
-    Settings,
-    file_name_problem,
-    load_section,
-    typed_section,
-)
+from esc.config_rules import OpenSettings, Section, Settings, typed_section
 from esc.errors import ConfigError
 from esc.lifecycle import JobResult, job_run
-from esc.reports.wandb_report import WandbSettings
 from esc.rundir import model_settings
 from esc.scoring.judge import Judge
 from esc.scoring.judges import build_judge, judge_config
-from esc.scoring.jury import JURY, JurySettings, jury_names
+from esc.scoring.jury import JurySettings
+from esc.settings.types import Paths
 from esc.site import build_site
 from esc.tasks.task import (
     SHARED_SECTIONS,
-    LeaderboardSettings,
     Mode,
     RunSettings,
     configured_mode,
@@ -66,16 +57,15 @@ from esc.tasks.task import (
 log = logging.getLogger(__name__)
 
 
-def rank(cfg: DictConfig, checked: Mapping[str, Any] | None = None) -> JobResult:
+def rank(cfg: DictConfig, checked: Mapping[Any, Any]) -> JobResult:
     """Run the configured mode in `cfg.output_dir`; see the module docstring. `checked`: the typed
-    sections `esc.config_schema.validate` returned (None: the mode's sections are validated here)."""
+    sections `esc.config_schema.validate` returned, the only settings read here and below."""
     out = Path(cfg.output_dir)
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    mode = get_mode(resolved["mode"])
-    sections = mode_sections(mode, resolved, checked)
-    members = jury_members(resolved, mode, sections.get("jury"))
-    node = (checked or {}).get("judge") or resolved.get("judge")  # typed where validate checked it
-    judge = None if members or not mode.needs_judge(resolved) else build_judge(node)
+    mode = get_mode(checked[RunSettings].mode)
+    needs_judge = bool(mode.needs_judge(resolved))
+    members = jury_members(mode, checked.get("jury"), needs_judge)
+    judge = None if members or not needs_judge else build_judge(checked["judge"])
     if mode.own_questions and judge is not None and judge.scores_by_adapter:
         raise ConfigError(
             "judge.adapters",
@@ -85,10 +75,10 @@ def rank(cfg: DictConfig, checked: Mapping[str, Any] | None = None) -> JobResult
         )
     judges = members or ([judge] if judge is not None else [])
     try:
-        settings = output_settings(mode, sections, judges, jury=bool(members))
+        settings = output_settings(mode, mode_sections(mode, checked), judges, jury=bool(members))
         keys = config_keys(judges, jury=bool(members))
         with job_run(
-            out, f"rank.{mode.name}", settings, resolved, seed=resolved["seed"], config_keys=keys
+            out, f"rank.{mode.name}", settings, resolved, seed=checked[RunSettings].seed, config_keys=keys
         ) as job:
 
             def spent() -> dict[str, Any]:  # what API judges were sent and cost (estimated: cost_estimate)
@@ -96,13 +86,14 @@ def rank(cfg: DictConfig, checked: Mapping[str, Any] | None = None) -> JobResult
                 return {"usage": usage} if usage else {}
 
             job.on_stop(spent)  # also when the run fails or is interrupted
-            result = run_mode(mode, job, resolved, out, judges, sections)
+            result = run_mode(mode, job, resolved, out, judges, checked)
             job.manifest.update(**spent())
     finally:
         for each in judges:
             each.close()
     # after the run's end (its status stays what its results made it; the judge is freed)
-    job.manifest.update(**write_site(out, resolved, mode.name))
+    site = write_site(out, resolved, mode.name, checked["report"], checked["leaderboard"].cards)
+    job.manifest.update(**site)
     return result
 
 
@@ -111,21 +102,22 @@ def site_sources(out: Path, resolved: Mapping[str, Any], mode: str) -> list[Path
     return get_mode(mode).site_sources(out, resolved)
 
 
-def write_site(out: Path, resolved: Mapping[str, Any], mode: str = "score") -> dict[str, Any]:
+def write_site(
+    out: Path, resolved: Mapping[str, Any], mode: str, report: ReportSettings, cards: Any
+) -> dict[str, Any]:
     """The report site of this run, `OUT/report/index.html` (`report.enabled`; docs/report.md),
-    rebuilt whole after every run. Its failure is logged and recorded (`site_error`) and loses
-    nothing: the judgments and tables are written before it."""
-    section = load_section("report", ReportSettings, resolved["report"])
-    if not section.enabled:
+    rebuilt whole after every run, with the role cards of `leaderboard.cards`. Its failure is
+    logged and recorded (`site_error`) and loses nothing: the judgments and tables are written
+    before it."""
+    if not report.enabled:
         return {}
-    cards = load_section("leaderboard", LeaderboardSettings, resolved["leaderboard"]).cards
     try:
         site = build_site(
             site_sources(out, resolved, mode),
             out / "report",
-            section.title,
+            report.title,
             cards=cards,
-            low_mass=section.low_mass,
+            low_mass=report.low_mass,
         )
     except Exception as err:  # the report is a view of files already written
         log.warning("The report site was not built: %s: %s", type(err).__name__, err)
@@ -134,12 +126,12 @@ def write_site(out: Path, resolved: Mapping[str, Any], mode: str = "score") -> d
     return {"site": str(site.index)}
 
 
-def jury_members(resolved: Mapping[str, Any], mode: Mode, jury: JurySettings | None = None) -> list[Judge]:
-    """The judges of `jury.members` (`conf/jury/`, or `+judge@jury.members.NAME=OPTION`) to judge
-    with, each built from its node: in mode=score; [] without a jury, and in mode=leaderboard, which
-    pools the members' existing score files by name. Other modes take one judge."""
-    names = jury_names(resolved.get("jury"))
-    if not names:
+def jury_members(mode: Mode, jury: JurySettings | None, needs_judge: bool) -> list[Judge]:
+    """The judges of `jury.members` (`conf/jury/`, or `+judge@jury.members.NAME=OPTION`; their
+    names and `min_valid` checked by `JurySettings`) to judge with, each built from its node: in
+    mode=score; [] without a jury, and in mode=leaderboard, which pools the members' existing score
+    files by name. Other modes take one judge."""
+    if jury is None or not jury.members:
         return []
     if not mode.takes_jury:
         raise ConfigError(
@@ -147,19 +139,7 @@ def jury_members(resolved: Mapping[str, Any], mode: Mode, jury: JurySettings | N
             f"a jury judges in mode=score (and reports in mode=leaderboard), not mode={mode.name}; use one "
             "judge (judge=...)",
         )
-    if len(set(names)) != len(names) or JURY in names:
-        raise ConfigError(
-            "jury.members",
-            f"the judges' names must differ and not be {JURY!r} (files and rows are named by them): {names}",
-        )
-    for name in names:
-        problem = file_name_problem(name)
-        if problem:
-            raise ConfigError("jury.members", f"a judge's name {problem} (it names the score files)")
-    jury = jury or load_section("jury", JurySettings, resolved["jury"])
-    if jury.min_valid is not None and jury.min_valid > len(names):
-        raise ConfigError("jury.min_valid", f"is {jury.min_valid}, but the jury has {len(names)} judges")
-    if not mode.needs_judge(resolved):  # mode=leaderboard pools the members' existing score files
+    if not needs_judge:  # mode=leaderboard pools the members' existing score files
         return []
     return [build_judge(node, key=f"jury.members.{key}") for key, node in jury.members.items()]
 
@@ -233,7 +213,6 @@ SHARED_CONFIG: tuple[Section, ...] = (
     CACHE_CONFIG,
     *SHARED_SECTIONS,
     typed_section("report", ReportSettings),
-    typed_section("wandb", WandbSettings),
     *judge_config(_judging),
 )
 

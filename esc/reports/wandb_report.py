@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from esc.config_rules import Settings, load_section
+from esc.config_rules import Settings
 from esc.dialogues.store import played_by_source
 from esc.masking import argv_redacted, redact, secret_values, wandb_has_credentials
 from esc.prompts.speakers import speaker_lines
@@ -119,10 +119,13 @@ def log_reports(
 
 
 def log_run(
-    out: Path, resolved: Mapping[str, Any], charts: Sequence[str] = (), records: Sequence[ScoreRecord] = ()
+    out: Path,
+    settings: WandbSettings,
+    resolved: Mapping[str, Any],
+    charts: Sequence[str] = (),
+    records: Sequence[ScoreRecord] = (),
 ) -> str | None:
-    """`log_reports` when the run's config enables W&B (`wandb.enabled`); the W&B folder or None."""
-    settings = load_section("wandb", WandbSettings, resolved["wandb"])
+    """`log_reports` when the run's `wandb` section enables W&B; the W&B folder or None."""
     if not settings.enabled:
         return None
     return log_reports(out, settings, resolved, charts, records)

@@ -19,10 +19,12 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from esc.chat.closed import ClosedAnswer
-from esc.config_rules import FileName, PluginSettings, Registered, check, registers_settings
+from esc.config_rules import check
 from esc.errors import ConfigError, UserError
 from esc.registry import Registry
 from esc.scoring.rubrics import SCORES, dialogue_text, dimension, prompt_style
+from esc.settings.plugins import PluginSettings, Registered, registers_settings
+from esc.settings.types import FileName
 
 VALID, INVALID, FAILED = "valid", "invalid", "failed"
 

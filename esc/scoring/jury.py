@@ -5,12 +5,13 @@ any task reads it; what a jury's judgments show is the score task's report (`esc
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from esc.config_rules import Settings
+from esc.config_rules import Settings, relation
 from esc.scoring.judges import JudgeNode
+from esc.settings.types import file_name_problem
 
 JURY = "jury"
 POOLS = ("mean", "median")
@@ -31,6 +32,23 @@ class JurySettings(Settings):
     def names(self) -> list[str]:
         """The members' names (a member node's `name`, or its key)."""
         return jury_names({"members": self.members})
+
+    @model_validator(mode="after")
+    def _members(self) -> Self:
+        names = self.names
+        if len(set(names)) != len(names) or JURY in names:
+            raise relation(
+                "members",
+                f"the judges' names must differ and not be {JURY!r} (files and rows are named by them): "
+                f"{names}",
+            )
+        for name in names:
+            problem = file_name_problem(name)
+            if problem:
+                raise relation("members", f"a judge's name {problem} (it names the score files)")
+        if names and self.min_valid is not None and self.min_valid > len(names):
+            raise relation("min_valid", f"is {self.min_valid}, but the jury has {len(names)} judges")
+        return self
 
 
 def jury_names(jury: Mapping[str, Any] | None) -> list[str]:

@@ -32,31 +32,24 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, TypeVar
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from esc.chat.cost import CostEstimate, before_spending
-from esc.config_rules import (
-    ExistingFile,
-    NonEmpty,
-    OpenSettings,
-    Section,
-    Settings,
-    check,
-    load_section,
-    registered,
-    typed_section,
-)
+from esc.config_rules import OpenSettings, Section, Settings, check, typed_section
 from esc.dialogues.store import dialogue_files
 from esc.errors import ConfigError, UserError
 from esc.lifecycle import Job, JobResult
 from esc.registry import Registry
 from esc.reports.runlog import Judgment, write_run_log
+from esc.reports.wandb_report import WandbSettings
 from esc.rundir import resolved_revision
 from esc.scoring.judge import Judge
 from esc.scoring.judging import Batch, estimate_items, judge_batches, refuse_same_names
 from esc.scoring.jury import JurySettings, jury_names
 from esc.scoring.rubrics import DIMENSION_KEYS, dimension
 from esc.scoring.store import ScoreRecord
+from esc.settings.plugins import registered
+from esc.settings.types import ExistingFile, NonEmpty
 from esc.tasks.run_log import build_run_log, logged
 
 
@@ -85,8 +78,19 @@ class RunSettings(OpenSettings):
     mode: Annotated[str, registered(lambda: tuple(modes()))]
     dialogues: Any  # evaluate.py output dirs or dialogue files; None when not set
     scores: Any  # rank.py output dirs or score files; null
-    dimensions: Annotated[Any, check(dimension_problem)]  # all, or a list of dimension names
+    dimensions: Annotated[
+        Any,
+        check(
+            dimension_problem,
+            "`all`, null, or a dimension or a list of them (keys, paper names, official keys)",
+        ),
+    ]  # all, or a list of dimension names
     max_cost: float | None = Field(ge=0, description="USD: refuse a run estimated over it")
+
+    @field_validator("dialogues", "scores", mode="before")
+    @classmethod
+    def _not_set(cls, value: Any) -> Any:
+        return None if value == "???" else value  # a mode that reads none leaves conf/'s `???`
 
 
 class ScoringSettings(Settings):
@@ -118,26 +122,22 @@ SHARED_SECTIONS: tuple[Section, ...] = (
     typed_section("scoring", ScoringSettings),
     typed_section("leaderboard", LeaderboardSettings),
     typed_section("jury", JurySettings, when=has_jury),
+    typed_section("wandb", WandbSettings),
 )
 
 
 @dataclasses.dataclass
 class Context:
-    """What a mode's `plan` and `report` work with: the run, its config (typed sections, read once),
-    its judges."""
+    """What a mode's `plan` and `report` work with: the run, its config (typed sections, validated
+    once, by `esc.config_schema.validate`), its judges."""
 
     job: Job
     cfg: Mapping[str, Any]  # the resolved config (what the judges and the W&B log read)
     out: Path
     judges: list[Judge]  # [] in the modes that judge nothing; several for a jury
+    run: RunSettings  # the top level's keys every mode may read
+    sections: dict[str, Any]  # node -> its model's instance (`mode_sections`)
     counts: Counter = dataclasses.field(default_factory=Counter)  # this run's judgments, and `skipped`
-    sections: dict[str, Any] = dataclasses.field(default_factory=dict)  # node -> its dataclass
-    run: RunSettings = dataclasses.field(init=False)
-
-    def __post_init__(self) -> None:
-        # `???` (`dialogues` in a mode that reads none) is no value: None here
-        top = {name: self.cfg[name] for name in RunSettings.model_fields if name in self.cfg}
-        self.run = load_section("", RunSettings, {k: None if v == "???" else v for k, v in top.items()})
 
     @property
     def judge(self) -> Judge:
@@ -169,22 +169,11 @@ class Context:
         return files
 
 
-def mode_sections(
-    mode: Mode, cfg: Mapping[str, Any], checked: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
-    """The config's sections that `mode` reads and that have a model, each as its model's instance:
-    taken from `checked` (what `esc.config_schema.validate` returned) where it holds them, else
-    validated here (a caller that skipped `validate`: a test, a notebook)."""
-    wanted = [
-        s
-        for s in (*SHARED_SECTIONS, *mode.config)
-        if s.node and cfg.get(s.node) is not None and (s.when is None or s.when(cfg))
-    ]
-    checked = checked or {}
-    return {
-        s.node: checked[s.node] if s.node in checked else load_section(s.node, s.model, cfg[s.node])
-        for s in wanted
-    }
+def mode_sections(mode: Mode, checked: Mapping[Any, Any]) -> dict[str, Any]:
+    """The sections that `mode` reads, each as its model's instance, from `checked` (what
+    `esc.config_schema.validate` returned: it validated every section the config holds)."""
+    wanted = {s.node for s in (*SHARED_SECTIONS, *mode.config) if s.node}
+    return {node: value for node, value in checked.items() if node in wanted}
 
 
 @dataclasses.dataclass
@@ -294,11 +283,11 @@ def get_mode(name: Any) -> Mode:
 
 def run_mode(
     mode: Mode, job: Job, cfg: Mapping[str, Any], out: Path, judges: Sequence[Judge],
-    sections: Mapping[str, Any] | None = None,
+    checked: Mapping[Any, Any],
 ) -> JobResult:  # fmt: skip
-    """Plan, check, estimate, judge, report, complete: the lifecycle of every mode. `sections`: the
-    mode's typed sections (`mode_sections`; None: validated here)."""
-    ctx = Context(job, cfg, out, list(judges), sections=dict(sections or mode_sections(mode, cfg)))
+    """Plan, check, estimate, judge, report, complete: the lifecycle of every mode. `checked`: the
+    config's sections as `esc.config_schema.validate` returned them (the mode reads those)."""
+    ctx = Context(job, cfg, out, list(judges), checked[RunSettings], mode_sections(mode, checked))
     plan = mode.plan(ctx)  # bad input stops here, before any request
     if ctx.judges:
         for judge in ctx.judges:

@@ -16,20 +16,11 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from pydantic import Field
 
 from esc.cards.schema import LANGUAGES
-from esc.config_rules import (
-    ExistingFile,
-    NonEmpty,
-    OpenSettings,
-    Section,
-    Target,
-    check,
-    is_int,
-    path_problem,
-    show,
-)
+from esc.config_rules import OpenSettings, Section, check, show
 from esc.errors import ConfigError, UserError
 from esc.lifecycle import Job, JobResult, job_run
 from esc.models.loading import MODEL_CONFIG, load_tokenizer
+from esc.settings.types import ExistingFile, NonEmpty, Target, is_int, path_problem
 from esc.train.adapter import save_adapter
 from esc.train.checkpoint_io import FolderCheckpointIO
 from esc.train.heldout import HeldOutEvaluation

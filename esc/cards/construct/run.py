@@ -42,13 +42,14 @@ from esc.chat.base import ChatBackend, GenerationSettings, Reply, generation_con
 from esc.chat.build import backend_config, build_backend
 from esc.chat.cache import CACHE_CONFIG, with_cache
 from esc.chat.usage import Usage
-from esc.config_rules import FileName, NonEmpty, OpenSettings, Section, Settings, load_section, typed_section
+from esc.config_rules import OpenSettings, Section, Settings, typed_section
 from esc.errors import ConfigError
 from esc.jsonl import append_jsonl, atomic_write_text, drop_partial_last_line, get_field, read_jsonl
 from esc.lifecycle import Job, JobResult, job_run
 from esc.models.loading import MODEL_CONFIG
 from esc.paths import data_dir
 from esc.rundir import model_settings, refuse_unswept_sweep
+from esc.settings.types import FileName, NonEmpty
 
 log = logging.getLogger(__name__)
 
@@ -221,18 +222,18 @@ def near_duplicates(texts: Sequence[str], threshold: float) -> set[int]:
     return dropped
 
 
-def build_cards(cfg: DictConfig) -> CardsResult:
-    """The job (see the module docstring); returns the counts and where the outputs are."""
+def build_cards(cfg: DictConfig, checked: Mapping[Any, Any]) -> CardsResult:
+    """The job (see the module docstring); returns the counts and where the outputs are. `checked`:
+    what `esc.config_schema.validate` returned (the settings read here and below)."""
     refuse_unswept_sweep()  # before the records are read
     out = Path(cfg.output_dir)
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    run = load_section("", CardsRun, {name: resolved[name] for name in CardsRun.model_fields})
-    section = load_section("cards", CardSources, resolved["cards"])
-    switches = load_section("steps", LLMSteps, resolved["steps"])
+    run: CardsRun = checked[CardsRun]
+    section: CardSources = checked["cards"]
+    switches: LLMSteps = checked["steps"]
     records = gather_records(section)
-    extractor = {k: v for k, v in resolved["extractor"].items() if k != "name"}
-    backend = with_cache(build_backend(extractor, key="extractor"), resolved["cache"])
-    settings = GenerationSettings.from_config(resolved["generation"])
+    backend = with_cache(build_backend(checked["extractor"], key="extractor"), checked.get("cache"))
+    settings = checked["generation"].settings()
     backend.check_ready()
     shaping = {
         "extractor": model_settings(backend.identity()),

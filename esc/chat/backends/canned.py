@@ -21,7 +21,7 @@ from pydantic import Field
 
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, register_backend
 from esc.chat.settings import BackendSettings
-from esc.config_rules import NonEmpty
+from esc.settings.types import NonEmpty
 
 _CJK = re.compile(r"[\u3400-\u9fff]")
 

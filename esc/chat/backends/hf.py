@@ -38,7 +38,7 @@ from esc.chat.backends.next_token import MIN_SHARED_PREFIX, Reduce, next_token_a
 from esc.chat.backends.prefix_cache import PrefixCache
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, check_features, register_backend
 from esc.chat.settings import BackendSettings, BatchSize, ModelNode, Price, dumped
-from esc.config_rules import Device, ExistingDir, check, check_entries, show
+from esc.config_rules import check, check_entries, show
 from esc.errors import ConfigError
 from esc.models.attention import use_grouped_sdpa
 from esc.models.cpu_bf16 import Bf16Choice, decide_bf16
@@ -51,6 +51,7 @@ from esc.models.loading import (
     resolve_model_path,
 )
 from esc.models.revision import adapter_hash, resolve_revision
+from esc.settings.types import Device, ExistingDir
 
 log = logging.getLogger(__name__)
 

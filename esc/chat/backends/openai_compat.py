@@ -38,9 +38,9 @@ from pydantic import Field
 from esc.chat.backends._common import error_reply, one_line
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, check_features, register_backend
 from esc.chat.settings import BackendSettings, EnvName, Price, ServerUrl, dumped
-from esc.config_rules import NonEmpty
 from esc.errors import ConfigError, UserError
 from esc.secrets.redaction import redact, scrub_text, secret_values, url_passwords
+from esc.settings.types import NonEmpty
 
 log = logging.getLogger(__name__)
 

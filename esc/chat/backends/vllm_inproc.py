@@ -48,10 +48,11 @@ from esc.chat.answer_tokens import AnswerTokens
 from esc.chat.backends._common import error_reply, prompt_ids
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, check_features, register_backend
 from esc.chat.settings import BackendSettings, BatchSize, ModelNode, Price, dumped
-from esc.config_rules import Device, ExistingDir, check_entries
+from esc.config_rules import check_entries
 from esc.errors import ConfigError
 from esc.models.loading import adapter_weights, load_tokenizer, model_label, resolve_model_path
 from esc.models.revision import adapter_hash, resolve_revision
+from esc.settings.types import Device, ExistingDir
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,6 @@ requests still out are failed judgments that say so: a rerun collects them).
 from __future__ import annotations
 
 import logging
-import math
 import time
 import uuid
 from collections.abc import Sequence
@@ -96,8 +95,8 @@ class BatchedBackend(WrappedBackend):
         self,
         inner: ChatBackend,
         folder: str | Path,
-        poll_s: float = 30.0,
-        wait_s: float = 86_400.0,
+        poll_s: float,
+        wait_s: float,
         max_requests: int = MAX_REQUESTS,
         key: str = "judge.batch",
     ) -> None:
@@ -346,14 +345,8 @@ class BatchedBackend(WrappedBackend):
 
 
 def with_batches(
-    backend: ChatBackend, folder: str | Path | None, poll_s: float, wait_s: float, key: str
+    backend: ChatBackend, folder: str | Path, poll_s: float, wait_s: float, key: str
 ) -> BatchedBackend:
-    """`backend` behind its provider's batch API, its ledger in `folder` (a ConfigError naming `key`
-    without one)."""
-    if not folder:
-        raise ConfigError(f"{key}_folder", "is empty: name the folder the batch ledger goes in")
-    if not math.isfinite(float(poll_s)) or float(poll_s) <= 0:  # nan would poll in a tight loop forever
-        raise ConfigError(f"{key}_poll_s", f"must be a positive number, got {poll_s}")
-    if not math.isfinite(float(wait_s)) or float(wait_s) < 0:  # nan would never end the wait
-        raise ConfigError(f"{key}_wait_s", f"must be a number of seconds, 0 or more, got {wait_s}")
+    """`backend` behind its provider's batch API, its ledger in `folder`; the timings as the judge's
+    settings validated them (`batch_poll_s` > 0, `batch_wait_s` >= 0, finite)."""
     return BatchedBackend(backend, folder, poll_s, wait_s, key=key)

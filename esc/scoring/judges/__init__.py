@@ -17,22 +17,30 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from esc.config_rules import Section, load_plugin, node_model, plugin
+from esc.config_rules import Section
 from esc.scoring.judge import REGISTRY, Judge, JudgeSettings
+from esc.settings.plugins import load_plugin, node_model, plugin
 
-__all__ = ["JudgeNode", "build_judge", "judge_config", "judge_kinds"]
+__all__ = ["JudgeNode", "build_judge", "judge_config", "judge_kinds", "judge_settings"]
 
-JudgeNode = plugin(lambda: REGISTRY, "judge")
+JudgeNode = plugin(lambda: REGISTRY, "judge", hint="add one with +judge@KEY=OPTION")
 """The type of a judge node: validated by the settings model of the class its `kind` names."""
 
 
-def build_judge(node: Mapping[str, Any] | JudgeSettings, key: str = "judge") -> Judge:
-    """The judge a `conf/judge/*.yaml` node describes (validated here unless it is a settings
-    instance already). `key` names the node in errors (`jury.members.NAME` for a jury's judge)."""
-    settings = load_plugin(key, JudgeNode, node)
+def build_judge(settings: JudgeSettings, key: str = "judge") -> Judge:
+    """The judge of a validated `conf/judge/*.yaml` node (what `esc.config_schema.validate`
+    returned, or `judge_settings`). `key` names the node in errors (`jury.members.NAME`)."""
+    if not isinstance(settings, JudgeSettings):
+        raise TypeError(f"build_judge takes a judge's settings, not {type(settings).__name__}")
     judge = REGISTRY[settings.kind](settings, config_key=key)
     judge.config_key = key
     return judge
+
+
+def judge_settings(node: Mapping[str, Any], key: str = "judge") -> JudgeSettings:
+    """A judge node made in code (ESC-RANK's evaluation, a test's) validated as a config node would
+    be: its class's settings, or a ConfigError naming the dotted key below `key`."""
+    return load_plugin(key, JudgeNode, node)  # type: ignore[return-value]
 
 
 def judge_kinds() -> list[str]:

@@ -18,9 +18,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from esc.chat.base import ChatBackend, GenerationSettings, check_features
 from esc.chat.batch.backend import with_batches
@@ -29,6 +29,7 @@ from esc.chat.cache import CacheSettings, with_cache
 from esc.chat.closed import read_reply, strict_choice
 from esc.chat.settings import BackendSettings, ModelNode, dumped
 from esc.chat.usage import Usage
+from esc.config_rules import relation
 from esc.models.internlm2 import native_internlm2
 from esc.models.loading import adapter_weights
 from esc.models.revision import adapter_hash
@@ -91,6 +92,14 @@ class APIJudge(Judge):
         batch_poll_s: float = Field(30.0, gt=0, description="seconds between polls")
         batch_wait_s: float = Field(86_400.0, ge=0, description="0: submit and leave; a rerun collects")
 
+        @model_validator(mode="after")
+        def _ledger(self) -> Self:
+            if self.batch and not self.batch_folder:
+                raise relation(
+                    "batch_folder", "is empty: name the folder the batch ledger goes in (batch: true)"
+                )
+            return self
+
     def __init__(self, settings: Settings, config_key: str = "judge") -> None:
         self.config_key = config_key
         self.name = name = settings.name
@@ -112,13 +121,12 @@ class APIJudge(Judge):
         built = build_backend(backend, key=f"{self.config_key}.backend")
         if settings.batch:
             key = f"{self.config_key}.batch"
-            folder = Path(settings.batch_folder) / name if settings.batch_folder else None  # a ledger each
+            folder = Path(str(settings.batch_folder)) / name  # a ledger each
             built = self._batched = with_batches(
                 built, folder, settings.batch_poll_s, settings.batch_wait_s, key=key
             )
         self.batch = settings.batch
-        cache = settings.cache.model_dump() if settings.cache is not None else None
-        self.backend: ChatBackend = with_cache(built, cache)
+        self.backend: ChatBackend = with_cache(built, settings.cache)
         self.constrain = settings.constrain
         self.settings = GenerationSettings(
             max_new_tokens=1 if self.constrain else settings.max_new_tokens,

@@ -35,10 +35,10 @@ from esc.chat.answer_tokens import AnswerTokens, answer_tokens
 from esc.chat.backends._common import render_prompt
 from esc.chat.backends.hf import HFBackend
 from esc.chat.backends.vllm_inproc import VLLMBackend
-from esc.chat.build import build_backend
+from esc.chat.build import backend_settings, build_backend
 from esc.chat.closed import read_distributions
 from esc.chat.settings import ModelNode, dumped
-from esc.config_rules import Device, ExistingDir, NonEmpty, Settings, check, relation
+from esc.config_rules import Settings, check, relation
 from esc.errors import ConfigError, UserError
 from esc.models.internlm2 import local_internlm2_dir, native_internlm2
 from esc.models.loading import adapter_weights, model_label
@@ -59,6 +59,7 @@ from esc.scoring.rubrics import (
     dimensions,
     prompt_style,
 )
+from esc.settings.types import Device, ExistingDir, NonEmpty
 
 log = logging.getLogger(__name__)
 
@@ -203,11 +204,12 @@ class LocalJudge(Judge):
                 )
             if self.engine == "vllm":
                 node = {"kind": "vllm", "model": model_cfg, **self.vllm_cfg}
-                self._backend = build_backend(node, key=f"{self.config_key}.vllm")
+                key = f"{self.config_key}.vllm"
+                self._backend = build_backend(backend_settings(node, key), key=key)
             else:
                 node = {"kind": "hf", "model": model_cfg, "device": self.device_name}
                 node.update(batch_size=self.batch_size, prefix_cache_gb=0)  # no generation: no kept prefixes
-                self._backend = build_backend(node, key=self.config_key)
+                self._backend = build_backend(backend_settings(node, self.config_key), key=self.config_key)
         return self._backend
 
     def _loaded_path(self, adapter: Path | str) -> str:

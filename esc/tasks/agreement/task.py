@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from esc.annotate import held_out
-from esc.config_rules import NonEmpty, OpenSettings, Paths, Section, Settings, ratios, typed_section
+from esc.config_rules import OpenSettings, Section, Settings, typed_section
 from esc.lifecycle import JobResult
 from esc.reports import breakdown
 from esc.reports.result import Block, Report, Text
@@ -19,6 +19,7 @@ from esc.reports.wandb_report import log_run
 from esc.scoring.judging import Batch
 from esc.scoring.rubrics import DIMENSION_KEYS, LANGUAGES, labelled_counts
 from esc.scoring.store import ScoreRecord, ScoreStore, score_inputs
+from esc.settings.types import NonEmpty, Paths, ratios
 from esc.tasks.agreement import breakdown as agreement_breakdown
 from esc.tasks.agreement import data as agreement_data
 from esc.tasks.agreement import raters as rater_agreement
@@ -162,6 +163,6 @@ class Agreement(Mode):
             }
             for judge in judges
         }
-        wandb_dir = log_run(out, ctx.cfg)
+        wandb_dir = log_run(out, ctx.section("wandb"), ctx.cfg)
         manifest = {"agreement": str(out / "agreement.md"), "invalid": invalid, "wandb_dir": wandb_dir}
         return Outcome(AgreementResult(str(out), markdown, invalid), manifest)

@@ -17,12 +17,13 @@ from pydantic import Field
 
 from esc.annotate.held_out import folder_judge, held_out, trained_dialogues
 from esc.annotate.human_scores import default_esconv_path, read_annotations
-from esc.config_rules import NonEmpty, Settings, typed_section
+from esc.config_rules import Settings, typed_section
 from esc.errors import UserError
 from esc.lifecycle import JobResult
 from esc.reports.result import Heading, Text, write_result
 from esc.reports.wandb_report import log_run
 from esc.scoring.store import read_scores
+from esc.settings.types import NonEmpty
 from esc.tasks.correlation.report import (
     analyse,
     column_name,
@@ -76,7 +77,7 @@ class Correlation(Mode):
 
     def report(self, ctx: Context, plan: Plan) -> Outcome:
         result = run_correlation(ctx.section("correlation"), ctx.seed, ctx.out)
-        wandb_dir = log_run(ctx.out, ctx.cfg)
+        wandb_dir = log_run(ctx.out, ctx.section("wandb"), ctx.cfg)
         manifest = {
             "correlation": result["files"]["md"],
             "warnings": result["warnings"],

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from esc.config_rules import NonEmpty, Settings, check, show, typed_section
+from esc.config_rules import Settings, check, show, typed_section
 from esc.dialogues.store import read_dialogues
 from esc.errors import UserError
 from esc.lifecycle import WITH_FAILURES
@@ -35,6 +35,7 @@ from esc.scoring.safety_checklist import (
     selected_questions,
 )
 from esc.scoring.store import ScoreRecord, ScoreStore
+from esc.settings.types import NonEmpty
 from esc.tasks.answered import AnsweredResult
 from esc.tasks.run_log import logged_reply
 from esc.tasks.safety.report import Answer, write_report
@@ -100,7 +101,7 @@ class SafetySettings(Settings):
     """`safety` (conf/rank.yaml): the checklist's questions asked, the intervals' resamples."""
 
     questions: (
-        Literal["all"] | None | Annotated[NonEmpty[Literal[QUESTIONS]], check(once_each)]  # type: ignore[valid-type]
+        Literal["all"] | None | Annotated[NonEmpty[Literal[QUESTIONS]], check(once_each, "each once")]  # type: ignore[valid-type]
     ) = Field(description="checklist keys")
     bootstrap: int = Field(ge=0)  # resamples by card for the flag rates' 95% intervals
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import Field
 
-from esc.config_rules import OpenSettings, Paths, Section
+from esc.config_rules import OpenSettings, Section
 from esc.errors import ConfigError, UserError
 from esc.lifecycle import WITH_FAILURES, JobResult
 from esc.reports import breakdown
@@ -33,6 +33,7 @@ from esc.scoring.judging import (
 from esc.scoring.jury import JurySettings
 from esc.scoring.rubrics import labelled_counts
 from esc.scoring.store import ScoreRecord, merge_score_files, score_file_paths, score_inputs
+from esc.settings.types import Paths
 from esc.tasks.score import jury as jury_report
 from esc.tasks.score import leaderboard as board
 from esc.tasks.score import simulators
@@ -262,7 +263,7 @@ def leaderboard_outcome(
         )
     reports = write_reports(out, records, ctx.section("leaderboard"), ctx.seed, jury)
     by_dimension = invalid_report(records)
-    wandb_dir = log_run(out, ctx.cfg, reports["charts"], records)
+    wandb_dir = log_run(out, ctx.section("wandb"), ctx.cfg, reports["charts"], records)
     no_valid = invalid_judgments(records)
     result = ScoreResult(str(out), counts, by_dimension, **reports, no_valid=no_valid, judged=judged)
     manifest = {

@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from esc.config_rules import NonEmpty, Settings, check, registered, show, typed_section
+from esc.config_rules import Settings, check, show, typed_section
 from esc.dialogues.record import Dialogue
 from esc.dialogues.store import read_dialogues
 from esc.errors import ConfigError, UserError
@@ -36,6 +36,8 @@ from esc.scoring.judge import FAILED, INVALID, VALID, Judge
 from esc.scoring.judging import Batch, load_items, score_batch, selected_dimensions
 from esc.scoring.safety_checklist import SafetyRecord, checklist, question_keys, replies, safety_items
 from esc.scoring.store import ScoreRecord, ScoreStore, merge_score_files
+from esc.settings.plugins import registered
+from esc.settings.types import NonEmpty
 from esc.tasks.run_log import logged_reply
 from esc.tasks.safety.task import once_each
 from esc.tasks.stress import perturbations as perturb
@@ -63,7 +65,10 @@ class StressSettings(Settings):
     perturbations: (
         Literal["all"]
         | Annotated[
-            NonEmpty[Annotated[str, registered(lambda: tuple(perturb.PERTURBATIONS))]], check(once_each)
+            NonEmpty[
+                Annotated[str, registered(lambda: tuple(perturb.PERTURBATIONS), "a registered perturbation")]
+            ],
+            check(once_each, "each once"),
         ]
     )
     seed: int  # the variants' random choices (which reply, which sentence, which text)
