@@ -438,11 +438,13 @@ def test_a_leaderboard_run_shows_the_folders_it_read(tmp_path: Path) -> None:
     out.mkdir()
     write_run_log(out, RunLog({"task": "leaderboard"}, [], [], {}))
     assert rank_job.site_sources(out, {**REPORT_ON, "scores": [str(rank)]}, "leaderboard") == [out, rank]
-    assert rank_job.write_site(out, {**REPORT_ON, "scores": [str(rank)]}, "leaderboard")["site"]
+    assert rank_job.write_site(out, {**REPORT_ON, "scores": [str(rank)]}, "leaderboard", SITE_ON, None)[
+        "site"
+    ]
     missing = tmp_path / "old"
     shutil.copytree(rank, missing)
     (missing / "run.json").unlink()  # a folder it read that has no run log: no site, and the run says why
-    fields = rank_job.write_site(out, {**REPORT_ON, "scores": [str(missing)]}, "leaderboard")
+    fields = rank_job.write_site(out, {**REPORT_ON, "scores": [str(missing)]}, "leaderboard", SITE_ON, None)
     assert fields["site"] is None and "esc runs upgrade" in fields["site_error"]
 
 
