@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -214,6 +215,19 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Calla
             build(folder)
             done.touch()
     return folder
+
+
+def run_job(job: str, cfg: Any) -> Any:
+    """A job called as its entry point calls it, on a config composed here: the config validated
+    once, then the job given the config and the sections `validate` returned (`evaluate.py`,
+    `rank.py`, `build_cards.py`)."""
+    from esc.cards.construct.run import build_cards
+    from esc.config_schema import validate
+    from esc.evaluate.run import evaluate
+    from esc.rank.run import rank
+
+    jobs = {"evaluate": evaluate, "rank": rank, "build_cards": build_cards}
+    return jobs[job](cfg, validate(cfg, job))
 
 
 def evaluate_config(

@@ -28,7 +28,7 @@ from esc.evaluate.run import evaluate
 from esc.rank.run import rank
 from esc.scoring.rubrics import DIMENSION_KEYS
 from esc.scoring.safety_checklist import question_keys
-from tests.helpers import compose, evaluate_config
+from tests.helpers import compose, evaluate_config, run_job
 from tests.scripted_backend import ScriptedBackend
 
 PRICE = {"prompt": 0.03, "completion": 0.06}  # gpt-4-0613's, USD per 1K tokens
@@ -112,7 +112,7 @@ def test_evaluate_counts_cards_x_turns_x_sides_and_records_the_estimate(
     out = tmp_path / "out"
     turns, rp_max, target_max = 2, 32, 32  # the tiny configs' max_new_tokens
     ScriptedBackend.instances.clear()
-    evaluate((cfg_ := priced_cfg(out, cards, f"dialogue.turns={turns}")), validate(cfg_, "evaluate"))
+    run_job("evaluate", priced_cfg(out, cards, f"dialogue.turns={turns}"))
     printed = capsys.readouterr().out
     estimate = manifest(out)["cost_estimate"]
     parts = {p["label"]: p for p in estimate["parts"]}
@@ -144,12 +144,9 @@ def test_a_rerun_counts_only_the_cards_not_done(
     tmp_path: Path, cards: Path, capsys: pytest.CaptureFixture
 ) -> None:
     out = tmp_path / "out"
-    evaluate(
-        (cfg_ := priced_cfg(out, cards, f"cards.ids=[{IDS[0]}]", "dialogue.turns=1")),
-        validate(cfg_, "evaluate"),
-    )
+    run_job("evaluate", priced_cfg(out, cards, f"cards.ids=[{IDS[0]}]", "dialogue.turns=1"))
     capsys.readouterr()
-    evaluate((cfg_ := priced_cfg(out, cards, "dialogue.turns=1")), validate(cfg_, "evaluate"))
+    run_job("evaluate", priced_cfg(out, cards, "dialogue.turns=1"))
     assert "2 dialogues x 1 turns, 1 already done" in capsys.readouterr().out
     assert manifest(out)["cost_estimate"]["requests"] == 2 * 2
 
@@ -158,10 +155,7 @@ def test_written_emotion_ratings_are_counted(tmp_path: Path, cards: Path) -> Non
     """A role-player that writes its rating (an API: method parse): one after the seeker's first
     message and one after every reply."""
     out = tmp_path / "out"
-    evaluate(
-        (cfg_ := priced_cfg(out, cards, "dialogue.turns=2", "trajectory.enabled=true")),
-        validate(cfg_, "evaluate"),
-    )
+    run_job("evaluate", priced_cfg(out, cards, "dialogue.turns=2", "trajectory.enabled=true"))
     parts = {p["label"]: p for p in manifest(out)["cost_estimate"]["parts"]}
     assert parts["emotion ratings (role-player tiny)"]["requests"] == len(IDS) * (2 + 1)
     assert manifest(out)["cost_estimate"]["requests"] == len(IDS) * (2 * 2 + 3)
@@ -201,10 +195,7 @@ def test_an_unpriced_run_prints_no_estimate(
     tmp_path: Path, cards: Path, capsys: pytest.CaptureFixture
 ) -> None:
     out = tmp_path / "out"
-    evaluate(
-        (cfg_ := priced_cfg(out, cards, "max_cost=0", rp={"price": None}, target={"price": None})),
-        validate(cfg_, "evaluate"),
-    )
+    run_job("evaluate", priced_cfg(out, cards, "max_cost=0", rp={"price": None}, target={"price": None}))
     assert "Cost estimate" not in capsys.readouterr().out
     assert "cost_estimate" not in manifest(out)
 
@@ -260,34 +251,32 @@ def test_rank_score_counts_items_and_records_the_estimate(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     out = tmp_path / "out"
-    rank((cfg_ := rank_cfg(out, _dialogues(tmp_path))), validate(cfg_, "rank"))
+    run_job("rank", rank_cfg(out, _dialogues(tmp_path)))
     estimate = manifest(out)["cost_estimate"]
     assert estimate["requests"] == 2 * len(DIMENSION_KEYS)  # dialogues x dimensions
     assert estimate["completion_tokens"] == 2 * len(DIMENSION_KEYS) * 8  # judge.max_new_tokens
     assert f"judge gpt4: {2 * len(DIMENSION_KEYS)} requests" in capsys.readouterr().out
-    rank(
-        (cfg_ := rank_cfg(out, _dialogues(tmp_path / "more", 3))), validate(cfg_, "rank")
-    )  # the same two dialogues and a third
+    run_job("rank", rank_cfg(out, _dialogues(tmp_path / "more", 3)))  # the same two dialogues and a third
     assert manifest(out)["cost_estimate"]["requests"] == len(DIMENSION_KEYS)  # only the third is judged
 
 
 def test_rank_safety_counts_replies_x_questions(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    rank((cfg_ := rank_cfg(out, _dialogues(tmp_path), "mode=safety")), validate(cfg_, "rank"))
+    run_job("rank", rank_cfg(out, _dialogues(tmp_path), "mode=safety"))
     assert manifest(out)["cost_estimate"]["requests"] == 2 * 2 * len(question_keys())  # dialogues x replies
 
 
 def test_rank_over_max_cost_writes_no_score(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     out = tmp_path / "out"
     with pytest.raises(ConfigError, match="config `max_cost`"):
-        rank((cfg_ := rank_cfg(out, _dialogues(tmp_path), "max_cost=0.0001")), validate(cfg_, "rank"))
+        run_job("rank", rank_cfg(out, _dialogues(tmp_path), "max_cost=0.0001"))
     assert "Cost estimate" in capsys.readouterr().out
     assert not list(out.rglob("*.jsonl")) and not (out / "manifest.json").exists()
 
 
 def test_rank_with_an_unpriced_judge_prints_nothing(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     out = tmp_path / "out"
-    rank((cfg_ := rank_cfg(out, _dialogues(tmp_path), "max_cost=0", price=None)), validate(cfg_, "rank"))
+    run_job("rank", rank_cfg(out, _dialogues(tmp_path), "max_cost=0", price=None))
     assert "Cost estimate" not in capsys.readouterr().out and "cost_estimate" not in manifest(out)
 
 
@@ -346,13 +335,9 @@ def test_an_api_side_without_a_price_and_no_budget_prints_its_requests(
 
     out = tmp_path / "out"
     with FakeOpenAIServer(build_backend(backend_settings({"kind": "scripted", "label": "served"}))) as server:
-        evaluate(
-            (
-                cfg_ := priced_cfg(
-                    out, cards, "dialogue.turns=1", rp={"price": None}, target=api_backend(server)
-                )
-            ),
-            validate(cfg_, "evaluate"),
+        run_job(
+            "evaluate",
+            priced_cfg(out, cards, "dialogue.turns=1", rp={"price": None}, target=api_backend(server)),
         )
     printed = capsys.readouterr().out
     assert "Cost estimate (3 dialogues x 1 turns): 6 requests" in printed and "no price" in printed
@@ -382,10 +367,7 @@ def test_a_negative_price_is_refused_naming_its_key(tmp_path: Path, cards: Path,
     out = tmp_path / "out"
     named = rf"config `target\.backend\.price(`: {field}|\.{field}`).*-1"  # cost.py's, or the settings'
     with pytest.raises(ConfigError, match=named):
-        evaluate(
-            (cfg_ := priced_cfg(out, cards, "max_cost=1", target={"price": price})),
-            validate(cfg_, "evaluate"),
-        )  # (a backend's own
+        run_job("evaluate", priced_cfg(out, cards, "max_cost=1", target={"price": price}))  # (a backend's own
     assert tree(out) is None  # settings refuse it first; here the scripted backend lets it through)
     with pytest.raises(ConfigError, match=r"config `judge\.backend\.price`"):
         CostPart("judge gpt4", price, key="judge.backend.price")  # whoever builds a part
@@ -396,22 +378,19 @@ def test_rank_refused_by_max_cost_leaves_the_folder_as_it_was(tmp_path: Path) ->
     dialogues = _dialogues(tmp_path)
     out = tmp_path / "new"
     with pytest.raises(ConfigError, match="config `max_cost`"):
-        rank((cfg_ := rank_cfg(out, dialogues, "max_cost=0.0001")), validate(cfg_, "rank"))
+        run_job("rank", rank_cfg(out, dialogues, "max_cost=0.0001"))
     assert tree(out) is None  # a folder the run made is gone again
 
     out = tmp_path / "mine"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
     with pytest.raises(ConfigError, match="config `max_cost`"):
-        rank((cfg_ := rank_cfg(out, dialogues, "max_cost=0.0001")), validate(cfg_, "rank"))
+        run_job("rank", rank_cfg(out, dialogues, "max_cost=0.0001"))
     assert tree(out) == {"notes.txt": b"mine"}
 
     out = tmp_path / "judged"
-    rank((cfg_ := rank_cfg(out, dialogues)), validate(cfg_, "rank"))
+    run_job("rank", rank_cfg(out, dialogues))
     before = tree(out)
     with pytest.raises(ConfigError, match="config `max_cost`"):  # a third dialogue to judge
-        rank(
-            (cfg_ := rank_cfg(out, _dialogues(tmp_path / "more", 3), "max_cost=0.0001")),
-            validate(cfg_, "rank"),
-        )
+        run_job("rank", rank_cfg(out, _dialogues(tmp_path / "more", 3), "max_cost=0.0001"))
     assert tree(out) == before

@@ -19,7 +19,7 @@ from esc.config_schema import validate
 from esc.dialogues.store import read_dialogues
 from esc.errors import UserError
 from esc.evaluate.run import evaluate
-from tests.helpers import REPO_ROOT, evaluate_config, requires_data, run_entry
+from tests.helpers import REPO_ROOT, evaluate_config, requires_data, run_entry, run_job
 from tests.scripted_backend import ScriptedBackend
 
 pytestmark = requires_data
@@ -47,7 +47,7 @@ def stable(path: Path) -> list[dict]:
 
 def test_dialogues_advance_in_turn_synchronous_batches_with_flipped_views(tmp_path: Path) -> None:
     ScriptedBackend.instances.clear()
-    result = evaluate((cfg_ := scripted_cfg(tmp_path, "dialogue.turns=5")), validate(cfg_, "evaluate"))
+    result = run_job("evaluate", scripted_cfg(tmp_path, "dialogue.turns=5"))
     assert result.counts == {"selected": 6, "skipped": 0, "completed": 6, "failed": 0}
     seeker, helper = ScriptedBackend.instances[-2:]
     assert [len(batch) for batch in seeker.calls] == [6] * 5  # one batch per turn, all dialogues in it
@@ -106,10 +106,10 @@ def test_a_plain_progress_line_says_what_it_counts_and_the_time_left() -> None:
 
 
 def test_rerun_writes_nothing_new(tmp_path: Path) -> None:
-    evaluate((cfg_ := scripted_cfg(tmp_path)), validate(cfg_, "evaluate"))
+    run_job("evaluate", scripted_cfg(tmp_path))
     files = {p: p.read_bytes() for p in (tmp_path / "dialogues").glob("*")}
     ScriptedBackend.instances.clear()
-    result = evaluate((cfg_ := scripted_cfg(tmp_path)), validate(cfg_, "evaluate"))
+    result = run_job("evaluate", scripted_cfg(tmp_path))
     assert result.counts["skipped"] == 6 and result.counts["completed"] == 0
     assert all(not backend.calls for backend in ScriptedBackend.instances)
     assert {p: p.read_bytes() for p in (tmp_path / "dialogues").glob("*")} == files
@@ -120,16 +120,13 @@ def test_failed_dialogue_is_recorded_and_only_it_is_retried(tmp_path: Path) -> N
 
     card = load_cards(language="en", limit=3)[1]
     marker = card.problem[:40]
-    result = evaluate(
-        (cfg_ := scripted_cfg(tmp_path, "cards.languages=[en]", rp={"fail_on": marker})),
-        validate(cfg_, "evaluate"),
-    )
+    result = run_job("evaluate", scripted_cfg(tmp_path, "cards.languages=[en]", rp={"fail_on": marker}))
     assert result.counts["failed"] == 1 and result.counts["completed"] == 2
     failed = list(read_dialogues(tmp_path / "dialogues" / "tiny__tiny__en.failed.jsonl"))
     assert [d.card_id for d in failed] == [card.id] and "planned failure" in failed[0].error
 
     ScriptedBackend.instances.clear()
-    result = evaluate((cfg_ := scripted_cfg(tmp_path, "cards.languages=[en]")), validate(cfg_, "evaluate"))
+    result = run_job("evaluate", scripted_cfg(tmp_path, "cards.languages=[en]"))
     assert result.counts == {"selected": 3, "skipped": 2, "completed": 1, "failed": 0}
     assert [len(b) for b in ScriptedBackend.instances[-2].calls] == [1] * 5
     assert not (tmp_path / "dialogues" / "tiny__tiny__en.failed.jsonl").exists()
@@ -143,9 +140,8 @@ def test_a_reply_without_text_fails_its_dialogue_and_is_never_a_turn(tmp_path: P
 
     card = load_cards(language="en", limit=3)[1]
     # the role-player reads the card, so its reply is the blank one (the target's would fail the same way)
-    result = evaluate(
-        (cfg_ := scripted_cfg(tmp_path, "cards.languages=[en]", rp={"empty_on": card.problem[:40]})),
-        validate(cfg_, "evaluate"),
+    result = run_job(
+        "evaluate", scripted_cfg(tmp_path, "cards.languages=[en]", rp={"empty_on": card.problem[:40]})
     )
     assert result.counts["failed"] == 1 and result.counts["completed"] == 2
     assert result.incomplete()  # exit code 3: a rerun plays it again
@@ -159,15 +155,12 @@ def test_a_reply_without_text_fails_its_dialogue_and_is_never_a_turn(tmp_path: P
 def test_context_overflow_drops_oldest_exchanges(tmp_path: Path) -> None:
     ScriptedBackend.instances.clear()
     args = ["cards.languages=[en]", "cards.limit=1", "roleplayer.generation.max_new_tokens=8"]
-    evaluate((cfg_ := scripted_cfg(tmp_path / "probe", *args)), validate(cfg_, "evaluate"))
+    run_job("evaluate", scripted_cfg(tmp_path / "probe", *args))
     head = ScriptedBackend.instances[-2].count_tokens(ScriptedBackend.instances[-2].calls[0][0])
     window = head + 8 + 12  # room for the system prompt, the opener and two short exchanges
 
     ScriptedBackend.instances.clear()
-    evaluate(
-        (cfg_ := scripted_cfg(tmp_path / "run", *args, rp={"context_window": window})),
-        validate(cfg_, "evaluate"),
-    )
+    run_job("evaluate", scripted_cfg(tmp_path / "run", *args, rp={"context_window": window}))
     seeker = ScriptedBackend.instances[-2]
     assert all(seeker.count_tokens(batch[0]) + 8 <= window for batch in seeker.calls)
     dialogue = next(read_dialogues(tmp_path / "run" / "dialogues" / "tiny__tiny__en.jsonl"))
@@ -180,15 +173,13 @@ def test_context_overflow_drops_oldest_exchanges(tmp_path: Path) -> None:
 def test_shards_merge_into_the_unsharded_run(tmp_path: Path) -> None:
     from esc.dialogues.merge import merge_runs
 
-    evaluate((cfg_ := scripted_cfg(tmp_path / "whole", "cards.limit=5")), validate(cfg_, "evaluate"))
+    run_job("evaluate", scripted_cfg(tmp_path / "whole", "cards.limit=5"))
     for index in range(3):
-        evaluate(
-            (
-                cfg_ := scripted_cfg(
-                    tmp_path / f"shard{index}", "cards.limit=5", f"shard.index={index}", "shard.count=3"
-                )
+        run_job(
+            "evaluate",
+            scripted_cfg(
+                tmp_path / f"shard{index}", "cards.limit=5", f"shard.index={index}", "shard.count=3"
             ),
-            validate(cfg_, "evaluate"),
         )
     report = merge_runs([tmp_path / f"shard{i}" for i in range(3)], tmp_path / "merged")
     for name in ("tiny__tiny__en.jsonl", "tiny__tiny__zh.jsonl"):
@@ -216,7 +207,7 @@ def test_shards_merge_into_the_unsharded_run(tmp_path: Path) -> None:
 
 def test_unknown_card_ids_are_named(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=r"unknown card ids \[99999999\]"):
-        evaluate((cfg_ := scripted_cfg(tmp_path, "cards.ids=[32025,99999999]")), validate(cfg_, "evaluate"))
+        run_job("evaluate", scripted_cfg(tmp_path, "cards.ids=[32025,99999999]"))
 
 
 def test_official_format_round_trip(tmp_path: Path) -> None:
@@ -355,7 +346,7 @@ def test_openai_target_through_a_flaky_server_matches_the_local_model(tmp_path: 
     def cfg_for(out: Path, target_backend: dict | None):
         return evaluate_config(out, "cards.languages=[en]", target_backend=target_backend)
 
-    evaluate((cfg_ := cfg_for(tmp_path / "local", None)), validate(cfg_, "evaluate"))
+    run_job("evaluate", cfg_for(tmp_path / "local", None))
     with FakeOpenAIServer() as server:
         api = {
             "kind": "openai",
@@ -368,13 +359,11 @@ def test_openai_target_through_a_flaky_server_matches_the_local_model(tmp_path: 
         server.inject(["429", "500"])  # transient: the SDK retries them
         first = next(read_dialogues(tmp_path / "local" / "dialogues" / "tiny__tiny__en.jsonl"))
         server.inject(["500", "500"], match=first.turns[0].text)  # this dialogue fails after retries
-        result = evaluate((cfg_ := cfg_for(tmp_path / "api", api)), validate(cfg_, "evaluate"))
+        result = run_job("evaluate", cfg_for(tmp_path / "api", api))
         assert result.counts["failed"] == 1 and result.counts["completed"] == 2
         failed = next(read_dialogues(tmp_path / "api" / "dialogues" / "tiny__tiny__en.failed.jsonl"))
         assert failed.card_id == first.card_id and "500" in failed.error
-        result = evaluate(
-            (cfg_ := cfg_for(tmp_path / "api", api)), validate(cfg_, "evaluate")
-        )  # the rerun retries only the failure
+        result = run_job("evaluate", cfg_for(tmp_path / "api", api))  # the rerun retries only the failure
         assert result.counts == {"selected": 3, "skipped": 2, "completed": 1, "failed": 0}
     local = {d["card_id"]: d for d in stable(tmp_path / "local" / "dialogues" / "tiny__tiny__en.jsonl")}
     served = {d["card_id"]: d for d in stable(tmp_path / "api" / "dialogues" / "tiny__tiny__en.jsonl")}

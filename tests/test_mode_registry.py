@@ -27,7 +27,7 @@ from esc.scoring.judge import ScoreItem
 from esc.scoring.judging import Batch
 from esc.scoring.store import ScoreRecord, ScoreStore
 from esc.tasks.task import Context, Mode, Outcome, Plan, get_mode, modes, register, unregister
-from tests.helpers import compose
+from tests.helpers import compose, run_job
 
 QUESTION = "Does this reply ask the seeker a question? Answer yes or no."
 
@@ -154,7 +154,7 @@ def test_a_registered_mode_runs_through_rank_py_and_resumes(toy_mode, tmp_path: 
     pages = sorted(p.name for p in (out / "report" / "runs").glob("*.html"))
     assert any(name.endswith("-toy_asks.html") for name in pages)  # its report is a page of the site
 
-    again = rank((cfg_ := _cfg(out, f"dialogues={runs}", "+toy_asks.min_words=2")), validate(cfg_, "rank"))
+    again = run_job("rank", _cfg(out, f"dialogues={runs}", "+toy_asks.min_words=2"))
     assert again.answers == 4 and len(store.read_text().splitlines()) == 4  # nothing judged twice
     assert json.loads((out / "manifest.json").read_text())["counts"] == {"skipped": 4}
 

@@ -10,16 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from esc.config_schema import validate
 from esc.esc_role_samples.esconv import read_esconv_splits
-from esc.evaluate.run import evaluate
 from esc.paths import data_dir
 from esc.scoring.judge import INVALID, VALID
 from esc.scoring.judges import build_judge, judge_settings
 from esc.scoring.store import ScoreRecord
 from esc.tasks.roleplay.questions import PAIRWISE, RoleplayRecord, metric_items, metric_keys, pairwise_items
 from esc.tasks.roleplay.report import table1, win_rates
-from tests.helpers import evaluate_config, requires_data, run_entry
+from tests.helpers import evaluate_config, requires_data, run_entry, run_job
 from tests.test_scoring_judges import QueuedBackend  # noqa: F401  (registers backend kind "queued_replies")
 
 pytestmark = requires_data
@@ -92,13 +90,9 @@ def test_roleplay_eval_end_to_end_with_the_tiny_model(tmp_path: Path) -> None:
     runs = []
     for name in ("esc_role", "gpt4_zero_shot"):  # two role-players (the tiny model under two names)
         out = tmp_path / name
-        evaluate(
-            (
-                cfg_ := evaluate_config(
-                    out, "cards.languages=[en]", "cards.limit=2", f"roleplayer.name={name}"
-                )
-            ),
-            validate(cfg_, "evaluate"),
+        run_job(
+            "evaluate",
+            evaluate_config(out, "cards.languages=[en]", "cards.limit=2", f"roleplayer.name={name}"),
         )
         runs.append(str(out))
     # human dialogues for those cards: here two ESConv dialogues stand in for the cards' sources

@@ -15,7 +15,7 @@ import pytest
 from esc.dialogues.merge import merge_runs
 from esc.errors import UserError
 from esc.rundir import LOCK_FILE, NOT_SET, OWNER_FILE, SETTINGS_FILE, RunFolder, first_difference
-from tests.helpers import requires_data, run_entry
+from tests.helpers import requires_data, run_entry, run_job
 
 SETTINGS = {
     "target": {"name": "a", "generation": {"max_new_tokens": 8, "stop": []}},
@@ -85,8 +85,6 @@ def test_evaluate_names_the_backend_key_the_user_changed(tmp_path: Path) -> None
     no config has; the user sets `target.backend.base_url`."""
     import tests.scripted_backend  # noqa: F401  (registers backend kind "scripted")
     from esc.chat.build import backend_settings, build_backend
-    from esc.config_schema import validate
-    from esc.evaluate.run import evaluate
     from tests.fake_openai_server import FakeOpenAIServer
     from tests.helpers import evaluate_config
 
@@ -107,9 +105,9 @@ def test_evaluate_names_the_backend_key_the_user_changed(tmp_path: Path) -> None
         FakeOpenAIServer(build_backend(backend_settings({"kind": "scripted"}))) as first,
         FakeOpenAIServer(build_backend(backend_settings({"kind": "scripted"}))) as second,
     ):
-        evaluate((cfg_ := config(first)), validate(cfg_, "evaluate"))
+        run_job("evaluate", config(first))
         with pytest.raises(UserError) as err:
-            evaluate((cfg_ := config(second)), validate(cfg_, "evaluate"))
+            run_job("evaluate", config(second))
     assert str(err.value).startswith(
         f'{out} was written with target.backend.base_url="{first.url}", this run has '
         f'target.backend.base_url="{second.url}" (settings.json: target.model.base_url): '

@@ -16,7 +16,7 @@ from esc.dialogues.record import Dialogue, Turn
 from esc.scoring.safety_checklist import checklist, question_keys, replies, safety_items, selected_questions
 from esc.scoring.store import ScoreRecord
 from esc.tasks.safety.report import Answer, safety_table
-from tests.helpers import compose, requires_data, run_entry
+from tests.helpers import compose, requires_data, run_entry, run_job
 
 
 def _dialogue(card: int, target: str, texts: Sequence[str], language: str = "en") -> Dialogue:
@@ -130,8 +130,6 @@ def _rank_cfg(out: Path, dialogues: Path, url: str):
 
 
 def test_planted_replies_are_flagged_through_an_api_judge_and_a_rerun_judges_nothing(tmp_path: Path) -> None:
-    from esc.config_schema import validate
-    from esc.rank.run import rank
     from tests.fake_openai_server import FakeOpenAIServer
 
     folder = tmp_path / "run" / "dialogues"
@@ -141,15 +139,11 @@ def test_planted_replies_are_flagged_through_an_api_judge_and_a_rerun_judges_not
         _dialogue(3, "bot", ["work is hard", "That sounds hard.", "yes", "Tell me more."]),
     ])  # fmt: skip
     with FakeOpenAIServer(Oracle(), model_name="tiny") as server:
-        result = rank(
-            (cfg_ := _rank_cfg(tmp_path / "out", tmp_path / "run", server.url)), validate(cfg_, "rank")
-        )
+        result = run_job("rank", _rank_cfg(tmp_path / "out", tmp_path / "run", server.url))
         asked = len(server.received)
         spent = json.loads((tmp_path / "out" / "manifest.json").read_text())["usage"]["gpt4"]
         assert spent["requests"] == asked == 6 * len(question_keys())  # the judge's actual requests
-        again = rank(
-            (cfg_ := _rank_cfg(tmp_path / "out", tmp_path / "run", server.url)), validate(cfg_, "rank")
-        )
+        again = run_job("rank", _rank_cfg(tmp_path / "out", tmp_path / "run", server.url))
         assert len(server.received) == asked  # everything was done: no request the second time
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["usage"]["gpt4"]["requests"] == 0  # the rerun's: it sent nothing

@@ -14,7 +14,7 @@ from esc.chat.base import GenerationSettings
 from esc.dialogues.record import Turn
 from esc.errors import UserError
 from tests.fake_openai_server import FakeOpenAIServer, tiny_backend
-from tests.helpers import run_entry
+from tests.helpers import run_entry, run_job
 
 SETTINGS = GenerationSettings(max_new_tokens=6, temperature=0.0)
 CONVERSATIONS = [[{"role": "user", "content": f"Hello, this is message {i}."}] for i in range(8)]
@@ -79,8 +79,6 @@ def test_every_server_is_checked_before_any_work(servers, caplog) -> None:
 def test_a_run_whose_server_died_resumes_with_the_same_list(servers, tmp_path: Path) -> None:
     """Issue 62: a run over base_url=[A, B] whose server B died resumes with B still listed (set
     aside, with a warning): the folder's settings name the same servers, and A plays the rest."""
-    from esc.config_schema import validate
-    from esc.evaluate.run import evaluate
     from tests.helpers import evaluate_config
 
     a, b = servers
@@ -92,10 +90,10 @@ def test_a_run_whose_server_died_resumes_with_the_same_list(servers, tmp_path: P
             "dialogue.turns=2",
         )  # fmt: skip
 
-    first = evaluate((cfg_ := config(1)), validate(cfg_, "evaluate"))
+    first = run_job("evaluate", config(1))
     assert first.counts["completed"] == 1
     b.stop()  # server B dies between the runs
-    again = evaluate((cfg_ := config(2)), validate(cfg_, "evaluate"))
+    again = run_job("evaluate", config(2))
     assert again.counts == {**again.counts, "completed": 1, "failed": 0, "skipped": 1}
     lines = (tmp_path / "dialogues" / "pool__tiny__en.jsonl").read_text().splitlines()
     last = json.loads(lines[-1])

@@ -25,7 +25,7 @@ from esc.evaluate.engine import DialogueEngine, DialogueSettings, Side
 from esc.evaluate.stopping import StopRule
 from esc.prompts.emotion import RATINGS, observer_messages, parse_rating, roleplayer_messages, to_percent
 from esc.tasks.trajectory.report import differences, rated_dialogues, target_rows
-from tests.helpers import REPO_ROOT, requires_data, run_entry
+from tests.helpers import REPO_ROOT, requires_data, run_entry, run_job
 from tests.scripted_backend import PlannedBackend
 
 
@@ -399,9 +399,7 @@ def test_no_stop_before_min_turns() -> None:
 def test_an_observer_rates_in_an_evaluate_run_and_stopping_is_another_fingerprint(tmp_path: Path) -> None:
     from omegaconf import open_dict
 
-    from esc.config_schema import validate
     from esc.errors import UserError
-    from esc.evaluate.run import evaluate
     from tests.helpers import evaluate_config
 
     def cfg(*overrides: str):
@@ -415,7 +413,7 @@ def test_an_observer_rates_in_an_evaluate_run_and_stopping_is_another_fingerprin
             }
         return c
 
-    result = evaluate((cfg_ := cfg()), validate(cfg_, "evaluate"))
+    result = run_job("evaluate", cfg())
     assert result.counts["completed"] == 1
     [path] = (tmp_path / "out" / "dialogues").glob("*.jsonl")
     for dialogue in read_dialogues(path):
@@ -428,4 +426,4 @@ def test_an_observer_rates_in_an_evaluate_run_and_stopping_is_another_fingerprin
         assert dialogue.meta["trajectory"]["rater"] == "observer"
         assert dialogue.meta["trajectory"]["observer"]["kind"] == "planned"
     with pytest.raises(UserError, match="trajectory"):
-        evaluate((cfg_ := cfg("trajectory.stop.enabled=true")), validate(cfg_, "evaluate"))
+        run_job("evaluate", cfg("trajectory.stop.enabled=true"))

@@ -21,7 +21,7 @@ import pytest
 from esc.config_schema import validate
 from esc.dialogues.store import read_dialogues
 from esc.evaluate.run import evaluate
-from tests.helpers import compose, evaluate_config, requires_data, run_entry
+from tests.helpers import compose, evaluate_config, requires_data, run_entry, run_job
 
 VLLM_PYTHON = os.environ.get("ESC_VLLM_PYTHON")
 pytestmark = [
@@ -182,10 +182,7 @@ def test_evaluate_with_both_sides_on_vllm_in_process_matches_transformers(tmp_pa
         "engine.progress=false",
     ]
     adapter = str(random_adapter(tmp_path / "adapter", seed=3))  # the role-player as a LoRA adapter
-    local = evaluate(
-        (cfg_ := evaluate_config(tmp_path / "hf", f"roleplayer.backend.adapter={adapter}")),
-        validate(cfg_, "evaluate"),
-    )
+    local = run_job("evaluate", evaluate_config(tmp_path / "hf", f"roleplayer.backend.adapter={adapter}"))
     assert local.counts["completed"] == 6
     run = run_vllm(
         "evaluate.py", *common, f"roleplayer.backend.adapter={adapter}", *side_on_vllm("roleplayer"),
@@ -234,13 +231,9 @@ def test_smollm2_dialogues_on_vllm_in_process(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr[-3000:]
     dialogues = texts(tmp_path / "vllm", "smollm2__smollm2__en.jsonl")
     assert len(dialogues) == 2 and all(len(d) == 10 and all(t.strip() for t in d) for d in dialogues)
-    evaluate(
-        (
-            cfg_ := compose(
-                [*common, "engine.progress=false"], output_dir=tmp_path / "hf", config_name="evaluate"
-            )
-        ),
-        validate(cfg_, "evaluate"),
+    run_job(
+        "evaluate",
+        compose([*common, "engine.progress=false"], output_dir=tmp_path / "hf", config_name="evaluate"),
     )
     local = texts(tmp_path / "hf", "smollm2__smollm2__en.jsonl")
     same = sum(a == b for v, h in zip(dialogues, local, strict=True) for a, b in zip(v, h, strict=True))
@@ -280,10 +273,7 @@ def test_the_large_cpu_recipe_plays_on_vllm_and_every_later_stage_reads_it(tmp_p
 
 @pytest.mark.vllm_smoke  # CI runs it (make test-vllm-smoke)
 def test_a_judge_scores_through_vllm_with_constrained_answers_and_adapters(tmp_path: Path) -> None:
-    evaluate(
-        (cfg_ := evaluate_config(tmp_path / "dialogues", "cards.languages=[en]", "cards.limit=2")),
-        validate(cfg_, "evaluate"),
-    )
+    run_job("evaluate", evaluate_config(tmp_path / "dialogues", "cards.languages=[en]", "cards.limit=2"))
     adapters = tmp_path / "adapters"
     for k, dim in enumerate(("empathy", "fluency")):
         random_adapter(adapters / dim, seed=10 + k)
@@ -320,9 +310,7 @@ def test_esc_rank_vllm_judges_a_converted_internlm2_as_the_transformers_judge(tm
     spec.loader.exec_module(make)
     keys = [dimension(k).official_key for k in DIMENSION_KEYS]
     base, released = make.write_esc_rank(tmp_path / "esc-rank", keys)
-    evaluate(
-        (cfg_ := evaluate_config(tmp_path / "dialogues", "cards.limit=1")), validate(cfg_, "evaluate")
-    )  # one card in en and in zh
+    run_job("evaluate", evaluate_config(tmp_path / "dialogues", "cards.limit=1"))  # one card in en and in zh
     cache = {"ESC_CACHE_DIR": str(tmp_path / "cache")}
     common = [f"dialogues={tmp_path}/dialogues", f"judge.adapters.root={released}", "scoring.progress=false",
               f"judge.model.name_or_path={base}", "judge.model.dtype=float32",
