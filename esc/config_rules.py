@@ -151,6 +151,8 @@ def config_error(errors: Sequence[Mapping[str, Any]], node: str, value: Any) -> 
     at = next((i for i, k in enumerate(keys) if isinstance(k, int)), len(keys))  # the key a command line sets
     items = "".join(f"item {k}: " if isinstance(k, int) else f"{k}: " for k in keys[at:])
     key = ".".join([node, *map(str, keys[:at])]).strip(".")
+    if items:  # a list item's own key: the command line sets the whole list, not this key
+        problem = problem.replace(" (set one: +KEY=VALUE)", "")
     return ConfigError(key, items + problem.replace("KEY=", f"{key}="))  # "+KEY=VALUE": the key
 
 

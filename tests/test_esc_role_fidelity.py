@@ -273,7 +273,7 @@ def test_own_role_play_files_in_messages_and_sharegpt_form(tmp_path: Path) -> No
     )
     with pytest.raises(DataError, match=r"rp.jsonl.*line 3, message 0.*unknown speaker 'narrator'"):
         chat_file_samples(path, "en", "mine")
-    with pytest.raises(ConfigError, match=r"data.sources.roleplay.files\[0\]"):
+    with pytest.raises(ConfigError, match=r"data.sources.roleplay.files`: item 0: language: is not set"):
         build_samples(
             {
                 **cfg,
