@@ -1,5 +1,6 @@
 """pytest hooks: `gpu` tests are skipped where no CUDA GPU is visible; under pytest-xdist
-(`make test`: two workers, one file at a time) the files that take minutes go first."""
+(`make test`: two workers, one file at a time) the files that take minutes go first. Fixtures made
+once per test run for several files: `esc_role_run`."""
 
 from __future__ import annotations
 
@@ -9,17 +10,19 @@ import pytest
 
 from tests.helpers import FAST_TRAIN, built_once, run_entry
 
-# Files whose tests add up to minutes on 2 cores (--durations of a full run). Run first, so the two
+# Files whose tests add up to minutes on 2 cores (the junit times of a full run at 012725a). Run first, so the two
 # workers of `make test` end together instead of one finishing test_train.py alone.
 SLOW_FILES_FIRST = (
     "test_train.py",
+    "test_bad_inputs.py",
+    "test_esc_role_data.py",
+    "test_ablation.py",
+    "test_configs.py",
+    "test_train_rng.py",
+    "test_esc_role_fidelity.py",
     "test_scoring_agreement.py",
     "test_evaluate.py",
-    "test_bad_inputs.py",
-    "test_ablation.py",
-    "test_secrets.py",
-    "test_train_rng.py",
-    "test_deepspeed.py",
+    "test_train_ddp.py",
 )
 
 
