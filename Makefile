@@ -24,6 +24,7 @@ DEMO_CARDS ?= 2
 help:
 	@echo "make demo       install, fetch data and SmolLM2, train ESC-Role on SmolLM2, play $(DEMO_CARDS) cards, score them, build the report (~6 min on 2 idle cores, README)"
 	@echo "make test       install, fetch data, run the test suite (offline, CPU, embedded tiny model)"
+	@echo "make coverage   the test suite under coverage.py: line coverage of esc/ (coverage.json)"
 	@echo "make test-slow  the tests marked slow (minutes each; none needs a GPU)"
 	@echo "make test-gpu   the tests marked gpu (Lightning DeepSpeed/bf16/QLoRA on CUDA)"
 	@echo "make test-vllm  install vLLM's CPU build (several GB, kept in ~/.cache/esc-eval, linked as .venv-vllm) and test it (server and in-process)"

@@ -10,8 +10,8 @@ import pytest
 
 from tests.helpers import FAST_TRAIN, built_once, run_entry
 
-# Files whose tests add up to minutes on 2 cores (the junit times of a full run at 012725a). Run first, so the two
-# workers of `make test` end together instead of one finishing test_train.py alone.
+# Files whose tests add up to minutes on 2 cores (the junit times of a full run at 012725a). Run
+# first, so the two workers of `make test` end together instead of one finishing test_train.py alone.
 SLOW_FILES_FIRST = (
     "test_train.py",
     "test_bad_inputs.py",

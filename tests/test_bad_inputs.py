@@ -13,11 +13,8 @@ from __future__ import annotations
 import dataclasses
 import errno
 import fnmatch
-import importlib
 import json
-import logging
 import os
-import runpy
 import shutil
 import signal
 import subprocess
@@ -30,10 +27,11 @@ from pathlib import Path
 import pytest
 
 from esc.paths import REPO_ROOT, data_dir
+from tests import helpers
 from tests.helpers import FAST_TRAIN, compose
 
 HAS_DATA = (data_dir() / "esconv").is_dir()  # the tiny model's tokenizer is trained on it
-HYDRA_SCRIPTS = ("train.py", "evaluate.py", "rank.py", "build_cards.py")
+HYDRA_SCRIPTS = helpers.HYDRA_SCRIPTS
 DIALOGUE_TASK = "dialogue:tiny:tiny:en:32999"
 OFFICIAL_KEYS = ("fluency", "diversity", "empathic", "suggestion", "human", "tech", "overall")
 EN_CARD = {
@@ -1422,63 +1420,18 @@ def fill_the_disk(monkeypatch: pytest.MonkeyPatch, pattern: str) -> None:
 
 
 def run_in_process(
-    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+    argv: list[str],
+    monkeypatch: pytest.MonkeyPatch | None = None,
+    capsys: pytest.CaptureFixture | None = None,
 ) -> tuple[int, str, str]:
     """(exit code, stderr, stdout) of the entry point as `python SCRIPT ARGS` / `python -m MODULE ARGS`
-    runs it, in this process."""
-    from hydra.core.global_hydra import GlobalHydra
-
-    capsys.readouterr()
-    _point_library_handlers_at_the_process_stderr()
-    monkeypatch.setenv("HYDRA_FULL_ERROR", "0")
-    monkeypatch.setenv("WANDB_MODE", "disabled")
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    try:
-        if argv[0] in HYDRA_SCRIPTS:
-            monkeypatch.setattr(sys, "argv", [str(REPO_ROOT / argv[0]), *argv[1:]])
-            runpy.run_path(str(REPO_ROOT / argv[0]), run_name="__main__")
-            code: object = 0
-        else:
-            module = importlib.import_module(argv[0])  # a package runs its __main__, a module itself
-            if hasattr(module, "__path__"):
-                module = importlib.import_module(f"{argv[0]}.__main__")
-            code = module.main(argv[1:])
-    except SystemExit as exit_:
-        code = exit_.code
-    finally:
-        for handler in root.handlers[:]:
-            if handler not in handlers:
-                root.removeHandler(handler)
-                handler.close()
-        for handler in handlers:
-            if handler not in root.handlers:
-                root.addHandler(handler)
-        root.setLevel(level)
-        GlobalHydra.instance().clear()
-    captured = capsys.readouterr()
-    return int(code or 0), captured.err, captured.out
-
-
-def _point_library_handlers_at_the_process_stderr() -> None:
-    """Log handlers that libraries make when imported keep the stderr of the test that imported
-    them (pytest's capture of it): point them at the process's own, as a fresh process has them. One
-    left on a closed capture (transformers', and its bound `flush`) fails on its next record; absl's
-    (imported by rouge-score) closes its stream when closed unless that is a `sys` standard stream,
-    and every `logging.config.dictConfig` (Hydra's, each run) closes every handler ever made: it
-    closed pytest's capture file under the next test, failing every later test of the process.
-    Handlers on their own files (torch's trace log closes its stream too) are left alone."""
-    for ref in list(logging._handlerList):  # every handler alive, attached to a logger or not
-        handler = ref()
-        if not isinstance(handler, logging.StreamHandler) or isinstance(handler, logging.FileHandler):
-            continue
-        if isinstance(getattr(type(handler), "stream", None), property):
-            continue  # logging.lastResort: its stream is whatever sys.stderr is now
-        stream = handler.stream
-        stood_for_stderr = type(stream).__module__ in ("_pytest.capture", "esc.masking")
-        if getattr(stream, "closed", False) or stood_for_stderr:
-            handler.stream = sys.__stderr__  # not setStream: it flushes the old stream first
-            handler.__dict__.pop("flush", None)  # transformers binds the old stream's flush
+    runs it, in this process (`tests.helpers.run_in_process`; `monkeypatch` and `capsys` are not
+    needed any more and are accepted for the callers that pass them)."""
+    done = helpers.run_in_process(
+        argv if argv[0] in HYDRA_SCRIPTS else ["-m", *argv],
+        {"HYDRA_FULL_ERROR": "0", "WANDB_MODE": "disabled"},
+    )
+    return done.returncode, done.stderr, done.stdout
 
 
 def assert_one_line_error(case: Case, code: int, stderr: str) -> None:
