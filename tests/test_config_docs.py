@@ -45,3 +45,13 @@ def test_the_rules_come_from_the_models() -> None:
     from esc.tasks.task import modes
 
     assert all(f"`{name}`" in mode for name in modes())
+
+
+def test_write_refuses_a_doc_without_the_markers_and_changes_nothing(capsys, tmp_path) -> None:
+    from tests.helpers import refused
+
+    doc = tmp_path / "notes.md"
+    doc.write_text("a person's notes\n")
+    assert "has no line" in refused(capsys, ["config", "rules", "--write", str(doc)])
+    assert doc.read_text() == "a person's notes\n"
+    assert "no such file" in refused(capsys, ["config", "rules", "--write", str(tmp_path / "missing.md")])

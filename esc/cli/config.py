@@ -15,7 +15,8 @@ import argparse
 from pathlib import Path
 
 from esc.config_docs import rules, with_rules
-from esc.errors import ArgumentParser
+from esc.errors import ArgumentParser, UserError
+from esc.jsonl import atomic_write_text
 
 HELP = "the jobs' settings: every key's rule, from the models (rules)"
 
@@ -34,6 +35,12 @@ def run(args: argparse.Namespace) -> int:
     if args.write is None:
         print(rules(), end="")
         return 0
-    args.write.write_text(with_rules(args.write.read_text(encoding="utf-8")), encoding="utf-8")
+    if not args.write.is_file():
+        raise UserError(f"{args.write}: no such file (--write replaces the generated section of a doc)")
+    try:
+        text = with_rules(args.write.read_text(encoding="utf-8"))
+    except UserError as err:
+        raise UserError(f"{args.write}: {err}") from None
+    atomic_write_text(args.write, text)  # the one writer: replaced whole, never half-written
     print(f"{args.write}: rules by key written")
     return 0
