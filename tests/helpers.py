@@ -99,7 +99,7 @@ def run_entry(
     """Run a repo entry point (`train.py ARGS`, or `-m MODULE ARGS`) as a user would, capturing its
     exit code and output; `env` adds environment variables. In this process (no 4-7 s of imports per
     run), unless `process`: a test whose subject is the process (signals, kill -9, what a fresh
-    interpreter prints or loads, the shell's command line) starts one."""
+    interpreter prints or loads, the shell's command line) starts one; `timeout` bounds that process."""
     env = {"WANDB_MODE": "disabled", "HYDRA_FULL_ERROR": "0", "PYTHONUNBUFFERED": "1", **(env or {})}
     if process:
         return subprocess.run(
