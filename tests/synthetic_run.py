@@ -296,7 +296,7 @@ def write_log(rank: Path, seed: int, bootstrap: int) -> Path:
         )
     ]  # fmt: skip
     results, reports = report_results(rank, ["leaderboard"])
-    header = {**run_header(rank, "score"), "written_by": "tests.synthetic_run"}
+    header = run_header(rank, "score", written_by="tests.synthetic_run")
     return write_run_log(rank, RunLog(header, judgments, results, reports))
 
 

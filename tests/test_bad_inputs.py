@@ -1135,12 +1135,12 @@ def _trajectory_files(root: Path) -> None:
     source = str(root / "emotion_word" / "tiny__tiny__en.jsonl")
     lines = [json.dumps({**json.loads(r), "source": source}) + "\n" for r in records]
     (rank / "scores" / "tiny__tiny__en__tiny.jsonl").write_text("".join(lines))
-    from esc.reports.runlog import RunLog, write_run_log
+    from esc.reports.runlog import RunHeader, RunLog, write_run_log
     from esc.scoring.store import ScoreRecord
     from esc.tasks.task import modes
 
     judgments = [modes()["score"].judgment(ScoreRecord.from_dict(json.loads(line))) for line in lines]
-    write_run_log(rank, RunLog({"task": "score", "sources": []}, judgments, [], {}))
+    write_run_log(rank, RunLog(RunHeader(task="score", sources=[]), judgments, [], {}))
 
 
 def _annotation_files(root: Path) -> None:

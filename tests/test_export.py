@@ -55,7 +55,7 @@ def test_export_writes_one_row_per_dialogue_with_every_judgment(tmp_path: Path) 
     assert row["trajectory"] == [t["emotion"]["value"] for t in d["turns"] if t.get("emotion")]
     assert {j["task"] for r in table for j in r["judgments"]} == {"score", "safety"}
     card = (tmp_path / "ds" / "README.md").read_text()
-    judge = log.header["judges"][0] if isinstance(log.header["judges"], list) else log.header["judges"]
+    judge = log.header.judges[0]
     assert "configs:" in card and judge["name"] in card and f"{len(table)} dialogues" in card
     # the data keep the dimensions' keys; the card maps each key to the paper's name and the zh label
     keys = {j["key"] for r in table for j in r["judgments"] if j["task"] == "score"}

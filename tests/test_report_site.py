@@ -15,7 +15,7 @@ import pytest
 
 from esc.cli import main
 from esc.rank.run import ReportSettings
-from esc.reports.runlog import Judgment, RunLog, read_run_log, write_run_log
+from esc.reports.runlog import Judgment, RunHeader, RunLog, read_run_log, write_run_log
 from esc.scoring.rubrics import TABLE_2_ORDER, dimensions
 from esc.site import build_site, slugify
 from tests.synthetic_run import inject_text, synthetic_run
@@ -245,7 +245,7 @@ def test_a_task_the_site_never_heard_of_shows_its_judgments_and_report(tmp_path:
         {"type": "table", "columns": ["target", "kind"], "rows": cells[:1]},
     ]}  # fmt: skip
     write_run_log(
-        toy, RunLog({"task": "toy", "sources": [], "judges": []}, judgments, [], {"kindness": report})
+        toy, RunLog(RunHeader(task="toy", sources=[], judges=[]), judgments, [], {"kindness": report})
     )
     result = build_site([rank, toy], tmp_path / "site")
     assert result.pages["reports"] == 2  # the leaderboard and the toy's
@@ -436,7 +436,7 @@ def test_a_leaderboard_run_shows_the_folders_it_read(tmp_path: Path) -> None:
     rank = synthetic_run(tmp_path / "run", cards=2, targets=["bot"], dims=2, seed=0, bootstrap=10)
     out = tmp_path / "board"
     out.mkdir()
-    write_run_log(out, RunLog({"task": "leaderboard"}, [], [], {}))
+    write_run_log(out, RunLog(RunHeader(task="leaderboard"), [], [], {}))
     assert rank_job.site_sources(out, {**REPORT_ON, "scores": [str(rank)]}, "leaderboard") == [out, rank]
     assert rank_job.write_site(out, {**REPORT_ON, "scores": [str(rank)]}, "leaderboard", SITE_ON, None)[
         "site"

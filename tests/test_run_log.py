@@ -107,10 +107,10 @@ def test_a_score_run_logs_every_judgment_and_figure_and_upgrade_recreates_it(
     assert figures and _logged_figures(out, "leaderboard") == figures
     assert log.reports["leaderboard"] == read_json(out / "leaderboard.result.json")
     header = log.header
-    assert header["task"] == "score" and header["written_by"] == "rank.py" and header["seed"] == 42
-    assert [j["name"] for j in header["judges"]] == ["tiny"] and "judge" in header["revisions"]
-    assert header["sources"] == [str(runs / "dialogues" / "bot__seeker__en.jsonl")]
-    assert header["config"]["mode"] == "score" and "packages" in header
+    assert header.task == "score" and header.written_by == "rank.py" and header.seed == 42
+    assert [j["name"] for j in header.judges] == ["tiny"] and "judge" in header.revisions
+    assert header.sources == [str(runs / "dialogues" / "bot__seeker__en.jsonl")]
+    assert header.config["mode"] == "score" and "packages" in header.model_fields_set
     assert json.loads((out / "manifest.json").read_text())["run_log"] == str(out / RUN_LOG)
 
     written = read_json(out / RUN_LOG)
@@ -186,9 +186,7 @@ def test_an_old_folder_is_upgraded_once(tmp_path: Path, capsys: pytest.CaptureFi
     assert figure.table == "leaderboard/Leaderboard"
     assert dict(figure.keys) == {"Target": "bot", "column": "Empathy"}
     assert (figure.value, figure.low, figure.high, figure.n) == (75.0, 50.0, 100.0, 1)
-    assert (
-        log.header["judges"] == [{"name": "j"}] and log.header["seed"] == 7 and log.header["revisions"] == {}
-    )
+    assert log.header.judges == [{"name": "j"}] and log.header.seed == 7 and log.header.revisions == {}
 
 
 @pytest.mark.parametrize(
@@ -313,7 +311,7 @@ def test_a_folder_that_ran_two_tasks_logs_both(tmp_path: Path) -> None:
     first = read_run_log(out)
     _rank(out, "mode=safety", f"dialogues={runs}", "safety.bootstrap=20", "safety.questions=[claims_human]")
     log = read_run_log(out)
-    assert log.header["task"] == "safety" and sorted(log.header["tasks"]) == ["safety", "score"]
+    assert log.header.task == "safety" and sorted(log.header.tasks) == ["safety", "score"]
     by_task = {t: [j for j in log.judgments if j.task == t] for t in ("score", "safety")}
     assert by_task["score"] == first.judgments and len(by_task["safety"]) == 4
     assert set(log.reports) == {"leaderboard", "safety"}
@@ -360,7 +358,9 @@ def test_a_judgment_field_of_the_wrong_type_is_a_data_error(
         read_run_log(tmp_path)
     data = {**data, "judgments": [judgment], "header": {"git": "x"}}
     (tmp_path / RUN_LOG).write_text(json.dumps(data))
-    with pytest.raises(DataError, match="header.git must be an object"):
+    with pytest.raises(
+        DataError, match=r"\[record header\]: malformed run log: git: Input should be a valid dictionary"
+    ):
         read_run_log(tmp_path)
 
 
@@ -368,4 +368,4 @@ def test_force_replaces_a_run_json_upgrade_cannot_read(tmp_path: Path) -> None:
     old = _old_folder(tmp_path / "old")
     (old / RUN_LOG).write_text('{"my": "notes"}')
     assert main(["runs", "upgrade", str(old), "--force"]) == 0
-    assert read_run_log(old).header["written_by"] == "esc runs upgrade"
+    assert read_run_log(old).header.written_by == "esc runs upgrade"

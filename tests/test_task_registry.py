@@ -198,7 +198,7 @@ def test_a_task_folder_outside_esc_runs_and_shows_everywhere(toy_task: Path, tmp
     assert all(e.unit == "role card" and e.n == 3 and e.metric == "toy_asks.share" for e in figures)
     # what they measure, defined in the log's header (which direction is better, what is resampled)
     assert log.metrics()["toy_asks.share"].higher_is_better is True
-    assert log.header["metrics"]["toy_asks.share"]["unit"] == "role card"
+    assert log.header.metrics["toy_asks.share"].unit == "role card"
     markdown = (out / "toy_asks.md").read_text()
     csv_text = (out / "toy_asks.csv").read_text()
     result = json.loads((out / "toy_asks.result.json").read_text())

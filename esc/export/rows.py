@@ -97,11 +97,11 @@ def identities(runs: Sequence[tuple[Path, RunLog]]) -> list[dict[str, Any]]:
             {
                 "run": names[folder],
                 "task": log.task,
-                "judges": log.header.get("judges") or [],
-                "git": log.header.get("git"),
-                "seed": log.header.get("seed"),
-                "written": log.header.get("written"),
-                "packages": log.header.get("packages"),
+                "judges": log.header.judges,
+                "git": None if log.header.git is None else log.header.git.model_dump(exclude_unset=True),
+                "seed": log.header.seed,
+                "written": log.header.written,
+                "packages": log.header.packages,
             }
         )
         for folder, log in runs
@@ -112,8 +112,8 @@ def _sources(log: RunLog) -> list[str]:
     """The dialogue files a run names: those its judgments read, then those its header lists (a
     task that asks about replies or pairs names no file in its judgments)."""
     found = dict.fromkeys(j.source for j in log.judgments if j.source)
-    for source in log.header.get("sources") or []:
-        if isinstance(source, str) and source.endswith(".jsonl"):
+    for source in log.header.sources:
+        if source.endswith(".jsonl"):
             found.setdefault(source)
     return list(found)
 

@@ -16,10 +16,10 @@ metric's is refused where it is placed (`checked_unit`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from typing import Any
 
 from esc.registry import Registry
+from esc.runinfo import Record
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,16 +38,17 @@ class Metric:
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in dataclasses.asdict(self).items() if k != "name"}
 
-    @classmethod
-    def from_json(cls, name: str, data: Mapping[str, Any]) -> Metric:
-        """A definition back from a run log's header; TypeError where a field has the wrong type."""
-        better = data.get("higher_is_better")
-        if better is not None and not isinstance(better, bool):
-            raise TypeError(f"metric {name}: higher_is_better must be true, false or null, got {better!r}")
-        for key in ("aggregation", "unit", "scale"):
-            if data.get(key) is not None and not isinstance(data[key], str):
-                raise TypeError(f"metric {name}: {key} must be a string, got {data[key]!r}")
-        return cls(name, data.get("aggregation") or "", better, data.get("unit"), data.get("scale") or "")
+
+class Definition(Record):
+    """A metric's definition as a run log's header holds it (`Metric.to_json`, its name the key)."""
+
+    aggregation: str | None = None
+    higher_is_better: bool | None = None
+    unit: str | None = None
+    scale: str | None = None
+
+    def metric(self, name: str) -> Metric:
+        return Metric(name, self.aggregation or "", self.higher_is_better, self.unit, self.scale or "")
 
 
 #: every metric by name; a task's metrics module fills it when imported (its report imports it)

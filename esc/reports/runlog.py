@@ -22,10 +22,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from esc.errors import DataError
 from esc.jsonl import atomic_write_text, read_json
 from esc.reports.estimate import Estimate
-from esc.reports.metric import Metric
+from esc.reports.metric import Definition, Metric
+from esc.runinfo import GitInfo, Record, record_problem
 
 RUN_LOG = "run.json"
 FORMAT = "esc-run/1"
@@ -115,20 +118,47 @@ class Judgment:
         return judgment
 
 
+class RunHeader(Record):
+    """What made the run (`esc.tasks.run_log.run_header` builds it from the folder's manifest and
+    settings): the task that wrote the log and every task the folder holds, when and by what, the
+    config (redacted), seed, git commit, packages and Python of the run, the judges' identities and
+    the revisions they resolved to, the files it read, and the definitions of the metrics its
+    results name. A log keeps the fields its writer set (`to_json`), each in this order."""
+
+    task: str | None = None
+    written: str | None = None
+    config: dict[str, Any] | None = None
+    seed: int | None = None
+    git: GitInfo | None = None
+    packages: dict[str, Any] | list[Any] | None = None
+    python: str | None = None
+    judges: list[dict[str, Any]] = []
+    revisions: dict[str, Any] = {}
+    sources: list[str] = []  # the dialogue files the run read
+    scores: list[str] = []  # the score files it read (agreement, correlation)
+    tasks: list[str] = []
+    written_by: str | None = None
+    metrics: dict[str, Definition] = {}  # name -> what the results' figures of that name measure
+
+    def to_json(self) -> dict[str, Any]:
+        """The header as the log holds it: the fields its writer set, in the order declared here."""
+        return self.model_dump(exclude_unset=True)
+
+
 @dataclasses.dataclass
 class RunLog:
-    header: dict[str, Any]
+    header: RunHeader
     judgments: list[Judgment]
     results: list[Estimate]
     reports: dict[str, dict[str, Any]]  # kind -> the report's blocks (`esc.reports.result.Report.to_json`)
 
     @property
     def task(self) -> str | None:
-        return self.header.get("task")
+        return self.header.task
 
     def metrics(self) -> dict[str, Metric]:
         """What the results' metrics are (name -> definition), as the header defines them."""
-        return {n: Metric.from_json(n, d) for n, d in (self.header.get("metrics") or {}).items()}
+        return {name: definition.metric(name) for name, definition in self.header.metrics.items()}
 
     def by_dialogue(self) -> dict[str, list[Judgment]]:
         """Dialogue id -> the judgments about it, in log order."""
@@ -141,7 +171,7 @@ class RunLog:
     def to_json(self) -> dict[str, Any]:
         return {
             "format": FORMAT,
-            "header": self.header,
+            "header": self.header.to_json(),
             "judgments": [j.to_json() for j in self.judgments],
             "results": [e.to_json() for e in self.results],
             "reports": self.reports,
@@ -178,7 +208,10 @@ def read_run_log(path: Path) -> RunLog:
         header = data["header"]
         if not isinstance(header, dict):
             raise TypeError("header must be an object")
-        _check_header(header)
+        try:
+            header = RunHeader.model_validate(header)
+        except ValidationError as err:
+            raise DataError(path, "header", f"malformed run log: {record_problem(err)}") from None
         judgments = _records(data["judgments"], Judgment.from_json, "judgment")
         results = _records(data["results"], Estimate.from_json, "result")
         reports = data["reports"]
@@ -187,31 +220,6 @@ def read_run_log(path: Path) -> RunLog:
     except (KeyError, TypeError, ValueError) as err:
         raise DataError(path, None, f"malformed run log: {err}") from None
     return RunLog(header, judgments, results, reports)
-
-
-#: the header's fields a reader relies on, and their JSON types (None: absent or null is fine)
-HEADER_TYPES = {
-    "task": (str,), "tasks": (list,), "config": (dict,), "git": (dict,), "judges": (list,),
-    "revisions": (dict,), "sources": (list,), "scores": (list,), "packages": (dict, list), "seed": (int,),
-    "metrics": (dict,),
-}  # fmt: skip
-
-
-def _check_header(header: dict[str, Any]) -> None:
-    for name, types in HEADER_TYPES.items():
-        value = header.get(name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, types)):
-            kinds = " or ".join("an object" if t is dict else f"a {t.__name__}" for t in types)
-            raise TypeError(f"header.{name} must be {kinds}, got {value!r}")
-    for name, definition in (header.get("metrics") or {}).items():
-        if not isinstance(definition, dict):
-            raise TypeError(f"header.metrics.{name} must be an object")
-        Metric.from_json(name, definition)
-    if not all(isinstance(j, dict) for j in header.get("judges") or []):
-        raise TypeError("header.judges must be a list of objects")
-    for name in ("tasks", "sources", "scores"):
-        if not all(isinstance(x, str) for x in header.get(name) or []):
-            raise TypeError(f"header.{name} must be a list of strings")
 
 
 def _records(items: Any, parse: Any, what: str) -> list[Any]:

@@ -11,7 +11,6 @@ here knows a task: a new task's judgments and reports show as every other's. Not
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -25,6 +24,8 @@ from esc.reports.breakdown import card_index
 from esc.reports.result import Report, _block  # a report's blocks from the log (`read_result` reads a file)
 from esc.reports.run_folder import changed_since_judged, judged_sha, whole
 from esc.reports.runlog import RUN_LOG, Judgment, RunLog, read_run_log
+from esc.rundir import MANIFEST_FILE
+from esc.runinfo import Manifest, read_manifest
 from esc.scoring.judge import VALID
 
 
@@ -36,7 +37,7 @@ class Run:
     path: Path
     log: RunLog
     reports: dict[str, Report]  # kind -> the report, from the log
-    manifest: dict[str, Any] | None
+    manifest: Manifest | None
 
     @property
     def task(self) -> str:
@@ -88,7 +89,7 @@ class SiteData:
     entries: dict[str, Entry]  # dialogue id -> entry, in reading order
     cards_known: bool  # the role cards could be read
     unmatched: dict[str, int]  # task -> judgments about no dialogue on the site
-    evaluate_manifests: dict[Path, dict[str, Any]]  # evaluate.py folder -> its manifest
+    evaluate_manifests: dict[Path, Manifest]  # evaluate.py folder -> its manifest
 
 
 def read_run(path: Path) -> Run:
@@ -104,34 +105,31 @@ def read_run(path: Path) -> Run:
             reports[kind] = Report(str(payload["kind"]), tuple(_block(b) for b in payload["blocks"]))
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise DataError(path / RUN_LOG, f"reports.{kind}", f"not a report: {err}") from None
-    return Run(path, log, reports, _json_object(path / "manifest.json"))
+    return Run(path, log, reports, _manifest(path / MANIFEST_FILE))
 
 
-def _json_object(path: Path) -> dict[str, Any] | None:
-    """A JSON object from `path`, None when absent or unreadable: it only adds context to a page."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+def _manifest(path: Path) -> Manifest | None:
+    """The run manifest at `path`, None when there is none (it only adds context to a page); one
+    that does not read is the DataError of `read_manifest`, naming it."""
+    return read_manifest(path) if path.is_file() else None
 
 
 def _dialogue_files(runs: Sequence[Run]) -> list[str]:
     found = dict.fromkeys(j.source for run in runs for j in run.log.judgments if j.source)
     for run in runs:
-        for source in run.log.header.get("sources") or []:
-            if isinstance(source, str) and source.endswith(".jsonl"):
+        for source in run.log.header.sources:
+            if source.endswith(".jsonl"):
                 found.setdefault(source)
     return list(found)
 
 
-def _evaluate_manifests(files: Iterable[Path]) -> dict[Path, dict[str, Any]]:
+def _evaluate_manifests(files: Iterable[Path]) -> dict[Path, Manifest]:
     """The manifests of the evaluate.py folders the dialogue files sit in (models, revisions)."""
     out = {}
     for path in files:
         folder = path.parent.parent if path.parent.name == "dialogues" else path.parent
         if folder not in out:
-            manifest = _json_object(folder / "manifest.json")
+            manifest = _manifest(folder / MANIFEST_FILE)
             if manifest is not None:
                 out[folder] = manifest
     return out

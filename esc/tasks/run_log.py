@@ -28,9 +28,9 @@ from esc.jsonl import read_json
 from esc.reports.estimate import Estimate
 from esc.reports.metric import definitions
 from esc.reports.result import Heading, Report, Table, read_result, result_path
-from esc.reports.runlog import Judgment, RunLog
+from esc.reports.runlog import Judgment, RunHeader, RunLog
 from esc.rundir import SETTINGS_FILE, read_settings
-from esc.runinfo import now
+from esc.runinfo import now, read_manifest
 from esc.scoring.store import ScoreRecord, latest, read_scores
 
 
@@ -45,8 +45,6 @@ class Mode(Protocol):
 
 
 MANIFEST = "manifest.json"
-#: what the header copies from the manifest, as the manifest has it
-MANIFEST_FIELDS = ("config", "seed", "git", "packages", "python")
 
 
 def logged_reply(task: str, record: ScoreRecord, answers: Sequence[str]) -> Judgment:
@@ -99,23 +97,20 @@ def _finite_all(xs: Sequence[float] | None) -> tuple[float, ...] | None:
     return None if xs is None or not all(math.isfinite(float(x)) for x in xs) else tuple(map(float, xs))
 
 
-def run_header(folder: Path, task: str) -> dict[str, Any]:
-    """What made the run, from the folder's manifest and settings records (see the module docstring);
-    `written` is the log's one timestamp."""
+def run_header(folder: Path, task: str, **fields: Any) -> RunHeader:
+    """What made the run, from the folder's manifest and settings records (see the module docstring),
+    and `fields` (what wrote the log, the tasks it holds, its metrics); `written` is the log's one
+    timestamp."""
     folder = Path(folder)
-    manifest = read_json(folder / MANIFEST)
-    if not isinstance(manifest, dict):
-        raise DataError(folder / MANIFEST, None, "not a run manifest (expected an object)")
-    judges = manifest.get("judge")
+    m = read_manifest(folder / MANIFEST)
     settings = read_settings(folder).get(f"rank.{task}", {}) if (folder / SETTINGS_FILE).is_file() else {}
     if not isinstance(settings, dict):
         raise DataError(folder / SETTINGS_FILE, f"rank.{task}", "not a settings record (expected an object)")
-    header = {"task": task, "written": now(), **{k: manifest.get(k) for k in MANIFEST_FIELDS}}
-    header["judges"] = [] if judges is None else judges if isinstance(judges, list) else [judges]
-    header["revisions"] = settings.get("resolved", {})
-    header["sources"] = manifest.get("sources") or []  # the dialogue files it read
-    header["scores"] = manifest.get("scores") or []  # the score files it read (agreement, correlation)
-    return header
+    return RunHeader(
+        task=task, written=now(), config=m.config, seed=m.seed, git=m.git, packages=m.packages,
+        python=m.python, judges=m.judges, revisions=settings.get("resolved", {}), sources=m.sources,
+        scores=m.scores, **fields,
+    )  # fmt: skip
 
 
 def store_judgments(mode: Mode, stores: Iterable[tuple[Path, type[ScoreRecord]]]) -> list[Judgment]:
@@ -218,8 +213,7 @@ def build_run_log(
         judgments += store_judgments(task, [(path, record_type)])
     kinds = list(dict.fromkeys(kind for task in tasks for kind in task.reports))
     results, reports = report_results(out, kinds)
-    header = {**run_header(out, mode.name), "tasks": [t.name for t in tasks], "written_by": written_by}
     named = [e.metric for e in results if e.metric]
-    if named:  # what its figures measure, defined where every view reads them
-        header["metrics"] = definitions(named)
+    metrics = {"metrics": definitions(named)} if named else {}  # what its figures measure, for every view
+    header = run_header(out, mode.name, tasks=[t.name for t in tasks], written_by=written_by, **metrics)
     return RunLog(header, judgments, results, reports)

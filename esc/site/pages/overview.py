@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any
 
+from esc.runinfo import GitInfo, Manifest
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.rubrics import label
 from esc.site.collect import Run
@@ -14,6 +15,7 @@ from esc.site.result_html import lead, result_html
 from esc.site.site import Site
 
 STATUSES = (VALID, INVALID, FAILED)
+JUDGE_FIELDS = ("name", "kind", "model", "revision", "prompt")  # a judge identity's, where its kind has them
 
 
 @page("overview", order=10)
@@ -99,27 +101,22 @@ def notes_of(site: Site) -> list[str]:
 
 def run_summary(site: Site, run: Run) -> dict[str, Any]:
     """A run as its log's header records it, with its manifest's status, command and times."""
-    header, m = run.log.header, run.manifest or {}
-    git = header.get("git") or {}
-    judges = [j for j in header.get("judges") or [] if isinstance(j, dict)]
+    header, m = run.log.header, run.manifest or Manifest(status="no manifest")
+    git = header.git or GitInfo()
     return {
         "path": str(run.path),
         "task": run.task,
-        "status": m.get("status", "no manifest"),
-        "written": header.get("written"),
-        "written_by": header.get("written_by"),
-        "judges": [{k: j.get(k) for k in ("name", "kind", "model", "revision", "prompt")} for j in judges],
-        "commit": git.get("commit"),
-        "dirty": git.get("dirty"),
-        "seed": header.get("seed"),
-        "start": m.get("start_time"),
-        "end": m.get("end_time"),
-        "command": " ".join(map(str, m.get("command") or [])),
-        "previous": [
-            {k: p.get(k) for k in ("status", "start_time", "end_time")}
-            for p in m.get("previous_attempts") or []
-            if isinstance(p, dict)
-        ],
+        "status": m.status,
+        "written": header.written,
+        "written_by": header.written_by,
+        "judges": [{k: j.get(k) for k in JUDGE_FIELDS} for j in header.judges],
+        "commit": git.commit,
+        "dirty": git.dirty,
+        "seed": header.seed,
+        "start": m.start_time,
+        "end": m.end_time,
+        "command": " ".join(m.command),
+        "previous": [p.model_dump(include={"status", "start_time", "end_time"}) for p in m.previous_attempts],
         "judgments": Counter(j.task for j in run.log.judgments),
         "figures": len(run.log.results),
         "reports": [{"kind": kind, "href": site.report_href(run, kind)} for kind in run.reports],
@@ -130,9 +127,9 @@ def models(site: Site) -> list[dict[str, Any]]:
     """The chatbots and role-players as the evaluate.py manifests record them (resolved revisions)."""
     rows = []
     for folder, manifest in sorted(site.data.evaluate_manifests.items()):
-        config = manifest.get("config") or {}
+        config = manifest.config or {}
         for role in ("target", "roleplayer"):
-            model = (manifest.get("models") or {}).get(role) or {}
+            model = manifest.models.get(role) or {}  # a chat backend's identity: its kind's fields
             rows.append(
                 {
                     "role": role,
@@ -141,7 +138,7 @@ def models(site: Site) -> list[dict[str, Any]]:
                     "model": model.get("name_or_path") or model.get("model"),
                     "revision": model.get("revision"),
                     "adapter": model.get("adapter"),
-                    "commit": (manifest.get("git") or {}).get("commit"),
+                    "commit": (manifest.git or GitInfo()).commit,
                 }
             )
     unique = {tuple(sorted((k, str(v)) for k, v in r.items() if k != "folder")): r for r in rows}
@@ -152,8 +149,8 @@ def prompts(site: Site) -> list[tuple[str, str, str]]:
     """(what, who, version) of every prompt the runs' judges and the dialogues name."""
     found: set[tuple[str, str, str]] = set()
     for run in site.data.runs:
-        for judge in run.log.header.get("judges") or []:
-            prompt = judge.get("prompt") if isinstance(judge, dict) else None
+        for judge in run.log.header.judges:
+            prompt = judge.get("prompt")
             if isinstance(prompt, dict):
                 who = f"{judge.get('name')} ({run.task})"
                 found.add(("judge prompt", who, f"{prompt.get('style')} v{prompt.get('version')}"))
