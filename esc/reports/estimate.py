@@ -19,6 +19,10 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pydantic import ValidationError
+
+from esc.runinfo import Record, record_problem
+
 #: above this share of undefined resamples a figure is shown as n/a: its interval would describe
 #: only the resamples where it happens to be defined
 MAX_UNDEFINED = 0.05
@@ -116,26 +120,34 @@ class Estimate:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Estimate:
-        """An estimate back from `to_json`; TypeError or ValueError when a field has the wrong type."""
-        keys = data.get("keys") or {}
-        if not isinstance(keys, Mapping):
-            raise TypeError(f"keys must be an object, got {keys!r}")
-        left_out = data.get("left_out") or {}
-        if not isinstance(left_out, Mapping):
-            raise TypeError(f"left_out must be an object, got {left_out!r}")
+        """An estimate back from `to_json`; ValueError (pydantic's words, one line) when a field has
+        the wrong type."""
+        try:
+            s = Stored.model_validate(data)
+        except ValidationError as err:
+            raise ValueError(record_problem(err)) from None
+        keys = tuple((str(k), str(v)) for k, v in (s.keys or {}).items())
+        left_out = tuple((k, v or 0) for k, v in (s.left_out or {}).items())
         return cls(
-            _number(data.get("value")),
-            _number(data.get("low")),
-            _number(data.get("high")),
-            _count(data.get("n")),
-            _text(data.get("unit")),
-            _number(data.get("undefined")),
-            _text(data.get("note")),
-            _text(data.get("table")) or "",
-            tuple((str(k), str(v)) for k, v in keys.items()),
-            _text(data.get("metric")),
-            tuple((str(k), _count(v) or 0) for k, v in left_out.items()),
+            s.value, s.low, s.high, s.n, s.unit, s.undefined, s.note, s.table or "", keys, s.metric, left_out
         )
+
+
+class Stored(Record):
+    """An `Estimate` as `Estimate.to_json` writes it (a result's cell, a run log's result): what it
+    leaves out is None; the place and what was left out are objects."""
+
+    value: float | None = None
+    low: float | None = None
+    high: float | None = None
+    n: int | None = None
+    unit: str | None = None
+    undefined: float | None = None
+    note: str | None = None
+    table: str | None = None
+    keys: dict[str, Any] | None = None  # row labels and the column -> the cell's label
+    metric: str | None = None
+    left_out: dict[str, int | None] | None = None  # reason -> how many
 
 
 def resampled_units(units: Iterable[str | None]) -> str:
@@ -189,21 +201,3 @@ def number_text(x: float, digits: int, scale: float = 1.0) -> str:
 
 def _finite(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(float(x)) else float(x)
-
-
-def _number(x: Any) -> float | None:
-    if x is not None and (isinstance(x, bool) or not isinstance(x, int | float)):
-        raise TypeError(f"expected a number, got {x!r}")
-    return None if x is None else float(x)
-
-
-def _count(x: Any) -> int | None:
-    if x is not None and (isinstance(x, bool) or not isinstance(x, int)):
-        raise TypeError(f"expected a count, got {x!r}")
-    return x
-
-
-def _text(x: Any) -> str | None:
-    if x is not None and not isinstance(x, str):
-        raise TypeError(f"expected a string, got {x!r}")
-    return x
