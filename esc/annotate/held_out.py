@@ -14,6 +14,8 @@ from typing import Any
 from esc.annotate.human_scores import Annotation
 from esc.errors import DataError, UserError
 from esc.jsonl import atomic_write_text
+from esc.rundir import MANIFEST_FILE
+from esc.runinfo import read_manifest
 
 log = logging.getLogger(__name__)
 
@@ -49,14 +51,12 @@ def trained_dialogues(identity: Mapping[str, Any] | None) -> set[str]:
     return found
 
 
-def folder_judge(path: Path) -> dict[str, Any] | None:
-    """The judge identity in the manifest of the rank.py folder a score file sits in, if any."""
-    for manifest in (Path(path).parent.parent / "manifest.json", Path(path).parent / "manifest.json"):
+def folder_judge(path: Path) -> dict[str, Any] | list[dict[str, Any]] | None:
+    """The judge identity in the manifest of the rank.py folder a score file sits in, if any (a
+    jury's: each member's); a manifest that does not read is the DataError of `read_manifest`."""
+    for manifest in (Path(path).parent.parent / MANIFEST_FILE, Path(path).parent / MANIFEST_FILE):
         if manifest.is_file():
-            try:
-                return json.loads(manifest.read_text(encoding="utf-8")).get("judge")
-            except json.JSONDecodeError:
-                return None
+            return read_manifest(manifest).judge
     return None
 
 

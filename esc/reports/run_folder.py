@@ -24,6 +24,7 @@ from esc.dialogues.record import Dialogue
 from esc.errors import UserError
 from esc.reports.runlog import RUN_LOG, Judgment
 from esc.rundir import MANIFEST_FILE, OWNER_FILE
+from esc.runinfo import read_manifest
 from esc.scoring.judge import ScoreItem
 
 FINISHED = ("completed", "completed_with_failures")
@@ -66,14 +67,17 @@ def _started_after(log: Path, started: Any) -> bool:
 
 
 def check_latest_run(folder: Path) -> str | None:
-    """None when `folder`'s run log is its latest run's (or nothing tells otherwise: no manifest);
+    """None when `folder`'s run log is its latest run's (or nothing tells otherwise: no manifest, or
+    one without a status; a manifest that does not read is the DataError of `read_manifest`);
     a warning when its latest run is going, was killed or stopped, so that the log read is an
     earlier run's; a UserError when it has no run log for that reason. A folder with no log and a
     finished run (written before run logs) is left to `read_run_log`, which says how to give it one."""
     folder = Path(folder)
-    manifest = _json(folder / MANIFEST_FILE)
-    status, started = manifest.get("status"), manifest.get("start_time")
-    if not manifest or status in FINISHED:
+    if not (folder / MANIFEST_FILE).is_file():
+        return None
+    manifest = read_manifest(folder / MANIFEST_FILE)
+    status, started = manifest.status, manifest.start_time
+    if status is None or status in FINISHED:
         return None
     holder = _holder(folder) if status == "running" else None
     if holder:
