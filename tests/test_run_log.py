@@ -331,9 +331,9 @@ def test_a_non_finite_number_of_a_store_is_logged_as_none() -> None:
 @pytest.mark.parametrize(
     ("field", "value", "says"),
     [
-        ("score", "3", "score must be a number"),
-        ("turn", "2", "turn must be an integer"),
-        ("dialogues", "a__b__en/1", "dialogues must be a list"),
+        ("score", "3", "score: Input should be a valid number"),
+        ("turn", "2", "turn: Input should be a valid integer"),
+        ("dialogues", "a__b__en/1", "dialogues: Input should be a valid tuple"),
     ],
 )
 def test_a_judgment_field_of_the_wrong_type_is_a_data_error(

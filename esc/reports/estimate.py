@@ -17,11 +17,30 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import ValidationError
+from pydantic import BeforeValidator, Strict, TypeAdapter, ValidationError
 
-from esc.runinfo import Record, record_problem
+from esc.runinfo import record_problem
+
+
+def _pairs(value: Any) -> tuple[tuple[Any, Any], ...]:
+    """A JSON object (null: an empty one) as the (key, value) pairs a frozen record keeps of it."""
+    if value is None:
+        return ()
+    if not isinstance(value, Mapping):
+        raise ValueError(f"expected an object, got {value!r}")
+    return tuple(value.items())
+
+
+# The types a record of these files is read back as (`TypeAdapter(...).validate_python`): strict
+# where JSON has the type itself.
+Text = Annotated[str, Strict()]  # a JSON string, never a number made one
+Number = Annotated[float, Strict()]  # a JSON number (an integer one too), never true or "3"
+Integer = Annotated[int, Strict()]  # never true or 2.0
+#: (label, value) pairs, read back from a JSON object (a figure's place, a judgment's detail)
+Pairs = Annotated[tuple[tuple[str, str], ...], BeforeValidator(_pairs)]
+Counts = Annotated[tuple[tuple[str, Integer], ...], BeforeValidator(_pairs)]
 
 #: above this share of undefined resamples a figure is shown as n/a: its interval would describe
 #: only the resamples where it happens to be defined
@@ -38,17 +57,17 @@ class Estimate:
     `left_out`: what the figure did not count, by reason ((("invalid", 3), ("failed", 1))): a count
     beside a figure is read from the figure, not counted a second time by whoever prints it."""
 
-    value: float | None
-    low: float | None = None
-    high: float | None = None
-    n: int | None = None
-    unit: str | None = None
-    undefined: float | None = None
-    note: str | None = None
-    table: str = ""
-    keys: tuple[tuple[str, str], ...] = ()
-    metric: str | None = None
-    left_out: tuple[tuple[str, int], ...] = ()
+    value: Number | None = None  # None: no value (`to_json` leaves out the value of an n/a figure)
+    low: Number | None = None
+    high: Number | None = None
+    n: Integer | None = None
+    unit: Text | None = None
+    undefined: Number | None = None
+    note: Text | None = None
+    table: Text = ""
+    keys: Pairs = ()
+    metric: Text | None = None
+    left_out: Counts = ()
 
     def left(self, reason: str) -> int:
         """How many items the figure left out for `reason` (0: none, or none counted)."""
@@ -123,31 +142,12 @@ class Estimate:
         """An estimate back from `to_json`; ValueError (pydantic's words, one line) when a field has
         the wrong type."""
         try:
-            s = Stored.model_validate(data)
+            return ESTIMATE.validate_python(data)
         except ValidationError as err:
             raise ValueError(record_problem(err)) from None
-        keys = tuple((str(k), str(v)) for k, v in (s.keys or {}).items())
-        left_out = tuple((k, v or 0) for k, v in (s.left_out or {}).items())
-        return cls(
-            s.value, s.low, s.high, s.n, s.unit, s.undefined, s.note, s.table or "", keys, s.metric, left_out
-        )
 
 
-class Stored(Record):
-    """An `Estimate` as `Estimate.to_json` writes it (a result's cell, a run log's result): what it
-    leaves out is None; the place and what was left out are objects."""
-
-    value: float | None = None
-    low: float | None = None
-    high: float | None = None
-    n: int | None = None
-    unit: str | None = None
-    undefined: float | None = None
-    note: str | None = None
-    table: str | None = None
-    keys: dict[str, Any] | None = None  # row labels and the column -> the cell's label
-    metric: str | None = None
-    left_out: dict[str, int | None] | None = None  # reason -> how many
+ESTIMATE = TypeAdapter(Estimate)
 
 
 def resampled_units(units: Iterable[str | None]) -> str:

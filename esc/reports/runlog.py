@@ -22,11 +22,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
 
 from esc.errors import DataError
 from esc.jsonl import atomic_write_text, read_json
-from esc.reports.estimate import Estimate
+from esc.reports.estimate import Estimate, Integer, Number, Pairs, Text
 from esc.reports.metric import Definition, Metric
 from esc.runinfo import GitInfo, Record, record_problem
 
@@ -34,6 +34,7 @@ RUN_LOG = "run.json"
 FORMAT = "esc-run/1"
 
 
+@with_config(ConfigDict(extra="forbid"))
 @dataclasses.dataclass(frozen=True)
 class Judgment:
     """One judge's answer to one question of one task, about one or more dialogues.
@@ -42,29 +43,30 @@ class Judgment:
     exchange it concerns, for questions asked of one reply (None: the whole dialogue); `key`: the
     dimension, question or metric asked; `answer`: the answer as the judge gave it ("3", "yes", "A"),
     None when it gave none; `score`: the number the task reads from it. The rest is the judging
-    record as the store keeps it (`esc.scoring.store.ScoreRecord`)."""
+    record as the store keeps it (`esc.scoring.store.ScoreRecord`). The types are what a log's
+    judgment is read back as (`from_json`): strict where JSON has the type itself."""
 
-    task: str
-    dialogues: tuple[str, ...]
-    key: str
-    judge: str
-    status: str  # valid | invalid | failed
-    answer: str | None = None
-    score: float | None = None
-    expected: float | None = None
-    answer_mass: float | None = None
+    task: Text
+    dialogues: tuple[Text, ...]
+    key: Text
+    judge: Text
+    status: Text  # valid | invalid | failed
+    answer: Text | None = None
+    score: Number | None = None
+    expected: Number | None = None
+    answer_mass: Number | None = None
     probs: tuple[float, ...] | None = None
-    turn: int | None = None
-    item_id: str | None = None  # the store's id of what was judged (a reply, a pair in one order)
-    target: str | None = None
-    roleplayer: str | None = None
-    language: str | None = None
-    card_id: int | None = None
-    content_sha: str | None = None
-    source: str | None = None
-    raw: str | None = None
-    error: str | None = None
-    detail: tuple[tuple[str, str], ...] = ()  # what else the task shows beside the answer
+    turn: Integer | None = None
+    item_id: Text | None = None  # the store's id of what was judged (a reply, a pair in one order)
+    target: Text | None = None
+    roleplayer: Text | None = None
+    language: Text | None = None
+    card_id: Integer | None = None
+    content_sha: Text | None = None
+    source: Text | None = None
+    raw: Text | None = None
+    error: Text | None = None
+    detail: Pairs = ()  # what else the task shows beside the answer
 
     def to_json(self) -> dict[str, Any]:
         out = {k: v for k, v in dataclasses.asdict(self).items() if v is not None and v != ()}
@@ -77,45 +79,15 @@ class Judgment:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Judgment:
-        fields = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(data) - fields
-        if unknown:
-            raise ValueError(f"unknown fields {sorted(unknown)}")
-        values = dict(data)
-        dialogues = values.get("dialogues") or []
-        if not isinstance(dialogues, list) or not all(isinstance(d, str) for d in dialogues):
-            raise TypeError(f"dialogues must be a list of dialogue ids, got {dialogues!r}")
-        values["dialogues"] = tuple(dialogues)
-        if values.get("probs") is not None:
-            values["probs"] = tuple(float(p) for p in values["probs"])
-        values["detail"] = tuple((str(k), str(v)) for k, v in (values.get("detail") or {}).items())
-        judgment = cls(**values)
-        for name in ("task", "key", "judge", "status"):
-            if not isinstance(getattr(judgment, name), str):
-                raise TypeError(f"{name} must be a string")
-        for name in ("score", "expected", "answer_mass"):
-            value = getattr(judgment, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-                raise TypeError(f"{name} must be a number, got {value!r}")
-        for name in ("turn", "card_id"):
-            value = getattr(judgment, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise TypeError(f"{name} must be an integer, got {value!r}")
-        for name in (
-            "answer",
-            "item_id",
-            "target",
-            "roleplayer",
-            "language",
-            "content_sha",
-            "source",
-            "raw",
-            "error",
-        ):
-            value = getattr(judgment, name)
-            if value is not None and not isinstance(value, str):
-                raise TypeError(f"{name} must be a string, got {value!r}")
-        return judgment
+        """A judgment back from `to_json`; ValueError (pydantic's words, one line) when a field is
+        unknown, missing or of the wrong type."""
+        try:
+            return JUDGMENT.validate_python(data)
+        except ValidationError as err:
+            raise ValueError(record_problem(err)) from None
+
+
+JUDGMENT = TypeAdapter(Judgment)
 
 
 class RunHeader(Record):
