@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from esc.errors import DataError
 from esc.masking import redact
-from esc.runinfo import RunManifest
+from esc.runinfo import RunManifest, read_manifest
 
 
 def test_redact_hides_credentials_but_keeps_env_var_names() -> None:
@@ -32,6 +35,33 @@ def test_manifest_records_attempts_and_finishes(tmp_path: Path) -> None:
     assert data["previous_attempts"][0]["status"] == "running"
     assert "sk-x" not in first.path.read_text()
     assert data["packages"]["torch"] and "python" in data and "hostname" in data
+
+
+def test_a_manifest_reads_back_as_written_and_a_malformed_one_is_one_error(tmp_path: Path) -> None:
+    """`read_manifest` reads what `RunManifest` wrote by attribute (a job's own keys kept); a field of
+    the wrong type is one DataError naming the file and the field."""
+    manifest = RunManifest(tmp_path, {"mode": "score"}, seed=3)
+    manifest.update(judge={"name": "tiny"}, sources=["a.jsonl"], counts={"done": 2})
+    manifest.finish()
+    read = read_manifest(manifest.path)
+    assert (read.status, read.seed, read.config, read.sources) == (
+        "completed",
+        3,
+        {"mode": "score"},
+        ["a.jsonl"],
+    )
+    assert (
+        read.judges == [{"name": "tiny"}]
+        and read.git is not None
+        and read.model_extra["counts"] == {"done": 2}
+    )
+    assert read.previous_attempts == [] and read.models == {}
+    data = json.loads(manifest.path.read_text())
+    manifest.path.write_text(json.dumps({**data, "seed": "3"}))
+    with pytest.raises(
+        DataError, match=r"manifest.json: not a run manifest: seed: Input should be a valid integer"
+    ):
+        read_manifest(manifest.path)
 
 
 def test_resume_picks_the_newest_checkpoint(tmp_path: Path) -> None:
