@@ -160,8 +160,8 @@ def test_card_and_roleplay_tasks(run_dir: Path, tmp_path: Path) -> None:
     cards = {c.id: c.to_text() for c in load_cards(language="en")}
     # the card the role-player played, as its judge reads it (not the role-player's whole prompt)
     assert rp and all(
-        t.text.startswith(f"[The role card the seeker plays]\n{cards[t.payload['card_id']]}\n\n[Dialogue]\n")
-        and t.payload["card"] == cards[t.payload["card_id"]]
+        t.text.startswith(f"[The role card the seeker plays]\n{cards[t.payload.card_id]}\n\n[Dialogue]\n")
+        and t.payload.card == cards[t.payload.card_id]
         for t in rp.values()
     )
     assert [f.values for f in task_kind("roleplay").fields] == [("0", "1", "2")] * 6

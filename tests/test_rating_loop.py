@@ -19,6 +19,7 @@ from esc.annotate.rating_site import MARKER, write_rating_site
 from esc.annotate.tasks import (
     RATING_FORMAT,
     SALT_FILE,
+    Payload,
     Task,
     export_tasks,
     read_labels,
@@ -43,7 +44,9 @@ def _tasks(reply: str) -> list[Task]:
         lines = [{"role": "assistant", "content": "Hello."}, {"role": "user", "content": f"card {card}"},
                  {"role": "assistant", "content": reply}]  # fmt: skip
         payload = {"card_id": card, "roleplayer": "rolebot", "target": "alphabot", "dialogue": lines}
-        tasks.append(Task(f"dialogue:alphabot:rolebot:en:{card}", "dialogue", "en", reply, payload))
+        tasks.append(
+            Task(f"dialogue:alphabot:rolebot:en:{card}", "dialogue", "en", reply, Payload(**payload))
+        )
     return tasks
 
 
@@ -291,6 +294,6 @@ def test_labels_of_before_checksums_are_not_added_to_and_checked_by_task_id(tmp_
     line = _stopped(["annotate", "import", str(tmp_path / "tasks"), str(tmp_path / "ben_other.jsonl"),
                      "--out", str(old), "--add"], capsys)  # fmt: skip
     assert "do not record the task file" in line and old.read_bytes() == before
-    export_tasks([Task("card:en:1", "card", "en", "Age: 30", {})], tmp_path / "cards_tasks")
+    export_tasks([Task("card:en:1", "card", "en", "Age: 30", Payload())], tmp_path / "cards_tasks")
     line = _stopped(["annotate", "agreement", str(old), "--tasks", str(tmp_path / "cards_tasks")], capsys)
     assert "dialogue:alphabot:rolebot:en:32025' (and 1 more) is not in" in line

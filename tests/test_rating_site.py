@@ -14,6 +14,7 @@ from esc.annotate.human_scores import Annotation
 from esc.annotate.rating_site import write_rating_site
 from esc.annotate.tasks import (
     RATING_FORMAT,
+    Payload,
     Task,
     export_tasks,
     import_labels,
@@ -33,7 +34,9 @@ from esc.tasks.agreement.report import Prediction
 def _task(target: str, language: str, card: int) -> Task:
     lines = [{"role": "assistant", "content": "Hello."}, {"role": "user", "content": f"card {card}"}]
     payload = {"card_id": card, "roleplayer": "rolebot", "target": target, "dialogue": lines}
-    return Task(f"dialogue:{target}:rolebot:{language}:{card}", "dialogue", language, "text", payload)
+    return Task(
+        f"dialogue:{target}:rolebot:{language}:{card}", "dialogue", language, "text", Payload(**payload)
+    )
 
 
 @pytest.fixture()
@@ -112,12 +115,12 @@ def test_import_reads_the_pages_exports_and_refuses_a_changed_task_file(
 def test_the_sample_takes_an_equal_share_of_each_target_and_language() -> None:
     tasks = [_task(t, lang, card) for t in ("a", "b", "c") for lang in ("en", "zh") for card in range(10)]
     picked = sample_tasks(tasks, 9, seed=0)
-    counts = Counter((t.payload["target"], t.language) for t in picked)
+    counts = Counter((t.payload.target, t.language) for t in picked)
     assert sum(counts.values()) == 9 and set(counts.values()) == {1, 2}  # 6 strata: 3 get 2, 3 get 1
     assert counts[("a", "en")] == 2  # the remainder goes to the first strata in sorted order
     assert sample_tasks(tasks, 9, seed=0) == picked and sample_tasks(tasks, 9, seed=1) != picked
     small = [_task("a", "en", 1), *[_task("b", "en", c) for c in range(10)]]
-    assert Counter(t.payload["target"] for t in sample_tasks(small, 6)) == {
+    assert Counter(t.payload.target for t in sample_tasks(small, 6)) == {
         "a": 1,
         "b": 5,
     }  # a's unused share

@@ -108,15 +108,13 @@ def site_data(tasks_path: Path, cards: Sequence[Path] | None = None, seed: int =
     secrets = known_secrets()  # once: the filter `atomic_write_text` applies to the whole page again
     items = []
     for task in tasks:
-        card = texts.get((int(task.payload["card_id"]), task.language))
+        card = texts.get((task.payload.card_id, task.language))
         items.append(
             {
                 "key": task_key(checksum, task.task_id, salt),
                 "language": task.language,
                 "card": None if card is None else scrub_text(card, secrets),
-                "lines": [
-                    [m["role"], scrub_text(str(m["content"]), secrets)] for m in task.payload["dialogue"]
-                ],
+                "lines": [[m.role, scrub_text(m.content, secrets)] for m in task.payload.dialogue],
             }
         )
     items.sort(key=lambda item: item["key"])

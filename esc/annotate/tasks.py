@@ -34,25 +34,58 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
+from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
+
 from esc.annotate.human_scores import Annotation
 from esc.annotate.kinds import KINDS, TaskKind, task_kind
 from esc.dialogues.record import dialogue_lines
 from esc.dialogues.store import read_dialogues
 from esc.errors import DataError, UserError
 from esc.jsonl import atomic_write_bytes, atomic_write_text, find_jsonl_files, read_json, read_jsonl
+from esc.runinfo import Record, record_problem
 from esc.scoring.rubrics import DIMENSION_KEYS, SCORES
 
 
+class Message(Record):
+    """One line of a task's dialogue, as a judge reads it (`esc.dialogues.record.dialogue_lines`)."""
+
+    role: str  # user (the seeker) | assistant
+    content: str
+
+
+class Payload(Record):
+    """What a task was made from, as ``tasks.jsonl`` holds it: a dialogue task's card id, role-player,
+    target and lines (a role-play task's also the text of the card played); a card task's: the card
+    (`RoleCard.to_dict`). `to_dict` writes the fields set, in this order."""
+
+    card_id: int | None = None
+    roleplayer: str | None = None
+    target: str | None = None
+    dialogue: list[Message] = []
+    card: str | dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(exclude_unset=True)
+
+
+@with_config(ConfigDict(extra="forbid"))
 @dataclasses.dataclass(frozen=True)
 class Task:
     task_id: str
     kind: str
     language: str
     text: str  # what the annotator reads
-    payload: dict[str, Any]  # what the task was made from (dialogue lines, card fields, ...)
+    payload: Payload  # what the task was made from (dialogue lines, card fields, ...)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {
+            "task_id": self.task_id, "kind": self.kind, "language": self.language, "text": self.text,
+            "payload": self.payload.to_dict(),
+        }  # fmt: skip
+
+
+#: reads a task of tasks.jsonl back (the fields as written, a JSON object's payload typed)
+TASK = TypeAdapter(Task)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,11 +168,11 @@ def dialogue_tasks(
                 continue
             lines = dialogue_lines(d, path, lineno)
             text = "\n".join(f"{speaker[role]}: {content}" for role, content in lines)
-            payload: dict[str, Any] = {
+            played: dict[str, Any] = {
                 "card_id": d.card_id,
                 "roleplayer": d.roleplayer,
                 "target": d.target,
-                "dialogue": [{"role": role, "content": content} for role, content in lines],
+                "dialogue": [Message(role=role, content=content) for role, content in lines],
             }
             if kind == "roleplay":  # the card matters for thematic consistency and completeness
                 card = (card_texts or {}).get((d.card_id, d.language))
@@ -148,17 +181,17 @@ def dialogue_tasks(
                         f"{path} [line {lineno}]: card {d.card_id} ({d.language}) is in none of the "
                         "card files given (--cards)"
                     )
-                payload["card"] = card
+                played["card"] = card
                 text = f"[The role card the seeker plays]\n{card}\n\n[Dialogue]\n{text}"
             task_id = f"{kind}:{d.target}:{d.roleplayer}:{d.language}:{d.card_id}"
-            tasks.append(Task(task_id, kind, d.language, text, payload))
+            tasks.append(Task(task_id, kind, d.language, text, Payload(**played)))
     return tasks
 
 
 def card_tasks(cards: Iterable[Any]) -> list[Task]:
     """One task per role card (`esc.cards.RoleCard`)."""
     return [
-        Task(f"card:{c.language}:{c.id}", "card", c.language, c.to_text(), {"card": c.to_dict()})
+        Task(f"card:{c.language}:{c.id}", "card", c.language, c.to_text(), Payload(card=c.to_dict()))
         for c in cards
     ]
 
@@ -172,7 +205,7 @@ def sample_tasks(tasks: Sequence[Task], n: int, seed: int = 0) -> list[Task]:
         raise UserError(f"--sample must be at least 1, got {n}")
     strata: dict[tuple[str, str], list[Task]] = {}
     for task in tasks:
-        strata.setdefault((str(task.payload.get("target")), task.language), []).append(task)
+        strata.setdefault((str(task.payload.target), task.language), []).append(task)
     for members in strata.values():
         members.sort(key=lambda t: hashlib.sha256(f"sample:{seed}:{t.task_id}".encode()).hexdigest())
     quota = {key: 0 for key in strata}
@@ -278,9 +311,9 @@ def read_tasks(path: Path) -> dict[str, Task]:
     tasks = {}
     for lineno, record in read_jsonl(path):
         try:
-            task = Task(**record)
-        except TypeError as err:
-            raise DataError(path, f"line {lineno}", f"not a task record ({err})") from None
+            task = TASK.validate_python(record)
+        except ValidationError as err:
+            raise DataError(path, f"line {lineno}", f"not a task record: {record_problem(err)}") from None
         tasks[task.task_id] = task
     if not tasks:
         raise DataError(path, None, "no tasks (empty file)")
@@ -548,13 +581,13 @@ def to_esc_rank(labels: Sequence[Label], tasks: dict[str, Task], source: object 
                 source, where, f"{label.field}={label.value!r}: expected one of {list(DIMENSION_KEYS)} "
                 f"scored with an integer {min(SCORES)}-{max(SCORES)}",
             )  # fmt: skip
-        lines = tuple((m["role"], m["content"]) for m in task.payload["dialogue"])
+        lines = tuple((m.role, m.content) for m in task.payload.dialogue)
         out.append(
             Annotation(
                 task.task_id, task.language, lines, label.field, score, label.annotator,
-                source=f"{task.payload.get('target')}/{task.payload.get('roleplayer')}",
-                input=f"{task.language}:{task.payload.get('card_id')}",
-                system=str(task.payload.get("target")),
+                source=f"{task.payload.target}/{task.payload.roleplayer}",
+                input=f"{task.language}:{task.payload.card_id}",
+                system=str(task.payload.target),
             )
         )  # fmt: skip
     return out

@@ -140,7 +140,7 @@ def parser(prog: str) -> ArgumentParser:
 
 def strata_counts(tasks: Sequence) -> str:
     """`target/language: n` for each stratum of a sample."""
-    counts = Counter(f"{t.payload.get('target')}/{t.language}" for t in tasks)
+    counts = Counter(f"{t.payload.target}/{t.language}" for t in tasks)
     return ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
 
 

@@ -200,9 +200,9 @@ def task_units(tasks: Mapping[str, Any]) -> dict[str, str]:
     """Task id -> the role card its dialogue was played from (`language:card id`), where known."""
     units = {}
     for task_id, task in tasks.items():
-        card = task.payload.get("card_id") if isinstance(task.payload, dict) else None
-        if card is None and isinstance(task.payload, dict) and isinstance(task.payload.get("card"), dict):
-            card = task.payload["card"].get("id")
+        card = task.payload.card_id
+        if card is None and isinstance(task.payload.card, dict):  # a card task's: the card's fields
+            card = task.payload.card.get("id")
         if card is not None:
             units[task_id] = f"{task.language}:{card}"
     return units
