@@ -28,6 +28,7 @@ same, tests/test_esc_role_fidelity.py checks it on the whole corpus).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from difflib import SequenceMatcher
@@ -80,9 +81,11 @@ def _is_echo(shared: int, problem: str, turn: str) -> bool:
     )
 
 
+@functools.lru_cache(maxsize=1 << 16)  # the data again in one process: a sweep's jobs, a test worker
 def echoes_card(card: str, turn: str) -> bool:
     """Whether `turn` recites `card` (see the module docstring for the rule): the rule holds for
-    `shared_chars`, checked only where it holds for its upper bound `covered_chars`."""
+    `shared_chars`, checked only where it holds for its upper bound `covered_chars`. Remembered for
+    the process: ESConv and Smile hold 26,522 seeker turns."""
     problem = card_problem(card)
     return _is_echo(covered_chars(problem, turn), problem, turn) and _is_echo(
         shared_chars(problem, turn), problem, turn
