@@ -1,9 +1,10 @@
 """pytest hooks: `gpu` tests are skipped where no CUDA GPU is visible; under pytest-xdist
 (`make test`: two workers, one file at a time) the files that take minutes go first. Fixtures made
-once per test run for several files: `esc_role_run`."""
+once per test run for several files: `esc_role_run`, `sigkill_resumed_run`."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -57,3 +58,55 @@ def esc_role_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[s
 
     folder = built_once(tmp_path_factory, "esc_role_run", train)
     return folder / "run", [*args, f"hydra.run.dir={folder / 'run'}"]
+
+
+@pytest.fixture(scope="session")
+def sigkill_resumed_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 6-step ESC-Role run on the tiny model, SIGKILLed during step 3 (after the step-2 checkpoint)
+    and resumed by the very same command (`run/`; the killed attempt's exit code and last.ckpt step
+    in `killed.json`), beside its uninterrupted twin of the same seed (`full/`); each run's training
+    batches recorded (`run.jsonl`, `full.jsonl`). Validation after each checkpoint and LoRA dropout
+    draw from torch's generator between steps: what the twin's bit-for-bit equality tests."""
+    import json
+
+    import torch
+
+    from tests.train_probes import kill_once_at
+
+    common = [
+        "+exp=train/esc_role",
+        *FAST_TRAIN,
+        "callbacks.checkpoint.every_n_train_steps=2",
+        "trainer.val_check_interval=2",
+        "trainer.max_steps=6",
+        "+callbacks.record._target_=tests.train_probes.BatchRecorder",
+    ]
+
+    def train(folder: Path) -> None:
+        full = run_entry(
+            "train.py",
+            [*common, f"+callbacks.record.path={folder / 'full.jsonl'}", f"hydra.run.dir={folder / 'full'}"],
+        )
+        assert full.returncode == 0, full.stderr[-3000:]
+        out = folder / "run"
+        args = [
+            *common,
+            f"+callbacks.record.path={folder / 'run.jsonl'}",
+            *kill_once_at(3, folder / "killed"),
+            f"hydra.run.dir={out}",
+        ]
+        killed = run_entry("train.py", args, process=True)  # it kills itself
+        assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+        checkpoint = torch.load(out / "last.ckpt", map_location="cpu", weights_only=False)
+        state = {
+            "returncode": killed.returncode,
+            "global_step": checkpoint["global_step"],
+            "status": json.loads((out / "manifest.json").read_text())["status"],
+            "metrics": (out / "metrics.csv").read_text(),
+        }
+        resumed = run_entry("train.py", args)  # the very same command
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        (folder / "killed.json").write_text(json.dumps(state))
+        (folder / "resumed_stderr.txt").write_text(resumed.stderr)
+
+    return built_once(tmp_path_factory, "sigkill_resumed_run", train)

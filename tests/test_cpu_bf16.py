@@ -21,13 +21,30 @@ def tiny_cfg():
 
 
 def test_auto_follows_the_measurement(monkeypatch):
-    monkeypatch.setattr(cpu_bf16, "measured_speedup", lambda: 2.1)
+    monkeypatch.setattr(cpu_bf16, "measured_speedup", lambda *shape, **kw: 2.1)
     choice = cpu_bf16.decide_bf16("auto")
     assert choice.use and choice.speedup == 2.1 and "2.10x" in choice.reason()
-    monkeypatch.setattr(cpu_bf16, "measured_speedup", lambda: 0.4)  # emulated bfloat16
+    monkeypatch.setattr(cpu_bf16, "measured_speedup", lambda *shape, **kw: 0.4)  # slower, not emulated
     assert not cpu_bf16.decide_bf16("auto").use
     assert cpu_bf16.decide_bf16("true").use and cpu_bf16.decide_bf16("true").speedup is None
     assert not cpu_bf16.decide_bf16("false").use
+
+
+@pytest.mark.parametrize(("probe", "full", "sizes"), [(0.007, None, 1), (0.9, 1.8, 2), (1.1, 0.9, 2)])
+def test_a_probe_that_shows_emulated_bfloat16_spares_the_full_measurement(monkeypatch, probe, full, sizes):
+    """Emulated bfloat16 (~150x slower: AVX2-only CPUs) is settled by the small product; near or
+    above 1x, the full product decides."""
+    timed = []
+
+    def measured(hidden=1024, intermediate=4096, rows=128, repeats=3):
+        timed.append((hidden, intermediate, rows))
+        return probe if (hidden, intermediate, rows) == cpu_bf16.PROBE else full
+
+    monkeypatch.setattr(cpu_bf16, "measured_speedup", measured)
+    choice = cpu_bf16.decide_bf16("auto")
+    assert timed[0] == cpu_bf16.PROBE and len(timed) == sizes
+    assert choice.speedup == (probe if full is None else full)
+    assert choice.use == (choice.speedup >= cpu_bf16.MIN_SPEEDUP)
 
 
 def test_the_measurement_is_a_real_ratio():

@@ -16,12 +16,17 @@ import pytest
 
 from tests.helpers import FAST_TRAIN, REPO_ROOT, conf_node, requires_data, run_entry
 
+ZERO_STRATEGIES = ("deepspeed_zero2", "deepspeed_zero3", "deepspeed_zero3_offload")
 
-def run_zero_steps(strategy: str, tmp_path: Path, port: int) -> dict:
-    out = tmp_path / "ds.json"
-    env = {**os.environ, "DS_ACCELERATOR": "cpu", "MASTER_PORT": str(port), "PYTHONPATH": str(REPO_ROOT)}
+
+@pytest.fixture(scope="module")
+def zero_steps(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Each ZeRO config's report from tests/ds_step.py: one process runs them all (DeepSpeed's
+    imports and its process group paid once), each engine on a fresh model."""
+    out = tmp_path_factory.mktemp("deepspeed") / "ds.json"
+    env = {**os.environ, "DS_ACCELERATOR": "cpu", "MASTER_PORT": "29541", "PYTHONPATH": str(REPO_ROOT)}
     result = subprocess.run(
-        [sys.executable, "tests/ds_step.py", strategy, str(out)],
+        [sys.executable, "tests/ds_step.py", str(out), *ZERO_STRATEGIES],
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,
@@ -33,8 +38,8 @@ def run_zero_steps(strategy: str, tmp_path: Path, port: int) -> dict:
 
 
 @requires_data
-def test_zero2_config_runs_optimizer_steps_on_cpu(tmp_path: Path) -> None:
-    report = run_zero_steps("deepspeed_zero2", tmp_path, 29541)
+def test_zero2_config_runs_optimizer_steps_on_cpu(zero_steps: dict) -> None:
+    report = zero_steps["deepspeed_zero2"]
     assert report["stage"] == 2
     assert report["changed"] == report["trainable"] > 0
     assert report["losses"][-1] < report["losses"][0]
@@ -42,8 +47,8 @@ def test_zero2_config_runs_optimizer_steps_on_cpu(tmp_path: Path) -> None:
 
 @requires_data
 @pytest.mark.parametrize("strategy", ["deepspeed_zero3", "deepspeed_zero3_offload"])
-def test_zero3_configs_run_optimizer_steps_on_cpu(strategy: str, tmp_path: Path) -> None:
-    report = run_zero_steps(strategy, tmp_path, 29551 + len(strategy))
+def test_zero3_configs_run_optimizer_steps_on_cpu(strategy: str, zero_steps: dict) -> None:
+    report = zero_steps[strategy]
     assert report["stage"] == 3
     assert report["changed"] == report["trainable"] > 0
 

@@ -11,6 +11,7 @@ import pytest
 from esc.corpora.roleplay import ROLEBENCH_FILES
 from esc.corpora.smile import smile_dir
 from esc.errors import ConfigError, DataError
+from esc.esc_role_samples import echo
 from esc.esc_role_samples.echo import card_echo_turns, echoes_card
 from esc.esc_role_samples.mixture import PAPER_ROLEPLAY_RATIO, build_samples
 from esc.esc_role_samples.roleplay import chat_file_samples, rolebench_samples
@@ -86,6 +87,42 @@ def test_echo_rule_on_written_cases() -> None:
         {"role": "assistant", "content": "thanks"},
     ]
     assert card_echo_turns(card, messages) == (2,)
+
+
+def full_rule(card: str, turn: str) -> bool:
+    """The echo rule on difflib's count alone (what `echoes_card` decided before its bound)."""
+    problem = echo.card_problem(card)
+    return echo._is_echo(echo.shared_chars(problem, turn), problem, turn)
+
+
+def test_the_bound_never_changes_a_decision() -> None:
+    """`covered_chars` bounds `shared_chars` from above, so checking it first skips difflib only
+    where no echo is possible: on random texts of a small alphabet (long shared stretches are
+    common) and on ESConv's seeker turns against their cards."""
+    import random
+
+    rng = random.Random(0)
+    pairs = []
+    for _ in range(400):
+        a = "".join(rng.choice("ab c") for _ in range(rng.randint(0, 120)))
+        b = "".join(rng.choice("ab c") for _ in range(rng.randint(0, 120)))
+        pairs.append(("Problem: " + a, b))
+    if (ROOT / "esconv").is_dir():
+        from esc.corpora.esconv import SEEKER, esconv_path, read_esconv
+        from esc.esc_role_samples.esconv import esconv_card
+
+        for n, d in enumerate(read_esconv(esconv_path(ROOT, "train"), "train")):
+            if n == 120:
+                break
+            card = esconv_card(d.situation, d.problem_type, d.emotion_type)
+            pairs += [(card, u.text) for u in d.utterances if u.speaker == SEEKER]
+    bounded = 0
+    for card, turn in pairs:
+        problem = echo.card_problem(card)
+        assert echo.covered_chars(problem, turn) >= echo.shared_chars(problem, turn), (card, turn)
+        assert echoes_card(card, turn) == full_rule(card, turn), (card, turn)
+        bounded += not echo._is_echo(echo.covered_chars(problem, turn), problem, turn)
+    assert sum(map(lambda p: full_rule(*p), pairs)) > 0 and bounded > len(pairs) // 2  # both kinds seen
 
 
 def test_a_held_out_turn_is_context_without_labels(tokenizer) -> None:  # noqa: F811

@@ -1,7 +1,8 @@
 """Resume restores the random states: a run killed with SIGKILL and rerun trains bit for bit like an
 uninterrupted one, with LoRA dropout on (`esc/train/rng.py`).
 
-The data order and metrics rows of a resumed run are tested in tests/test_train.py.
+The data order and metrics rows of a resumed run are tested in tests/test_train.py, on the same
+killed and resumed run (`sigkill_resumed_run`, tests/conftest.py: built once per test run).
 """
 
 from __future__ import annotations
@@ -9,15 +10,13 @@ from __future__ import annotations
 import csv
 import json
 import random
-import signal
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from esc.train.rng import TrainingRandomness, collect_states, restore_states, states_for_rank
-from tests.helpers import FAST_TRAIN, requires_data, run_entry
-from tests.train_probes import kill_once_at
+from tests.helpers import requires_data
 
 
 def draws() -> tuple:
@@ -84,36 +83,19 @@ def adapter_weights(out: Path) -> dict:
 
 
 @requires_data
-def test_rerun_after_sigkill_trains_bit_for_bit_like_an_uninterrupted_run(tmp_path: Path) -> None:
+def test_rerun_after_sigkill_trains_bit_for_bit_like_an_uninterrupted_run(sigkill_resumed_run: Path) -> None:
     """SIGKILL after the step-2 checkpoint, during step 3; the same command again finishes the run.
 
     Dropout draws from torch's generator, and so do other things between two steps: validation
     right after each checkpoint (`val_check_interval=2`) and the resumed run's data loader, created
     after the checkpoint is loaded. None of them may shift the dropout masks of the steps after it.
     """
-    common = [
-        "+exp=train/esc_role",
-        *FAST_TRAIN,
-        "callbacks.checkpoint.every_n_train_steps=2",
-        "trainer.val_check_interval=2",
-        "trainer.max_steps=6",
-    ]
-    full = run_entry("train.py", [*common, f"hydra.run.dir={tmp_path / 'full'}"])
-    assert full.returncode == 0, full.stderr[-3000:]
+    tmp_path = sigkill_resumed_run  # full/: the uninterrupted twin; run/: killed, then resumed
+    out = tmp_path / "run"
     manifest = json.loads((tmp_path / "full" / "manifest.json").read_text())
     assert manifest["config"]["peft"]["lora_dropout"] > 0  # what makes this a test of the random state
-
-    out = tmp_path / "run"
-    args = [
-        *common,
-        *kill_once_at(3, tmp_path / "killed"),
-        f"hydra.run.dir={out}",
-    ]
-    killed = run_entry("train.py", args, process=True)  # it kills itself
-    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
-    assert torch.load(out / "last.ckpt", map_location="cpu", weights_only=False)["global_step"] == 2
-    resumed = run_entry("train.py", args)  # the very same command
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert manifest["config"]["trainer"]["val_check_interval"] == 2
+    assert json.loads((tmp_path / "killed.json").read_text())["global_step"] == 2
     assert json.loads((out / "manifest.json").read_text())["resumed_from"] == str(out / "last.ckpt")
 
     expected = train_losses(tmp_path / "full")

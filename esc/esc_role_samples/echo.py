@@ -17,10 +17,18 @@ characters that `difflib` matches in order, so a lightly edited copy still count
 - at least `ECHO_CHARS` characters (a long passage copied from the card).
 
 A turn that names the same worry in its own words, or shares a short phrase, is not an echo.
+
+`difflib` is slow (about 1.7 ms a pair; ESConv's 15,067 seeker turns took 25 s, paid by every
+training run's data preparation): `echoes_card` first counts the turn's characters that lie in any
+`BLOCK_CHARS`-long stretch the problem has too (`covered_chars`, linear). Every matched block is made
+of such characters, so this bounds `shared_chars` from above; a turn whose bound cannot make an
+echo is none, and `difflib` runs only for the rest (331 of ESConv's turns; the decisions are the
+same, tests/test_esc_role_fidelity.py checks it on the whole corpus).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from difflib import SequenceMatcher
@@ -53,14 +61,34 @@ def shared_chars(text: str, turn: str) -> int:
     return sum(block.size for block in blocks if block.size >= BLOCK_CHARS)
 
 
-def echoes_card(card: str, turn: str) -> bool:
-    """Whether `turn` recites `card` (see the module docstring for the rule)."""
-    problem = card_problem(card)
-    shared = shared_chars(problem, turn)
+def covered_chars(text: str, turn: str) -> int:
+    """Characters of `turn` inside some `BLOCK_CHARS`-long stretch that `text` has too (folded): an
+    upper bound of `shared_chars(text, turn)`, in linear time."""
+    a, b = _fold(text), _fold(turn)
+    stretches = {a[i : i + BLOCK_CHARS] for i in range(len(a) - BLOCK_CHARS + 1)}
+    covered = [False] * len(b)
+    for j in range(len(b) - BLOCK_CHARS + 1):
+        if b[j : j + BLOCK_CHARS] in stretches:
+            covered[j : j + BLOCK_CHARS] = [True] * BLOCK_CHARS
+    return sum(covered)
+
+
+def _is_echo(shared: int, problem: str, turn: str) -> bool:
     return (
         shared >= ECHO_CHARS
         or (shared >= ECHO_MIN_CHARS and shared >= ECHO_SHARE * len(_fold(turn)))
         or (shared > 0 and shared >= ECHO_SHARE * len(_fold(problem)))
+    )
+
+
+@functools.lru_cache(maxsize=1 << 16)  # the data again in one process: a sweep's jobs, a test worker
+def echoes_card(card: str, turn: str) -> bool:
+    """Whether `turn` recites `card` (see the module docstring for the rule): the rule holds for
+    `shared_chars`, checked only where it holds for its upper bound `covered_chars`. Remembered for
+    the process: ESConv and Smile hold 26,522 seeker turns."""
+    problem = card_problem(card)
+    return _is_echo(covered_chars(problem, turn), problem, turn) and _is_echo(
+        shared_chars(problem, turn), problem, turn
     )
 
 
