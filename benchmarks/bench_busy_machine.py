@@ -79,10 +79,10 @@ def worker(steps: int, workload: str) -> None:
     from omegaconf import OmegaConf
     from peft import LoraConfig, get_peft_model
 
-    from esc.models.loading import load_causal_lm
+    from esc.models.loading import ModelSettings, load_causal_lm
 
     cfg = OmegaConf.load(REPO / "conf" / "model" / "smollm2_135m.yaml")
-    model = load_causal_lm(cfg)
+    model = load_causal_lm(ModelSettings.of(cfg))
     model = get_peft_model(
         model, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])
     )

@@ -34,13 +34,13 @@ import torch  # noqa: E402
 
 from esc.chat.backends.greedy_decode import greedy_decode, processors_for  # noqa: E402
 from esc.models.attention import GROUPED_SDPA, use_grouped_sdpa  # noqa: E402
-from esc.models.loading import load_for_inference  # noqa: E402
+from esc.models.loading import ModelSettings, load_for_inference  # noqa: E402
 from tests.helpers import compose  # noqa: E402
 
 
 def load(dtype: torch.dtype) -> torch.nn.Module:
     cfg = compose(["roleplayer=smollm2"], config_name="evaluate").roleplayer.backend.model
-    model, _, _ = load_for_inference(cfg, "cpu")
+    model, _, _ = load_for_inference(ModelSettings.of(cfg), "cpu")
     return model.to(dtype)
 
 

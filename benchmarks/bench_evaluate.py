@@ -102,7 +102,7 @@ from esc.dialogues.store import read_dialogues  # noqa: E402
 from esc.errors import ArgumentParser, exit_with_error  # noqa: E402
 from esc.evaluate.run import evaluate  # noqa: E402
 from esc.jsonl import atomic_write_text  # noqa: E402
-from esc.models.loading import load_for_inference  # noqa: E402
+from esc.models.loading import ModelSettings, load_for_inference  # noqa: E402
 from esc.prompts import render_roleplayer_prompt  # noqa: E402
 from esc.runinfo import package_versions  # noqa: E402
 from tests.helpers import evaluate_config  # noqa: E402
@@ -283,7 +283,7 @@ class OfficialModel:
     as text, `tokenizer([text])`, `generate(input_ids, max_new_tokens)`, the new tokens decoded."""
 
     def __init__(self, model_cfg, generation_overrides: dict, max_new: int) -> None:
-        self.model, self.tokenizer, self.device = load_for_inference(model_cfg, "auto")
+        self.model, self.tokenizer, self.device = load_for_inference(ModelSettings.of(model_cfg), "auto")
         gen = self.model.generation_config
         gen.do_sample, gen.temperature, gen.top_p, gen.top_k = False, None, None, None  # greedy
         for key, value in generation_overrides.items():
@@ -402,7 +402,7 @@ def model_shape(model: str, model_config: str | None = None) -> tuple[int, int, 
     """(matrix-product FLOPs of one decoded token: 2 x the weights of every linear layer, LM head
     included; hidden size; MLP intermediate size), from one load of the model. Attention over the
     context and the prefill are extra."""
-    lm, _, _ = load_for_inference(side_config(model, model_config), "cpu")
+    lm, _, _ = load_for_inference(ModelSettings.of(side_config(model, model_config)), "cpu")
     text = lm.config.get_text_config()
     flops = 2 * sum(m.weight.numel() for m in lm.modules() if isinstance(m, torch.nn.Linear))
     return flops, text.hidden_size, text.intermediate_size

@@ -38,7 +38,7 @@ from hydra.utils import instantiate  # noqa: E402
 from benchmarks.common import cpu_trainer  # noqa: E402
 from esc.errors import UserError, exit_on_user_error  # noqa: E402
 from esc.esc_role_samples.tokenize import encode_chat  # noqa: E402
-from esc.models.loading import load_tokenizer  # noqa: E402
+from esc.models.loading import ModelSettings, load_tokenizer  # noqa: E402
 from esc.train.heldout import HeldOutLoss, heldout_loss, heldout_samples  # noqa: E402
 from tests.helpers import compose  # noqa: E402
 
@@ -85,7 +85,7 @@ def main() -> int:
     out = Path(tempfile.mkdtemp(prefix="bench-heldout-"))
     cfg = compose(overrides, output_dir=out)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
-    tokenizer = load_tokenizer(cfg.model)
+    tokenizer = load_tokenizer(ModelSettings.of(cfg.model))
     datamodule = instantiate(cfg.datamodule, tokenizer=tokenizer, _convert_="all")
     module = instantiate(cfg.module, _convert_="all")
     module.configure_model()

@@ -51,7 +51,7 @@ from omegaconf import OmegaConf  # noqa: E402
 
 from esc.annotate.human_scores import default_esconv_path, read_annotations  # noqa: E402
 from esc.errors import UserError, exit_on_user_error  # noqa: E402
-from esc.models.loading import load_causal_lm, load_tokenizer  # noqa: E402
+from esc.models.loading import ModelSettings, load_causal_lm, load_tokenizer  # noqa: E402
 from esc.official_formats.scores import official_parse  # noqa: E402
 from esc.scoring.judge import VALID, ScoreItem  # noqa: E402
 from esc.scoring.judges import build_judge, judge_settings  # noqa: E402
@@ -91,7 +91,7 @@ def make_adapters(model_cfg: dict[str, Any], root: Path, rank: int, scale: float
     for i, key in enumerate(DIMENSION_KEYS):
         torch.manual_seed(i)
         if model is None:
-            model = get_peft_model(load_causal_lm(model_cfg), config, adapter_name=key)
+            model = get_peft_model(load_causal_lm(ModelSettings.of(model_cfg)), config, adapter_name=key)
         else:
             model.add_adapter(key, config)
     if scale != 1.0:
@@ -110,9 +110,10 @@ class OfficialShape:
     ) -> None:
         from peft import PeftModel
 
-        self.tokenizer = load_tokenizer(model_cfg)
+        base = ModelSettings.of(model_cfg)
+        self.tokenizer = load_tokenizer(base)
         self.device = device
-        model = PeftModel.from_pretrained(load_causal_lm(model_cfg).to(device), root / DIMENSION_KEYS[0],
+        model = PeftModel.from_pretrained(load_causal_lm(base).to(device), root / DIMENSION_KEYS[0],
                                           adapter_name=DIMENSION_KEYS[0])  # fmt: skip
         for key in DIMENSION_KEYS[1:]:
             model.load_adapter(root / key, adapter_name=key)

@@ -38,7 +38,7 @@ from hydra.utils import instantiate  # noqa: E402
 from benchmarks.common import cpu_trainer  # noqa: E402
 from esc.errors import exit_on_user_error  # noqa: E402
 from esc.esc_role_samples.tokenize import IGNORE_INDEX  # noqa: E402
-from esc.models.loading import load_tokenizer  # noqa: E402
+from esc.models.loading import ModelSettings, load_tokenizer  # noqa: E402
 from tests.helpers import compose  # noqa: E402
 
 
@@ -98,7 +98,7 @@ def overrides(args: argparse.Namespace, packing: bool) -> list[str]:
 def measure(args: argparse.Namespace, packing: bool, out_dir: Path) -> tuple[Meter, dict[str, Any]]:
     cfg = compose(overrides(args, packing), output_dir=out_dir / f"packing-{packing}")
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
-    tokenizer = load_tokenizer(cfg.model)
+    tokenizer = load_tokenizer(ModelSettings.of(cfg.model))
     datamodule = instantiate(cfg.datamodule, tokenizer=tokenizer, _convert_="all")
     module = instantiate(cfg.module, _convert_="all")
     meter = Meter(warmup=args.warmup)

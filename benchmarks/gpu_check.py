@@ -68,11 +68,11 @@ def versions(_: argparse.Namespace) -> int:
 
 
 def build(args: argparse.Namespace) -> int:
-    from esc.models.loading import load_causal_lm
+    from esc.models.loading import ModelSettings, load_causal_lm
 
     cfg = model_config(args.model)
     start = time.perf_counter()
-    model = load_causal_lm(cfg)  # builds the random checkpoint on first use
+    model = load_causal_lm(ModelSettings.of(cfg))  # builds the random checkpoint on first use
     params = sum(p.numel() for p in model.parameters())
     text = model.config.get_text_config()
     print(
@@ -108,7 +108,7 @@ def trained(args: argparse.Namespace) -> int:
 
     from peft import PeftModel
 
-    from esc.models.loading import load_causal_lm, load_tokenizer
+    from esc.models.loading import ModelSettings, load_causal_lm, load_tokenizer
 
     out = Path(args.out)
     rows = list(csv.DictReader((out / "metrics.csv").open()))
@@ -121,9 +121,9 @@ def trained(args: argparse.Namespace) -> int:
         return 0 if ok else 1
     cfg = model_config(args.model)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    tokenizer = load_tokenizer(cfg)
+    tokenizer = load_tokenizer(ModelSettings.of(cfg))
     ids = tokenizer("I have not slept well since I lost my job.", return_tensors="pt").input_ids.to(device)
-    base = load_causal_lm(cfg).to(device).eval()
+    base = load_causal_lm(ModelSettings.of(cfg)).to(device).eval()
     with torch.inference_mode():
         before = base(ids).logits.float()
     tuned = PeftModel.from_pretrained(base, out).eval()

@@ -28,7 +28,7 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine core 
 
 import torch  # noqa: E402
 
-from esc.models.loading import resolve_model_path  # noqa: E402
+from esc.models.loading import ModelSettings, resolve_model_path  # noqa: E402
 from tests.helpers import compose  # noqa: E402
 
 
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace, lora: bool) -> None:
 
     cfg = compose(["roleplayer=smollm2"], config_name="evaluate").roleplayer.backend.model
     llm = LLM(
-        model=resolve_model_path(cfg),
+        model=resolve_model_path(ModelSettings.of(cfg)),
         dtype=args.dtype,
         max_model_len=args.context + args.new_prompt + args.new + 16,
         enable_lora=lora,

@@ -36,14 +36,16 @@ def steps(strategy: str) -> dict:
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from esc.models.loading import load_causal_lm
+    from esc.models.loading import ModelSettings, load_causal_lm
     from esc.train.strategies import deepspeed_config
     from tests.helpers import compose
 
     cfg = compose([f"strategy={strategy}", "model=tiny"])
     ds_config = deepspeed_config(cfg.strategy)
     ds_config.update(train_micro_batch_size_per_gpu=2, gradient_accumulation_steps=1, gradient_clipping=1.0)
-    model = get_peft_model(load_causal_lm(cfg.model), LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    model = get_peft_model(
+        load_causal_lm(ModelSettings.of(cfg.model)), LoraConfig(r=4, target_modules=["q_proj", "v_proj"])
+    )
     before = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_config)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, register_backend
-from esc.chat.settings import BackendSettings, Price, dumped
+from esc.chat.settings import BackendSettings, Price
 
 
 @register_backend("scripted")
@@ -37,7 +37,7 @@ class ScriptedBackend(ChatBackend):
 
     def __init__(self, settings: Settings, config_key: str = "backend") -> None:
         self.label, self.fail_on = settings.label, settings.fail_on
-        self.context_window, self.price = settings.context_window, dumped(settings.price) or None
+        self.context_window, self.price = settings.context_window, settings.price
         self.max_concurrency = settings.max_concurrency  # set: it acts as an API (the engine streams)
         self.slow_on, self.slow_s = (
             settings.slow_on,

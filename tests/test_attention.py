@@ -9,7 +9,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from esc.chat.backends.hf import HFBackend
 from esc.models.attention import GROUPED_SDPA, grouped_sdpa_attention, use_grouped_sdpa
-from esc.models.loading import load_for_inference
+from esc.models.loading import ModelSettings, load_for_inference
 from tests.helpers import compose
 
 
@@ -59,7 +59,7 @@ def test_the_hf_backend_switches_its_cpu_model_and_logits_stay_the_same():
 
 
 def test_a_model_not_on_sdpa_is_left_alone():
-    model, _, _ = load_for_inference(compose(["model=tiny"]).model, "cpu")
+    model, _, _ = load_for_inference(ModelSettings.of(compose(["model=tiny"]).model), "cpu")
     model.set_attn_implementation("eager")
     assert use_grouped_sdpa(model) is False
     assert model.config._attn_implementation == "eager"

@@ -1329,7 +1329,7 @@ def _setup(name: str, tmp: Path) -> None:
         from esc.chat.base import Reply
         from esc.chat.cache import RequestCache
 
-        cache = RequestCache(tmp / "job.sqlite")
+        cache = RequestCache(tmp / "job.sqlite", "auto", 30.0)
         cache.put_many([("a request", Reply("a reply", "stop"))])
         cache.close()
         (tmp / "read_only").mkdir()
@@ -1582,7 +1582,8 @@ def test_shipped_configs_pass_validation() -> None:
     (mandatory `???` values set, as the docs say to): it never refuses a documented command."""
     from esc.config_schema import validate
 
-    adapter = str(REPO_ROOT / "conf")  # any existing folder
+    folder = str(REPO_ROOT / "conf")  # any existing folder
+    adapter = str(REPO_ROOT / "tests" / "fixtures" / "internlm2_tiny" / "adapter_a")  # a PEFT adapter
     for overrides, name, job in [
         ([], "train", "train"),
         (
@@ -1605,9 +1606,9 @@ def test_shipped_configs_pass_validation() -> None:
             "evaluate",
             "evaluate",
         ),
-        ([f"dialogues={adapter}"], "rank", "rank"),
-        (["judge=esc_rank", f"judge.adapters.root={adapter}", "mode=agreement"], "rank", "rank"),
-        (["judge=gpt4", "mode=leaderboard", f"scores=[{adapter}]"], "rank", "rank"),
+        ([f"dialogues={folder}"], "rank", "rank"),
+        (["judge=esc_rank", f"judge.adapters.root={folder}", "mode=agreement"], "rank", "rank"),
+        (["judge=gpt4", "mode=leaderboard", f"scores=[{folder}]"], "rank", "rank"),
         (["mode=correlation"], "rank", "rank"),
     ]:
         validate(compose(overrides, config_name=name), job)

@@ -28,11 +28,14 @@ from esc.chat.cache import (
     request_key,
     with_cache,
 )
+from esc.chat.settings import Price
 from esc.chat.usage import Usage
 from esc.cli import main as esc_main
 from esc.config_rules import load_section
 from esc.errors import ConfigError
 from esc.models import revision as rev
+from esc.models.loading import ModelSettings
+from tests.helpers import conf_node
 
 SETTINGS = GenerationSettings(max_new_tokens=8)
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -144,8 +147,6 @@ def test_journal_mode_auto_follows_the_filesystem(tmp_path: Path) -> None:
     assert choose_journal_mode(local / "requests.sqlite", "auto", mounts) == "wal"
     assert choose_journal_mode(shared / "requests.sqlite", "wal", mounts) == "wal"  # explicit wins
     assert choose_journal_mode(local, "auto", tmp_path / "no-proc-mounts") == "wal"
-    with pytest.raises(ConfigError, match="cache.journal_mode"):
-        choose_journal_mode(local, "memory")
 
 
 def test_with_cache_reads_the_config_and_rejects_unknown_keys(tmp_path: Path) -> None:
@@ -167,10 +168,10 @@ def test_with_cache_reads_the_config_and_rejects_unknown_keys(tmp_path: Path) ->
 
 def test_a_code_version_bump_misses_old_replies(tmp_path: Path) -> None:
     path = tmp_path / "c.sqlite"
-    old = CachedBackend(Counting(), RequestCache(path))
+    old = CachedBackend(Counting(), RequestCache(path, "auto", 30.0))
     assert not old.generate([ask("a")], SETTINGS)[0].cached
     assert old.generate([ask("a")], SETTINGS)[0].cached
-    fixed = CachedBackend(CountingFixed(), RequestCache(path))
+    fixed = CachedBackend(CountingFixed(), RequestCache(path, "auto", 30.0))
     assert fixed.inner.code_version() == {"Counting": 1, "CountingFixed": 2}
     reply = fixed.generate([ask("a")], SETTINGS)[0]
     assert not reply.cached and fixed.inner.calls == 1
@@ -179,7 +180,7 @@ def test_a_code_version_bump_misses_old_replies(tmp_path: Path) -> None:
 
 
 def test_cached_replies_keep_served_model_fingerprint_and_logprobs(tmp_path: Path) -> None:
-    backend = CachedBackend(Counting(), RequestCache(tmp_path / "c.sqlite"))
+    backend = CachedBackend(Counting(), RequestCache(tmp_path / "c.sqlite", "auto", 30.0))
     fresh = backend.generate([ask("a")], SETTINGS)[0]
     hit = backend.generate([ask("a")], SETTINGS)[0]
     assert hit.cached and not fresh.cached
@@ -189,12 +190,12 @@ def test_cached_replies_keep_served_model_fingerprint_and_logprobs(tmp_path: Pat
 
 
 def test_cost_counts_only_replies_not_served_from_the_cache(tmp_path: Path) -> None:
-    backend = CachedBackend(Counting(), RequestCache(tmp_path / "c.sqlite"))
+    backend = CachedBackend(Counting(), RequestCache(tmp_path / "c.sqlite", "auto", 30.0))
     usage = Usage()
     for reply in backend.generate([ask("a"), ask("b")], SETTINGS) + backend.generate([ask("a")], SETTINGS):
         usage.add(reply)
     usage.add(Reply("", "error", error="boom"))
-    report = usage.report({"prompt": 1.0, "completion": 10.0})
+    report = usage.report(Price(prompt=1.0, completion=10.0))
     assert (report["requests"], report["cached"], report["errors"]) == (4, 1, 1)
     assert (report["prompt_tokens"], report["completion_tokens"]) == (20, 4)
     assert (report["cached_prompt_tokens"], report["cached_completion_tokens"]) == (10, 2)
@@ -210,7 +211,7 @@ def test_cost_counts_only_replies_not_served_from_the_cache(tmp_path: Path) -> N
 
 
 def _filled(path: Path, texts: list[str]) -> RequestCache:
-    cache = RequestCache(path)
+    cache = RequestCache(path, "auto", 30.0)
     cache.put_many((request_key({"k": 1}, ask(t), SETTINGS), Reply(t, "stop")) for t in texts)
     cache.close()
     return cache
@@ -223,7 +224,7 @@ def test_merge_joins_per_job_caches(tmp_path: Path, capsys) -> None:
     report = merge_caches([tmp_path / "job1.sqlite", tmp_path / "job2.sqlite"], tmp_path / "all.sqlite")
     assert [(s["entries"], s["added"], s["present"]) for s in report["sources"]] == [(2, 2, 0), (3, 1, 2)]
     assert report["entries"] == 4
-    merged = RequestCache(tmp_path / "all.sqlite")
+    merged = RequestCache(tmp_path / "all.sqlite", "auto", 30.0)
     keys = [request_key({"k": 1}, ask(t), SETTINGS) for t in "abcd"]
     assert [merged.get_many([k])[k].text for k in keys] == list("abcd")
     merged.close()
@@ -289,6 +290,13 @@ def test_provenance_conversion_time_is_not_part_of_the_hash(tmp_path: Path) -> N
     assert rev.directory_hash(model) != first
 
 
+def _named(name_or_path: str, revision: str | None = None) -> ModelSettings:
+    """conf/model/tiny.yaml's node naming a hub id or a local directory instead of the tiny model."""
+    return ModelSettings.of(
+        conf_node("model", {"tiny": None, "name_or_path": name_or_path, "revision": revision})
+    )
+
+
 def test_hub_models_resolve_to_the_commit(tmp_path: Path) -> None:
     hub = tmp_path / "hub"
     snapshot = hub / "models--org--chat" / "snapshots" / COMMIT
@@ -296,18 +304,16 @@ def test_hub_models_resolve_to_the_commit(tmp_path: Path) -> None:
     (hub / "models--org--chat" / "refs").mkdir()
     (hub / "models--org--chat" / "refs" / "main").write_text(COMMIT)
 
-    by_id = rev.resolve_revision({"name_or_path": "org/chat"}, hub_cache=hub)
+    by_id = rev.resolve_revision(_named("org/chat"), hub_cache=hub)
     assert (by_id.revision, by_id.source, by_id.configured) == (COMMIT, "hub-cache", None)
-    by_dir = rev.resolve_revision({"name_or_path": str(snapshot), "revision": "main"})
+    by_dir = rev.resolve_revision(_named(str(snapshot), "main"))
     assert (by_dir.revision, by_dir.source, by_dir.configured) == (COMMIT, "snapshot", "main")
-    assert (
-        rev.resolve_revision({"name_or_path": "org/chat", "revision": "v2"}, hub_cache=hub).revision is None
-    )
-    pinned = rev.resolve_revision({"name_or_path": "org/other", "revision": COMMIT}, hub_cache=hub)
+    assert rev.resolve_revision(_named("org/chat", "v2"), hub_cache=hub).revision is None
+    pinned = rev.resolve_revision(_named("org/other", COMMIT), hub_cache=hub)
     assert (pinned.revision, pinned.source) == (COMMIT, "commit")
-    missing = rev.resolve_revision({"name_or_path": "org/not-downloaded"}, hub_cache=hub)
+    missing = rev.resolve_revision(_named("org/not-downloaded"), hub_cache=hub)
     assert (missing.revision, missing.source) == (None, "unresolved") and not missing.resolved
-    local = rev.resolve_revision({"name_or_path": str(_model_dir(tmp_path / "mine"))})
+    local = rev.resolve_revision(_named(str(_model_dir(tmp_path / "mine"))))
     assert local.source == "content" and local.revision == rev.directory_hash(tmp_path / "mine")
     assert set(local.to_dict()) == {"revision", "revision_source", "configured_revision"}
 

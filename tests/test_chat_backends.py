@@ -300,9 +300,9 @@ def test_auto_batch_size_on_a_gpu_counts_the_kv_cache_and_the_prefix_budget(tiny
     import torch
 
     from esc.chat.backends.hf import auto_batch_size, kv_bytes_per_token
-    from esc.models.loading import load_causal_lm
+    from esc.models.loading import ModelSettings, load_causal_lm
 
-    model = load_causal_lm(tiny_cfg)
+    model = load_causal_lm(ModelSettings.of(tiny_cfg))
     gpu = torch.device("cuda", 0)
     row = 2 * kv_bytes_per_token(model.config, 4) * 2048  # fp32 keys and values of 2,048 tokens, x2
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (10 * row, 100 * row))
@@ -397,7 +397,7 @@ def test_hf_errors_become_error_replies(hf, monkeypatch):
 def test_hf_identity_context_window_and_adapter(hf, tiny_cfg, tmp_path: Path):
     from peft import LoraConfig, get_peft_model
 
-    from esc.models.loading import load_causal_lm
+    from esc.models.loading import ModelSettings, load_causal_lm
     from esc.models.tiny import TinySpec
 
     identity = hf.identity()
@@ -410,7 +410,7 @@ def test_hf_identity_context_window_and_adapter(hf, tiny_cfg, tmp_path: Path):
     # a freshly initialised LoRA adapter is a no-op (B = 0): same replies, other identity
     adapter_dir = tmp_path / "adapter"
     peft_model = get_peft_model(
-        load_causal_lm(tiny_cfg), LoraConfig(r=2, target_modules=["q_proj", "v_proj"])
+        load_causal_lm(ModelSettings.of(tiny_cfg)), LoraConfig(r=2, target_modules=["q_proj", "v_proj"])
     )
     peft_model.save_pretrained(adapter_dir)
     with_adapter = HFBackend.of(model=tiny_cfg, adapter=str(adapter_dir), device="cpu")
@@ -459,9 +459,13 @@ def test_hf_check_ready_loads_nothing_and_checks_local_paths(tiny_cfg, tmp_path:
     assert backend._model is None  # the weights wait for load() or the first generation
     (tmp_path / "empty").mkdir()
     for bad in (tmp_path / "empty", tmp_path / "missing"):
-        with pytest.raises(ConfigError, match="backend.model.name_or_path.*no config.json"):
-            HFBackend.of(model={"name": "x", "name_or_path": str(bad)}).check_ready()
-    HFBackend.of(model={"name": "x", "name_or_path": "org/some-hub-model"}).check_ready()  # a hub id: fine
+        with pytest.raises(ConfigError, match="backend.model.name_or_path.*no config.json"):  # the settings
+            HFBackend.of(model={**tiny_cfg, "tiny": None, "name_or_path": str(bad)})
+    HFBackend.of(
+        model={**tiny_cfg, "tiny": None, "name_or_path": "org/some-hub-model"}
+    ).check_ready()  # a hub id
+    with pytest.raises(ConfigError, match="backend.model.name_or_path.*is empty"):  # none named
+        HFBackend.of(model={**tiny_cfg, "tiny": None}).check_ready()
 
 
 def test_hf_identity_names_the_resolved_revision(hf, tiny_cfg):
@@ -805,7 +809,7 @@ def test_cache_replays_hits_without_requests(fresh_server, tmp_path: Path):
 
 
 def test_cache_never_stores_errors(fresh_server, tmp_path: Path):
-    cache = RequestCache(tmp_path / "requests.sqlite")
+    cache = RequestCache(tmp_path / "requests.sqlite", "auto", 30.0)
     backend = CachedBackend(api(fresh_server, max_retries=0), cache)
     try:
         fresh_server.inject(["500"], match="Hi")
@@ -819,7 +823,7 @@ def test_cache_never_stores_errors(fresh_server, tmp_path: Path):
 
 
 def test_cache_forwards_the_inner_backend(hf, tmp_path: Path):
-    cached = CachedBackend(hf, RequestCache(tmp_path / "r.sqlite"))
+    cached = CachedBackend(hf, RequestCache(tmp_path / "r.sqlite", "auto", 30.0))
     assert cached.identity() == hf.identity()
     assert cached.context_window == hf.context_window and cached.price is hf.price
     assert cached.count_tokens(CONVERSATIONS[0]) == hf.count_tokens(CONVERSATIONS[0])
@@ -839,7 +843,7 @@ def test_cache_file_is_shared_by_concurrent_writers(tmp_path: Path):
     settings = GenerationSettings()
 
     def shard(n: int) -> None:
-        cache = RequestCache(path)
+        cache = RequestCache(path, "auto", 30.0)
         for i in range(40):
             key = request_key({"kind": "x"}, [{"role": "user", "content": f"{n}-{i}"}], settings)
             cache.put_many([(key, Reply(text=f"{n}-{i}", finish_reason="stop"))])
@@ -850,7 +854,7 @@ def test_cache_file_is_shared_by_concurrent_writers(tmp_path: Path):
         thread.start()
     for thread in threads:
         thread.join()
-    cache = RequestCache(path)
+    cache = RequestCache(path, "auto", 30.0)
     assert len(cache) == 160
     key = request_key({"kind": "x"}, [{"role": "user", "content": "3-39"}], settings)
     assert cache.get_many([key])[key].text == "3-39"
@@ -937,7 +941,8 @@ def test_vllm_turns_lora_on_only_where_an_adapter_is_used(tmp_path: Path) -> Non
     model = OmegaConf.to_container(compose(["target=tiny"], config_name="evaluate").target.backend.model)
     plain = VLLMBackend.of(model=model)._llm_args()
     assert plain["enable_lora"] is False
-    assert VLLMBackend.of(model=model, adapter=str(tmp_path))._llm_args()["enable_lora"] is True
+    adapter = Path(__file__).parent / "fixtures" / "internlm2_tiny" / "adapter_a"  # any PEFT adapter
+    assert VLLMBackend.of(model=model, adapter=str(adapter))._llm_args()["enable_lora"] is True
     assert (
         VLLMBackend.of(model=model, engine_args={"enable_lora": True})._llm_args()["enable_lora"] is True
     )  # asked for

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from tests.helpers import CONF_DIR, compose
+from tests.helpers import CONF_DIR, compose, conf_node
 
 EXPERIMENTS = sorted(p.relative_to(CONF_DIR / "exp").with_suffix("").as_posix()
                      for p in (CONF_DIR / "exp").glob("*/*.yaml"))  # fmt: skip
@@ -119,7 +119,7 @@ def test_backend_and_judge_kinds_come_from_their_registries() -> None:
     with pytest.raises(ConfigError) as err:
         load_plugin("b", Backend, {"kind": "gpt5"})
     assert str(err.value) == f'config `b.kind`: must be one of {", ".join(backend_kinds())}, got "gpt5"'
-    judge = load_plugin("judge", JudgeNode, {"kind": "local", "name": "j", "model": {"tiny": True}})
+    judge = load_plugin("judge", JudgeNode, {"kind": "local", "name": "j", "model": conf_node("model")})
     assert isinstance(judge, LocalJudge.Settings) and judge.kind == "local"
     with pytest.raises(ConfigError, match="judge.kind"):
         load_plugin("judge", JudgeNode, {"kind": "human", "name": "j"})

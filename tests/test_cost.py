@@ -21,6 +21,7 @@ from esc.chat.cost import (
     check_budget,
     count_prompt,
 )
+from esc.chat.settings import Price
 from esc.config_schema import validate
 from esc.dialogues.record import Dialogue, Turn
 from esc.errors import ConfigError
@@ -84,7 +85,7 @@ def test_the_token_bound_and_the_backend_count() -> None:
 
 
 def test_parts_add_up_and_the_budget_refuses_one_line() -> None:
-    target = CostPart("target gpt4", PRICE)
+    target = CostPart("target gpt4", Price.model_validate(PRICE))
     target.add(1000, 100, requests=2)
     judge = CostPart("judge tiny", None)
     judge.add(500, 8, counted=False)
@@ -365,12 +366,12 @@ def test_a_negative_price_is_refused_naming_its_key(tmp_path: Path, cards: Path,
     """A negative price made the estimate negative ("at most $-50"), so max_cost never refused."""
     price = {**PRICE, field: -1.0}
     out = tmp_path / "out"
-    named = rf"config `target\.backend\.price(`: {field}|\.{field}`).*-1"  # cost.py's, or the settings'
-    with pytest.raises(ConfigError, match=named):
-        run_job("evaluate", priced_cfg(out, cards, "max_cost=1", target={"price": price}))  # (a backend's own
-    assert tree(out) is None  # settings refuse it first; here the scripted backend lets it through)
-    with pytest.raises(ConfigError, match=r"config `judge\.backend\.price`"):
-        CostPart("judge gpt4", price, key="judge.backend.price")  # whoever builds a part
+    named = rf"config `target\.backend\.price\.{field}`: must be greater than or equal to 0, got -1"
+    with pytest.raises(ConfigError, match=named):  # the backend's settings (`Price`) refuse it
+        run_job("evaluate", priced_cfg(out, cards, "max_cost=1", target={"price": price}))
+    assert tree(out) is None
+    with pytest.raises(ConfigError, match=rf"config `judge\.backend\.price\.{field}`"):
+        backend_settings({"kind": "scripted", "price": price}, "judge.backend")  # a node made in code too
 
 
 def test_rank_refused_by_max_cost_leaves_the_folder_as_it_was(tmp_path: Path) -> None:

@@ -106,11 +106,11 @@ def zero3_loading(monkeypatch: pytest.MonkeyPatch):
     from transformers.integrations import is_deepspeed_zero3_enabled
 
     import esc.models.loading as loading
-    from esc.models.loading import resolve_model_path
+    from esc.models.loading import ModelSettings, resolve_model_path
     from tests.helpers import compose
 
     model_cfg = compose(["model=tiny"]).model
-    tiny = AutoModelForCausalLM.from_pretrained(resolve_model_path(model_cfg))
+    tiny = AutoModelForCausalLM.from_pretrained(resolve_model_path(ModelSettings.of(model_cfg)))
     calls: list[dict] = []
     suspended: list[str] = []
 
@@ -182,12 +182,13 @@ def test_qlora_under_zero3_stores_4bit_weights_in_the_compute_dtype(zero3_loadin
 def test_qlora_without_zero3_keeps_the_uint8_storage(zero3_loading) -> None:
     import torch
 
-    from esc.models.loading import bnb_config
+    from esc.models.loading import QuantizationSettings, bnb_config
 
     model_cfg, calls, _ = zero3_loading
     nf4 = conf_node("quantization", overrides=["quantization=nf4"])  # quant_storage null
-    assert bnb_config(nf4).bnb_4bit_quant_storage == torch.uint8
-    assert bnb_config({**nf4, "quant_storage": "float16"}, zero3=True).bnb_4bit_quant_storage == torch.float16
+    assert bnb_config(QuantizationSettings.of(nf4)).bnb_4bit_quant_storage == torch.uint8
+    float16 = QuantizationSettings.of({**nf4, "quant_storage": "float16"})
+    assert bnb_config(float16, zero3=True).bnb_4bit_quant_storage == torch.float16
     lora_module(model_cfg, {"load_in_4bit": False}, {"zero_optimization": {"stage": 2}}).configure_model()
     assert calls[0]["zero3"] is False  # ZeRO-2 does not shard parameters: a plain load
 
@@ -198,10 +199,10 @@ def test_qlora_without_zero3_keeps_the_uint8_storage(zero3_loading) -> None:
 def test_zero3_trains_on_the_pretrained_weights(quantization: str, tmp_path: Path) -> None:
     """Lightning's DeepSpeed ZeRO-3 on one GPU: the base is loaded from its files (not left at the
     values zero.Init gave it), plain or 4-bit, and an adapter comes out."""
-    from esc.models.loading import resolve_model_path
+    from esc.models.loading import ModelSettings, resolve_model_path
     from tests.helpers import compose
 
-    weights = Path(resolve_model_path(compose(["model=tiny"]).model)) / "model.safetensors"
+    weights = Path(resolve_model_path(ModelSettings.of(compose(["model=tiny"]).model))) / "model.safetensors"
     out = tmp_path / "run"
     result = run_entry(
         "train.py",

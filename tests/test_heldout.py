@@ -9,7 +9,7 @@ import torch
 
 from esc.esc_role_samples.esconv import read_esconv_splits
 from esc.esc_role_samples.tokenize import IGNORE_INDEX, encode_chat
-from esc.models.loading import load_causal_lm, load_tokenizer
+from esc.models.loading import ModelSettings, load_causal_lm, load_tokenizer
 from esc.paths import data_dir
 from esc.train.heldout import heldout_loss
 from tests.helpers import compose, requires_data
@@ -20,7 +20,7 @@ pytestmark = requires_data
 @pytest.fixture(scope="module")
 def tiny():
     cfg = compose(["model=tiny"]).model
-    return load_tokenizer(cfg), load_causal_lm(cfg).eval()
+    return load_tokenizer(model := ModelSettings.of(cfg)), load_causal_lm(model).eval()
 
 
 @pytest.fixture(scope="module")

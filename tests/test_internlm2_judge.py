@@ -115,7 +115,7 @@ def test_esc_rank_judge_on_an_internlm2_folder_batches_each_rows_adapter_as_one_
     assert all(j.status == VALID for j in judged)
     assert judge.identity()["loaded_as"].startswith("LlamaForCausalLM converted from InternLM2")
     loaded = judge._loaded_paths
-    converted = Path(judge.backend.model_cfg["name_or_path"])
+    converted = Path(str(judge.backend.model.name_or_path))
     assert converted.is_relative_to(tmp_path / "cache" / "converted") and len(loaded) == 14
     answer_ids = judge.answers(DIGITS)
     model = LlamaForCausalLM.from_pretrained(converted, dtype=torch.float32).eval()

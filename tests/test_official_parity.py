@@ -81,7 +81,7 @@ def standin_tokenizer(tmp_path: Path, model: dict):
     through the judge's model block (`load_tokenizer`), as the real one would be."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
-    from esc.models.loading import load_tokenizer
+    from esc.models.loading import ModelSettings, load_tokenizer
 
     specials = ["<unk>", "<s>", "</s>", *INTERNLM2["additional_special_tokens"]]
     bpe = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
@@ -103,8 +103,9 @@ def standin_tokenizer(tmp_path: Path, model: dict):
     (folder / "tokenizer_config.json").write_text(
         json.dumps({"tokenizer_class": "PreTrainedTokenizerFast", **config})
     )
+    (folder / "config.json").write_text('{"model_type": "llama"}')  # a model directory, as the settings want
     return load_tokenizer(
-        {**model, "name_or_path": str(folder), "trust_remote_code": False, "revision": None}
+        ModelSettings.of({**model, "name_or_path": str(folder), "trust_remote_code": False, "revision": None})
     )
 
 

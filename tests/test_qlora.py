@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from esc.errors import ConfigError
-from esc.models.loading import bnb_config
+from esc.models.loading import QuantizationSettings, bnb_config
 from tests.helpers import FAST_TRAIN, conf_node, requires_data, run_entry
 
 
@@ -40,7 +40,7 @@ def test_qlora_without_bitsandbytes_names_the_key(monkeypatch: pytest.MonkeyPatc
         importlib.util, "find_spec", lambda name, *a: None if name == "bitsandbytes" else real(name, *a)
     )
     with pytest.raises(ConfigError, match="`quantization`.*quantization=none"):
-        bnb_config(conf_node("quantization", overrides=["quantization=nf4"]))
+        bnb_config(QuantizationSettings.of(conf_node("quantization", overrides=["quantization=nf4"])))
 
 
 def test_qlora_on_an_unsupported_device_names_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -51,10 +51,13 @@ def test_qlora_on_an_unsupported_device_names_the_key(monkeypatch: pytest.Monkey
 
     monkeypatch.setattr(bnbf, "quantize_4bit", unsupported)
     with pytest.raises(ConfigError) as err:
-        bnb_config(conf_node("quantization", overrides=["quantization=nf4"]))
+        bnb_config(QuantizationSettings.of(conf_node("quantization", overrides=["quantization=nf4"])))
     assert "no 4-bit kernel" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_no_quantization_gives_no_config() -> None:
-    assert bnb_config(conf_node("quantization", overrides=["quantization=none"])) is None
+    assert (
+        bnb_config(QuantizationSettings.of(conf_node("quantization", overrides=["quantization=none"])))
+        is None
+    )
     assert bnb_config(None) is None

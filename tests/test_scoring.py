@@ -28,7 +28,7 @@ from esc.scoring.rubrics import (
 )
 from esc.scoring.store import ScoreRecord, ScoreStore, read_scores
 from esc.tasks.score import leaderboard as board
-from tests.helpers import compose, requires_data, run_entry
+from tests.helpers import compose, conf_node, requires_data, run_entry
 
 LINES = (
     ("assistant", "Hello, I'm your personal assistant."),
@@ -172,8 +172,10 @@ def test_unknown_judge_kind_and_bad_adapter_layout_name_the_key() -> None:
     with pytest.raises(ConfigError, match="judge.kind"):
         build_judge(judge_settings({"kind": "oracle", "name": "x"}))
     with pytest.raises(ConfigError, match="judge.adapters.root"):
-        build_judge(judge_settings({"kind": "local", "name": "x", "model": {"name": "m", "name_or_path": "m"},
-                     "adapters": {"layout": "official"}}))  # fmt: skip
+        model = conf_node("model", {"tiny": None, "name_or_path": "m"})
+        build_judge(
+            judge_settings({"kind": "local", "name": "x", "model": model, "adapters": {"layout": "official"}})
+        )
 
 
 # --- score files and the leaderboard ----------------------------------------------------------------

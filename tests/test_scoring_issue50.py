@@ -186,10 +186,11 @@ def test_what_a_run_spends_stays_under_its_estimate(tmp_path: Path, capsys: pyte
 
 def test_the_estimate_names_whose_price_it_used() -> None:
     from esc.chat.cost import CostEstimate, CostPart
+    from esc.chat.settings import Price
 
-    part = CostPart("target gpt4", {"model": "gpt-4-0613", **PRICE})
+    part = CostPart("target gpt4", Price.model_validate({"model": "gpt-4-0613", **PRICE}))
     part.add(1000, 100)
-    anonymous = CostPart("judge mine", PRICE)
+    anonymous = CostPart("judge mine", Price.model_validate(PRICE))
     anonymous.add(1000, 100)
     text = CostEstimate([part, anonymous]).summary()
     assert (

@@ -18,7 +18,7 @@ from esc.chat.settings import BackendSettings
 from esc.scoring.judge import FAILED, INVALID, VALID, ScoreItem
 from esc.scoring.judges import build_judge, judge_settings
 from esc.scoring.rubrics import DIMENSION_KEYS
-from tests.helpers import compose, requires_data
+from tests.helpers import compose, conf_node, requires_data
 
 LINES = (("assistant", "Hello."), ("user", "I can't sleep before exams."), ("assistant", "That sounds hard."))
 
@@ -118,13 +118,14 @@ def adapter_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from esc.models.loading import load_causal_lm
+    from esc.models.loading import ModelSettings, load_causal_lm
 
     root = tmp_path_factory.mktemp("adapters")
     cfg = compose(["model=tiny"]).model
     for i, key in enumerate(DIMENSION_KEYS):
         torch.manual_seed(i)
-        model = get_peft_model(load_causal_lm(cfg), LoraConfig(r=4, target_modules=["q_proj", "v_proj"],
+        base = load_causal_lm(ModelSettings.of(cfg))
+        model = get_peft_model(base, LoraConfig(r=4, target_modules=["q_proj", "v_proj"],
                                                                init_lora_weights=False))  # fmt: skip
         model.save_pretrained(root / key)
     return root
@@ -199,7 +200,7 @@ def test_adapters_of_some_dimensions_only(tmp_path: Path) -> None:
     assert {d for d, _ in adapter_paths(Adapters.model_validate(some))} == {"empathy", "overall"}
     every = LocalJudge.of(
         name="j",
-        model={"name": "tiny", "tiny": True},
+        model=conf_node("model"),
         adapters={"layout": "per_dimension", "root": str(tmp_path)},
     )
     with pytest.raises(
@@ -218,7 +219,7 @@ def test_a_local_judge_names_its_engine_key_when_it_is_not_hf_or_vllm(monkeypatc
     from esc.scoring.judges.local import LocalJudge
 
     with pytest.raises(ConfigError, match=r'config `judge.engine`: must be \'hf\' or \'vllm\', got "tpu"'):
-        LocalJudge.of(name="j", model={"name": "tiny", "tiny": True}, engine="tpu")
+        LocalJudge.of(name="j", model=conf_node("model"), engine="tpu")
     real_import = builtins.__import__
 
     def no_vllm(name, *args, **kwargs):
@@ -227,9 +228,7 @@ def test_a_local_judge_names_its_engine_key_when_it_is_not_hf_or_vllm(monkeypatc
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_vllm)
-    judge = LocalJudge.of(
-        name="j", model={"name": "tiny", "tiny": True}, engine="vllm", vllm={"max_model_len": 512}
-    )
+    judge = LocalJudge.of(name="j", model=conf_node("model"), engine="vllm", vllm={"max_model_len": 512})
     with pytest.raises(UserError, match=r"^config `judge.engine`: vllm is not installed"):
         judge.check_ready()
 

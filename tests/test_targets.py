@@ -13,12 +13,13 @@ import pytest
 from omegaconf import OmegaConf
 
 from esc.chat.backends._common import render_prompt
+from esc.chat.build import backend_settings
 from esc.config_rules import load_section
 from esc.dialogues.record import Dialogue, Turn
 from esc.errors import ConfigError
 from esc.evaluate.run import unavailable_target
 from esc.evaluate.sides import TargetSettings
-from esc.models.loading import auto_model_class, load_tokenizer
+from esc.models.loading import ModelSettings, auto_model_class, load_tokenizer
 from tests.helpers import compose, run_entry
 
 FIXTURES = Path(__file__).parent / "fixtures" / "targets"
@@ -84,9 +85,10 @@ def fixture_tokenizer(name: str, tmp_path: Path):
     if config.get("chat_template"):
         kept["chat_template"] = config["chat_template"]
     (folder / "tokenizer_config.json").write_text(json.dumps(kept))
+    (folder / "config.json").write_text('{"model_type": "llama"}')  # a model directory, as the settings want
     model = dict(target(name).backend.model)
     return load_tokenizer(
-        {**model, "name_or_path": str(folder), "trust_remote_code": False, "revision": None}
+        ModelSettings.of({**model, "name_or_path": str(folder), "trust_remote_code": False, "revision": None})
     )
 
 
@@ -224,13 +226,14 @@ def test_llama3_decodes_as_the_official_script() -> None:
         assert "<|eot_id|>" in cfg.generation.stop
 
 
-def test_only_extes_llama_and_emollm_lack_downloadable_weights() -> None:
+def test_only_extes_llama_and_emollm_lack_downloadable_weights(tmp_path: Path) -> None:
     missing = {name for name in PAPER_TARGETS if unavailable_target(typed_target(target(name)))}
     assert missing == {"extes_llama", "emollm"}
     cfg = OmegaConf.to_container(target("emollm"), resolve=True)
+    (tmp_path / "config.json").write_text("{}")  # a local copy: a model directory
     cfg["backend"] = {
         **cfg["backend"],
-        "model": {**cfg["backend"]["model"], "name_or_path": "/models/EmoLLM"},
+        "model": {**cfg["backend"]["model"], "name_or_path": str(tmp_path)},
     }
     assert unavailable_target(typed_target(cfg)) is None  # a local copy makes it runnable
 
@@ -247,16 +250,19 @@ def test_remote_code_models_agree_with_their_config_json(name: str, fixture: str
     model = dict(target(name).backend.model)
     config = json.loads((FIXTURES / fixture / "config.json").read_text())
     assert model["trust_remote_code"] is bool(config.get("auto_map"))
-    decided = auto_model_class({**model, "auto_class": None}, str(FIXTURES / fixture))
+    decided = auto_model_class(ModelSettings.of({**model, "auto_class": None}), str(FIXTURES / fixture))
     assert decided == auto_class
-    assert auto_model_class(model, str(FIXTURES / fixture)) == auto_class  # the config agrees
+    assert (
+        auto_model_class(ModelSettings.of(model), str(FIXTURES / fixture)) == auto_class
+    )  # the config agrees
 
 
 def test_auto_class_defaults_and_errors(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
-    assert auto_model_class({"name": "x"}, str(tmp_path)) == "AutoModelForCausalLM"
-    with pytest.raises(ConfigError, match="model.auto_class"):
-        auto_model_class({"name": "x", "auto_class": "AutoModelForVision2Seq"}, str(tmp_path))
+    model = {**target("chatglm3_6b").backend.model, "name_or_path": str(tmp_path), "auto_class": None}
+    assert auto_model_class(ModelSettings.of(model), str(tmp_path)) == "AutoModelForCausalLM"
+    with pytest.raises(ConfigError, match="config `backend.model.auto_class`"):  # refused by the settings
+        backend_settings({"kind": "hf", "model": {**model, "auto_class": "AutoModelForVision2Seq"}})
 
 
 def test_chatglm3_stops_on_its_role_tokens() -> None:

@@ -13,9 +13,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
-from esc.errors import UserError
+from esc.config_rules import load_section
+from esc.errors import ConfigError, UserError
 from esc.models import tiny
+from esc.models.loading import TopModelSettings
 from esc.models.tiny import TinySpec, ensure_tiny_model
 from tests.helpers import compose, requires_data
 
@@ -34,9 +37,9 @@ def tiny_cfg():
 @pytest.fixture(scope="module")
 def tiny_path(tiny_cfg) -> Path:
     """The cached build of the spec in conf/model/tiny.yaml (built here on first use)."""
-    from esc.models.loading import resolve_model_path
+    from esc.models.loading import ModelSettings, resolve_model_path
 
-    return Path(resolve_model_path(tiny_cfg))
+    return Path(resolve_model_path(ModelSettings.of(tiny_cfg)))
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +85,12 @@ def test_spec_key_depends_on_every_field():
     assert base.key() == TinySpec().key()
     assert TinySpec(seed=base.seed + 1).key() != base.key()
     assert TinySpec(vocab_size=4096).key() != base.key()
-    with pytest.raises(UserError, match="num_attention_heads"):
-        TinySpec(hidden_size=130, num_attention_heads=4)
+    node = OmegaConf.to_container(compose(["model=tiny"]).model)
+    odd = {**node, "tiny": {**node["tiny"], "hidden_size": 130, "num_attention_heads": 4}}
+    with pytest.raises(
+        ConfigError, match=r"config `model.tiny.hidden_size`: must be a multiple of num_attention_heads"
+    ):
+        load_section("model", TopModelSettings, odd)  # the settings refuse it before any build
 
 
 # --- tokenizer -------------------------------------------------------------------------------

@@ -57,11 +57,11 @@ def test_adapter_loads_on_the_base_model_and_generates(esc_role_run: tuple[Path,
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from esc.models.loading import resolve_model_path
+    from esc.models.loading import ModelSettings, resolve_model_path
     from tests.helpers import compose
 
     out, _ = esc_role_run
-    base_path = resolve_model_path(compose(["model=tiny"]).model)
+    base_path = resolve_model_path(ModelSettings.of(compose(["model=tiny"]).model))
     model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base_path), out)
     tokenizer = AutoTokenizer.from_pretrained(out)
     prompt = tokenizer.apply_chat_template(

@@ -37,10 +37,10 @@ CHATS = [
 
 @pytest.fixture(scope="module")
 def tiny():
-    from esc.models.loading import load_tokenizer, resolve_model_path
+    from esc.models.loading import ModelSettings, load_tokenizer, resolve_model_path
 
     cfg = compose(["model=tiny"]).model
-    return resolve_model_path(cfg), load_tokenizer(cfg)
+    return resolve_model_path(model := ModelSettings.of(cfg)), load_tokenizer(model)
 
 
 @pytest.fixture(scope="module")

@@ -37,9 +37,9 @@ PORT = 8123
 
 @pytest.fixture(scope="module")
 def vllm_server():
-    from esc.models.loading import resolve_model_path
+    from esc.models.loading import ModelSettings, resolve_model_path
 
-    model = resolve_model_path(compose(["model=tiny"]).model)
+    model = resolve_model_path(ModelSettings.of(compose(["model=tiny"]).model))
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
     log = open(Path(model).parent / "vllm-server.log", "w")  # noqa: SIM115 (closed below)
     proc = subprocess.Popen(
@@ -159,10 +159,12 @@ def random_adapter(folder: Path, seed: int) -> Path:
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from esc.models.loading import resolve_model_path
+    from esc.models.loading import ModelSettings, resolve_model_path
 
     torch.manual_seed(seed)
-    base = AutoModelForCausalLM.from_pretrained(resolve_model_path(compose(["model=tiny"]).model))
+    base = AutoModelForCausalLM.from_pretrained(
+        resolve_model_path(ModelSettings.of(compose(["model=tiny"]).model))
+    )
     model = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"]))
     with torch.no_grad():
         for name, param in model.named_parameters():

@@ -25,9 +25,11 @@ def _adapter(folder: Path) -> Path:
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from esc.models.loading import resolve_model_path
+    from esc.models.loading import ModelSettings, resolve_model_path
 
-    base = AutoModelForCausalLM.from_pretrained(resolve_model_path(compose(["model=tiny"]).model))
+    base = AutoModelForCausalLM.from_pretrained(
+        resolve_model_path(ModelSettings.of(compose(["model=tiny"]).model))
+    )
     get_peft_model(base, LoraConfig(r=4, target_modules=["q_proj"])).save_pretrained(folder)
     return folder
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from pydantic import Field
 
@@ -20,6 +20,9 @@ from esc.config_rules import Section, Settings
 from esc.errors import ConfigError
 from esc.registry import Registry
 from esc.settings.plugins import Registered, registers_settings
+
+if TYPE_CHECKING:
+    from esc.chat.settings import Price
 
 
 class Message(TypedDict):
@@ -100,8 +103,8 @@ class ChatBackend(Registered, abc.ABC):
     CODE_VERSION: int = 1
     #: tokens the model can attend to (prompt + reply); None when unknown
     context_window: int | None = None
-    #: USD per 1,000 tokens, e.g. {"prompt": 0.03, "completion": 0.06}; None when not configured
-    price: dict[str, float] | None = None
+    #: USD per 1,000 tokens (`Price`: prompt 0.03, completion 0.06); None when not configured
+    price: Price | None = None
     #: `count_tokens` loads no model and sends no request, so the cost estimate (`esc.chat.cost`)
     #: may call it before a run starts; otherwise the estimate counts prompts by a rule
     counts_tokens_offline: bool = False
@@ -189,7 +192,7 @@ class WrappedBackend(ChatBackend):
         return self.inner.context_window
 
     @property
-    def price(self) -> dict[str, float] | None:  # type: ignore[override]
+    def price(self) -> Price | None:  # type: ignore[override]
         return self.inner.price
 
     @property

@@ -38,7 +38,7 @@ from pydantic import Field, model_validator
 
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, WrappedBackend
 from esc.config_rules import Section, Settings, relation
-from esc.errors import ConfigError, DataError, UserError
+from esc.errors import DataError, UserError
 from esc.models.revision import adapter_hash
 from esc.secrets.redaction import scrub
 
@@ -138,14 +138,12 @@ def filesystem_type(
 
 
 def choose_journal_mode(
-    path: str | os.PathLike[str], journal_mode: str = "auto", mounts: str | os.PathLike[str] = "/proc/mounts"
+    path: str | os.PathLike[str], journal_mode: str, mounts: str | os.PathLike[str] = "/proc/mounts"
 ) -> str:
-    """`journal_mode`, or for ``auto``: ``delete`` on a network filesystem, else ``wal``."""
-    mode = str(journal_mode).lower()
-    if mode not in JOURNAL_MODES:
-        raise ConfigError("cache.journal_mode", f"{journal_mode!r} is not one of {list(JOURNAL_MODES)}")
-    if mode != "auto":
-        return mode
+    """`journal_mode` (one of `JOURNAL_MODES`), or for ``auto``: ``delete`` on a network
+    filesystem, else ``wal``."""
+    if journal_mode != "auto":
+        return journal_mode
     fstype = filesystem_type(path, mounts)
     if fstype in NETWORK_FILESYSTEMS:
         log.info("request cache %s is on %s: journal_mode delete (WAL needs a local disk)", path, fstype)
@@ -161,16 +159,14 @@ class RequestCache:
 
     Every SQLite error (a lock held longer than `timeout_s`, a full disk, a corrupt file) turns the
     operation into a miss or a skipped write: the run goes on, the cache only saves work.
+    `journal_mode` and `timeout_s` are a validated `cache:` node's (`CacheSettings`, `with_cache`),
+    or what the code that opens one gives (`merge_caches`).
     """
 
-    def __init__(
-        self, path: str | os.PathLike[str], journal_mode: str = "auto", timeout_s: float = 30.0
-    ) -> None:
+    def __init__(self, path: str | os.PathLike[str], journal_mode: str, timeout_s: float) -> None:
         self.path = Path(path)
         self.journal_mode = choose_journal_mode(self.path, journal_mode)
-        if float(timeout_s) <= 0:
-            raise ConfigError("cache.timeout_s", f"must be positive, got {timeout_s}")
-        self.timeout_s = float(timeout_s)
+        self.timeout_s = timeout_s
         self.failures = 0  # SQLite errors so far (each one a miss or a skipped write)
         self.disabled = False
         self._in_a_row = 0
@@ -374,7 +370,7 @@ def merge_caches(sources: Sequence[str | os.PathLike[str]], into: str | os.PathL
     if not os.access(place, os.W_OK):
         why = "cannot be written (permission or a read-only disk)"
         raise UserError(f"{place}: {why}; choose another --into DST")
-    dest = RequestCache(target, timeout_s=60.0)
+    dest = RequestCache(target, journal_mode="auto", timeout_s=60.0)
     report: dict[str, Any] = {"into": str(target), "sources": []}
     try:
         conn = dest._connection()

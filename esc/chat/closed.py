@@ -143,21 +143,19 @@ def unwrapped(backend: ChatBackend) -> ChatBackend:
 
 def resolve_method(backend: ChatBackend, method: str, key: str) -> str:
     """The method `auto` stands for with this backend; a ConfigError naming `key` when the backend
-    cannot do the method asked for."""
-    if method not in METHODS:
-        raise ConfigError(key, f"must be one of {', '.join(METHODS)}, got {method!r}")
+    cannot do the method asked for (`method`: one of `METHODS`, as the settings hold it)."""
     inner = unwrapped(backend)
-    can_read = hasattr(inner, "answer_distribution") and getattr(inner, "reads_distributions", True)
-    if method == "auto":
-        if can_read:
-            return "distribution"
-        return "constrained" if "choices" in backend.features else "parse"
-    if method == "distribution" and not can_read:
-        raise ConfigError(key, f"distribution needs a local model (kind: hf, or vllm >= 0.32), not {inner!r}")
-    if method == "constrained" and "choices" not in backend.features:
-        raise ConfigError(
-            key, f"constrained needs a backend with constrained decoding (kind: vllm), not {inner!r}"
-        )
+    can = {  # what each method needs of the backend, and whether it has it
+        "distribution": ("a local model (kind: hf, or vllm >= 0.32)", hasattr(inner, "answer_distribution")
+                         and getattr(inner, "reads_distributions", True)),
+        "constrained": ("a backend with constrained decoding (kind: vllm)", "choices" in backend.features),
+        "parse": ("any backend", True),
+    }  # fmt: skip
+    if method == "auto":  # the first the backend can do
+        return next(name for name, (_, has) in can.items() if has)
+    needs, has = can[method]
+    if not has:
+        raise ConfigError(key, f"{method} needs {needs}, not {inner!r}")
     return method
 
 

@@ -22,10 +22,11 @@ config's `max_cost` (`check_budget`). What it counts:
   ``batch_prompt`` and ``batch_completion``, and the line says "batch price"), which names the
   model it is for (``{model: gpt-4-0613, prompt: 0.03, completion: 0.06}``): each part's line
   says whose price it used, and a price of another model than the backend asks for (a config
-  copied from gpt4.yaml with another `model`) is refused before any request (`checked_price`): an
-  estimate, and `max_cost`, at the wrong prices would bound nothing. A price that names no model
-  is used as given, and its line says so. A price is never negative (`checked_price`): an
-  estimate below zero would pass any `max_cost`.
+  copied from gpt4.yaml with another `model`) is refused by the backend's settings
+  (`esc.chat.settings.BackendSettings`) before any work: an estimate, and `max_cost`, at the wrong
+  prices would bound nothing. A price that names no model
+  is used as given, and its line says so. A price is never negative (its settings, `Price`,
+  refuse one before any work): an estimate below zero would pass any `max_cost`.
 - **what needs a price**: a backend that sends its requests to a server (`server`: its identity
   names a ``base_url``: openai, anthropic, baichuan_npc) is billed per token; a model in this
   process (hf, vllm, canned) costs nothing. A `max_cost` is checked only when every billed part has
@@ -41,10 +42,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from esc.chat.base import ChatBackend, Message
+from esc.chat.settings import BatchPrice, Price
 from esc.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -94,54 +96,11 @@ def server(backend: ChatBackend) -> str | None:
     return ", ".join(str(u) for u in urls if u) or "its default server"
 
 
-#: the parts of a price that are dollars per 1,000 tokens (a batch API's as ``batch_*``)
-PRICE_FIELDS = ("prompt", "completion", "batch_prompt", "batch_completion")
-
-
-def refuse_negative(price: Mapping[str, Any] | None, key: str) -> None:
-    """A ConfigError naming `key` when a part of `price` is not a number >= 0: a negative price
-    makes the estimate negative, under any `max_cost`. (A price as a batch API uses it,
-    `esc.chat.batch.batch_price`, has its batch parts as ``prompt`` and ``completion``: named
-    ``batch_*`` here.)"""
-    for field in PRICE_FIELDS:
-        value = (price or {}).get(field)
-        if value is None:
-            continue
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            number = math.nan
-        if not number >= 0 or math.isinf(number):
-            name = f"batch_{field}" if price and price.get("batch") and "_" not in field else field
-            raise ConfigError(
-                key,
-                f"{name} must be a number >= 0 (USD per 1,000 tokens), got {value!r}: a negative price "
-                "makes the estimate pass any max_cost",
-            )
-
-
-def checked_price(backend: ChatBackend, key: str) -> Mapping[str, Any] | None:
-    """The backend's price (None without one); a ConfigError naming `key` when the price names
-    another model than the backend asks for, or a part of it is negative (`refuse_negative`)."""
-    price = backend.price
-    if not price:
-        return None
-    refuse_negative(price, key)
-    priced, served = price.get("model"), served_model(backend)
-    if priced is not None and served is not None and str(priced) != served:
-        raise ConfigError(
-            key,
-            f"is the price of {priced!r}, but the backend asks for model {served!r}: give the price of "
-            f"{served!r} ({key}={{model: {served}, prompt: USD_PER_1K, completion: USD_PER_1K}}), or "
-            f"{key}=null for no estimate",
-        )
-    return price
-
-
 def priced_part(label: str, backend: ChatBackend, key: str) -> CostPart:
-    """An empty `CostPart` for what `backend` would be sent, at its checked price (`checked_price`,
-    `key`: the price's config key); without a price, where its requests go (`server`)."""
-    price = checked_price(backend, key)
+    """An empty `CostPart` for what `backend` would be sent, at its price (`key`: the price's config
+    key; the backend's settings refused a price of another model); without a price, where its
+    requests go (`server`)."""
+    price = backend.price
     where = server(backend) if price is None else None
     model = served_model(backend) if where is not None else None  # for the price an error suggests
     return CostPart(label, price, key=key, server=where, model=model)
@@ -177,7 +136,7 @@ class CostPart:
     """What one model would be sent for one role in a run: `label` says which ("target gpt4")."""
 
     label: str
-    price: Mapping[str, float] | None
+    price: Price | None
     requests: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0  # each reply at its max_new_tokens: an upper bound
@@ -185,9 +144,6 @@ class CostPart:
     key: str = "price"  # the price's config key (`target.backend.price`), named in errors
     server: str | None = None  # unpriced: where its requests go, billed (None: in this process, free)
     model: str | None = None  # the model its backend asks for, named in the price an error suggests
-
-    def __post_init__(self) -> None:
-        refuse_negative(self.price, self.key)  # whoever builds a part: never a negative estimate
 
     def add(
         self, prompt_tokens: int, completion_tokens: int, requests: int = 1, counted: bool = True
@@ -201,21 +157,23 @@ class CostPart:
     @property
     def usd(self) -> float | None:
         """USD at the configured price; None without one."""
-        if not self.price:
+        if self.price is None:
             return None
         return round(
-            self.prompt_tokens / 1000 * float(self.price.get("prompt", 0.0))
-            + self.completion_tokens / 1000 * float(self.price.get("completion", 0.0)),
+            self.prompt_tokens / 1000 * self.price.prompt
+            + self.completion_tokens / 1000 * self.price.completion,
             6,
         )
 
     @property
     def price_source(self) -> str:
         """Whose price the dollars are at: ``gpt-4-0613's price``."""
-        if not self.price:
+        if self.price is None:
             return "no price"
-        model = self.price.get("model")
-        which = "batch price" if self.price.get("batch") else "price"  # a batch API's (esc.chat.batch)
+        model = self.price.model
+        which = (
+            "batch price" if isinstance(self.price, BatchPrice) else "price"
+        )  # a batch API's (esc.chat.batch)
         return f"{model}'s {which}" if model else f"a {which} that names no model"
 
     def line(self) -> str:
@@ -235,7 +193,7 @@ class CostPart:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "prompt_tokens_bounded": self.bounded,
-            "price": dict(self.price) if self.price else None,
+            "price": self.price.shown() if self.price else None,
             "price_source": self.price_source,
             "usd": self.usd,
         }

@@ -1,4 +1,5 @@
-"""The settings models chat backends share: a backend's base model, a price, a server's URL, a model node.
+"""The settings models chat backends share: a backend's base model, a price, a server's URL (a local
+model's node is `esc.models.loading.ModelSettings`).
 
 Each registered backend declares its own model (`Settings`, a `BackendSettings`) beside its class,
 made of these pieces; `esc.chat.build.build_backend` validates a config node with it and builds the
@@ -8,18 +9,40 @@ class from the instance, so no backend checks or defaults a setting in its const
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 from urllib.parse import urlsplit
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from esc.config_rules import OpenSettings, Settings, check, show
-from esc.models.loading import AUTO_CLASSES
+from esc.config_rules import Settings, check, relation, show
 from esc.settings.plugins import PluginSettings
 
 
 class BackendSettings(PluginSettings):
-    """What every backend node holds: its `kind` (the registry's name for its class)."""
+    """What every backend node holds: its `kind` (the registry's name for its class); a `price` (a
+    backend's field, where it has one) must be the price of the model the node asks for."""
+
+    def served_model(self) -> str | None:
+        """The model this node asks for, as its backend's identity names it (`esc.chat.cost`); None
+        where it names none."""
+        return None
+
+    @model_validator(mode="after")
+    def _price_of_this_model(self) -> Self:
+        price, served = getattr(self, "price", None), self.served_model()
+        if (
+            isinstance(price, Price)
+            and price.model is not None
+            and served is not None
+            and price.model != served
+        ):
+            raise relation(  # a config copied from gpt4.yaml with another model: its estimate would be wrong
+                "price",
+                f"is the price of {price.model!r}, but the backend asks for model {served!r}: give the price "
+                f"of {served!r} (KEY={{model: {served}, prompt: USD_PER_1K, completion: USD_PER_1K}}), or "
+                "KEY=null for no estimate",
+            )
+        return self
 
 
 class Price(Settings):
@@ -31,6 +54,19 @@ class Price(Settings):
     completion: float = Field(ge=0, description="USD per 1,000 completion tokens")
     batch_prompt: float | None = Field(None, ge=0)
     batch_completion: float | None = Field(None, ge=0)
+
+    def shown(self) -> dict[str, Any]:
+        """The price as the config gave it (its keys only): what a cost estimate records."""
+        return self.model_dump(exclude_unset=True)
+
+
+class BatchPrice(Price):
+    """The price of a request sent through a batch API (`esc.chat.batch.batch_price`): a price's
+    `batch_prompt` and `batch_completion` as its `prompt` and `completion`. Made in code, never a
+    config node."""
+
+    def shown(self) -> dict[str, Any]:
+        return {**super().shown(), "batch": True}
 
 
 def _server(value: Any) -> str | None:
@@ -55,12 +91,6 @@ def _env_name(value: Any) -> str | None:
 
 EnvName = Annotated[str, check(_env_name)]
 """The name of the environment variable that holds a key (the key itself never sits in a config)."""
-
-
-class ModelNode(OpenSettings):
-    """A local backend's `model:` (conf/model/): transformers reads its keys; `auto_class` is checked here."""
-
-    auto_class: Literal[AUTO_CLASSES] | None = Field(None, description="AutoModel for a custom architecture")  # type: ignore[valid-type]
 
 
 def dumped(node: Settings | None) -> dict[str, Any]:

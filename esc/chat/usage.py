@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from esc.chat.base import Reply
+
+if TYPE_CHECKING:
+    from esc.chat.settings import Price
 
 
 @dataclasses.dataclass
@@ -42,17 +45,15 @@ class Usage:
             counts[0] += 1
             counts[1] += reply.cached
 
-    def cost(self, price: dict[str, float] | None) -> float | None:
+    def cost(self, price: Price | None) -> float | None:
         """USD for the tokens generated in this run (cache hits are free); None without a price."""
-        if not price:
+        if price is None:
             return None
         return round(
-            self.prompt_tokens / 1000 * price.get("prompt", 0.0)
-            + self.completion_tokens / 1000 * price.get("completion", 0.0),
-            6,
+            self.prompt_tokens / 1000 * price.prompt + self.completion_tokens / 1000 * price.completion, 6
         )
 
-    def report(self, price: dict[str, float] | None) -> dict[str, Any]:
+    def report(self, price: Price | None) -> dict[str, Any]:
         """The manifest's entry: counts, cost, and the served models / fingerprints seen."""
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "served"}
         data["cost_usd"] = self.cost(price)

@@ -40,7 +40,7 @@ def estimate_dialogues(
     for language in sorted({card.language for card in cards}):
         done |= completed_keys(dialogue_file(out, target.name, roleplayer.name, language))
     pending = [card for card in cards if (card.id, card.language) not in done]
-    parts = {  # each at its price, refused when it is another model's (`esc.chat.cost.checked_price`)
+    parts = {  # each at its price, refused when it is another model's (`esc.chat.settings.BackendSettings`)
         "roleplayer": priced_part(
             f"role-player {roleplayer.name}", roleplayer.backend, "roleplayer.backend.price"
         ),

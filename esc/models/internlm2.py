@@ -37,7 +37,7 @@ import re
 import shutil
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -46,6 +46,9 @@ from esc.hashing import sha256_file
 from esc.jsonl import atomic_write_bytes, read_json
 from esc.output_folder import Command, owner_tag, process_gone, staged
 from esc.paths import cache_dir
+
+if TYPE_CHECKING:
+    from esc.models.loading import ModelSettings
 
 log = logging.getLogger(__name__)
 
@@ -621,25 +624,25 @@ def native_adapter(src: str | Path, config: Mapping[str, Any]) -> Path:
     return _cached("lora", key, src, lambda out: convert_adapter(src, out, config))
 
 
-def local_internlm2_dir(model_cfg: Mapping[str, Any]) -> Path | None:
-    """The local InternLM2 folder a `conf/model`-style mapping names, or None (a hub id, another model)."""
-    name = model_cfg.get("name_or_path")
-    if not name or not Path(str(name)).is_dir() or not is_internlm2_dir(str(name)):
+def local_internlm2_dir(model: ModelSettings) -> Path | None:
+    """The local InternLM2 folder a `conf/model` node names, or None (a hub id, another model)."""
+    name = model.name_or_path
+    if not name or not Path(name).is_dir() or not is_internlm2_dir(name):
         return None
-    return Path(str(name))
+    return Path(name)
 
 
 def native_internlm2(
-    model_cfg: Mapping[str, Any], adapters: Mapping[Any, Path]
-) -> tuple[dict[str, Any], dict[Any, Path]] | None:
-    """A model config that loads the converted copy of `model_cfg`'s InternLM2 folder (no remote
-    code) and its adapters' converted copies under the same keys; None when `model_cfg` names no
-    local InternLM2 folder (a hub id is left to the hub: download it first, then name the folder)."""
-    src = local_internlm2_dir(model_cfg)
+    model: ModelSettings, adapters: Mapping[Any, Path]
+) -> tuple[ModelSettings, dict[Any, Path]] | None:
+    """A model node that loads the converted copy of `model`'s InternLM2 folder (no remote code) and
+    its adapters' converted copies under the same keys; None when `model` names no local InternLM2
+    folder (a hub id is left to the hub: download it first, then name the folder)."""
+    src = local_internlm2_dir(model)
     if src is None:
         return None
     config = read_json(src / "config.json")
     out = native_checkpoint(src)
-    native = {**model_cfg, "name_or_path": str(out), "trust_remote_code": False, "revision": None,
-              "attn_implementation": None}  # fmt: skip
+    native = model.model_copy(update={"name_or_path": str(out), "trust_remote_code": False, "revision": None,
+                                      "attn_implementation": None})  # fmt: skip
     return native, {key: native_adapter(path, config) for key, path in adapters.items()}

@@ -25,14 +25,12 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from esc.hashing import sha256_file
-from esc.models.loading import resolve_model_path
+from esc.models.loading import ModelSettings, resolve_model_path
 from esc.models.packaged import converted_dir, is_converted, packaged_model
-from esc.models.tiny import TinySpec
 from esc.paths import cache_dir
 
 log = logging.getLogger(__name__)
@@ -179,40 +177,32 @@ def hub_cache_commit(repo_id: str, revision: str | None, cache_dir: str | Path |
 # --- models -----------------------------------------------------------------------------------
 
 
-def _tiny_dir(model_cfg: Mapping[str, Any]) -> Path:
-    """Where `esc.models.tiny.ensure_tiny_model` keeps the tiny model of this spec (built or not)."""
-
-    return cache_dir() / "tiny" / f"qwen2-tiny-{TinySpec(**dict(model_cfg['tiny'])).key()}"
-
-
-def _local_dir(model_cfg: Mapping[str, Any], materialize: bool) -> Path | None:
+def _local_dir(model: ModelSettings, materialize: bool) -> Path | None:
     """The directory of a tiny or packaged model, built or fetched only when `materialize`."""
     if materialize:
-        return Path(resolve_model_path(model_cfg))
-    if model_cfg.get("tiny"):
-        path = _tiny_dir(model_cfg)
+        return Path(resolve_model_path(model))
+    if model.tiny:
+        path = cache_dir() / "tiny" / f"qwen2-tiny-{model.tiny.spec().key()}"  # as ensure_tiny_model keeps it
         return path if (path / "build.json").is_file() else None
-
-    spec = packaged_model(str(model_cfg["packaged"]))
+    spec = packaged_model(str(model.packaged))
     return converted_dir(spec) if is_converted(spec) else None
 
 
 def resolve_revision(
-    model_cfg: Mapping[str, Any], materialize: bool = False, hub_cache: str | Path | None = None
+    model: ModelSettings, materialize: bool = False, hub_cache: str | Path | None = None
 ) -> Revision:
-    """The revision of the model a ``conf/model``-style mapping names, from what is on disk.
+    """The revision of the model a ``conf/model`` node names, from what is on disk.
 
     Nothing is downloaded or built unless `materialize` (then a tiny model is built and a packaged
     one fetched, as loading would); a hub model that is not in the hub cache yet is unresolved.
     """
-    configured = model_cfg.get("revision")
-    configured = str(configured) if configured is not None else None
-    if model_cfg.get("tiny") or model_cfg.get("packaged"):
-        path = _local_dir(model_cfg, materialize)
+    configured = model.revision
+    if model.tiny or model.packaged:
+        path = _local_dir(model, materialize)
         if path is None:
             return Revision(None, "unresolved", configured)
         return Revision(directory_hash(path), "content", configured)
-    name = str(model_cfg.get("name_or_path") or "")
+    name = model.name_or_path or ""
     local = Path(name).expanduser()
     if name and local.is_dir():
         commit = snapshot_commit(local)

@@ -153,7 +153,7 @@ def estimate_items(judge: Judge, items: Sequence[ScoreItem]) -> CostEstimate | N
     bound). Pass only the items still to judge (`Batch.pending_items`). None when the judge
     costs nothing: a model in this process without a price (`esc.chat.cost.in_estimate`); an API judge
     without `backend.price` has an unpriced part, which `max_cost` refuses (a price of another
-    model than the backend's is refused, `esc.chat.cost.checked_price`). Several judges
+    model than the backend's is refused by its settings, `esc.chat.settings`). Several judges
     (a jury) or item sets (pairwise items in both orders are items like any): add the estimates
     with `CostEstimate.total`. Every mode that judges hands its estimate to
     `esc.chat.cost.before_spending` before judging."""

@@ -10,7 +10,7 @@ import pytorch_lightning as pl
 import torch
 
 from esc.errors import ConfigError, UserError
-from esc.models.loading import is_zero3, load_causal_lm
+from esc.models.loading import ModelSettings, QuantizationSettings, is_zero3, load_causal_lm
 from esc.train.rng import CHECKPOINT_KEY, TrainingRandomness, gather_states, states_for_rank
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,8 @@ class LoRACausalLM(pl.LightningModule):
         from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
 
         zero3 = self._zero3_config()
-        base = load_causal_lm(self.model_cfg, self.quant_cfg, deepspeed_config=zero3)
+        model, quant = ModelSettings.of(self.model_cfg), QuantizationSettings.of(self.quant_cfg or None)
+        base = load_causal_lm(model, quant, deepspeed_config=zero3)
         base.config.use_cache = False
         if self._packing():
             check_packing_support(base)

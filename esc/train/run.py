@@ -19,7 +19,7 @@ from esc.cards.schema import LANGUAGES
 from esc.config_rules import OpenSettings, Section, check, show
 from esc.errors import ConfigError, UserError
 from esc.lifecycle import Job, JobResult, job_run
-from esc.models.loading import MODEL_CONFIG, load_tokenizer
+from esc.models.loading import MODEL_CONFIG, QuantizationSettings, TopModelSettings, load_tokenizer
 from esc.settings.types import ExistingFile, NonEmpty, Target, is_int, path_problem
 from esc.train.adapter import save_adapter
 from esc.train.checkpoint_io import FolderCheckpointIO
@@ -173,7 +173,7 @@ def _train(job: Job, cfg: DictConfig, out: Path, fallbacks: list[str], resolved:
     pl.seed_everything(cfg.seed, workers=True)
 
     log.info("Instantiating tokenizer for model <%s>", cfg.model.name)
-    tokenizer = load_tokenizer(cfg.model)
+    tokenizer = load_tokenizer(TopModelSettings.of(cfg.model))
     log.info("Instantiating datamodule <%s>", cfg.datamodule._target_)
     datamodule = instantiate(cfg.datamodule, tokenizer=tokenizer, _convert_="all")
     log.info("Instantiating module <%s>", cfg.module._target_)
@@ -420,10 +420,10 @@ CONFIG: tuple[Section, ...] = (
     Section("trainer", Trainer, optional=True),
     Section("callbacks", Callbacks),  # read whole by _train (conf/callbacks/default.yaml)
     Section("data", Data, optional=True),
-    # nodes handed whole to Lightning, bitsandbytes, the scheduler and the sweep's table (issue 62:
+    Section("quantization", QuantizationSettings, optional=True),  # bitsandbytes' (esc.models.loading)
+    # nodes handed whole to Lightning, the scheduler and the sweep's table (issue 62:
     # a top-level key no section names is refused as a typo)
     Section("logger", OpenSettings, optional=True),
-    Section("quantization", OpenSettings, optional=True),
     Section("scheduler", OpenSettings, optional=True),
     Section("strategy", OpenSettings, optional=True),
     Section("variant", OpenSettings, optional=True),

@@ -464,9 +464,9 @@ class ExtractorName(Settings):
 CONFIG: tuple[Section, ...] = (
     Section("", CardsRun),  # the top level is open (paths, hydra...)
     typed_section("cards", CardSources),
+    MODEL_CONFIG,  # before the extractor, whose `model: ${model}` it is: its errors name `model.*`
     backend_config("extractor", beside=ExtractorName),
     generation_config("generation"),
-    MODEL_CONFIG,
     CACHE_CONFIG,
     typed_section("steps", LLMSteps),
 )

@@ -30,7 +30,7 @@ from pydantic import Field
 
 from esc.chat.backends._common import error_reply, one_line
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, check_features, register_backend
-from esc.chat.settings import BackendSettings, EnvName, Price, ServerUrl, dumped
+from esc.chat.settings import BackendSettings, EnvName, Price, ServerUrl
 from esc.errors import ConfigError, UserError
 from esc.secrets.redaction import scrub_text, secret_values
 
@@ -86,6 +86,9 @@ class AnthropicBackend(ChatBackend):
         context_window: int | None = Field(None, ge=1)
         sampling_params: bool = Field(False, description="send temperature and top_p: older models take them")
 
+        def served_model(self) -> str | None:
+            return self.model
+
     def __init__(self, settings: Settings, config_key: str = "backend") -> None:
         self.config_key = config_key
         self.model = settings.model
@@ -94,7 +97,7 @@ class AnthropicBackend(ChatBackend):
         self.max_concurrency = settings.max_concurrency
         self.timeout_s = settings.timeout_s
         self.max_retries = settings.max_retries
-        self.price = dumped(settings.price) or None
+        self.price = settings.price
         self.revision = settings.revision
         self.context_window = settings.context_window
         self.sampling_params = settings.sampling_params

@@ -37,21 +37,22 @@ from esc.chat.backends.greedy_decode import greedy_decode, model_supports, proce
 from esc.chat.backends.next_token import MIN_SHARED_PREFIX, Reduce, next_token_answers, prefill, shared_prefix
 from esc.chat.backends.prefix_cache import PrefixCache
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, check_features, register_backend
-from esc.chat.settings import BackendSettings, BatchSize, ModelNode, Price, dumped
+from esc.chat.settings import BackendSettings, BatchSize, Price
 from esc.config_rules import check, check_entries, show
-from esc.errors import ConfigError
 from esc.models.attention import use_grouped_sdpa
 from esc.models.cpu_bf16 import Bf16Choice, decide_bf16
 from esc.models.loading import (
+    AdapterDir,
+    LocalDevice,
+    ModelSettings,
     adapter_weights,
     check_adapter_files,
-    check_device,
     load_for_inference,
     model_label,
+    require_named,
     resolve_model_path,
 )
 from esc.models.revision import adapter_hash, resolve_revision
-from esc.settings.types import Device, ExistingDir
 
 log = logging.getLogger(__name__)
 
@@ -194,9 +195,9 @@ class HFBackend(ChatBackend):
     class Settings(BackendSettings):
         """An `hf` node (conf/target/tiny.yaml, conf/roleplayer/esc_role_local.yaml, ...)."""
 
-        model: ModelNode
-        adapter: ExistingDir | None = Field(None, description="a PEFT adapter directory")
-        device: Device = Field("auto", description="auto: a CUDA GPU when there is one")
+        model: ModelSettings
+        adapter: AdapterDir | None = Field(None, description="a PEFT adapter directory")
+        device: LocalDevice = Field("auto", description="auto: a CUDA GPU when there is one")
         batch_size: BatchSize = Field(8, description="conversations per forward batch, or auto")
         price: Price | None = None
         generation_config: Annotated[dict[str, Any] | None, check_entries(_generation_problem)] = Field(
@@ -206,16 +207,15 @@ class HFBackend(ChatBackend):
         decode: Literal[DECODE_MODES] = "auto"  # type: ignore[valid-type]
         cpu_bf16: Annotated[bool | str, check(_bf16_problem)] = Field(False, description="bfloat16 on a CPU")
 
+        def served_model(self) -> str | None:
+            return model_label(self.model) if self.model.named else None
+
     def __init__(self, settings: Settings, config_key: str = "backend") -> None:
         self.config_key = config_key  # where this backend's settings sit in the config (error messages)
-        self.model_cfg = dumped(settings.model)
+        self.model = settings.model
         self.prefix_cache_gb = settings.prefix_cache_gb
         self._prefix: PrefixCache | None = None
         self.generation_overrides = dict(settings.generation_config or {})
-        if not any(self.model_cfg.get(k) for k in ("tiny", "packaged", "name_or_path")):
-            raise ConfigError(
-                f"{config_key}.model.name_or_path", "is empty: name a hub id or a local directory"
-            )
         self.adapter = settings.adapter
         self.device_name = settings.device
         batch_size = settings.batch_size
@@ -223,7 +223,7 @@ class HFBackend(ChatBackend):
         self._cpu_budget: int | None = (
             None  # batch_size auto on a CPU: bytes of keys and values a call may use
         )
-        self.price = dumped(settings.price) or None
+        self.price = settings.price
         self._model: Any = None
         self._tokenizer: Any = None
         self._device: Any = None
@@ -240,31 +240,17 @@ class HFBackend(ChatBackend):
         self._fast_refused: list[str] = []  # generation fields that last sent a call to generate
 
     def __repr__(self) -> str:
-        return f"HFBackend(model={self.model_cfg.get('name')!r}, adapter={self.adapter!r})"
+        return f"HFBackend(model={self.model.name!r}, adapter={self.adapter!r})"
 
     # --- loading ------------------------------------------------------------------------------
 
-    def _adapter_weights(self) -> Path:
-        assert self.adapter is not None
-        return adapter_weights(self.adapter, f"{self.config_key}.adapter")
-
     def check_ready(self) -> None:
-        """Check the device, the adapter and a local model directory without loading anything
-        (`load` loads). A GPU that was asked for and is not there is an error, never a CPU run."""
-        check_device(self.device_name, f"{self.config_key}.device")
+        """Check that a model is named and the adapter's files can be read, without loading
+        anything (`load` loads). The settings checked the rest: the device (a GPU that was asked for
+        and is not there is an error, never a CPU run), the adapter and a local model directory."""
+        require_named(self.model, f"{self.config_key}.model")
         if self.adapter:
-            self._adapter_weights()
             check_adapter_files(self.adapter)  # a config or weights file cut short: one line, now
-        cfg = self.model_cfg
-        name = str(cfg.get("name_or_path") or "")
-        if name and not cfg.get("tiny") and not cfg.get("packaged"):
-            path = Path(name).expanduser()
-            looks_local = path.is_absolute() or name.startswith((".", "~")) or path.exists()
-            if looks_local and not (path / "config.json").is_file():
-                raise ConfigError(
-                    f"{self.config_key}.model.name_or_path",
-                    f"{path} is not a model directory (no config.json)",
-                )
 
     def load(self) -> None:
         """Load the tokenizer, model and adapter now (otherwise the first generation does)."""
@@ -277,11 +263,10 @@ class HFBackend(ChatBackend):
 
             adapters = []
             if self.adapter:
-                self._adapter_weights()
                 log.info("Applying the PEFT adapter %s", self.adapter)
                 adapters = [(str(self.adapter), "default")]
             self._model, self._tokenizer, self._device = load_for_inference(
-                self.model_cfg, self.device_name, adapters
+                self.model, self.device_name, adapters
             )
             if self._device.type == "cpu" and self.bf16_choice().use:
                 import torch
@@ -327,16 +312,16 @@ class HFBackend(ChatBackend):
             from transformers import AutoConfig
 
             config = AutoConfig.from_pretrained(
-                resolve_model_path(self.model_cfg),
-                revision=self.model_cfg.get("revision"),
-                trust_remote_code=bool(self.model_cfg["trust_remote_code"]),
+                resolve_model_path(self.model),
+                revision=self.model.revision,
+                trust_remote_code=self.model.trust_remote_code,
             )
         return getattr(config, "get_text_config", lambda: config)()
 
     @property
     def context_window(self) -> int | None:  # type: ignore[override]
-        if self.model_cfg.get("context_window"):
-            return int(self.model_cfg["context_window"])
+        if self.model.context_window:
+            return self.model.context_window
         if self._context_window is None:
             self._context_window = getattr(self._text_config(), "max_position_embeddings", None)
         return self._context_window
@@ -351,9 +336,9 @@ class HFBackend(ChatBackend):
             return dict(self._identity)
         import transformers
 
-        cfg = self.model_cfg
-        name_or_path = model_label(cfg)
-        revision = resolve_revision(cfg)
+        model = self.model
+        name_or_path = model_label(model)
+        revision = resolve_revision(model)
         packages = {"transformers": transformers.__version__}
         if self.adapter:
             import peft
@@ -365,17 +350,17 @@ class HFBackend(ChatBackend):
             "packages": packages,
             "name_or_path": name_or_path,
             **revision.to_dict(),
-            "dtype": "bfloat16" if self.cpu_bf16 != "false" and self.bf16_choice().use else cfg.get("dtype"),
+            "dtype": "bfloat16" if self.cpu_bf16 != "false" and self.bf16_choice().use else model.dtype,
             "adapter": self.adapter,
-            "adapter_sha256": adapter_hash(self._adapter_weights().parent) if self.adapter else None,
+            "adapter_sha256": adapter_hash(Path(self.adapter)) if self.adapter else None,
             "decode": self.decode,
         }
         if self.cpu_bf16 != "false":
             identity["cpu_bf16"] = self.cpu_bf16
         if self.generation_overrides:
             identity["generation_config"] = dict(sorted(self.generation_overrides.items()))
-        if cfg.get("chat_template"):
-            identity["chat_template_sha256"] = hashlib.sha256(str(cfg["chat_template"]).encode()).hexdigest()
+        if model.chat_template:
+            identity["chat_template_sha256"] = hashlib.sha256(model.chat_template.encode()).hexdigest()
         # a hub revision read before loading may move when loading downloads a newer snapshot
         if revision.resolved and (self._model is not None or revision.source != "hub-cache"):
             self._identity = identity

@@ -37,7 +37,7 @@ from pydantic import Field
 
 from esc.chat.backends._common import error_reply, one_line
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, check_features, register_backend
-from esc.chat.settings import BackendSettings, EnvName, Price, ServerUrl, dumped
+from esc.chat.settings import BackendSettings, EnvName, Price, ServerUrl
 from esc.errors import ConfigError, UserError
 from esc.secrets.redaction import redact, scrub_text, secret_values, url_passwords
 from esc.settings.types import NonEmpty
@@ -139,6 +139,9 @@ class OpenAIBackend(ChatBackend):
         context_window: int | None = Field(None, ge=1)
         set_aside_s: float = Field(30.0, ge=0, description="how long a failing server of several rests")
 
+        def served_model(self) -> str | None:
+            return self.model
+
     def __init__(self, settings: Settings, config_key: str = "backend") -> None:
         self.config_key = config_key
         base_url = settings.base_url
@@ -151,7 +154,7 @@ class OpenAIBackend(ChatBackend):
         self.max_concurrency = settings.max_concurrency
         self.timeout_s = settings.timeout_s
         self.max_retries = settings.max_retries
-        self.price = dumped(settings.price) or None
+        self.price = settings.price
         self.extra_body = dict(settings.extra_body or {})
         self.revision = settings.revision
         self.context_window = settings.context_window

@@ -47,12 +47,20 @@ from pydantic import Field
 from esc.chat.answer_tokens import AnswerTokens
 from esc.chat.backends._common import error_reply, prompt_ids
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, check_features, register_backend
-from esc.chat.settings import BackendSettings, BatchSize, ModelNode, Price, dumped
+from esc.chat.settings import BackendSettings, BatchSize, Price
 from esc.config_rules import check_entries
 from esc.errors import ConfigError
-from esc.models.loading import adapter_weights, load_tokenizer, model_label, resolve_model_path
+from esc.models.loading import (
+    AdapterDir,
+    ModelSettings,
+    adapter_weights,
+    load_tokenizer,
+    model_label,
+    require_named,
+    resolve_model_path,
+)
 from esc.models.revision import adapter_hash, resolve_revision
-from esc.settings.types import Device, ExistingDir
+from esc.settings.types import Device
 
 log = logging.getLogger(__name__)
 
@@ -135,8 +143,8 @@ class VLLMBackend(ChatBackend):
     class Settings(BackendSettings):
         """A `vllm` node (conf/judge/esc_rank_vllm.yaml, `backend.kind=vllm` on an hf node)."""
 
-        model: ModelNode
-        adapter: ExistingDir | None = Field(None, description="a LoRA adapter for every request")
+        model: ModelSettings
+        adapter: AdapterDir | None = Field(None, description="a LoRA adapter for every request")
         tensor_parallel_size: int = Field(1, ge=1, description="GPUs the model is split over")
         gpu_memory_utilization: float = Field(0.45, gt=0, le=1, description="share of GPU memory")
         max_model_len: int | None = Field(None, ge=1, description="null: the model's")
@@ -153,14 +161,13 @@ class VLLMBackend(ChatBackend):
         )
         cpu_bf16: bool | Literal["auto"] | None = Field(None, description="accepted as hf's; no effect")
 
+        def served_model(self) -> str | None:
+            return model_label(self.model) if self.model.named else None
+
     def __init__(self, settings: Settings, config_key: str = "backend") -> None:
         self.config_key = config_key
-        self.model_cfg = dumped(settings.model)
+        self.model = settings.model
         self.generation_overrides = dict(settings.generation_config or {})
-        if not any(self.model_cfg.get(k) for k in ("tiny", "packaged", "name_or_path")):
-            raise ConfigError(
-                f"{config_key}.model.name_or_path", "is empty: name a hub id or a local directory"
-            )
         adapter, batch_size = settings.adapter, settings.batch_size
         self.adapter = str(adapter) if adapter else None
         self._request_adapters: set[str] = set()  # per-request adapters named before the engine starts
@@ -176,7 +183,7 @@ class VLLMBackend(ChatBackend):
             **(settings.engine_args or {}),
         }
         self.sleep_when_idle = settings.sleep_when_idle
-        self.price = dumped(settings.price) or None
+        self.price = settings.price
         self._engine: Any = None
         self._engine_key: str | None = None
         self._tokenizer: Any = None
@@ -186,12 +193,13 @@ class VLLMBackend(ChatBackend):
         self._lock = threading.RLock()
 
     def __repr__(self) -> str:
-        return f"VLLMBackend(model={self.model_cfg.get('name')!r}, adapter={self.adapter!r})"
+        return f"VLLMBackend(model={self.model.name!r}, adapter={self.adapter!r})"
 
     # --- readiness and loading --------------------------------------------------------------------
 
     def check_ready(self) -> None:
-        """vLLM importable, the adapter and a local model directory present; loads nothing."""
+        """vLLM importable and a model named (the settings checked the adapter and a local model
+        directory); loads nothing."""
         try:
             import vllm  # noqa: F401
         except ImportError:
@@ -200,27 +208,18 @@ class VLLMBackend(ChatBackend):
                 "vllm is not installed in this environment: `make test-vllm` builds a CPU one "
                 "(.venv-vllm); on GPUs `pip install vllm`; or use backend.kind=hf",
             ) from None
-        if self.adapter:
-            adapter_weights(self.adapter, f"{self.config_key}.adapter")
-        name = str(self.model_cfg.get("name_or_path") or "")
-        if name and not self.model_cfg.get("tiny") and not self.model_cfg.get("packaged"):
-            path = Path(name).expanduser()
-            if (path.is_absolute() or path.exists()) and not (path / "config.json").is_file():
-                raise ConfigError(
-                    f"{self.config_key}.model.name_or_path",
-                    f"{path} is not a model directory (no config.json)",
-                )
+        require_named(self.model, f"{self.config_key}.model")
 
     def _llm_args(self) -> dict[str, Any]:
 
-        cfg = self.model_cfg
+        model = self.model
         settings = dict(self.engine_settings)
         args: dict[str, Any] = {
-            "model": resolve_model_path(cfg),
-            "revision": cfg.get("revision"),
-            "dtype": cfg["dtype"],  # null: left out, vLLM's own (auto)
-            "trust_remote_code": bool(cfg["trust_remote_code"]),
-            "max_model_len": settings.pop("max_model_len") or cfg.get("context_window"),
+            "model": resolve_model_path(model),
+            "revision": model.revision,
+            "dtype": model.dtype,  # null: left out, vLLM's own (auto)
+            "trust_remote_code": model.trust_remote_code,
+            "max_model_len": settings.pop("max_model_len") or model.context_window,
             # LoRA only where an adapter is used: on vLLM's CPU build an engine with LoRA on decodes
             # 1.5x slower even without one (benchmarks/profile_vllm.py --lora on,off)
             "enable_lora": bool(self.adapter or self._request_adapters),
@@ -254,7 +253,7 @@ class VLLMBackend(ChatBackend):
 
     @property
     def context_window(self) -> int | None:  # type: ignore[override]
-        configured = self.engine_settings["max_model_len"] or self.model_cfg.get("context_window")
+        configured = self.engine_settings["max_model_len"] or self.model.context_window
         if configured:
             return int(configured)
         if self._engine is not None:
@@ -266,19 +265,19 @@ class VLLMBackend(ChatBackend):
             return dict(self._identity)
         import vllm
 
-        cfg = self.model_cfg
+        model = self.model
         identity: dict[str, Any] = {
             "kind": "vllm",
             "code_version": self.code_version(),
             "packages": {"vllm": vllm.__version__},
-            "name_or_path": model_label(cfg),
-            **resolve_revision(cfg).to_dict(),
-            "dtype": cfg.get("dtype"),
+            "name_or_path": model_label(model),
+            **resolve_revision(model).to_dict(),
+            "dtype": model.dtype,
             "adapter": self.adapter,
             "adapter_sha256": adapter_hash(Path(self.adapter)) if self.adapter else None,
         }
-        if cfg.get("chat_template"):
-            identity["chat_template_sha256"] = hashlib.sha256(str(cfg["chat_template"]).encode()).hexdigest()
+        if model.chat_template:
+            identity["chat_template_sha256"] = hashlib.sha256(model.chat_template.encode()).hexdigest()
         if self.generation_overrides:
             identity["generation_config"] = dict(sorted(self.generation_overrides.items()))
         self._identity = identity
@@ -292,7 +291,7 @@ class VLLMBackend(ChatBackend):
         prompts read by `answer_distribution` are encoded with it and sent as token ids."""
         with self._lock:
             if self._tokenizer is None:
-                self._tokenizer = load_tokenizer(self.model_cfg)
+                self._tokenizer = load_tokenizer(self.model)
             return self._tokenizer
 
     def prompt_ids(self, messages: Sequence[Message]) -> list[int]:
@@ -524,7 +523,7 @@ class VLLMBackend(ChatBackend):
             params,
             use_tqdm=False,
             lora_request=lora,
-            chat_template=self.model_cfg.get("chat_template"),
+            chat_template=self.model.chat_template,
         )
 
     def _one(self, messages: Sequence[Message], params: Any, lora: Any, want_logprobs: bool) -> Reply:

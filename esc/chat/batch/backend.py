@@ -34,7 +34,7 @@ from esc.chat.batch.api import BatchAPI, BatchNotFound, BatchUnreachable, Polled
 from esc.chat.batch.ledger import BatchEntry, BatchLedger, utc
 from esc.chat.batch.openai_batches import OpenAIBatches
 from esc.chat.cache import request_key
-from esc.errors import ConfigError
+from esc.chat.settings import BackendSettings, BatchPrice, Price
 from esc.rundir import OWNER_FILE, acquire_folder
 
 log = logging.getLogger(__name__)
@@ -45,33 +45,39 @@ MAX_REQUESTS = 10_000
 MAX_BACKOFF_S = 600.0
 
 
-def batch_api(backend: ChatBackend, key: str) -> BatchAPI:
-    """The batch API of `backend`'s provider; a ConfigError naming `key` for a backend without one."""
-    if isinstance(backend, AnthropicBackend):
-        return AnthropicBatches(backend)
-    if isinstance(backend, OpenAIBackend) and type(backend).kind == "openai":
-        if backend.several:
-            raise ConfigError(key, "a batch goes to one server: give backend.base_url one URL")
-        return OpenAIBatches(backend)
-    raise ConfigError(
-        key, f"{backend!r} has no batch API: batches need backend.kind openai (OpenAI) or anthropic"
+def batch_problem(backend: BackendSettings) -> str | None:
+    """Why a backend node cannot send its requests as batches (a judge's ``batch: true`` refuses it
+    before any work), or None: OpenAI's Batch API takes one server, Anthropic's Message Batches."""
+    if backend.kind == "anthropic":
+        return None
+    if backend.kind == "openai":
+        urls = backend.base_url  # type: ignore[attr-defined]  # the openai node's
+        several = isinstance(urls, list) and len(urls) > 1
+        return "a batch goes to one server: give backend.base_url one URL" if several else None
+    return (
+        f"backend.kind {backend.kind} has no batch API: batches need backend.kind openai (OpenAI) or "
+        "anthropic"
     )
 
 
-def batch_price(price: dict[str, Any] | None) -> dict[str, Any] | None:
+def batch_api(backend: ChatBackend) -> BatchAPI:
+    """The batch API of `backend`'s provider (one `batch_problem` accepts)."""
+    if isinstance(backend, AnthropicBackend):
+        return AnthropicBatches(backend)
+    if isinstance(backend, OpenAIBackend) and type(backend).kind == "openai" and not backend.several:
+        return OpenAIBatches(backend)
+    raise TypeError(f"{backend!r} has no batch API (its settings should have said so: batch_problem)")
+
+
+def batch_price(price: Price | None) -> Price | None:
     """The price of a batch request: ``batch_prompt`` / ``batch_completion`` where the price gives
-    them (the provider's batch price, half the listed one at OpenAI and Anthropic), marked
-    ``batch: true``; else the price as given (an upper bound), and a warning."""
-    if not price:
-        return price
-    if "batch_prompt" in price and "batch_completion" in price:
-        batched = {k: v for k, v in price.items() if not k.startswith("batch_")}
-        return {
-            **batched,
-            "prompt": price["batch_prompt"],
-            "completion": price["batch_completion"],
-            "batch": True,
-        }
+    them (the provider's batch price, half the listed one at OpenAI and Anthropic), a `BatchPrice`;
+    else the price as given (an upper bound), and a warning."""
+    if price is None:
+        return None
+    if price.batch_prompt is not None and price.batch_completion is not None:
+        named = {"model": price.model} if "model" in price.model_fields_set else {}
+        return BatchPrice(**named, prompt=price.batch_prompt, completion=price.batch_completion)
     log.warning(
         "batch: the price gives no batch_prompt / batch_completion, so the estimate and max_cost use the "
         "per-request price (an upper bound)"
@@ -101,7 +107,7 @@ class BatchedBackend(WrappedBackend):
         key: str = "judge.batch",
     ) -> None:
         super().__init__(inner)
-        self.api = batch_api(inner, key)
+        self.api = batch_api(inner)
         self.ledger = BatchLedger(folder)
         self.poll_s, self.wait_s, self.max_requests = float(poll_s), float(wait_s), int(max_requests)
         self._price = batch_price(inner.price)
@@ -117,7 +123,7 @@ class BatchedBackend(WrappedBackend):
         return f"BatchedBackend({self.inner!r}, {str(self.ledger.folder)!r})"
 
     @property
-    def price(self) -> dict[str, Any] | None:  # type: ignore[override]
+    def price(self) -> Price | None:  # type: ignore[override]
         """The batch price (`batch_price`): what the estimate, `max_cost` and the usage use."""
         return self._price
 

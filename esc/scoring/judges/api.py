@@ -23,15 +23,15 @@ from typing import Any, Self
 from pydantic import Field, model_validator
 
 from esc.chat.base import ChatBackend, GenerationSettings, check_features
-from esc.chat.batch.backend import with_batches
+from esc.chat.batch.backend import batch_problem, with_batches
 from esc.chat.build import Backend, build_backend
 from esc.chat.cache import CacheSettings, with_cache
 from esc.chat.closed import read_reply, strict_choice
-from esc.chat.settings import BackendSettings, ModelNode, dumped
+from esc.chat.settings import BackendSettings
 from esc.chat.usage import Usage
 from esc.config_rules import relation
 from esc.models.internlm2 import native_internlm2
-from esc.models.loading import adapter_weights
+from esc.models.loading import ModelSettings, adapter_weights
 from esc.models.revision import adapter_hash
 from esc.scoring.judge import (
     DIGITS,
@@ -98,25 +98,28 @@ class APIJudge(Judge):
                 raise relation(
                     "batch_folder", "is empty: name the folder the batch ledger goes in (batch: true)"
                 )
+            problem = batch_problem(self.backend) if self.batch else None
+            if problem:
+                raise relation("batch", problem)
             return self
 
     def __init__(self, settings: Settings, config_key: str = "judge") -> None:
         self.config_key = config_key
         self.name = name = settings.name
         self.prompt = settings.prompt
-        model = settings.backend.model if hasattr(settings.backend, "model") else None
-        model_node = dumped(model) if isinstance(model, ModelNode) else {}
-        self.default_system = settings.default_system or model_node.get("chat_default_system")
+        model = getattr(settings.backend, "model", None)  # an API's model is a name, a local one a node
+        model = model if isinstance(model, ModelSettings) else None
+        self.default_system = settings.default_system or (model.chat_default_system if model else None)
         self.style = prompt_style(self.prompt)
         paths = adapter_paths(settings.adapters)
         self._configured = {key: str(path) for key, path in paths.items()}  # what the identity hashes
         self.loaded_as: str | None = None
         backend: BackendSettings = settings.backend
-        if backend.kind in IN_PROCESS and model_node:
-            native = native_internlm2(model_node, paths)  # a local InternLM2 folder: its converted copy
+        if backend.kind in IN_PROCESS and model is not None:
+            native = native_internlm2(model, paths)  # a local InternLM2 folder: its converted copy
             if native is not None:
-                model_node, paths = native
-                backend = backend.model_copy(update={"model": ModelNode.model_validate(model_node)})
+                model, paths = native
+                backend = backend.model_copy(update={"model": model})
                 self.loaded_as = "LlamaForCausalLM converted from InternLM2 (esc/models/internlm2.py)"
         built = build_backend(backend, key=f"{self.config_key}.backend")
         if settings.batch:

@@ -37,11 +37,11 @@ from esc.chat.backends.hf import HFBackend
 from esc.chat.backends.vllm_inproc import VLLMBackend
 from esc.chat.build import backend_settings, build_backend
 from esc.chat.closed import read_distributions
-from esc.chat.settings import ModelNode, dumped
+from esc.chat.settings import dumped
 from esc.config_rules import Settings, check, relation
 from esc.errors import ConfigError, UserError
 from esc.models.internlm2 import local_internlm2_dir, native_internlm2
-from esc.models.loading import adapter_weights, model_label
+from esc.models.loading import ModelSettings, adapter_weights, model_label
 from esc.models.revision import adapter_hash, resolve_revision
 from esc.scoring.judge import (
     DIGITS,
@@ -147,7 +147,7 @@ class LocalJudge(Judge):
     class Settings(JudgeSettings):
         """A `local` judge node (conf/judge/tiny.yaml, smollm2.yaml, esc_rank.yaml, ...)."""
 
-        model: ModelNode
+        model: ModelSettings
         prompt: PromptStyleName = Field("official", description="official or paper")
         adapters: Adapters | None = None
         device: Device = Field("auto", description="auto: a CUDA GPU when there is one")
@@ -163,8 +163,8 @@ class LocalJudge(Judge):
         self.engine = settings.engine
         self.vllm_cfg = dict(settings.vllm or {})
         self.name = settings.name
-        self.model_cfg = dumped(settings.model)
-        self.default_system = settings.default_system or self.model_cfg.get("chat_default_system")
+        self.model = settings.model
+        self.default_system = settings.default_system or self.model.chat_default_system
         self.prompt = settings.prompt
         self.style = prompt_style(self.prompt)
         self.adapters_cfg = dumped(settings.adapters)
@@ -181,7 +181,7 @@ class LocalJudge(Judge):
         self._lock = threading.RLock()
 
     def __repr__(self) -> str:
-        return f"LocalJudge(name={self.name!r}, model={self.model_cfg.get('name')!r})"
+        return f"LocalJudge(name={self.name!r}, model={self.model.name!r})"
 
     @property
     def scores_by_adapter(self) -> bool:
@@ -194,20 +194,18 @@ class LocalJudge(Judge):
         """The chat backend that runs the model (built on first use): hf (no generation, so no kept
         prefixes between calls) or vLLM."""
         if self._backend is None:
-            model_cfg = self.model_cfg
-            native = native_internlm2(model_cfg, self.paths)  # a local InternLM2 folder: no remote code
+            model = self.model
+            native = native_internlm2(model, self.paths)  # a local InternLM2 folder: no remote code
             if native is not None:
-                model_cfg, converted = native
+                model, converted = native
                 self._loaded_paths = {str(self.paths[key]): str(path) for key, path in converted.items()}
-                log.info(
-                    "%r: InternLM2 loaded as its converted Llama copy %s", self, model_cfg["name_or_path"]
-                )
+                log.info("%r: InternLM2 loaded as its converted Llama copy %s", self, model.name_or_path)
             if self.engine == "vllm":
-                node = {"kind": "vllm", "model": model_cfg, **self.vllm_cfg}
+                node = {"kind": "vllm", "model": model, **self.vllm_cfg}
                 key = f"{self.config_key}.vllm"
                 self._backend = build_backend(backend_settings(node, key), key=key)
             else:
-                node = {"kind": "hf", "model": model_cfg, "device": self.device_name}
+                node = {"kind": "hf", "model": model, "device": self.device_name}
                 node.update(batch_size=self.batch_size, prefix_cache_gb=0)  # no generation: no kept prefixes
                 self._backend = build_backend(backend_settings(node, self.config_key), key=self.config_key)
         return self._backend
@@ -249,7 +247,7 @@ class LocalJudge(Judge):
         """The ids of each answer (e.g. "0".."4") at the answer position (`esc.chat.answer_tokens`)."""
         if choices not in self._answers:
             self._answers[choices] = answer_tokens(
-                self.backend.tokenizer, choices, self.default_system, name=str(self.model_cfg.get("name"))
+                self.backend.tokenizer, choices, self.default_system, name=self.model.name
             )
         return self._answers[choices]
 
@@ -259,8 +257,7 @@ class LocalJudge(Judge):
         unresolved, and is resolved again on the next call, so that the first run of a fresh clone
         records the same revision as its rerun."""
         if self._identity is None or self._identity.get("revision") is None:
-            cfg = self.model_cfg
-            model = model_label(cfg)
+            model = model_label(self.model)
             adapters = {  # content hash of each adapter directory (config and weights)
                 f"{d}/{lang}": {"path": str(p), "sha256": adapter_hash(_weights(p).parent)}
                 for (d, lang), p in sorted(self.paths.items())
@@ -269,8 +266,8 @@ class LocalJudge(Judge):
                 "kind": "local",
                 "name": self.name,
                 "model": model,
-                **resolve_revision(cfg).to_dict(),  # hub commit or content hash, not the config's null
-                "dtype": cfg.get("dtype"),
+                **resolve_revision(self.model).to_dict(),  # hub commit or content hash, not the config's null
+                "dtype": self.model.dtype,
                 "adapters": (
                     {"layout": self.adapters_cfg.get("layout"), "files": adapters} if adapters else None
                 ),
@@ -281,7 +278,7 @@ class LocalJudge(Judge):
             if self.engine == "vllm":  # the version is not a setting: a vLLM upgrade keeps a folder
                 self._identity["engine"] = "vllm"
                 self._identity["packages"] = self.backend.identity()["packages"]
-            if local_internlm2_dir(cfg) is not None:
+            if local_internlm2_dir(self.model) is not None:
                 self._identity["loaded_as"] = (
                     "LlamaForCausalLM converted from InternLM2 (esc/models/internlm2.py)"
                 )
