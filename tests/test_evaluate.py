@@ -391,6 +391,7 @@ def test_esc_role_local_plays_with_the_adapter_train_py_wrote(
         "roleplayer=esc_role_local",
         "cards.limit=2",
         f"roleplayer.backend.adapter={trained}",
+        "roleplayer.generation.max_new_tokens=32",  # the tiny model never ends a turn: as tiny's
         roleplayer_backend=backend,
     )
     assert evaluate(cfg, validate(cfg, "evaluate")).counts["completed"] == 4
