@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from pydantic import Field
 
-from esc.config_rules import Settings, typed_section
+from esc.config_rules import Section, Settings
 from esc.config_schema import validate
 from esc.dialogues.record import Dialogue, Turn
 from esc.dialogues.store import read_dialogues
@@ -65,7 +65,7 @@ class AsksAQuestion(Mode):
     reads_dialogues = True
     own_questions = True
     reports = ("toy_asks",)
-    config = (typed_section("toy_asks", AsksSettings),)
+    config = (Section("toy_asks", AsksSettings),)
 
     def settings(self, cfg: Any) -> dict[str, Any]:
         return {"toy_asks": {"question": QUESTION}}
