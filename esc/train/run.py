@@ -308,7 +308,9 @@ def _resume(value: Any) -> str | None:
 
 
 class TargetNode(OpenSettings):
-    target_: Target = Field(alias="_target_", description="the function train.py runs with the config")
+    target_: Target = Field(
+        alias="_target_", description="the function train.py calls with the config and its sections"
+    )
 
 
 class TrainTop(OpenSettings):
