@@ -37,8 +37,8 @@ from esc.lifecycle import report, run_hydra  # noqa: E402
 @hydra.main(config_path="conf", config_name="train", version_base="1.3")
 @exit_on_user_error
 def main(cfg: DictConfig) -> float | None:
-    validate(cfg, "train")  # one line naming the key, before any work
-    result = instantiate(cfg.job)(cfg)  # esc.train.run.train, or an experiment's own job
+    checked = validate(cfg, "train")  # one line naming the key, before any work
+    result = instantiate(cfg.job)(cfg, checked)  # esc.train.run.train, or an experiment's own job
     report(result)
     return result.objective()  # a sweeper that optimises (Optuna) minimises this
 

@@ -2,18 +2,13 @@
 `Section`, where a job reads a node.
 
 Each module that reads a config node declares its model beside its code (a `Settings` subclass) and
-the sections of its job (`CONFIG` in `esc.evaluate.run`, `esc.train.run`, `esc.judge_training.run`,
-`esc.rank.run`, `esc.cards.construct.run`; shared nodes in `esc.chat.cache`, `esc.chat.base`,
-`esc.chat.build`, `esc.models.loading`, `esc.scoring.judges`). `esc.config_schema.validate` checks
-them all before any work. A model states each key's type and range, never its value: every field
-is required (conf/ holds the value and the comment saying what it does), any other key is a typo
-(refused naming the keys the node takes), types are strict (`"1"` is no integer, `true` no number)
-and nan or inf no number. A `ValidationError` becomes one `ConfigError` naming the dotted key, in
-pydantic's own words (`config_error`). A node the code hands whole to a library (Lightning's
-Trainer, transformers) is an `OpenSettings`: its named keys are checked, the library refuses the
-rest. The types a field can have beyond Python's (a file name, an existing path, a device) are in
-`esc.settings.types`; a backend's or judge's node, validated by its registered class's own model,
-in `esc.settings.plugins`.
+its job's sections (`CONFIG`, collected by `esc.config_schema`). A model states each key's type and
+range, never its value: every field is required (conf/ holds the value and its comment), any other
+key is a typo (refused naming the keys the node takes), types are strict (`"1"` is no integer) and
+nan or inf no number. A `ValidationError` becomes one `ConfigError` naming the dotted key, in
+pydantic's own words (`config_error`). A node handed whole to a library (Lightning's Trainer) is an
+`OpenSettings`. Field types beyond Python's are in `esc.settings.types`; plugin nodes and the one
+validation of a node, `load_node`, in `esc.settings.plugins`.
 """
 
 from __future__ import annotations
@@ -184,11 +179,3 @@ class Section:
     optional: bool = False
     missing: str = ""
     needed: Callable[[Any], bool] | None = None
-
-
-def typed_section(
-    node: str, model: type[BaseModel], when: Callable[[Any], bool] | None = None, missing: str = ""
-) -> Section:
-    """The section of `model` at `node`, read whole: it must be there where `when` holds; `missing`
-    says how to add it when an experiment brings it."""
-    return Section(node, model, when, missing=missing)

@@ -92,5 +92,8 @@ def test_a_held_out_dialogue_in_the_training_data_is_refused(tmp_path: Path) -> 
 def test_held_out_sets() -> None:
     valid = heldout_samples("esconv_valid", 3)
     assert [s.id for s in valid] == ["esconv/valid/0", "esconv/valid/1", "esconv/valid/2"]
-    with pytest.raises(ConfigError, match="callbacks.heldout.source"):
-        heldout_samples("smile", 3)
+    from esc.config_rules import load_section
+    from esc.train.run import HeldOut
+
+    with pytest.raises(ConfigError, match="config `callbacks.heldout.source`: must be 'esconv_valid' or"):
+        load_section("callbacks.heldout", HeldOut, {"source": "smile", "dialogues": 3, "batch_size": 1})

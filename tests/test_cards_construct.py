@@ -15,9 +15,10 @@ import pytest
 from esc.cards import load_cards
 from esc.cards.construct import steps
 from esc.cards.construct.run import build_cards
-from esc.cards.construct.sources import ADAPTERS, read_source
+from esc.cards.construct.sources import ADAPTERS, UserFile, read_source
 from esc.chat.base import ChatBackend, GenerationSettings, Message, Reply, register_backend
 from esc.chat.settings import BackendSettings
+from esc.config_rules import load_section
 from esc.config_schema import validate
 from esc.errors import ConfigError, DataError
 from esc.paths import data_dir
@@ -89,20 +90,25 @@ def test_every_adapter_reads_its_real_file() -> None:
 def test_your_own_files_and_their_errors(tmp_path: Path) -> None:
     qa = tmp_path / "mhp.jsonl"
     qa.write_text(json.dumps({"id": 7, "text": "My boss yells at me every day."}) + "\n")
-    (record,) = read_source("jsonl_qa", data_dir(), {"path": str(qa), "source": "MHP", "language": "en"})
+
+    def node(path: Path, source: str) -> UserFile:
+        value = {"enabled": True, "path": str(path), "source": source, "language": "en"}
+        return load_section("cards.sources.jsonl_qa", UserFile, value)
+
+    (record,) = read_source("jsonl_qa", data_dir(), node(qa, "MHP"))
     assert (record.record_id, record.source, record.kind) == ("mhp/7", "MHP", "qa")
     md = tmp_path / "extes.jsonl"
     turns = [{"speaker": "user", "text": "I lost my job"}, {"speaker": "bot", "text": "I'm sorry"}]
     md.write_text(json.dumps({"id": "a", "dialogue": turns}) + "\n")
-    (dialogue,) = read_source(
-        "jsonl_dialogues", data_dir(), {"path": str(md), "source": "ExTES", "language": "en"}
-    )
+    (dialogue,) = read_source("jsonl_dialogues", data_dir(), node(md, "ExTES"))
     assert dialogue.dialogue == (("seeker", "I lost my job"), ("supporter", "I'm sorry"))
     qa.write_text(qa.read_text() + json.dumps({"id": 8, "text": ""}) + "\n")
     with pytest.raises(DataError, match=r"mhp.jsonl.*line 2.*empty `text`"):
-        read_source("jsonl_qa", data_dir(), {"path": str(qa), "source": "MHP", "language": "en"})
-    with pytest.raises(ConfigError, match="cards.sources.jsonl_qa.source"):
-        read_source("jsonl_qa", data_dir(), {"path": str(qa), "source": "Reddit", "language": "en"})
+        read_source("jsonl_qa", data_dir(), node(qa, "MHP"))
+    with pytest.raises(ConfigError, match="config `cards.sources.jsonl_qa.source`: unknown source 'Reddit'"):
+        node(qa, "Reddit")
+    with pytest.raises(ConfigError, match="config `cards.sources.jsonl_qa.path`: name your JSON-lines file"):
+        node("", "MHP")
 
 
 FIG6 = "Age: young Gender: not mentioned. Occupation: student\nProblem: Difficulty adjusting to school."

@@ -17,7 +17,7 @@ from esc.config_rules import load_section
 from esc.config_schema import validate
 from esc.errors import ConfigError
 from esc.paths import data_dir
-from tests.helpers import compose, requires_data
+from tests.helpers import compose, conf_node, requires_data
 
 CARD_DIR = data_dir() / "esc_eval"
 needs_cards = pytest.mark.skipif(
@@ -216,8 +216,9 @@ def test_card_construction_takes_the_crisis_records_of_the_sources() -> None:
     the first `limit` of each source after the filter."""
     from esc.cards.construct.run import CardSources, gather_records
 
-    section = {"root": None, "languages": ["en"], "limit": 3, "subset": "crisis", "dedup_threshold": 0.9,
-               "sources": {"esconv": {"enabled": True}, "epitome": {"enabled": True}}}  # fmt: skip
+    enabled = {"esconv": {"enabled": True}, "epitome": {"enabled": True}}  # the others off, as conf/ has them
+    changes = {"languages": ["en"], "limit": 3, "subset": "crisis", "sources": enabled}
+    section = conf_node("cards", changes, config_name="cards")
     records = gather_records(load_section("cards", CardSources, section))
     by_source = Counter(r.source for r in records)
     assert by_source == {"ESConv": 3, "EPITOME": 3}

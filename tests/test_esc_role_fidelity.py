@@ -187,7 +187,8 @@ def test_smile_cards_from_a_card_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize("language", ["en", "zh"])
 def test_esc_role_local_trains_and_evaluates_with_the_same_prompt(language: str, tmp_path: Path) -> None:
     from esc.cards import load_cards
-    from esc.evaluate.run import DialogueFactory
+    from esc.config_schema import validate
+    from esc.evaluate.run import DialogueFactory, EvaluateSettings
 
     cfg = compose(
         ["roleplayer=esc_role_local", f"roleplayer.backend.adapter={tmp_path}", "target=tiny"],
@@ -195,7 +196,8 @@ def test_esc_role_local_trains_and_evaluates_with_the_same_prompt(language: str,
         config_name="evaluate",
     )
     card = load_cards(language=language, limit=1)[0]
-    evaluation = DialogueFactory(cfg.roleplayer, cfg.target, {})(card).roleplayer_view()
+    run = validate(cfg, "evaluate")[EvaluateSettings]
+    evaluation = DialogueFactory(run.roleplayer, run.target, {})(card).roleplayer_view()
     training = esc_sample("x/1", "esconv", language, None, card.to_text(), [("assistant", "hi")])
     assert training.messages[:2] == evaluation[:2]  # system prompt with the card, then the opener
     if language == "zh":  # the authors' own Chinese prompt and opener (official evaluate.py), not ours

@@ -34,6 +34,7 @@ from esc.prompts import (
     training_prompt_id,
     training_texts_version,
 )
+from tests.helpers import conf_node
 
 CONF_DIR = REPO_ROOT / "conf"
 TEST_CONF_DIR = Path(__file__).parent / "configs"
@@ -469,17 +470,19 @@ def test_every_prompt_renders(
     if language == "zh":
         assert "你" in system
     if needs_example(prompt_id):
-        with pytest.raises(ConfigError, match="roleplayer.prompt"):
+        with pytest.raises(ValueError, match="needs an example dialogue"):
             render_roleplayer_prompt(prompt_id, language, card, None)
 
 
-def test_unknown_prompt_or_language_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match="roleplayer.prompt"):
-        render_roleplayer_prompt("no_such_prompt", "en", "card")
-    with pytest.raises(ConfigError, match="roleplayer.prompt"):
-        prompt_version("no_such_prompt")
-    with pytest.raises(ConfigError, match="roleplayer.prompt"):
-        render_roleplayer_prompt("gpt4_zero_shot", "fr", "card")
+def test_an_unknown_prompt_or_an_icl_flag_that_does_not_match_it_is_refused_by_the_settings() -> None:
+    from esc.config_rules import load_section
+    from esc.evaluate.sides import RoleplayerSettings
+
+    node = conf_node("roleplayer", overrides=["roleplayer=tiny"], config_name="evaluate")
+    with pytest.raises(ConfigError, match="config `roleplayer.prompt`: unknown role-player prompt 'no_such'"):
+        load_section("roleplayer", RoleplayerSettings, {**node, "prompt": "no_such"})
+    with pytest.raises(ConfigError, match="config `roleplayer.icl`: must be true: .* gpt4_icl is an ICL"):
+        load_section("roleplayer", RoleplayerSettings, {**node, "prompt": "gpt4_icl", "icl": False})
 
 
 def test_braces_in_the_card_are_kept() -> None:

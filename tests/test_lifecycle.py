@@ -91,6 +91,7 @@ def test_esc_rank_training_records_ctrl_c_as_interrupted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """It said `failed` before the jobs shared one lifecycle."""
+    from esc.config_schema import validate
     from esc.judge_training import run as train_rank
 
     def interrupted(*args: object, **kwargs: object) -> None:
@@ -101,7 +102,7 @@ def test_esc_rank_training_records_ctrl_c_as_interrupted(
     monkeypatch.setattr(train_rank, "train_adapters", interrupted)
     cfg = compose(["+exp=train/esc_rank", "model=tiny", "cpu_fallback=true"], output_dir=tmp_path)
     with pytest.raises(KeyboardInterrupt):
-        train_rank.train_esc_rank(cfg)
+        train_rank.train_esc_rank(cfg, validate(cfg, "train"))
     assert manifest(tmp_path)["status"] == "interrupted"
 
 

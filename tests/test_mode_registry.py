@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from pydantic import Field
 
-from esc.config_rules import Settings, typed_section
+from esc.config_rules import Section, Settings, load_section
 from esc.config_schema import validate
 from esc.dialogues.record import Dialogue, Turn
 from esc.dialogues.store import read_dialogues
@@ -26,7 +26,7 @@ from esc.reports.result import Report, Table, write_result
 from esc.scoring.judge import ScoreItem
 from esc.scoring.judging import Batch
 from esc.scoring.store import ScoreRecord, ScoreStore
-from esc.tasks.task import Context, Mode, Outcome, Plan, get_mode, modes, register, unregister
+from esc.tasks.task import Context, Mode, Outcome, Plan, RunSettings, get_mode, modes, register, unregister
 from tests.helpers import compose, run_job
 
 QUESTION = "Does this reply ask the seeker a question? Answer yes or no."
@@ -65,14 +65,14 @@ class AsksAQuestion(Mode):
     reads_dialogues = True
     own_questions = True
     reports = ("toy_asks",)
-    config = (typed_section("toy_asks", AsksSettings),)
+    config = (Section("toy_asks", AsksSettings),)
 
     def settings(self, cfg: Any) -> dict[str, Any]:
         return {"toy_asks": {"question": QUESTION}}
 
     def plan(self, ctx: Context) -> Plan:
         min_words = ctx.section("toy_asks").min_words  # an int, checked before any work
-        files = ctx.dialogue_files("name the dialogue files", distinct_names=True)
+        files = ctx.dialogue_files(distinct_names=True)
         items = [
             ScoreItem(
                 f"{path.stem}/{d.card_id}#{i}",
@@ -183,8 +183,10 @@ def test_its_config_section_and_needs_are_checked_before_any_work(toy_mode, tmp_
 def test_the_mode_list_is_the_registry(toy_mode) -> None:
     assert {"score", "leaderboard", "agreement", "correlation", "roleplay", "trajectory", "safety",
             "pairwise", "toy_asks"} <= set(modes())  # fmt: skip
-    with pytest.raises(ConfigError, match="toy_ask'.*toy_asks"):
-        get_mode("toy_ask")
+    run = {"seed": 0, "scores": None, "dimensions": "all", "max_cost": None}  # `mode`: its settings' check
+    with pytest.raises(ConfigError, match=r'config `mode`: must be one of .*toy_asks.*got "toy_ask"'):
+        load_section("", RunSettings, {**run, "mode": "toy_ask"})
+    assert get_mode("toy_asks").name == "toy_asks"
     with pytest.raises(ValueError, match="registered twice"):
 
         @register

@@ -67,11 +67,9 @@ def test_a_manifest_reads_back_as_written_and_a_malformed_one_is_one_error(tmp_p
 def test_resume_picks_the_newest_checkpoint(tmp_path: Path) -> None:
     import os
 
-    from omegaconf import OmegaConf
-
     from esc.train.run import _resume_checkpoint
 
-    auto = OmegaConf.create({"resume": "auto"})
+    auto = "auto"
     assert _resume_checkpoint(auto, tmp_path) is None
     (tmp_path / "last.ckpt").write_text("x")
     (tmp_path / "hpc_ckpt_1.ckpt").write_text("x")
@@ -80,4 +78,4 @@ def test_resume_picks_the_newest_checkpoint(tmp_path: Path) -> None:
     os.utime(tmp_path / "last.ckpt", None)
     os.utime(tmp_path / "hpc_ckpt_1.ckpt", (1_000, 1_000))
     assert _resume_checkpoint(auto, tmp_path) == str(tmp_path / "last.ckpt")
-    assert _resume_checkpoint(OmegaConf.create({"resume": "never"}), tmp_path) is None
+    assert _resume_checkpoint("never", tmp_path) is None

@@ -40,8 +40,13 @@ def test_the_checklist_cites_its_sources_and_flags_on_yes() -> None:
     assert all(q["area"].startswith(("VERA-MH", "CounselBench")) for q in data["questions"])
     text = (Path(__file__).parents[1] / "esc" / "scoring" / "safety_checklist.yaml").read_text()
     assert "2510.15297" in text and "2506.08584" in text  # VERA-MH, CounselBench
-    with pytest.raises(Exception, match="safety.questions"):
-        selected_questions(["risk_missed", "nope"])
+    from esc.config_rules import load_section
+    from esc.errors import ConfigError
+    from esc.tasks.safety.task import SafetySettings
+
+    with pytest.raises(ConfigError, match=r"config `safety.questions`: item 1: must be 'risk_missed'"):
+        load_section("safety", SafetySettings, {"questions": ["risk_missed", "nope"], "bootstrap": 0})
+    assert selected_questions("all") == question_keys() == selected_questions(None)
 
 
 def test_each_reply_is_judged_with_the_conversation_up_to_it(tmp_path: Path) -> None:

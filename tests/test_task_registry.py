@@ -39,7 +39,7 @@ from collections import defaultdict
 import numpy as np
 from pydantic import Field
 
-from esc.config_rules import Settings, typed_section
+from esc.config_rules import Settings, Section
 from esc.dialogues.store import read_dialogues
 from esc.lifecycle import JobResult
 from esc.reports.bootstrap import estimate, unit_intervals
@@ -80,7 +80,7 @@ class AsksAQuestion(Mode):
     own_questions = True
     reports = ("toy_asks",)
     stores = (("toy_asks/*.jsonl", AsksRecord),)
-    config = (typed_section("toy_asks", AsksSettings),)
+    config = (Section("toy_asks", AsksSettings),)
 
     def judgment(self, record):
         answer = None if record.score is None else ANSWERS[record.score]
@@ -88,7 +88,7 @@ class AsksAQuestion(Mode):
 
     def plan(self, ctx):
         section = ctx.section("toy_asks")
-        files = ctx.dialogue_files("name the dialogue files", distinct_names=True)
+        files = ctx.dialogue_files(distinct_names=True)
         items = []
         for path in files:
             for d in read_dialogues(path):

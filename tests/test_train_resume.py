@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
+from esc.config_rules import load_section
 from esc.errors import ConfigError, UserError
 from esc.train.datamodule import ResumableDataLoader, ResumableSampler
 from esc.train.loggers import AppendingExperimentWriter
-from esc.train.run import _resume_checkpoint, checkpoint_step
+from esc.train.run import TrainTop, _resume_checkpoint, checkpoint_step
 
 
 def loader(size: int = 20, batch_size: int = 3, num_replicas: int = 1, rank: int = 0, seed: int = 7):
@@ -141,5 +141,8 @@ def test_unreadable_checkpoints_are_one_line_errors(tmp_path: Path) -> None:
 
 
 def test_an_explicit_resume_path_must_exist(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"config `resume`: checkpoint .*nope\.ckpt does not exist"):
-        _resume_checkpoint(OmegaConf.create({"resume": str(tmp_path / "nope.ckpt")}), tmp_path)
+    """Refused by the settings (`TrainTop.resume`) before any work."""
+    top = {"seed": 0, "cpu_fallback": False, "job": {"_target_": "esc.train.run.train"}}
+    with pytest.raises(ConfigError, match=r"config `resume`: .*nope\.ckpt: no such path"):
+        load_section("", TrainTop, {**top, "resume": str(tmp_path / "nope.ckpt")})
+    assert _resume_checkpoint(str(tmp_path), tmp_path) == str(tmp_path)

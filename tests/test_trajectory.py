@@ -217,8 +217,17 @@ def test_an_observer_rates_from_the_card_and_the_dialogue() -> None:
 
 
 def test_stop_thresholds_are_checked() -> None:
-    with pytest.raises(ConfigError, match="trajectory.stop"):
-        StopRule(success=10, failure=20, min_turns=1)
+    """By the settings the rule comes from (`StopSettings`), before any work."""
+    from esc.config_rules import load_section
+    from esc.evaluate.stopping import StopSettings
+
+    node = {"enabled": True, "success": 10, "failure": 20, "min_turns": 1}
+    with pytest.raises(ConfigError, match=r"config `trajectory.stop.failure`: must be below"):
+        load_section("trajectory.stop", StopSettings, node)
+    with pytest.raises(
+        ConfigError, match=r"config `trajectory.stop.min_turns`: must be greater than or equal"
+    ):
+        load_section("trajectory.stop", StopSettings, {**node, "failure": 5, "min_turns": 0})
 
 
 def test_files_without_ratings_keep_their_old_fields() -> None:

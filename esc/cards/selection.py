@@ -81,7 +81,5 @@ def select_cards(selection: CardSelection, shard: Shard | None = None) -> list[R
             "cards",
             f"no card selected (languages={languages}, ids={selection.ids}, subset={subset}, limit={limit})",
         )
-    index, count = (shard.index, shard.count) if shard is not None else (0, 1)
-    if not 0 <= index < count:
-        raise ConfigError("shard", f"need 0 <= shard.index < shard.count, got index={index} count={count}")
+    index, count = (shard.index, shard.count) if shard is not None else (0, 1)  # index < count: `Shard`
     return cards[index::count]

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from esc.cards.selection import CardSelection, Shard, select_cards
-from esc.config_rules import load_section
 from esc.dialogues.record import Dialogue
 from esc.dialogues.store import check_against_settings, read_dialogues
 from esc.errors import ConfigError, DataError, UserError
 from esc.jsonl import atomic_write_text
 from esc.rundir import RunFolder, check_same_settings, read_settings
+from esc.settings.plugins import load_node
 
 #: what makes two records the same dialogue: what the judge reads (prompts, speakers, texts, finish
 #: reasons); timings, cache hits and token counts differ between two runs of the same dialogue
@@ -244,7 +244,7 @@ def _selection(path: Path, manifest: dict[str, Any]) -> tuple[CardSelection, Sha
     cards = {"subset": None, **config["cards"]}
     shard = config.get("shard") or {"index": 0, "count": 1}
     try:
-        return load_section("cards", CardSelection, cards), load_section("shard", Shard, shard)
+        return load_node("cards", CardSelection, cards), load_node("shard", Shard, shard)
     except ConfigError as err:
         raise DataError(path, None, f"its config: {err}") from None
 

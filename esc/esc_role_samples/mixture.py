@@ -42,13 +42,13 @@ import dataclasses
 import hashlib
 import logging
 from collections import Counter
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from omegaconf import DictConfig, OmegaConf
 from pydantic import Field
 
-from esc.config_rules import Settings, load_section
+from esc.config_rules import Settings
 from esc.corpora.esconv import SPLITS as ESCONV_SPLITS
 from esc.corpora.smile import smile_dir
 from esc.errors import ConfigError
@@ -58,6 +58,7 @@ from esc.esc_role_samples.sample import Sample
 from esc.esc_role_samples.smile import read_smile
 from esc.paths import data_dir
 from esc.prompts import LANGUAGES
+from esc.settings.plugins import load_node
 from esc.settings.types import ExistingFile, NonEmpty
 
 log = logging.getLogger(__name__)
@@ -69,16 +70,9 @@ PAPER_ROLEPLAY_RATIO = round((PAPER_TOTAL_SAMPLES - PAPER_ESC_SAMPLES) / PAPER_E
 
 def plain_mapping(cfg: Any) -> dict[str, Any]:
     """OmegaConf DictConfig or mapping -> plain dict."""
-    try:
-        from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(cfg, DictConfig):
-            return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
-    except ImportError:  # pragma: no cover - omegaconf is a dependency
-        pass
-    if not isinstance(cfg, Mapping):
-        raise ConfigError("data", f"expected a mapping, got {type(cfg).__name__}")
-    return dict(cfg)
+    if isinstance(cfg, DictConfig):
+        return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+    return dict(cfg)  # the `data` node, a mapping (its section checked that)
 
 
 def hash_key(seed: int, purpose: str, sample_id: str) -> str:
@@ -165,11 +159,16 @@ def build_samples(cfg: Any, key_prefix: str = "data") -> tuple[list[Sample], lis
     """Read, filter, mix and split the ESC-Role training data; returns (train, val).
 
     `cfg` is the data config section (see the module docstring; its `builder`, this function, is
-    left out), validated here once. `key_prefix` is how the section is named in error messages.
+    left out; a `MixtureSettings` validated already is taken as it is), validated here once.
+    `key_prefix` is how the section is named in error messages.
     Raises ConfigError if nothing is left after filtering.
     """
-    node = {k: v for k, v in plain_mapping(cfg).items() if k != "builder"}
-    settings = load_section(key_prefix, MixtureSettings, node)
+    node = (
+        cfg
+        if isinstance(cfg, MixtureSettings)
+        else {k: v for k, v in plain_mapping(cfg).items() if k != "builder"}
+    )
+    settings: MixtureSettings = load_node(key_prefix, MixtureSettings, node)
     p = key_prefix
     root = Path(settings.root or data_dir())  # null: ESC_DATA_DIR or <repo>/data
     seed, val_fraction, ratio = settings.seed, settings.val_fraction, settings.roleplay_ratio

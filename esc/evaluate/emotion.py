@@ -26,7 +26,6 @@ from esc.chat.base import ChatBackend
 from esc.chat.closed import FAILED, INVALID, METHODS, VALID, ClosedAnswer, ClosedQuestion, resolve_method
 from esc.config_rules import Settings, relation
 from esc.dialogues.record import Dialogue
-from esc.errors import ConfigError
 from esc.evaluate.context import fit_context
 from esc.evaluate.sides import ObserverSettings
 from esc.evaluate.stopping import StopSettings
@@ -166,8 +165,7 @@ def build_rater(
     """The rater `settings.rater` asks for: the role-player's backend or the observer's."""
     rater = settings.rater
     backend = roleplayer if rater == "roleplayer" else observer
-    if backend is None:
-        raise ConfigError("trajectory.observer.backend", "rater=observer needs the observer's chat backend")
+    assert backend is not None  # rater=observer has one (`TrajectorySettings` checks it)
     method = resolve_method(backend, settings.method, "trajectory.method")
     question = ClosedQuestion(
         backend,

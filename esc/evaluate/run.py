@@ -91,27 +91,27 @@ class DialogueFactory:
     """Opens a dialogue for a card: the role-player's prompt (versioned) and the target's system prompt."""
 
     def __init__(
-        self, roleplayer: Mapping[str, Any], target: Mapping[str, Any], settings: dict[str, Any]
+        self, roleplayer: RoleplayerSettings, target: TargetSettings, settings: dict[str, Any]
     ) -> None:
         self.roleplayer, self.target, self.settings = roleplayer, target, settings
         self.examples: dict[str, str] = {}
 
     def __call__(self, card: RoleCard) -> Dialogue:
         example = None
-        if self.roleplayer["icl"]:
+        if self.roleplayer.icl:
             if card.language not in self.examples:
                 self.examples[card.language] = example_dialogue(card.language)
             example = self.examples[card.language]
-        prompt_id = self.roleplayer["prompt"]
+        prompt_id = self.roleplayer.prompt
         system, opener = render_roleplayer_prompt(prompt_id, card.language, card.to_text(), example)
         return Dialogue(
             card_id=card.id,
             language=card.language,
-            roleplayer=self.roleplayer["name"],
-            target=self.target["name"],
+            roleplayer=self.roleplayer.name,
+            target=self.target.name,
             system_prompt=system,
             opener=opener,
-            target_system_prompt=self.target.get("system_prompt"),
+            target_system_prompt=self.target.system_prompt,
             meta={"prompt": {"id": prompt_id, "version": prompt_version(prompt_id)}, **self.settings},
         )
 
@@ -131,27 +131,27 @@ CONFIG_KEYS = {
 
 
 def output_settings(
-    roleplayer_cfg: Mapping[str, Any], target_cfg: Mapping[str, Any], sides: tuple[Side, Side],
-    dialogue_cfg: Mapping[str, Any],
+    roleplayer_cfg: RoleplayerSettings, target_cfg: TargetSettings, sides: tuple[Side, Side],
+    dialogue_cfg: DialogueSettings,
 ) -> dict[str, Any]:  # fmt: skip
     """What shapes a dialogue folder's outputs (OUT/settings.json): a rerun must match it to resume."""
     roleplayer, target = sides
-    prompt_id = roleplayer_cfg["prompt"]
+    prompt_id = roleplayer_cfg.prompt
     return {
         "roleplayer": {
             "name": roleplayer.name,
             "prompt": {"id": prompt_id, "version": prompt_version(prompt_id)},
-            "icl": roleplayer_cfg["icl"],
+            "icl": roleplayer_cfg.icl,
             "model": model_settings(roleplayer.backend.identity()),
             "generation": roleplayer.settings.to_dict(),
         },
         "target": {
             "name": target.name,
-            "system_prompt": target_cfg.get("system_prompt"),
+            "system_prompt": target_cfg.system_prompt,
             "model": model_settings(target.backend.identity()),
             "generation": target.settings.to_dict(),
         },
-        "dialogue": {"turns": dialogue_cfg["turns"], "context_policy": dialogue_cfg["context_policy"]},
+        "dialogue": {"turns": dialogue_cfg.turns, "context_policy": dialogue_cfg.context_policy},
     }
 
 
@@ -191,7 +191,6 @@ def evaluate(cfg: DictConfig, checked: Mapping[Any, Any]) -> EvaluateResult:
             f"is not set, and {reason}: target.backend.model.name_or_path=PATH",
         )
     cards = select_cards(run.cards, run.shard)
-    roleplayer_cfg, target_cfg = resolved["roleplayer"], resolved["target"]  # as the fingerprint holds them
     dialogue, engine, trajectory = run.dialogue, run.engine, run.trajectory
 
     roleplayer = _side(run.roleplayer, "roleplayer", run.cache)
@@ -202,11 +201,11 @@ def evaluate(cfg: DictConfig, checked: Mapping[Any, Any]) -> EvaluateResult:
         check_ready(sides)
         rater = _rater(trajectory, roleplayer, observer, cards, dialogue.context_policy)
         stop = trajectory.stop.rule() if trajectory.enabled and trajectory.stop else None  # needs ratings
-        settings = output_settings(roleplayer_cfg, target_cfg, (roleplayer, target), resolved["dialogue"])
+        settings = output_settings(run.roleplayer, run.target, (roleplayer, target), dialogue)
         if rater is not None:  # only then: folders without a trajectory keep their fingerprint
             settings["trajectory"] = trajectory_settings(rater, stop)
         estimate = estimate_dialogues(  # requests, tokens and dollars, when a side has a price
-            out, cards, DialogueFactory(roleplayer_cfg, target_cfg, {}), roleplayer, target, dialogue.turns,
+            out, cards, DialogueFactory(run.roleplayer, run.target, {}), roleplayer, target, dialogue.turns,
             rater,
         )  # fmt: skip
         before_spending(estimate, run.max_cost)  # printed; over max_cost: refused here
@@ -223,7 +222,7 @@ def evaluate(cfg: DictConfig, checked: Mapping[Any, Any]) -> EvaluateResult:
                     for side, s in zip((*SIDES, "observer"), sides, strict=False)
                 }
             )
-            nodes = (roleplayer_cfg, target_cfg)
+            nodes = (run.roleplayer, run.target)
             return _play(job, out, cards, nodes, roleplayer, target, dialogue, engine, rater, stop)
     finally:
         for side in sides:
@@ -287,7 +286,7 @@ def trajectory_settings(rater: EmotionRater, stop: StopRule | None) -> dict[str,
 
 
 def _play(
-    job: Job, out: Path, cards: list[RoleCard], nodes: tuple[Mapping[str, Any], Mapping[str, Any]],
+    job: Job, out: Path, cards: list[RoleCard], nodes: tuple[RoleplayerSettings, TargetSettings],
     roleplayer: Side, target: Side,
     dialogue: DialogueSettings, engine_settings: EngineSettings, rater: EmotionRater | None = None,
     stop: StopRule | None = None,
@@ -314,7 +313,7 @@ def _play(
     }
     if rater is not None:
         meta["trajectory"] = trajectory_settings(rater, stop)
-    factory = DialogueFactory(*nodes, meta)  # the role-player's and the target's config nodes
+    factory = DialogueFactory(*nodes, meta)  # the role-player's and the target's settings
     engine = DialogueEngine(roleplayer, target, dialogue, rater=rater, stop=stop)
     rating = [Side("rater", rater.question.backend, GenerationSettings())] if rater else []
     # a local rater makes the dialogues advance in waves too

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from esc.chat.base import Generation
 from esc.chat.build import Backend
-from esc.config_rules import Settings
+from esc.config_rules import Settings, check, relation
+from esc.prompts.registry import needs_example, prompt_problem
 from esc.settings.types import FileName
 
 
@@ -40,8 +41,21 @@ class RoleplayerSettings(Settings):
     """A `roleplayer:` node (conf/roleplayer/): the seeker simulator."""
 
     name: FileName = Field(description="it names the dialogue files")
-    prompt: str
-    icl: bool
+    prompt: Annotated[str, check(prompt_problem)]
+    icl: bool = Field(description="true: the prompt embeds the example dialogue (an ICL prompt)")
     notes: Any
     backend: Backend
     generation: Generation
+
+    @model_validator(mode="after")
+    def _icl_matches_prompt(self) -> RoleplayerSettings:
+        if self.icl != needs_example(self.prompt):
+            want = (
+                "an ICL prompt, which embeds the example dialogue"
+                if needs_example(self.prompt)
+                else "no ICL prompt"
+            )
+            raise relation(
+                "icl", f"must be {str(not self.icl).lower()}: roleplayer.prompt {self.prompt} is {want}"
+            )
+        return self

@@ -34,9 +34,10 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from pydantic import Field
 
 from esc.annotate.held_out import write_trained_on
-from esc.config_rules import OpenSettings, Section, Settings, load_section
+from esc.config_rules import OpenSettings, Section, Settings
 from esc.judge_training.data import ADAPTER_MODES, BALANCE_MODES, splits
 from esc.lifecycle import Job, JobResult, job_run
+from esc.scoring.judge import PromptStyleName
 from esc.scoring.judges import build_judge, judge_settings
 from esc.scoring.judging import judge_items
 from esc.scoring.rubrics import DIMENSION_KEYS, LANGUAGES
@@ -81,7 +82,9 @@ def _finished(folder: Path) -> bool:
     return json.loads(manifest.read_text()).get("status") == "completed"
 
 
-def train_adapters(cfg: DictConfig, out: Path, dims: Sequence[str], rank: RankTraining) -> dict[str, str]:
+def train_adapters(
+    cfg: DictConfig, checked: Mapping[Any, Any], out: Path, dims: Sequence[str], rank: RankTraining
+) -> dict[str, str]:
     """Train the adapters; returns {dimension or "all": adapter directory}."""
     mode, balance = rank.adapters, rank.balance
     jobs = [(d, [d]) for d in dims] if mode == "per_dimension" else [("all", list(dims))]
@@ -100,7 +103,7 @@ def train_adapters(cfg: DictConfig, out: Path, dims: Sequence[str], rank: RankTr
             sub.datamodule.weighted_sampling = balance == "sampling"
             sub.module.weighted_loss = balance == "loss"
         log.info("ESC-RANK: training the %s adapter into %s", name, folder)
-        train(sub)
+        train(sub, checked)
     return folders
 
 
@@ -156,16 +159,17 @@ def judge_label(cfg: DictConfig, rank: RankTraining) -> str:
     return f"ESC-RANK ({cfg.model.name}, {rank.adapters})"
 
 
-def train_esc_rank(cfg: DictConfig) -> EscRankResult:
-    """The `+exp=train/esc_rank` job: train the adapters, then the agreement report on the test split."""
+def train_esc_rank(cfg: DictConfig, checked: Mapping[Any, Any]) -> EscRankResult:
+    """The `+exp=train/esc_rank` job: train the adapters, then the agreement report on the test
+    split. `checked`: the sections `esc.config_schema.validate` returned (`rank` among them)."""
     out = Path(cfg.output_dir)
-    rank = rank_settings(cfg)  # read once, passed down
     resolved = OmegaConf.to_container(cfg, resolve=True)
     with job_run(out, "train.esc_rank", output_settings(cfg), resolved, seed=cfg.seed) as job:
-        return _train_esc_rank(job, cfg, out, rank)
+        return _train_esc_rank(job, cfg, checked, out)
 
 
-def _train_esc_rank(job: Job, cfg: DictConfig, out: Path, rank: RankTraining) -> EscRankResult:
+def _train_esc_rank(job: Job, cfg: DictConfig, checked: Mapping[Any, Any], out: Path) -> EscRankResult:
+    rank: RankTraining = checked["rank"]
     data = OmegaConf.to_container(cfg.data, resolve=True)
     parts = splits(data)
     dims = [d for d in DIMENSION_KEYS if any(a.dimension == d for a in parts["train"])]
@@ -179,8 +183,8 @@ def _train_esc_rank(job: Job, cfg: DictConfig, out: Path, rank: RankTraining) ->
     )
     if without:
         log.warning("No training annotations for %s: no adapter, nothing measured", ", ".join(without))
-    write_trained_on(out, data.get("annotations"), [*parts["train"], *parts["val"]])
-    folders = train_adapters(cfg, out, dims, rank)
+    write_trained_on(out, data["annotations"], [*parts["train"], *parts["val"]])
+    folders = train_adapters(cfg, checked, out, dims, rank)
     results = evaluate(cfg, out, folders, rank, job) if rank.evaluate else []
     title = f"{judge_label(cfg, rank)} against people on the held-out test split"
     report = write_agreement(out, results, title) if results else ""
@@ -208,6 +212,7 @@ class RankTraining(Settings):
 class RankData(OpenSettings):
     """`data:` of `+exp=train/esc_rank` (conf/data/esc_rank.yaml): what the samples are built from."""
 
+    prompt: PromptStyleName  # the judge prompt the samples are built with (official, paper)
     balance_power: float = Field(ge=0, description="0: no class weights; 1: every score equally")
     languages: NonEmpty[Literal[LANGUAGES]]  # type: ignore[valid-type]
     split: ratios("train", "val", "test")  # type: ignore[valid-type]
@@ -217,11 +222,6 @@ class RankData(OpenSettings):
 def _esc_rank(cfg: Any) -> bool:
     """Whether train.py runs ESC-RANK's experiment (its `rank:` node)."""
     return cfg.get("rank") is not None
-
-
-def rank_settings(cfg: DictConfig) -> RankTraining:
-    """The `rank:` node, typed (checked before any work by `esc.config_schema.validate` too)."""
-    return load_section("rank", RankTraining, OmegaConf.to_container(cfg.rank, resolve=True))
 
 
 #: what `train.py +exp=train/esc_rank` reads beside train.py's own config (`esc.config_schema`)

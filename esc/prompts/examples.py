@@ -12,9 +12,8 @@ import functools
 from esc.corpora import SEEKER
 from esc.corpora.esconv import esconv_path, read_esconv
 from esc.corpora.smile import read_smile_dialogue, smile_dir, smile_files
-from esc.errors import ConfigError, UserError
+from esc.errors import UserError
 from esc.paths import data_dir
-from esc.prompts.registry import KEY, LANGUAGES
 
 # The ICL example: the dialogue of paper Figure 11 (ESConv train), else the first ESConv train
 # dialogue; the first Smile dialogue for Chinese. Speaker labels as in the paper's Figure 10.
@@ -58,11 +57,8 @@ def _smile_example() -> tuple[str, list[tuple[int, str]]]:
 
 @functools.cache
 def _example(language: str) -> tuple[str, tuple[str, ...]]:
-    if language not in LANGUAGES:
-        raise ConfigError(
-            KEY, f"no example dialogue for language {language!r} (have: {', '.join(LANGUAGES)})"
-        )
-    source, turns = _esconv_example() if language == "en" else _smile_example()
+    """The example of a card's language (a card file's languages are en and zh)."""
+    source, turns = {"en": _esconv_example, "zh": _smile_example}[language]()
     labels = EXAMPLE_LABELS[language]
     return source, tuple(labels[speaker] + text for speaker, text in _merge(turns))
 
@@ -80,7 +76,7 @@ def example_dialogue(language: str, max_chars: int = 3000) -> str:
     Raises UserError if the data is missing (`make data`).
     """
     if max_chars < 1:
-        raise ConfigError("max_chars", f"must be at least 1, got {max_chars}")
+        raise ValueError(f"max_chars must be at least 1, got {max_chars}")
     lines = _example(language)[1]
     kept: list[str] = []
     size = 0

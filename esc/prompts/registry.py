@@ -42,7 +42,7 @@ from typing import Any, Literal
 
 import yaml
 
-from esc.errors import ConfigError, UserError
+from esc.errors import UserError
 
 Language = Literal["en", "zh"]
 LANGUAGES: tuple[Language, ...] = ("en", "zh")
@@ -210,10 +210,16 @@ def prompt_ids() -> list[str]:
     return sorted(_registry()["roleplayer"])
 
 
+def prompt_problem(prompt_id: Any) -> str | None:
+    """a role-player prompt of esc/prompts/roleplayer.yaml"""
+    if prompt_id in _registry()["roleplayer"]:
+        return None
+    return f"unknown role-player prompt {prompt_id!r}; known: {', '.join(prompt_ids())}"
+
+
 def _entry(prompt_id: str) -> dict[str, Any]:
+    """A prompt's entry (`prompt_id` one of `prompt_ids`: `roleplayer.prompt`, checked by its settings)."""
     entries = _registry()["roleplayer"]
-    if prompt_id not in entries:
-        raise ConfigError(KEY, f"unknown role-player prompt {prompt_id!r}; known: {', '.join(prompt_ids())}")
     entry = entries[prompt_id]
     return entries[entry["of"]] if entry["kind"] == "alias" else entry
 
@@ -238,15 +244,12 @@ def render_roleplayer_prompt(
 ) -> tuple[str, str]:
     """(system message content, supporter opener) for a role card in `language` ("en" or "zh").
 
-    `example_dialogue` is required by the ICL variants (see `example_dialogue()`) and ignored by
-    the others. Raises ConfigError naming `roleplayer.prompt` for an unknown id, an unknown
-    language or a missing example.
+    `example_dialogue` is required by the ICL variants (see `example_dialogue()`; a role-player
+    with one has `icl: true`, checked by its settings) and ignored by the others.
     """
     entry = _entry(prompt_id)
-    if language not in LANGUAGES:
-        raise ConfigError(KEY, f"{prompt_id} has no {language!r} version (have: {', '.join(LANGUAGES)})")
     if entry["icl"] and example_dialogue is None:
-        raise ConfigError(KEY, f"{prompt_id} is an ICL prompt and needs an example dialogue")
+        raise ValueError(f"{prompt_id} is an ICL prompt and needs an example dialogue")
     opener = entry["opener"][language]
     if entry.get("strip_card", False):
         card_text = card_text.strip()

@@ -33,17 +33,17 @@ from omegaconf import DictConfig, OmegaConf
 from pydantic import Field
 
 from esc.chat.cache import CACHE_CONFIG
-from esc.config_rules import OpenSettings, Section, Settings, typed_section
+from esc.config_rules import Section, Settings
 from esc.errors import ConfigError
 from esc.lifecycle import JobResult, job_run
 from esc.rundir import model_settings
 from esc.scoring.judge import Judge
 from esc.scoring.judges import build_judge, judge_config
 from esc.scoring.jury import JurySettings
-from esc.settings.types import Paths
 from esc.site import build_site
 from esc.tasks.task import (
     SHARED_SECTIONS,
+    DialogueFiles,
     Mode,
     RunSettings,
     configured_mode,
@@ -189,12 +189,6 @@ class ReportSettings(Settings):
     low_mass: float = Field(ge=0, le=1)  # dialogue pages mark valid judgments under this answer mass
 
 
-class DialogueFiles(OpenSettings):
-    """`dialogues`, in the modes that read dialogues."""
-
-    dialogues: Paths = Field(description="evaluate.py output dirs or dialogue files")
-
-
 def _reads_dialogues(cfg: Any) -> bool:
     found = configured_mode(cfg)
     return found is not None and found.reads_dialogues
@@ -212,7 +206,7 @@ SHARED_CONFIG: tuple[Section, ...] = (
     Section("", DialogueFiles, when=_reads_dialogues),
     CACHE_CONFIG,
     *SHARED_SECTIONS,
-    typed_section("report", ReportSettings),
+    Section("report", ReportSettings),
     *judge_config(_judging),
 )
 

@@ -19,10 +19,9 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from esc.chat.closed import ClosedAnswer
-from esc.config_rules import check
-from esc.errors import ConfigError, UserError
+from esc.config_rules import check, show
 from esc.registry import Registry
-from esc.scoring.rubrics import SCORES, dialogue_text, dimension, prompt_style
+from esc.scoring.rubrics import SCORES, dialogue_text, dimension, prompt_style, prompt_style_names
 from esc.settings.plugins import PluginSettings, Registered, registers_settings
 from esc.settings.types import FileName
 
@@ -154,11 +153,9 @@ def register_judge(kind: str) -> Callable[[JudgeFactory], JudgeFactory]:
 
 
 def _prompt_style(value: Any) -> str | None:
-    try:
-        prompt_style(value)
-    except UserError as err:
-        return str(err.problem if isinstance(err, ConfigError) else err)
-    return None
+    """a prompt style of esc/scoring/rubrics.yaml (official, paper)"""
+    known = prompt_style_names()
+    return None if value in known else f"unknown prompt style {show(value)}; known: {known}"
 
 
 PromptStyleName = Annotated[str, check(_prompt_style)]

@@ -20,7 +20,7 @@ from typing import Any
 from esc.chat.cost import CostEstimate, count_prompt, in_estimate, priced_part
 from esc.dialogues.record import dialogue_lines
 from esc.dialogues.store import read_dialogues
-from esc.errors import ConfigError, DataError, UserError
+from esc.errors import DataError, UserError
 from esc.progress import Progress
 from esc.scoring.judge import FAILED, INVALID, VALID, Judge, ScoreItem
 from esc.scoring.rubrics import DIMENSION_KEYS, dimension
@@ -76,14 +76,12 @@ def score_batch(
 
 
 def selected_dimensions(value: Any) -> list[str]:
+    """The keys `dimensions` names (all, or names `RunSettings` checked: a non-empty list)."""
     if value in (None, "all"):
         return list(DIMENSION_KEYS)
     if isinstance(value, str):
         value = [value]
-    keys = [dimension(v, "config `dimensions`").key for v in value]
-    if not keys:
-        raise ConfigError("dimensions", "is empty")
-    return keys
+    return [dimension(v, "config `dimensions`").key for v in value]
 
 
 def refuse_same_names(sources: Sequence[Path]) -> None:

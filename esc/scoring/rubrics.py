@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from esc.chat.base import Message
-from esc.errors import ConfigError, UserError
+from esc.errors import UserError
 from esc.prompts.registry import checked_question_texts
 
 RUBRICS_FILE = Path(__file__).with_name("rubrics.yaml")
@@ -130,12 +130,15 @@ class PromptStyle:
         return messages
 
 
+def prompt_style_names() -> list[str]:
+    """The prompt styles of rubrics.yaml (what a judge's `prompt` may name)."""
+    return sorted(_data()["styles"])
+
+
 @functools.cache
 def prompt_style(name: str) -> PromptStyle:
-    styles = _data()["styles"]
-    if name not in styles:
-        raise ConfigError("judge.prompt", f"unknown prompt style {name!r}; known: {sorted(styles)}")
-    s = styles[name]
+    """The style `name`, one of `prompt_style_names` (a judge's `prompt`, checked by its settings)."""
+    s = _data()["styles"][name]
     texts = {**s, "dialogue_format": _data()["dialogue_format"]}
     sha256 = checked_question_texts(f"rubrics.{name}", texts, RUBRICS_FILE)
     return PromptStyle(

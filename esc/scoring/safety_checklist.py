@@ -19,7 +19,6 @@ from typing import Any
 import yaml
 
 from esc.dialogues.record import Dialogue, dialogue_lines
-from esc.errors import ConfigError
 from esc.hashing import sha256_file
 from esc.prompts.registry import checked_question_texts
 from esc.prompts.speakers import speaker_lines
@@ -76,16 +75,11 @@ def checklist_digest() -> str:
 
 
 def selected_questions(value: Any) -> list[str]:
-    """The keys `safety.questions` names (null or "all": every question)."""
+    """The keys `safety.questions` names (null or "all": every question; a list of known keys,
+    each once, checked by `SafetySettings`)."""
     if value in (None, "all"):
         return question_keys()
-    wanted = [value] if isinstance(value, str) else list(value)
-    unknown = [k for k in wanted if k not in question_keys()]
-    if unknown or not wanted:
-        raise ConfigError(
-            "safety.questions", f"unknown {unknown or 'empty list'}; known: {', '.join(question_keys())}"
-        )
-    return wanted
+    return [value] if isinstance(value, str) else list(value)
 
 
 @dataclasses.dataclass(frozen=True)

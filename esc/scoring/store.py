@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from esc.errors import ConfigError, DataError, UserError
+from esc.errors import DataError, UserError
 from esc.jsonl import append_jsonl, drop_partial_last_line, find_jsonl_files
 from esc.scoring.judge import FAILED, INVALID, VALID, JudgeAnswer
 from esc.scoring.rubrics import SCORES, dimension
@@ -181,7 +181,6 @@ def score_file_paths(spec: str | Path | Sequence[str | Path], key: str | None = 
 
 
 def score_inputs(spec: Any) -> list[Path]:
-    """The score files of `scores` (files, or rank.py folders); a ConfigError when it is not set."""
-    if not spec:
-        raise ConfigError("scores", "name score files or rank.py output directories")
+    """The score files of `scores` (files, or rank.py folders: set and existing where a mode reads
+    them, `ScoreFiles` of mode=leaderboard, `ExistingScores` of mode=agreement)."""
     return score_file_paths(spec, "scores")

@@ -77,7 +77,7 @@ class Registered:
     @classmethod
     def of(cls, config_key: str | None = None, **keys: Any) -> Self:
         key = config_key or cls.config_node
-        settings = load_section(key, cls.Settings, {"kind": cls.registered_as, **plain_tree(keys)})
+        settings = load_node(key, cls.Settings, {"kind": cls.registered_as, **plain_tree(keys)})
         return cls(settings, config_key=key)  # type: ignore[call-arg]
 
 
@@ -168,9 +168,19 @@ def node_model(node_type: Any) -> type[RootModel[Any]]:
 _node_models: dict[int, tuple[Any, type[RootModel[Any]]]] = {}
 
 
-def load_plugin(key: str, node_type: Any, value: Any) -> PluginSettings:
-    """A plugin node (`node_type` made by `plugin`) as its class's settings; a ConfigError naming the
-    dotted key below `key` otherwise."""
-    if isinstance(value, PluginSettings):
+def load_node(key: str, node: Any, value: Any) -> Any:
+    """The one validation of a config node, wherever it comes from (a job's schema,
+    `esc.config_schema`; a registered class's keyword settings, `Registered.of`; a node made in code,
+    `load_plugin`; a section of a saved manifest): `value` at the dotted `key` as an instance of
+    `node`, a model, or a plugin type (`plugin`), whose class's settings it returns. A value validated
+    already passes as it is; a ConfigError naming the dotted key below `key` otherwise."""
+    model = node if isinstance(node, type) and issubclass(node, BaseModel) else node_model(node)
+    if isinstance(value, PluginSettings if issubclass(model, RootModel) else model):
         return value
-    return load_section(key, node_model(node_type), value).root
+    checked = load_section(key, model, value)
+    return checked.root if isinstance(checked, RootModel) else checked
+
+
+def load_plugin(key: str, node_type: Any, value: Any) -> PluginSettings:
+    """A plugin node (`node_type` made by `plugin`) as its class's settings (`load_node`)."""
+    return load_node(key, node_type, value)  # type: ignore[no-any-return]

@@ -5,7 +5,7 @@ the ratios of a split; and the refusal of nan and inf in keys no model reads."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -22,26 +22,22 @@ def is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def non_finite(value: Any, key: str = "") -> tuple[str, float] | None:
-    """The key (`key`, then dotted and [i] below it) and value of the first nan or inf in `value` (a
-    plain value, containers walked), or None: no setting means nan or inf, and JSON cannot hold them."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return key, value
-    items = (
-        value.items() if isinstance(value, Mapping) else enumerate(value) if isinstance(value, list) else ()
-    )
-    for name, item in items:
-        found = non_finite(item, f"{key}[{name}]" if isinstance(name, int) else f"{key}.{name}".lstrip("."))
-        if found is not None:
-            return found
-    return None
+def leaves(value: Any, key: str = "") -> Iterator[tuple[str, Any]]:
+    """Each leaf of a plain value (containers walked, in order) with its key: `key`, then dotted and
+    [i] below it."""
+    if not isinstance(value, Mapping | list):
+        yield key, value
+        return
+    for name, item in value.items() if isinstance(value, Mapping) else enumerate(value):
+        yield from leaves(item, f"{key}[{name}]" if isinstance(name, int) else f"{key}.{name}".lstrip("."))
 
 
 def refuse_non_finite(key: str, value: Any) -> None:
-    """ConfigError naming the first nan or inf in `value` (at `key`): what no model reads (an `Any`)."""
-    found = non_finite(value, key)
-    if found is not None:
-        raise ConfigError(found[0], f"must be a finite number, got {show(found[1])}")
+    """ConfigError naming the first nan or inf in `value` (at `key`): what no model reads (an `Any`);
+    no setting means nan or inf, and JSON cannot hold them."""
+    for at, leaf in leaves(value, key):
+        if isinstance(leaf, float) and not math.isfinite(leaf):
+            raise ConfigError(at, f"must be a finite number, got {show(leaf)}")
 
 
 NAME_MAX = 255  # bytes of one file name (ext4, XFS, Btrfs, APFS; NTFS counts 255 characters)

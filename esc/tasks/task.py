@@ -8,7 +8,7 @@ A mode is a `Mode` subclass in its own module under `esc/tasks/`, registered wit
         reads_dialogues = True    # `dialogues=` is mandatory in this mode
         own_questions = True      # its items ask their own questions: no per-dimension score adapters
         reports = ("safety",)     # OUT/safety.md: a page of the report site
-        config = (typed_section("safety", SafetySettings),)  # its part of conf/rank.yaml, typed
+        config = (Section("safety", SafetySettings),)  # its part of conf/rank.yaml, typed
 
         def plan(self, ctx):      # read and check the inputs; the items each judge answers, by store
             questions = ctx.section("safety").questions   # a SafetySettings, read once
@@ -32,12 +32,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, TypeVar
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from esc.chat.cost import CostEstimate, before_spending
-from esc.config_rules import OpenSettings, Section, Settings, check, typed_section
+from esc.config_rules import OpenSettings, Section, Settings, check
 from esc.dialogues.store import dialogue_files
-from esc.errors import ConfigError, UserError
+from esc.errors import UserError
 from esc.lifecycle import Job, JobResult
 from esc.registry import Registry
 from esc.reports.runlog import Judgment, write_run_log
@@ -49,7 +49,7 @@ from esc.scoring.jury import JurySettings, jury_names
 from esc.scoring.rubrics import DIMENSION_KEYS, dimension
 from esc.scoring.store import ScoreRecord
 from esc.settings.plugins import registered
-from esc.settings.types import ExistingFile, NonEmpty
+from esc.settings.types import ExistingFile, NonEmpty, Paths
 from esc.tasks.run_log import build_run_log, logged
 
 
@@ -76,7 +76,6 @@ class RunSettings(OpenSettings):
 
     seed: int  # bootstrap resampling; judges decode greedily
     mode: Annotated[str, registered(lambda: tuple(modes()))]
-    dialogues: Any  # evaluate.py output dirs or dialogue files; None when not set
     scores: Any  # rank.py output dirs or score files; null
     dimensions: Annotated[
         Any,
@@ -87,10 +86,12 @@ class RunSettings(OpenSettings):
     ]  # all, or a list of dimension names
     max_cost: float | None = Field(ge=0, description="USD: refuse a run estimated over it")
 
-    @field_validator("dialogues", "scores", mode="before")
-    @classmethod
-    def _not_set(cls, value: Any) -> Any:
-        return None if value == "???" else value  # a mode that reads none leaves conf/'s `???`
+
+class DialogueFiles(OpenSettings):
+    """`dialogues`, in the modes that read dialogues (`Mode.reads_dialogues`; the others leave
+    conf/'s `???`)."""
+
+    dialogues: Paths = Field(description="evaluate.py output dirs or dialogue files")
 
 
 class ScoringSettings(Settings):
@@ -119,10 +120,10 @@ def has_jury(cfg: Any) -> bool:
 
 #: the typed sections every mode reads (each mode adds its own, `Mode.config`)
 SHARED_SECTIONS: tuple[Section, ...] = (
-    typed_section("scoring", ScoringSettings),
-    typed_section("leaderboard", LeaderboardSettings),
-    typed_section("jury", JurySettings, when=has_jury),
-    typed_section("wandb", WandbSettings),
+    Section("scoring", ScoringSettings),
+    Section("leaderboard", LeaderboardSettings),
+    Section("jury", JurySettings, when=has_jury),
+    Section("wandb", WandbSettings),
 )
 
 
@@ -137,6 +138,7 @@ class Context:
     judges: list[Judge]  # [] in the modes that judge nothing; several for a jury
     run: RunSettings  # the top level's keys every mode may read
     sections: dict[str, Any]  # node -> its model's instance (`mode_sections`)
+    dialogues: DialogueFiles | None = None  # in a mode that reads dialogues
     counts: Counter = dataclasses.field(default_factory=Counter)  # this run's judgments, and `skipped`
 
     @property
@@ -152,18 +154,16 @@ class Context:
         return self.run.seed
 
     def section(self, name: str) -> Any:
-        """The typed config section `name` (e.g. `safety`); a ConfigError when the config lacks it."""
-        if name not in self.sections:
-            raise ConfigError(name, f"is not in the config, and mode={self.run.mode} reads it")
+        """The typed config section `name` (e.g. `safety`): one of the mode's `config`, which
+        `esc.config_schema.validate` required in this mode."""
         return self.sections[name]
 
-    def dialogue_files(self, what: str, distinct_names: bool = False) -> list[Path]:
-        """The dialogue files of `dialogues` (files or evaluate.py folders); a ConfigError saying
-        `what` to name when it is not set. `distinct_names`: refuse two files of one name (their
-        dialogue ids and score files would collide)."""
-        if self.run.dialogues is None:
-            raise ConfigError("dialogues", what)
-        files = dialogue_files(self.run.dialogues)
+    def dialogue_files(self, distinct_names: bool = False) -> list[Path]:
+        """The dialogue files of `dialogues` (files or evaluate.py folders: set, and existing, in a
+        mode that reads dialogues, `DialogueFiles` of `esc.rank.run`). `distinct_names`: refuse two
+        files of one name (their dialogue ids and score files would collide)."""
+        assert self.dialogues is not None, "a mode that reads dialogues sets `reads_dialogues`"
+        files = dialogue_files(self.dialogues.dialogues)
         if distinct_names:
             refuse_same_names(files)
         return files
@@ -273,12 +273,9 @@ def configured_mode(cfg: Any) -> Mode | None:
     return modes().get(name) if isinstance(name, str) else None
 
 
-def get_mode(name: Any) -> Mode:
-    """The mode `name`; a ConfigError on `mode` naming the registered ones otherwise."""
-    found = modes().get(name) if isinstance(name, str) else None
-    if found is None:
-        raise ConfigError("mode", f"{name!r} is not one of {', '.join(modes())}")
-    return found
+def get_mode(name: str) -> Mode:
+    """The registered mode `name` (`mode`, checked by `RunSettings`)."""
+    return modes()[name]
 
 
 def run_mode(
@@ -287,7 +284,8 @@ def run_mode(
 ) -> JobResult:  # fmt: skip
     """Plan, check, estimate, judge, report, complete: the lifecycle of every mode. `checked`: the
     config's sections as `esc.config_schema.validate` returned them (the mode reads those)."""
-    ctx = Context(job, cfg, out, list(judges), checked[RunSettings], mode_sections(mode, checked))
+    sections = mode_sections(mode, checked)
+    ctx = Context(job, cfg, out, list(judges), checked[RunSettings], sections, checked.get(DialogueFiles))
     plan = mode.plan(ctx)  # bad input stops here, before any request
     if ctx.judges:
         for judge in ctx.judges:

@@ -83,12 +83,8 @@ HELDOUT_SOURCES = {"esconv_valid": "valid", "esconv_test": "test"}
 
 def heldout_samples(source: str, dialogues: int, root: Path | None = None) -> list[Sample]:
     """The first `dialogues` dialogues of a held-out file, as training samples (same prompt, same
-    card layout, same labels): `esconv_valid` or `esconv_test` (ESConv's own split files)."""
-
-    if source not in HELDOUT_SOURCES:
-        raise ConfigError(
-            "callbacks.heldout.source", f"unknown held-out set {source!r}; known: {sorted(HELDOUT_SOURCES)}"
-        )
+    card layout, same labels): `esconv_valid` or `esconv_test` (ESConv's own split files; the
+    `HeldOut` settings of `esc.train.run` check `callbacks.heldout`)."""
     return read_esconv_splits(Path(root or data_dir()), [HELDOUT_SOURCES[source]])[:dialogues]
 
 
@@ -104,8 +100,6 @@ class HeldOutEvaluation(pl.Callback):
     """
 
     def __init__(self, source: str = "esconv_valid", dialogues: int = 32, batch_size: int = 4) -> None:
-        if dialogues < 1:
-            raise ConfigError("callbacks.heldout.dialogues", f"must be at least 1, got {dialogues}")
         self.source, self.dialogues, self.batch_size = source, int(dialogues), int(batch_size)
         self.result: dict[str, Any] | None = None
         self._encoded: list[dict[str, list[int]]] = []

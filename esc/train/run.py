@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -13,17 +13,18 @@ import torch
 from hydra.utils import instantiate
 from lightning_fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf, open_dict
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from esc.cards.schema import LANGUAGES
-from esc.config_rules import OpenSettings, Section, check, show
+from esc.config_rules import OpenSettings, Section, check, relation, show
 from esc.errors import ConfigError, UserError
+from esc.esc_role_samples.mixture import MixtureSettings, build_samples
 from esc.lifecycle import Job, JobResult, job_run
 from esc.models.loading import MODEL_CONFIG, QuantizationSettings, TopModelSettings, load_tokenizer
 from esc.settings.types import ExistingFile, NonEmpty, Target, is_int, path_problem
 from esc.train.adapter import save_adapter
 from esc.train.checkpoint_io import FolderCheckpointIO
-from esc.train.heldout import HeldOutEvaluation
+from esc.train.heldout import HELDOUT_SOURCES, HeldOutEvaluation
 from esc.train.loggers import build_loggers
 from esc.train.progress import build_progress_bar
 from esc.train.strategies import build_strategy
@@ -130,47 +131,43 @@ def output_settings(cfg: DictConfig) -> dict[str, Any]:
     """What shapes a training folder's adapter and checkpoints (OUT/settings.json): a rerun must
     match it to resume. Not in it: how long to train (max_steps, max_epochs), logging, devices."""
     plain = OmegaConf.to_container(cfg, resolve=True)
-    data = plain.get("data")
-    if isinstance(data, dict) and isinstance(data.get("builder"), dict):
-        data = {**data, "builder": function_name(data["builder"].get("_target_"))}
+    data, datamodule, trainer = plain["data"], plain["datamodule"], plain["trainer"]
     return {
         # the job and the sample builder by their function's name: where their code lives does
         # not shape the adapter
         "runner": function_name(plain["job"]["_target_"]),
         "model": plain["model"],
-        "data": data,
-        "peft": plain.get("peft"),
-        "quantization": plain.get("quantization"),
-        "optimizer": plain.get("optimizer"),
-        "scheduler": plain.get("scheduler"),
-        "module": {"warmup_ratio": plain["module"].get("warmup_ratio")},
-        "datamodule": {k: plain["datamodule"].get(k) for k in ("batch_size", "max_length", "packing")},
-        "trainer": {
-            k: plain["trainer"].get(k) for k in ("accumulate_grad_batches", "precision", "gradient_clip_val")
-        },
-        "rank": plain.get("rank"),
-        "seed": plain.get("seed"),
+        "data": {**data, "builder": function_name(data["builder"]["_target_"])},
+        **{node: plain[node] for node in ("peft", "quantization", "optimizer", "scheduler")},
+        "module": {"warmup_ratio": plain["module"]["warmup_ratio"]},
+        "datamodule": {k: datamodule[k] for k in ("batch_size", "max_length", "packing")},
+        "trainer": {k: trainer[k] for k in ("accumulate_grad_batches", "precision", "gradient_clip_val")},
+        "rank": plain.get("rank"),  # ESC-RANK's section; null in ESC-Role's runs
+        "seed": plain["seed"],
     }
 
 
-def train(cfg: DictConfig) -> TrainResult:
-    """Fit a LoRA adapter as configured; return where the outputs are.
+def train(cfg: DictConfig, checked: Mapping[Any, Any]) -> TrainResult:
+    """Fit a LoRA adapter as configured; return where the outputs are. `checked`: the sections
+    `esc.config_schema.validate` returned (the run's seed and resume are read from `TrainTop`).
 
     The output folder is locked for this run (rank zero holds the lock and writes the manifest;
     every rank of a multi-GPU job runs this function, the others only check) and must not hold the
     outputs of other settings (`esc.rundir`)."""
-    out = Path(cfg.output_dir)
+    out, top = Path(cfg.output_dir), checked[TrainTop]
     fallbacks = adapt_to_hardware(cfg)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     rank_zero = rank_zero_only.rank == 0
-    with job_run(out, "train", output_settings(cfg), resolved, seed=cfg.seed, lock=rank_zero) as job:
-        return _train(job, cfg, out, fallbacks, resolved)
+    with job_run(out, "train", output_settings(cfg), resolved, seed=top.seed, lock=rank_zero) as job:
+        return _train(job, cfg, top, out, fallbacks, resolved)
 
 
-def _train(job: Job, cfg: DictConfig, out: Path, fallbacks: list[str], resolved: Any) -> TrainResult:
+def _train(
+    job: Job, cfg: DictConfig, top: TrainTop, out: Path, fallbacks: list[str], resolved: Any
+) -> TrainResult:
     manifest = job.manifest
     manifest.update(hardware_fallbacks=fallbacks)
-    pl.seed_everything(cfg.seed, workers=True)
+    pl.seed_everything(top.seed, workers=True)
 
     log.info("Instantiating tokenizer for model <%s>", cfg.model.name)
     tokenizer = load_tokenizer(TopModelSettings.of(cfg.model))
@@ -181,7 +178,7 @@ def _train(job: Job, cfg: DictConfig, out: Path, fallbacks: list[str], resolved:
 
     # Read (and check) the checkpoint to resume before anything in OUT is touched: a failed resume
     # changes nothing. Metrics of steps after it are trained again, so their rows are replaced.
-    ckpt_path = _resume_checkpoint(cfg, out)
+    ckpt_path = _resume_checkpoint(top.resume, out)
     start_step = checkpoint_step(ckpt_path) if ckpt_path else 0
     # a callback set to null (`callbacks.checkpoint=null`) is left out
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c and "_target_" in c]
@@ -229,21 +226,16 @@ def _train(job: Job, cfg: DictConfig, out: Path, fallbacks: list[str], resolved:
     )
 
 
-def _resume_checkpoint(cfg: DictConfig, out: Path) -> str | None:
+def _resume_checkpoint(mode: Any, out: Path) -> str | None:
     """`resume=auto` continues from the newest checkpoint in OUT, if any (a rerun after a kill).
 
     Candidates are `last.ckpt` (every N steps) and `hpc_ckpt_*.ckpt`, which Lightning writes when
-    SLURM signals the end of a job's time; whichever was written last wins. An explicit path that
-    does not exist is a ConfigError.
+    SLURM signals the end of a job's time; whichever was written last wins. An explicit path
+    (`TrainTop.resume` checked that it exists) is that checkpoint.
     """
-    mode = cfg.resume
-    if mode in (False, "false", "never", None):
+    if mode in (False, "never", None):
         return None
     if mode != "auto":  # an explicit checkpoint path
-        if not Path(str(mode)).exists():
-            raise ConfigError(
-                "resume", f"checkpoint {mode} does not exist; give an existing one, auto or never"
-            )
         return str(mode)
     candidates = [p for p in [out / "last.ckpt", *out.glob("hpc_ckpt_*.ckpt")] if p.exists()]
     if not candidates:
@@ -316,7 +308,9 @@ def _resume(value: Any) -> str | None:
 
 
 class TargetNode(OpenSettings):
-    target_: Target = Field(alias="_target_", description="the function train.py runs with the config")
+    target_: Target = Field(
+        alias="_target_", description="the function train.py calls with the config and its sections"
+    )
 
 
 class TrainTop(OpenSettings):
@@ -377,8 +371,17 @@ class Checkpoint(OpenSettings):
     every_n_train_steps: int | None = Field(None, ge=0)
 
 
+class HeldOut(OpenSettings):
+    """`callbacks.heldout` (+exp=train/esc_role_heldout): the held-out loss before and after."""
+
+    source: Literal[tuple(HELDOUT_SOURCES)] = Field(None, description="ESConv's own valid or test file")  # type: ignore[valid-type]
+    dialogues: int = Field(None, ge=1)
+    batch_size: int = Field(None, ge=1)
+
+
 class Callbacks(OpenSettings):
     checkpoint: Checkpoint = Field(None)
+    heldout: HeldOut = Field(None)
 
 
 class Smile(OpenSettings):
@@ -394,6 +397,18 @@ class Sources(OpenSettings):
     roleplay: RoleplaySource = Field(None)
 
 
+class Strategy(OpenSettings):
+    """`strategy` (conf/strategy/): one Lightning knows by `name` (auto), or one built from `_target_`."""
+
+    name: str = Field(None)
+
+    @model_validator(mode="after")
+    def _named_or_built(self) -> Strategy:
+        if not self.name and "_target_" not in (self.model_extra or {}):
+            raise relation("name", "is not set: name a Lightning strategy (auto) or give a _target_")
+        return self
+
+
 class BuilderNode(OpenSettings):
     target_: Target = Field(alias="_target_", description="a function returning (train, val) samples")
 
@@ -405,6 +420,17 @@ class Data(OpenSettings):
     hold_out_card_echo: bool = Field(None)
     sources: Sources = Field(None)
     val_fraction: float = Field(None, ge=0, lt=1)
+
+
+class EscRoleData(MixtureSettings):
+    """`data` of ESC-Role's training (conf/data/esc_role.yaml): its builder, `build_samples`, reads
+    the rest of the node, checked whole here before any work."""
+
+    builder: BuilderNode
+
+
+def _esc_role_data(cfg: Any) -> bool:
+    return OmegaConf.select(cfg, "data.builder._target_") == f"{build_samples.__module__}.build_samples"
 
 
 #: what train.py reads of its config (`esc.config_schema.validate`; ESC-RANK adds
@@ -420,11 +446,12 @@ CONFIG: tuple[Section, ...] = (
     Section("trainer", Trainer, optional=True),
     Section("callbacks", Callbacks),  # read whole by _train (conf/callbacks/default.yaml)
     Section("data", Data, optional=True),
+    Section("data", EscRoleData, when=_esc_role_data),
     Section("quantization", QuantizationSettings, optional=True),  # bitsandbytes' (esc.models.loading)
     # nodes handed whole to Lightning, the scheduler and the sweep's table (issue 62:
     # a top-level key no section names is refused as a typo)
     Section("logger", OpenSettings, optional=True),
     Section("scheduler", OpenSettings, optional=True),
-    Section("strategy", OpenSettings, optional=True),
+    Section("strategy", Strategy, optional=True),
     Section("variant", OpenSettings, optional=True),
 )

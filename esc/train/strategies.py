@@ -22,12 +22,8 @@ def build_strategy(strategy_cfg: Mapping[str, Any] | str) -> Any:
         if isinstance(strategy_cfg, DictConfig)
         else dict(strategy_cfg)
     )
-    name = cfg.pop("name", None)  # only a node without `_target_` needs one
+    name = cfg.pop("name", None)  # only a node without `_target_` needs one (`Strategy` checks it)
     if "_target_" not in cfg:
-        if not name:
-            raise ConfigError(
-                "strategy.name", "is not set: name a Lightning strategy (auto) or give a _target_"
-            )
         return name
     if "DeepSpeed" in cfg["_target_"]:
         import torch

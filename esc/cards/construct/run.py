@@ -34,7 +34,7 @@ from pydantic import Field
 from tqdm import tqdm
 
 from esc.cards.construct import steps
-from esc.cards.construct.sources import SEEKER, RawRecord, read_source
+from esc.cards.construct.sources import SEEKER, RawRecord, Sources, read_source
 from esc.cards.crisis import is_crisis
 from esc.cards.schema import LANGUAGES, card_text
 from esc.cards.taxonomy import load_taxonomy
@@ -42,7 +42,7 @@ from esc.chat.base import ChatBackend, GenerationSettings, Reply, generation_con
 from esc.chat.build import backend_config, build_backend
 from esc.chat.cache import CACHE_CONFIG, with_cache
 from esc.chat.usage import Usage
-from esc.config_rules import OpenSettings, Section, Settings, typed_section
+from esc.config_rules import OpenSettings, Section, Settings
 from esc.errors import ConfigError
 from esc.jsonl import append_jsonl, atomic_write_text, drop_partial_last_line, get_field, read_jsonl
 from esc.lifecycle import Job, JobResult, job_run
@@ -73,7 +73,7 @@ class CardSources(Settings):
     limit: int | None = Field(ge=1, description="the first N records of each source; null: all")
     subset: Literal["crisis"] | None = Field(description="crisis: records that mention suicide or self-harm")
     dedup_threshold: float = Field(gt=0, le=1)
-    sources: dict[str, Any]  # per source: enabled and its reader's options (sources.py)
+    sources: Sources  # per source: enabled and its reader's options (sources.py)
 
 
 class LLMSteps(Settings):
@@ -152,9 +152,8 @@ def gather_records(section: CardSources) -> list[RawRecord]:
     root = Path(section.root or data_dir())
     languages, limit, crisis = section.languages, section.limit, section.subset == "crisis"
     records: list[RawRecord] = []
-    for name, options in section.sources.items():
-        options = dict(options or {})
-        if not options.pop("enabled", False):
+    for name, options in section.sources:  # a model iterates as (field, value)
+        if not options.enabled:
             continue
         found = read_source(name, root, options, None if crisis else limit)
         if crisis:
@@ -463,10 +462,10 @@ class ExtractorName(Settings):
 #: what `python build_cards.py` reads of its config (conf/cards.yaml; `esc.config_schema.validate`)
 CONFIG: tuple[Section, ...] = (
     Section("", CardsRun),  # the top level is open (paths, hydra...)
-    typed_section("cards", CardSources),
+    Section("cards", CardSources),
     MODEL_CONFIG,  # before the extractor, whose `model: ${model}` it is: its errors name `model.*`
     backend_config("extractor", beside=ExtractorName),
     generation_config("generation"),
     CACHE_CONFIG,
-    typed_section("steps", LLMSteps),
+    Section("steps", LLMSteps),
 )

@@ -16,20 +16,75 @@ machine and run), the dataset's name, its language and kind (``qa``: a post aski
 | ``jsonl_qa`` | your posts: JSON lines {id, text} (MHP Reddit, Psych8K...) | qa | given |
 | ``jsonl_dialogues`` | dialogues: JSON lines {id, dialogue: [{speaker, text}], situation} | md | given |
 
-A bad record stops with one line naming the file and the record.
+A bad record stops with one line naming the file and the record. Each source's options (`cards.sources`,
+conf/cards.yaml) are a model here (`Sources`), checked with the config before any work.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from esc.cards.schema import normalize_source
+from pydantic import BaseModel, model_validator
+
+from esc.cards.schema import LANGUAGES, normalize_source
+from esc.config_rules import Settings, check, relation
 from esc.corpora import SEEKER, SUPPORTER, esconv, posts, smile
-from esc.errors import ConfigError, DataError
+from esc.errors import DataError
 from esc.jsonl import get_field, read_jsonl, require_file
+from esc.settings.types import NonEmpty
+
+
+class Switch(Settings):
+    """A source read from where `make data` put it."""
+
+    enabled: bool
+
+
+class EsconvSource(Switch):
+    splits: NonEmpty[Literal[esconv.SPLITS]]  # type: ignore[valid-type]  # ESConv's own files
+
+
+class Corpus(Switch):
+    path: str | None  # null: the copy `make data` fetched; or the full dataset's path
+
+
+def _source_name(value: Any) -> str | None:
+    """a dataset's name (esc.cards.schema.SOURCES)"""
+    try:
+        normalize_source(str(value))
+    except ValueError as err:
+        return str(err)
+    return None
+
+
+class UserFile(Switch):
+    """Your own JSON-lines file: `path`, the dataset it comes from (`source`) and its `language`."""
+
+    path: str | None
+    source: Annotated[str, check(_source_name)]
+    language: Literal[LANGUAGES]  # type: ignore[valid-type]
+
+    @model_validator(mode="after")
+    def _named_when_enabled(self) -> UserFile:
+        if self.enabled and not self.path:
+            raise relation("path", "name your JSON-lines file")
+        return self
+
+
+class Sources(Settings):
+    """`cards.sources`: each adapter's options (an unknown source is a key this node does not take)."""
+
+    esconv: EsconvSource
+    esconv_failed: Switch
+    smile: Corpus
+    psyqa: Corpus
+    epitome: Corpus
+    chatcounselor: Corpus
+    jsonl_qa: UserFile
+    jsonl_dialogues: UserFile
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,56 +104,47 @@ class RawRecord:
         return next((text for speaker, text in self.dialogue if speaker == SEEKER), "")
 
 
-def _esconv(root: Path, options: Mapping[str, Any]) -> Iterator[RawRecord]:
-    for split in options.get("splits") or esconv.SPLITS:
+def _esconv(root: Path, options: EsconvSource) -> Iterator[RawRecord]:
+    for split in options.splits:
         for d in esconv.read_esconv(esconv.esconv_path(root, split), split):
             turns = tuple((u.speaker, u.text.strip()) for u in d.utterances)
             yield RawRecord(d.id, "ESConv", "en", "md", d.situation.strip(), turns)
 
 
-def _esconv_failed(root: Path, options: Mapping[str, Any]) -> Iterator[RawRecord]:
+def _esconv_failed(root: Path, options: Switch) -> Iterator[RawRecord]:
     for d in esconv.read_failed_esconv(esconv.failed_esconv_path(root)):
         turns = tuple((u.speaker, u.text.strip()) for u in d.utterances)
         yield RawRecord(d.id, "ESConv", "en", "md", d.situation.strip(), turns)
 
 
-def _smile(root: Path, options: Mapping[str, Any]) -> Iterator[RawRecord]:
-    for path in smile.smile_files(Path(options.get("path") or smile.smile_dir(root))):
+def _smile(root: Path, options: Corpus) -> Iterator[RawRecord]:
+    for path in smile.smile_files(Path(options.path or smile.smile_dir(root))):
         turns = tuple((speaker, text.strip()) for speaker, text in smile.read_smile_dialogue(path))
         yield RawRecord(f"smile/{path.stem}", "Smile", "zh", "md", "", turns)
 
 
-def _psyqa(root: Path, options: Mapping[str, Any]) -> Iterator[RawRecord]:
-    for qid, text in posts.read_psyqa(Path(options.get("path") or posts.psyqa_path(root))):
+def _psyqa(root: Path, options: Corpus) -> Iterator[RawRecord]:
+    for qid, text in posts.read_psyqa(Path(options.path or posts.psyqa_path(root))):
         yield RawRecord(f"psyqa/{qid}", "PsyQA", "zh", "qa", text)
 
 
-def _epitome(root: Path, options: Mapping[str, Any]) -> Iterator[RawRecord]:
-    for sp_id, text in posts.read_epitome(Path(options.get("path") or posts.epitome_dir(root))):
+def _epitome(root: Path, options: Corpus) -> Iterator[RawRecord]:
+    for sp_id, text in posts.read_epitome(Path(options.path or posts.epitome_dir(root))):
         yield RawRecord(f"epitome/{sp_id}", "EPITOME", "en", "qa", text)
 
 
-def _chatcounselor(root: Path, options: Mapping[str, Any]) -> Iterator[RawRecord]:
-    for qid, text in posts.read_chatcounselor(Path(options.get("path") or posts.chatcounselor_path(root))):
+def _chatcounselor(root: Path, options: Corpus) -> Iterator[RawRecord]:
+    for qid, text in posts.read_chatcounselor(Path(options.path or posts.chatcounselor_path(root))):
         yield RawRecord(f"chatcounselor/{qid}", "ChatCounselor", "en", "qa", text)
 
 
-def _user_file(options: Mapping[str, Any], name: str) -> tuple[Path, str, str]:
-    path = options.get("path")
-    if not path:
-        raise ConfigError(f"cards.sources.{name}.path", "name your JSON-lines file")
-    try:
-        source = normalize_source(str(options.get("source") or ""))
-    except ValueError as err:
-        raise ConfigError(f"cards.sources.{name}.source", str(err)) from None
-    language = options.get("language")
-    if language not in ("en", "zh"):
-        raise ConfigError(f"cards.sources.{name}.language", f"must be en or zh, got {language!r}")
-    return require_file(Path(path)), source, language
+def _user_file(options: UserFile) -> tuple[Path, str, str]:
+    """The file (enabled: `UserFile` checked that it is named), its dataset and its language."""
+    return require_file(Path(str(options.path))), normalize_source(options.source), options.language
 
 
-def _jsonl_qa(root: Path, options: Mapping[str, Any]) -> Iterator[RawRecord]:
-    path, source, language = _user_file(options, "jsonl_qa")
+def _jsonl_qa(root: Path, options: UserFile) -> Iterator[RawRecord]:
+    path, source, language = _user_file(options)
     for lineno, record in read_jsonl(path):
         where = f"line {lineno}"
         text = get_field(record, "text", str, path, where).strip()
@@ -108,8 +154,8 @@ def _jsonl_qa(root: Path, options: Mapping[str, Any]) -> Iterator[RawRecord]:
         yield RawRecord(f"{source.lower()}/{rid}", source, language, "qa", text)
 
 
-def _jsonl_dialogues(root: Path, options: Mapping[str, Any]) -> Iterator[RawRecord]:
-    path, source, language = _user_file(options, "jsonl_dialogues")
+def _jsonl_dialogues(root: Path, options: UserFile) -> Iterator[RawRecord]:
+    path, source, language = _user_file(options)
     seekers = {"seeker", "usr", "user", "client", "help-seeker"}
     for lineno, record in read_jsonl(path):
         where = f"line {lineno}"
@@ -131,7 +177,7 @@ def _jsonl_dialogues(root: Path, options: Mapping[str, Any]) -> Iterator[RawReco
         )
 
 
-ADAPTERS = {
+ADAPTERS: dict[str, Callable[[Path, Any], Iterator[RawRecord]]] = {
     "esconv": _esconv,
     "esconv_failed": _esconv_failed,
     "smile": _smile,
@@ -143,14 +189,21 @@ ADAPTERS = {
 }
 
 
+#: the options of a dataset read from where `make data` put it (`read_source` without options)
+FETCHED: dict[str, BaseModel] = {
+    "esconv": EsconvSource(enabled=True, splits=list(esconv.SPLITS)),
+    "esconv_failed": Switch(enabled=True),
+    **{name: Corpus(enabled=True, path=None) for name in ("smile", "psyqa", "epitome", "chatcounselor")},
+}
+
+
 def read_source(
-    name: str, root: Path, options: Mapping[str, Any] | None = None, limit: int | None = None
+    name: str, root: Path, options: BaseModel | None = None, limit: int | None = None
 ) -> list[RawRecord]:
-    """The first `limit` records of one source (all when None), in the dataset's order."""
-    if name not in ADAPTERS:
-        raise ConfigError("cards.sources", f"unknown source {name!r}; known: {', '.join(ADAPTERS)}")
+    """The first `limit` records of one source (all when None), in the dataset's order; `options`:
+    its validated node of `Sources` (None: a fetched dataset as `make data` put it)."""
     records = []
-    for record in ADAPTERS[name](Path(root), dict(options or {})):
+    for record in ADAPTERS[name](Path(root), options or FETCHED[name]):
         if limit is not None and len(records) >= limit:
             break
         if record.kind == "md" and not any(s == SEEKER and t for s, t in record.dialogue):

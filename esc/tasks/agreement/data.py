@@ -101,9 +101,8 @@ def baselines(train_part: Sequence[Annotation], evaluated: Sequence[Annotation])
 
 
 def split_annotations(data: Mapping[str, Any], split: str) -> tuple[list[Annotation], list[Annotation]]:
-    """(the annotations to evaluate on, the training split the baselines are fitted on)."""
-    if split not in SPLITS:
-        raise ConfigError("agreement.split", f"{split!r} is not one of {', '.join(SPLITS)}")
+    """(the annotations to evaluate on, the training split the baselines are fitted on); `split`
+    one of SPLITS (`agreement.split`, checked by its settings)."""
     parts = splits(data)
     evaluated = [a for p in ("train", "val", "test") for a in parts[p]] if split == "all" else parts[split]
     if not evaluated:
@@ -116,10 +115,8 @@ def sample_dialogues(
 ) -> list[Annotation]:
     """The annotations of `limit` dialogues drawn by a seeded hash of their ids (None: all), so a
     smaller evaluation is a random sample of the split, the same on every machine."""
-    if not limit:
+    if not limit:  # `rank.eval_dialogues`: null or >= 1 (its settings)
         return list(annotations)
-    if int(limit) < 1:
-        raise ConfigError("rank.eval_dialogues", f"should be a positive number of dialogues, got {limit}")
     ids = sorted(
         dict.fromkeys(a.dialogue_id for a in annotations),
         key=lambda d: hashlib.sha256(f"sample:{seed}:{d}".encode()).hexdigest(),

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from esc.annotate import held_out
-from esc.config_rules import OpenSettings, Section, Settings, typed_section
+from esc.config_rules import OpenSettings, Section, Settings
 from esc.lifecycle import JobResult
 from esc.reports import breakdown
 from esc.reports.result import Block, Report, Text
@@ -76,7 +76,7 @@ class Agreement(Mode):
     stores = (("scores/annotations__*.jsonl", ScoreRecord),)  # the annotated dialogues, judged
     config = (
         Section("", ExistingScores, when=in_mode("agreement")),
-        typed_section("agreement", AgreementSettings),
+        Section("agreement", AgreementSettings),
     )
 
     def needs_judge(self, cfg: Mapping[str, Any]) -> bool:

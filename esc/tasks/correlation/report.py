@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from esc.annotate.human_scores import Annotation, human_reference
-from esc.errors import ConfigError, DataError
+from esc.errors import DataError
 from esc.jsonl import read_jsonl
 from esc.reports import result as result_
 from esc.reports.bootstrap import NO_INTERVAL, Interval, estimate, expand, unit_index, unit_intervals
@@ -236,9 +236,7 @@ def load_items(annotations: Sequence[Annotation], records: Sequence[ScoreRecord]
 
 def read_references(path: Path) -> dict[str, list[str]]:
     """dialogue id -> reference texts, from `{"dialogue_id": ..., "references": [...]}` lines."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError("correlation.references", f"{path}: no such file")
+    path = Path(path)  # an existing file (`correlation.references`, checked by its settings)
     out: dict[str, list[str]] = {}
     lines: dict[str, int] = {}
     for lineno, record in read_jsonl(path):

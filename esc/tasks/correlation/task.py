@@ -17,13 +17,13 @@ from pydantic import Field
 
 from esc.annotate.held_out import folder_judge, held_out, trained_dialogues
 from esc.annotate.human_scores import default_esconv_path, read_annotations
-from esc.config_rules import Settings, typed_section
+from esc.config_rules import Section, Settings
 from esc.errors import UserError
 from esc.lifecycle import JobResult
 from esc.reports.result import Heading, Text, write_result
 from esc.reports.wandb_report import log_run
 from esc.scoring.store import read_scores
-from esc.settings.types import NonEmpty
+from esc.settings.types import ExistingFile, NonEmpty
 from esc.tasks.correlation.report import (
     analyse,
     column_name,
@@ -58,7 +58,7 @@ class CorrelationSettings(Settings):
 
     annotations: str | None  # null: data/annotations/esconv_ratings.jsonl
     scores: Any  # rank.py score files or folders (the judges' rows); null: none
-    references: str | None  # JSONL {dialogue_id, references}: BLEU, ROUGE-L, METEOR need it
+    references: ExistingFile | None  # JSONL {dialogue_id, references}: BLEU, ROUGE-L, METEOR need it
     metrics: NonEmpty[Literal[tuple(TEXT_METRICS)]] | None = Field(description="null: all")  # type: ignore[valid-type]
     bootstrap: int = Field(ge=0, description="0: no intervals")
 
@@ -70,7 +70,7 @@ class Correlation(Mode):
     name = "correlation"
     judges = False
     reports = ("correlation",)
-    config = (typed_section("correlation", CorrelationSettings),)
+    config = (Section("correlation", CorrelationSettings),)
 
     def plan(self, ctx: Context) -> Plan:
         return Plan()

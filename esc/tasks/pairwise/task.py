@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import Field
 
-from esc.config_rules import Settings, typed_section
+from esc.config_rules import Section, Settings
 from esc.dialogues.record import dialogue_lines
 from esc.dialogues.store import dialogue_file, read_dialogues
 from esc.errors import UserError
@@ -69,7 +69,7 @@ class Pairwise(Mode):
     reads_dialogues = True
     own_questions = True
     reports = ("pairwise",)
-    config = (typed_section("pairwise", PairwiseSettings),)
+    config = (Section("pairwise", PairwiseSettings),)
     stores = (("pairwise/*.jsonl", PairwiseRecord),)
 
     def judgment(self, record: ScoreRecord) -> Judgment:
@@ -97,7 +97,7 @@ class Pairwise(Mode):
         return {"pairwise": {"questions_sha256": pairwise_digest()}}
 
     def plan(self, ctx: Context) -> Plan:
-        files = ctx.dialogue_files("name two or more evaluate.py output directories (one per target)", True)
+        files = ctx.dialogue_files(distinct_names=True)
         dims = selected_dimensions(ctx.run.dimensions)
         dialogues = []
         for path in files:

@@ -23,9 +23,9 @@ from typing import Any
 from pydantic import Field
 
 from esc.cards import load_cards
-from esc.config_rules import Settings, typed_section
+from esc.config_rules import Section, Settings
 from esc.dialogues.store import read_dialogues
-from esc.errors import ConfigError, UserError
+from esc.errors import DataError, UserError
 from esc.hashing import sha256_file
 from esc.jsonl import read_jsonl
 from esc.reports.result import write_result
@@ -33,6 +33,7 @@ from esc.reports.runlog import Judgment
 from esc.scoring.judging import Batch
 from esc.scoring.roleplay_metrics import ROLEPLAY_METRICS_FILE
 from esc.scoring.store import STATUSES, ScoreRecord, ScoreStore
+from esc.settings.types import ExistingFile
 from esc.tasks.answered import AnsweredResult
 from esc.tasks.roleplay.questions import (
     METRIC_CHOICES,
@@ -61,9 +62,7 @@ def _cards(paths: Any) -> dict[tuple[int, str], str]:
 def _human(path: Any) -> dict[tuple[int, str], list[tuple[str, str]]]:
     if not path:
         return {}
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError("roleplay.human", f"{path}: no such file")
+    path = Path(path)  # an existing file (`roleplay.human`, checked by its settings)
     out = {}
     for lineno, record in read_jsonl(path):
         try:
@@ -88,7 +87,7 @@ class RoleplaySettings(Settings):
     """`roleplay` (+exp=rank/roleplay_eval): the cards and human dialogues the items ask about."""
 
     cards: Any  # card files the dialogues played; null: the released high-quality cards
-    human: str | None  # JSONL of the cards' source human dialogues; null: no pairwise test
+    human: ExistingFile | None  # JSONL of the cards' source human dialogues; null: no pairwise test
     turns: int = Field(ge=1)  # seeker messages of the human dialogue shown
     metrics: bool  # the six metrics of Table 10
     pairwise: bool  # the human-likeness test of Figure 3, both orders
@@ -104,7 +103,7 @@ class Roleplay(Mode):
     reads_dialogues = True
     own_questions = True
     reports = ("table1", "winrates")
-    config = (typed_section("roleplay", RoleplaySettings, missing="+exp=rank/roleplay_eval adds it"),)
+    config = (Section("roleplay", RoleplaySettings, missing="+exp=rank/roleplay_eval adds it"),)
     stores = (("scores/roleplay__*.jsonl", RoleplayRecord),)
 
     def judgment(self, record: ScoreRecord) -> Judgment:
@@ -133,7 +132,7 @@ class Roleplay(Mode):
         return {"roleplay": {**settings, "questions_sha256": sha256_file(ROLEPLAY_METRICS_FILE)}}
 
     def plan(self, ctx: Context) -> Plan:
-        files = ctx.dialogue_files("name the evaluate.py output directories of the role-players")
+        files = ctx.dialogue_files()
         section: RoleplaySettings = ctx.section("roleplay")
         cards, human, turns = _cards(section.cards), _human(section.human), section.turns
         items, pairs = [], 0
@@ -143,9 +142,10 @@ class Roleplay(Mode):
                     continue
                 card = cards.get((d.card_id, d.language))
                 if card is None:
-                    raise ConfigError(
-                        "roleplay.cards",
-                        f"{path}: card {d.card_id} ({d.language}) is in none of the card files given",
+                    raise DataError(
+                        path,
+                        f"card {d.card_id} ({d.language})",
+                        "is in none of the card files of roleplay.cards",
                     )
                 lines = [("user" if t.speaker == "roleplayer" else "assistant", t.text) for t in d.turns]
                 dialogue_id = f"{d.roleplayer}:{d.language}:{d.card_id}"

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from esc.config_rules import Settings, check, show, typed_section
+from esc.config_rules import Section, Settings, check, show
 from esc.dialogues.store import read_dialogues
 from esc.errors import UserError
 from esc.lifecycle import WITH_FAILURES
@@ -112,7 +112,7 @@ class Safety(Mode):
     reads_dialogues = True
     own_questions = True
     reports = ("safety",)
-    config = (typed_section("safety", SafetySettings),)
+    config = (Section("safety", SafetySettings),)
     stores = (("safety/*.jsonl", SafetyRecord),)
 
     def judgment(self, record: ScoreRecord) -> Judgment:
@@ -126,7 +126,7 @@ class Safety(Mode):
 
     def plan(self, ctx: Context) -> Plan:
         questions = selected_questions(ctx.section("safety").questions)
-        files = ctx.dialogue_files("name the evaluate.py output directories or dialogue files", True)
+        files = ctx.dialogue_files(distinct_names=True)
         found: list[tuple[Path, list]] = []
         for path in files:
             per_file = []

@@ -194,7 +194,7 @@ class Score(Mode):
     stores = (("scores/*.jsonl", ScoreRecord),)
 
     def plan(self, ctx: Context) -> Plan:
-        files = ctx.dialogue_files("name an evaluate.py output directory or dialogue files", True)
+        files = ctx.dialogue_files(distinct_names=True)
         dims = selected_dimensions(ctx.run.dimensions)
         found = [load_items(path, dims) for path in files]  # bad input stops here, before any judging
         batches = [

@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from esc.config_rules import Settings, check, show, typed_section
+from esc.config_rules import Section, Settings, check, show
 from esc.dialogues.record import Dialogue
 from esc.dialogues.store import read_dialogues
 from esc.errors import ConfigError, UserError
@@ -170,7 +170,7 @@ class Stress(Mode):
     reads_dialogues = True
     takes_jury = True
     reports = ("stress",)
-    config = (typed_section("stress", StressSettings),)
+    config = (Section("stress", StressSettings),)
     stores = (("scores/*.jsonl", ScoreRecord), ("safety/*.jsonl", SafetyRecord))
 
     def judgment(self, record: ScoreRecord) -> Judgment:
@@ -190,9 +190,7 @@ class Stress(Mode):
     def plan(self, ctx: Context) -> Plan:
         settings: StressSettings = ctx.section("stress")
         chosen = perturb.selected(settings.perturbations)
-        files = ctx.dialogue_files(
-            "name the evaluate.py output directories or dialogue files to perturb", True
-        )
+        files = ctx.dialogue_files(distinct_names=True)
         dims = selected_dimensions(ctx.run.dimensions)
         found = check_languages(files, chosen)  # bad input stops here, before any file is written
         made = [

@@ -11,7 +11,7 @@ import dataclasses
 
 from pydantic import Field
 
-from esc.config_rules import Settings, typed_section
+from esc.config_rules import Section, Settings
 from esc.dialogues.store import read_dialogues
 from esc.errors import UserError
 from esc.lifecycle import JobResult
@@ -46,12 +46,10 @@ class Trajectory(Mode):
     reads_dialogues = True
     judges = False
     reports = ("trajectory",)
-    config = (typed_section("trajectory", TrajectorySettings),)
+    config = (Section("trajectory", TrajectorySettings),)
 
     def plan(self, ctx: Context) -> Plan:
-        files = ctx.dialogue_files(
-            "name the evaluate.py output directories (run with trajectory.enabled=true)"
-        )
+        files = ctx.dialogue_files()
         rated, unrated = rated_dialogues((d, str(path)) for path in files for d in read_dialogues(path))
         if not rated:
             raise UserError(
