@@ -190,8 +190,12 @@ def test_esc_role_local_trains_and_evaluates_with_the_same_prompt(language: str,
     from esc.config_schema import validate
     from esc.evaluate.run import DialogueFactory, EvaluateSettings
 
+    adapter = tmp_path / "adapter"  # a PEFT folder's shape, which validation checks; nothing loads it here
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text("{}")
+    (adapter / "adapter_model.safetensors").write_bytes(b"")
     cfg = compose(
-        ["roleplayer=esc_role_local", f"roleplayer.backend.adapter={tmp_path}", "target=tiny"],
+        ["roleplayer=esc_role_local", f"roleplayer.backend.adapter={adapter}", "target=tiny"],
         output_dir=tmp_path,
         config_name="evaluate",
     )
