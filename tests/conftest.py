@@ -11,19 +11,20 @@ import pytest
 
 from tests.helpers import FAST_TRAIN, built_once, run_entry
 
-# Files whose tests add up to minutes on 2 cores (the junit times of a full run at 012725a). Run
-# first, so the two workers of `make test` end together instead of one finishing test_train.py alone.
+# Files whose tests add up to most time on 2 cores (the junit times of a full run at 39387f6, idle:
+# test_bad_inputs.py 124 s, test_scoring_agreement.py 72 s, ...). Run first, so the two workers of
+# `make test` end together instead of one finishing a long file alone.
 SLOW_FILES_FIRST = (
-    "test_train.py",
     "test_bad_inputs.py",
-    "test_esc_role_data.py",
-    "test_ablation.py",
-    "test_configs.py",
-    "test_train_rng.py",
-    "test_esc_role_fidelity.py",
     "test_scoring_agreement.py",
+    "test_configs.py",
+    "test_train.py",
     "test_evaluate.py",
+    "test_batch_judging.py",
+    "test_quiet_runs.py",
+    "test_own_chatbot.py",
     "test_train_ddp.py",
+    "test_chat_backends.py",
 )
 
 
