@@ -20,10 +20,15 @@ os.environ.setdefault("MASTER_PORT", "29531")
 
 def main(out: str, strategies: list[str]) -> None:
     import deepspeed
+    import deepspeed.comm.torch
 
     from esc.train.extensions import clear_stale_build_locks
 
     clear_stale_build_locks()  # an interrupted first build would make this wait until the timeout
+    # One rank: DeepSpeed's shared-memory all-reduce for CPU ranks has nothing to speed up, and
+    # building it JIT-compiles C++ in every new environment (45 s of a fresh clone's suite on 2 cores;
+    # a GPU run never builds it: NCCL).
+    deepspeed.comm.torch.build_shm_op = lambda: None
     deepspeed.init_distributed(dist_backend="gloo")
     reports = {strategy: steps(strategy) for strategy in strategies}
     with open(out, "w") as fh:

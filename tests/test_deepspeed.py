@@ -1,7 +1,8 @@
 """DeepSpeed: the repo's ZeRO configs run real optimizer steps (CPU accelerator, gloo, one process).
 
-The first run JIT-compiles DeepSpeed's CPU communication op (about a minute on 2 cores); later runs
-reuse it from ~/.cache/torch_extensions. The Lightning strategy path itself needs CUDA: `gpu` test.
+One rank needs no shared-memory communication op, so tests/ds_step.py does not JIT-compile DeepSpeed's
+(about a minute on 2 cores in each new environment). The Lightning strategy path itself needs CUDA:
+`gpu` test.
 """
 
 from __future__ import annotations
