@@ -54,17 +54,23 @@ def card_problem(card: str) -> str:
 def shared_chars(text: str, turn: str) -> int:
     """Characters of `turn` in stretches of at least `BLOCK_CHARS` that `text` has too, matched in
     order (case and whitespace folded)."""
-    a, b = _fold(text), _fold(turn)
+    return _matched(_fold(text), _fold(turn))
+
+
+def covered_chars(text: str, turn: str) -> int:
+    """Characters of `turn` inside some `BLOCK_CHARS`-long stretch that `text` has too (folded): an
+    upper bound of `shared_chars(text, turn)`, in linear time."""
+    return _covered(_fold(text), _fold(turn))
+
+
+def _matched(a: str, b: str) -> int:  # `shared_chars` of folded texts
     if not a or not b:
         return 0
     blocks = SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks()
     return sum(block.size for block in blocks if block.size >= BLOCK_CHARS)
 
 
-def covered_chars(text: str, turn: str) -> int:
-    """Characters of `turn` inside some `BLOCK_CHARS`-long stretch that `text` has too (folded): an
-    upper bound of `shared_chars(text, turn)`, in linear time."""
-    a, b = _fold(text), _fold(turn)
+def _covered(a: str, b: str) -> int:  # `covered_chars` of folded texts
     stretches = {a[i : i + BLOCK_CHARS] for i in range(len(a) - BLOCK_CHARS + 1)}
     covered = [False] * len(b)
     for j in range(len(b) - BLOCK_CHARS + 1):
@@ -73,11 +79,12 @@ def covered_chars(text: str, turn: str) -> int:
     return sum(covered)
 
 
-def _is_echo(shared: int, problem: str, turn: str) -> bool:
+def is_echo(shared: int, problem_chars: int, turn_chars: int) -> bool:
+    """The rule on a shared count, given the folded problem's and turn's lengths."""
     return (
         shared >= ECHO_CHARS
-        or (shared >= ECHO_MIN_CHARS and shared >= ECHO_SHARE * len(_fold(turn)))
-        or (shared > 0 and shared >= ECHO_SHARE * len(_fold(problem)))
+        or (shared >= ECHO_MIN_CHARS and shared >= ECHO_SHARE * turn_chars)
+        or (shared > 0 and shared >= ECHO_SHARE * problem_chars)
     )
 
 
@@ -86,10 +93,8 @@ def echoes_card(card: str, turn: str) -> bool:
     """Whether `turn` recites `card` (see the module docstring for the rule): the rule holds for
     `shared_chars`, checked only where it holds for its upper bound `covered_chars`. Remembered for
     the process: ESConv and Smile hold 26,522 seeker turns."""
-    problem = card_problem(card)
-    return _is_echo(covered_chars(problem, turn), problem, turn) and _is_echo(
-        shared_chars(problem, turn), problem, turn
-    )
+    a, b = _fold(card_problem(card)), _fold(turn)
+    return is_echo(_covered(a, b), len(a), len(b)) and is_echo(_matched(a, b), len(a), len(b))
 
 
 def card_echo_turns(card: str, messages: Sequence[Mapping[str, str]]) -> tuple[int, ...]:
