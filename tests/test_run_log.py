@@ -332,6 +332,7 @@ def test_a_non_finite_number_of_a_store_is_logged_as_none() -> None:
     ("field", "value", "says"),
     [
         ("score", "3", "score: Input should be a valid number"),
+        ("score", float("nan"), "score: Input should be a finite number"),  # the log is strict JSON
         ("turn", "2", "turn: Input should be a valid integer"),
         ("dialogues", "a__b__en/1", "dialogues: Input should be a valid tuple"),
     ],

@@ -19,7 +19,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Strict, TypeAdapter, ValidationError
+from pydantic import AllowInfNan, BeforeValidator, Strict, TypeAdapter, ValidationError
 
 from esc.runinfo import record_problem
 
@@ -36,7 +36,7 @@ def _pairs(value: Any) -> tuple[tuple[Any, Any], ...]:
 # The types a record of these files is read back as (`TypeAdapter(...).validate_python`): strict
 # where JSON has the type itself.
 Text = Annotated[str, Strict()]  # a JSON string, never a number made one
-Number = Annotated[float, Strict()]  # a JSON number (an integer one too), never true or "3"
+Number = Annotated[float, Strict(), AllowInfNan(False)]  # a JSON number, never true, "3", NaN or Infinity
 Integer = Annotated[int, Strict()]  # never true or 2.0
 #: (label, value) pairs, read back from a JSON object (a figure's place, a judgment's detail)
 Pairs = Annotated[tuple[tuple[str, str], ...], BeforeValidator(_pairs)]
