@@ -26,6 +26,7 @@ from typing import Any
 
 from esc.jsonl import atomic_write_text
 from esc.reports.bootstrap import NO_INTERVAL, Interval, estimate
+from esc.reports.chart_spec import Chart
 from esc.reports.estimate import Estimate, resampled_units
 from esc.reports.metric import Metric, checked_unit
 
@@ -114,20 +115,22 @@ class Table:
     csv: str | None = None
     name: str | None = None
     rank_within: tuple[str, ...] | None = None
+    chart: Chart | None = None  # how a view draws it (`esc.reports.chart_spec`); None: a table only
 
     @classmethod
     def of(
         cls, columns: Sequence[str], rows: Sequence[Sequence[CellLike]], csv: str | None = None,
         name: str | None = None, metrics: Mapping[str, Metric] | None = None,
-        rank_within: Sequence[str] | None = None,
+        rank_within: Sequence[str] | None = None, chart: Chart | None = None,
     ) -> Table:  # fmt: skip
         """The table; `metrics`: column -> the metric its figures measure (each figure then names
         it, and states its unit: a figure that resampled another unit than the metric's is a
         ValueError, `esc.reports.metric.checked_unit`)."""
-        unknown = (set(metrics or ()) | set(rank_within or ())) - set(columns)
+        named = set(metrics or ()) | set(rank_within or ()) | set(chart.columns() if chart else ())
+        unknown = named - set(columns)
         if unknown:
             raise ValueError(
-                f"metrics or rank_within name columns the table does not have: {sorted(unknown)}"
+                f"metrics, rank_within or chart name columns the table does not have: {sorted(unknown)}"
             )
         cells = [[cell(c) for c in row] for row in rows]
         for i, row in enumerate(cells):
@@ -139,7 +142,7 @@ class Table:
                     unit = checked_unit(m, c.estimate.unit, f"column {column!r}, row {i}")
                     row[j] = Cell(c.text, dataclasses.replace(c.estimate, metric=m.name, unit=unit))
         within = None if rank_within is None else tuple(rank_within)
-        return cls(tuple(columns), tuple(tuple(row) for row in cells), csv, name, within)
+        return cls(tuple(columns), tuple(tuple(row) for row in cells), csv, name, within, chart)
 
     def resampled(self) -> str:
         """What its figures' intervals resampled, read from them ("role card", "dialogue", ...; ""
@@ -229,6 +232,7 @@ def _block_json(block: Block) -> dict[str, Any]:
         **({"csv": block.csv} if block.csv else {}),
         **({"name": block.name} if block.name else {}),
         **({"rank_within": list(block.rank_within)} if block.rank_within is not None else {}),
+        **({"chart": block.chart.to_json()} if block.chart is not None else {}),
     }
 
 
@@ -310,7 +314,7 @@ def _block(b: dict[str, Any]) -> Block:
         raise TypeError(f"rank_within must be a list of column names, got {within!r}")
     return Table(
         columns, rows, b.get("csv") and _text(b["csv"]), b.get("name") and _text(b["name"]),
-        None if within is None else tuple(within),
+        None if within is None else tuple(within), Chart.from_json(b["chart"]) if "chart" in b else None,
     )  # fmt: skip
 
 
