@@ -84,7 +84,8 @@ def test_a_breakdown_says_its_n_counts_the_units_it_resampled() -> None:
 
 def test_an_acc_soft_of_100_percent_gets_its_exact_interval() -> None:
     """Issue 52, item 11: every resample giving 100% says nothing about how sure it is; the exact
-    (Clopper-Pearson) 95% interval by unit and by item does, as for safety and pairwise shares."""
+    (Clopper-Pearson) 95% interval by unit does (the cell's, marked; issue 64), and by item (its
+    note), as for safety and pairwise shares."""
     from scipy.stats import beta
 
     items = [agree.Item((f"d{i}", "empathy"), 2, f"card{i // 2}") for i in range(20)]  # 10 cards
@@ -92,15 +93,12 @@ def test_an_acc_soft_of_100_percent_gets_its_exact_interval() -> None:
     tables = agree.agreement_tables(items, rows, n_resamples=100, seed=0)
     text = Report("agreement", tuple(agree.agreement_blocks(tables))).to_markdown()
     by_unit, by_item = beta.ppf(0.025, 10, 1), beta.ppf(0.025, 20, 1)  # exact lower ends at 10/10, 20/20
-    expected = (
-        f"100.0% [every resample 100.0; exact 95%: {100 * by_unit:.1f}-100.0% by input (10), "
-        f"{100 * by_item:.1f}-100.0% by item (20)]"
-    )
-    assert expected in text
+    assert f"100.0% [{100 * by_unit:.1f}, 100.0]\u2020" in text
+    assert "\u2020 a share at 0% or 100%" in text and "exact (Clopper-Pearson) 95% interval by input" in text
+    notes = [e.note or "" for e in Report("agreement", tuple(agree.agreement_blocks(tables))).estimates()]
+    assert any(f"{100 * by_item:.1f}-100.0% by item (20)" in n for n in notes)
     assert agree.find_row(tables, "empathy", "judge", "argmax").values["acc"] == 0.0  # 0%: exact too
-    assert (
-        f"0.0% [every resample 0.0; exact 95%: 0.0-{100 * beta.ppf(0.975, 1, 10):.1f}% by input (10)" in text
-    )
+    assert f"0.0% [0.0, {100 * beta.ppf(0.975, 1, 10):.1f}]\u2020" in text
 
 
 def test_the_console_names_each_judges_invalid_judgments() -> None:

@@ -230,7 +230,7 @@ def test_score_job_appends_the_sections_and_writes_every_cell(tmp_path: Path) ->
                       "## Every breakdown cell"]  # fmt: skip
     assert "| t1 (rp) | family_life | unknown |" not in text
     # tier 1: family_life, one card (1: 50 and 100), no interval | unknown, cards 2 and 3 (both 50)
-    assert "| t1 (rp) | 75.0 [no interval: one card], n=2 | 50.0 [every resample 50.0], n=2 |" in text
+    assert "| t1 (rp) | 75.0 [no interval: one card], n=2 | 50.0 [50.0, 50.0]*, n=2 |" in text
     assert "1 whose card is not in the cards read" in text
     assert "1 whose card there is not the one played" in text
     with (out / "breakdown.csv").open(encoding="utf-8") as fh:

@@ -168,12 +168,11 @@ def test_the_report_ranks_a_planted_order_and_a_rerun_judges_nothing(tmp_path: P
     ]
     assert order == ["high", "mid", "low"]
     assert [row["target"].text for row in _rows(tmp_path / "out", "strengths")] == order
-    # every resample equal at 100%: the exact 95% intervals, by card (6/6: 1 - 0.025^(1/6) = 54.1%) and
-    # by pair (36/36: 1 - 0.025^(1/36) = 90.3%), not a bare [100.0, 100.0]
-    assert (
-        "| seeker | 100.0% [every resample 100.0; exact 95%: 54.1-100.0% by card (6), 90.3-100.0% by pair "
-        "(36)] of 36 pairs |"
-    ) in table
+    # every resample equal at 100%: the exact 95% interval by card (6/6: 1 - 0.025^(1/6) = 54.1%) in
+    # the cell, marked, and by pair (36/36: 1 - 0.025^(1/36) = 90.3%) in its note; not [100.0, 100.0]
+    assert "| seeker | 100.0% [54.1, 100.0]\u2020 of 36 pairs |" in table
+    [row] = _rows(tmp_path / "out", "position consistency")
+    assert "90.3-100.0% by pair (36)" in (row["judged the same both ways"].note or "")
     again = _rank(tmp_path / "out", runs, "none")
     assert again.counts["skipped"] == 6 * 3 * 2 * 2
 

@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from esc.reports.estimate import Estimate
+from esc.reports.estimate import EXACT, SAME, Estimate
 from esc.reports.result import Report
 from esc.scoring.judge import VALID
 from esc.scoring.rubrics import DIMENSION_KEYS
@@ -133,22 +133,28 @@ def test_bradley_terry_prior_is_the_stated_pseudo_wins_with_three_targets() -> N
 
 def test_a_share_at_zero_gives_its_exact_interval_not_a_zero_width_one() -> None:
     """Defect 5: 0 flags in 24 replies on 8 cards was printed "0.0 [0.0, 0.0]%". The exact 95%
-    upper bounds are 1 - 0.025^(1/8) = 36.9% by card and 1 - 0.025^(1/24) = 14.2% by reply."""
+    upper bounds are 1 - 0.025^(1/8) = 36.9% by card and 1 - 0.025^(1/24) = 14.2% by reply: the cell
+    shows the one by card, marked, and its figure holds it (the CSV's and the chart's interval); the
+    one by reply is in the figure's note (the cell's tooltip)."""
     from esc.tasks.safety.report import _rate
 
     units = [("card", "en", c) for c in range(8) for _ in range(3)]
     rate = _rate([False] * 24, units, ["valid"] * 24, 1000, 0)
     by_card, by_reply = 100 * (1 - 0.025 ** (1 / 8)), 100 * (1 - 0.025 ** (1 / 24))
-    cell = rate.cell()
-    assert f"0.0-{by_card:.1f}% by card (8)" in cell and f"0.0-{by_reply:.1f}% by reply (24)" in cell
-    assert "[0.0, 0.0]" not in cell and cell.startswith("0.0% [every resample 0.0; exact 95%")
+    cell, figure = rate.cell(), rate.estimate
+    assert cell == f"0.0% [0.0, {by_card:.1f}]{EXACT} (0/24)"
+    assert (figure.low, figure.interval, figure.mark()) == (0.0, "exact", EXACT)
+    assert figure.high == pytest.approx(by_card / 100)
+    assert f"0.0-{by_reply:.1f}% by reply (24)" in (figure.note or "")
+    assert Estimate.from_json(figure.to_json()) == dataclasses.replace(figure, table="", keys=())
 
 
 def test_a_constant_judge_says_every_resample_agrees_instead_of_a_bare_interval() -> None:
     """Defect 5: a judge that always says 3 printed "75.00 [75.0, 75.0]" as if it were certain."""
     records = [scored(f"d{c}", c, dim, 3) for c in range(6) for dim in DIMENSION_KEYS]
     text = markdown(board.leaderboard_blocks(board.leaderboard(records, n_resamples=500)))
-    assert "75.00 [every resample 75.0]" in text and "[75.0, 75.0]" not in text
+    assert f"75.00 [75.0, 75.0]{SAME} " in text and "[75.0, 75.0] " not in text
+    assert text.count(f"\\{SAME} every resample (where the figure is defined) gave") == 1  # under the table
 
 
 # --- rankings with ties ---------------------------------------------------------------------------
@@ -421,15 +427,51 @@ def test_a_bradley_terry_resample_without_a_target_is_undefined_for_every_target
 
 
 def test_intervals_equal_up_to_floating_point_and_undefined_shares_print_honestly() -> None:
-    from esc.reports.bootstrap import interval_text, share_text
+    from esc.reports.bootstrap import interval_text, share_figure
+    from esc.reports.estimate import format_estimate
 
-    assert interval_text(71.42857142857142, 71.42857142857143, 1) == " [every resample 71.4]"
+    assert interval_text(71.42857142857142, 71.42857142857143, 1) == f" [71.4, 71.4]{SAME}"
+    assert interval_text(0.0, 0.369, 1, 100, exact=True) == f" [0.0, 36.9]{EXACT}"
+    assert format_estimate(Estimate(0.12, 0.03, 0.3), 0, 100, suffix="%") == "12% [3, 30]"  # the unit first
+    assert format_estimate(Estimate(None), 0, 100, suffix="%") == "n/a"  # never "n/a%"
     unstable = Estimate(0.0, 0.0, 0.0, undefined=0.5)
-    assert share_text(unstable, 24, 8, "reply") == "n/a (undefined in 50.0% of resamples)"
-    assert (
-        share_text(Estimate(0.5, 0.5, 0.5, undefined=0.02), 8, 4, "pair")
-        == "50.0% [every defined resample 50.0]"
-    )
+    assert share_figure(unstable, 24, 8, "reply") == ("n/a (undefined in 50.0% of resamples)", unstable)
+    defined = Estimate(0.5, 0.5, 0.5, undefined=0.02)
+    assert share_figure(defined, 8, 4, "pair") == (f"50.0% [50.0, 50.0]{SAME}", defined)
+    assert defined.why_not() == "undefined in 2% of resamples"  # the share the mark's note points to
+
+
+def test_a_tables_marks_are_explained_once_under_it_in_markdown_json_and_the_site(tmp_path) -> None:
+    """Issue 64, item 4: a cell holds its figure and its interval, marked where every resample gave
+    the same value or where a share's interval is the exact one by card; the table says once what
+    each mark it uses means (markdown, the site), and a table without marks says nothing."""
+    from esc.reports.bootstrap import share_figure
+    from esc.reports.estimate import format_estimate
+    from esc.reports.result import Cell, Table, footnotes, read_result, result_path, write_result
+    from esc.site.result_html import table_html
+
+    same = [Estimate(v, v, v, 6, "role card") for v in (0.75, 0.5)]
+    text, share = share_figure(Estimate(1.0, 1.0, 1.0, 12, "role card"), 12, 6, "pair")
+    spread = Estimate(0.6, 0.4, 0.8, 6, "role card")
+    table = Table.of(
+        ["target", "score", "moved"],
+        [["a", Cell(format_estimate(same[0], 2), same[0]), Cell(text, share)],
+         ["b", Cell(format_estimate(same[1], 2), same[1]), Cell(format_estimate(spread, 2), spread)]],
+    )  # fmt: skip
+    assert [c.text for c in table.rows[0][1:]] == [f"0.75 [0.75, 0.75]{SAME}", f"100.0% [54.1, 100.0]{EXACT}"]
+    notes = footnotes(table)
+    assert [n[0] for n in notes] == [SAME, EXACT] and "by role card" in notes[1]
+    write_result(tmp_path, Report("toy", (table,)))
+    md = (tmp_path / "toy.md").read_text(encoding="utf-8")
+    assert md.count("gave the same value: the resamples agree") == 1 and md.count("Clopper-Pearson") == 1
+    assert f"\n\n\\{SAME} every resample" in md  # after the table, escaped: not a list item
+    [back] = read_result(result_path(tmp_path, "toy")).tables()
+    assert footnotes(back) == notes and back.rows[0][2].estimate.interval == "exact"
+    html = str(table_html(back))
+    assert html.count('<p class="footnote">') == 2 and html.index("</table>") < html.index("footnote")
+    plain = Table.of(["target", "score"], [["b", Cell(format_estimate(spread, 2), spread)]])
+    assert footnotes(plain) == [] and 'class="footnote"' not in str(table_html(plain))
+    assert Report("toy", (plain,)).to_markdown().rstrip().endswith("|")
 
 
 def test_the_unscored_note_counts_each_dialogue_once_whatever_the_judges() -> None:

@@ -195,7 +195,7 @@ def test_the_annotators_agreement_has_intervals_by_card() -> None:
     alpha = intervals["krippendorff_alpha"]
     assert (alpha.low, alpha.high, alpha.undefined) == (1.0, 1.0, 0.0)  # the same scores: alpha 1 always
     table = annotator_markdown(agreement(labels), {"empathy": intervals}, "role card")
-    assert "| empathy | 10 | 2 | 1.000 |" in table and "every resample 1.000" in table
+    assert "| empathy | 10 | 2 | 1.000 |" in table and "1.000 [1.000, 1.000]*" in table
     assert "resampled by role card (each with all its tasks)" in table
 
     disagree = [*labels[:10], *[Label(f"t{i}", "dialogue", "ben", "empathy", str(4 - s))

@@ -199,22 +199,20 @@ def test_rank_py_safety_with_the_tiny_judge(tmp_path: Path) -> None:
 
 def test_no_resampling_says_so_instead_of_one_card(tmp_path: Path) -> None:
     """safety.bootstrap=0 on 8 cards: a 0% flag rate said "no interval: one card" and the note "95%
-    bootstrap interval resampled by role card"; now both say no resampling was asked for (issue 62)."""
+    bootstrap interval resampled by role card"; now both say no resampling was asked for (issue 62),
+    and a share at 0% gives its exact 95% interval by card, which needs none (issue 64)."""
     from esc.tasks.safety.report import write_report
 
     answers = [_answer(c, f"f/{c}#{x}", "harmful_content", 1) for c in range(8) for x in (1, 2)]
     answers += [_answer(c, f"f/{c}#{x}", "claims_human", 0 if c < 3 else 1) for c in range(8) for x in (1, 2)]
     text = write_report(tmp_path, answers, ["harmful_content", "claims_human"], 0, 0)["markdown"]
     assert "one card" not in text and "bootstrap interval" not in text and "resampled by" not in text
-    assert (
-        "0.0% [no interval: safety.bootstrap=0; exact 95%: 0.0-36.9% by card (8), 0.0-20.6% by reply (16)]"
-        in text
-    )
+    assert "0.0% [0.0, 36.9]\u2020 (0/16)" in text and "0.0-20.6% by reply (16)" not in text  # in the note
     assert "37.5% [no interval: safety.bootstrap=0] (6/16)" in text
     # resampled, the same figures keep their intervals; one card is still "one card"
     text = write_report(tmp_path, answers, ["harmful_content", "claims_human"], 200, 0)["markdown"]
-    assert "95% bootstrap interval resampled by role card" in text and "0.0% [every resample 0.0;" in text
-    one = [_answer(1, f"f/1#{x}", "harmful_content", 1) for x in (1, 2)]
+    assert "95% bootstrap interval resampled by role card" in text and "0.0% [0.0, 36.9]\u2020 (0/16)" in text
+    one = [_answer(1, "f/1#1", "harmful_content", 1), _answer(1, "f/1#2", "harmful_content", 0)]  # 50%
     assert "no interval: one card" in write_report(tmp_path, one, ["harmful_content"], 200, 0)["markdown"]
 
 

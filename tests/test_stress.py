@@ -260,12 +260,12 @@ def test_scripted_judges_get_exactly_the_planted_verdicts(tmp_path: Path) -> Non
     checklist_card = _card(tmp_path / "out", "checklist card", "Question")
     assert {key: row["Verdict"] for key, row in checklist_card.items()} == flags
     assert checklist_card["ideal", "unsafe_advice", "harmful_content"]["Change"].startswith(
-        "+100.0 [every resample"
+        "+100.0 pp [100.0, 100.0]*"
     )
     assert result.verdicts[SENSITIVE] == sum(v == SENSITIVE for v in [*planted.values(), *flags.values()])
     # the ideal judge: a degradation moves every pair down by 2, a neutral change moves none
-    assert card["ideal", "dismissive", "Empathy"]["Change"].startswith("-2.00 [every resample -2.00]")
-    assert card["ideal", "rename", "Overall"]["Change"].startswith("+0.00 [every resample 0.00]")
+    assert card["ideal", "dismissive", "Empathy"]["Change"].startswith("-2.00 [-2.00, -2.00]*")
+    assert card["ideal", "rename", "Overall"]["Change"].startswith("+0.00 [0.00, 0.00]*")
     assert card["ideal", "rename", "Overall"]["pairs"] == str(CARDS)
     # a judge that gives one score on a dimension whatever the dialogue is named beside its verdicts
     text = (tmp_path / "out" / "stress.md").read_text()
@@ -507,9 +507,7 @@ def test_no_resampling_says_so_instead_of_one_card(tmp_path: Path) -> None:
     card = _card(tmp_path / "out")
     row = card["ideal", "dismissive", "Empathy"]
     assert row["Change"] == "-2.00 [no interval: stress.bootstrap=0]"
-    assert row["Moved as expected"] == (
-        "100% [no interval: stress.bootstrap=0; exact 95%: 63-100% by card (8), 63-100% by pair (8)]"
-    )
+    assert row["Moved as expected"] == "100% [63, 100]\u2020"  # exact by card, no resampling needed
     flags = _card(tmp_path / "out", "checklist card", "Question")
     assert (
         flags["ideal", "dismissive", "dismissive"]["Change"] == "+100.0 pp [no interval: stress.bootstrap=0]"
@@ -518,7 +516,9 @@ def test_no_resampling_says_so_instead_of_one_card(tmp_path: Path) -> None:
         t for t in read_result(result_path(tmp_path / "out", "stress")).tables() if t.name == "report card"
     ]
     notes = {c.estimate.note for r in table.rows for c in r if c.estimate is not None}
-    assert notes == {"no interval: stress.bootstrap=0"}
+    exact = "exact 95% interval: 63.1-100.0% by card (8), 63.1-100.0% by pair (8)"  # the share at 100%
+    none = "no interval: stress.bootstrap=0"
+    assert notes == {none, f"{exact}; by resampling: {none}"}
 
 
 def test_the_checklist_cards_moved_as_expected_says_up(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ def test_a_constant_figure_and_a_one_card_figure_say_what_their_interval_is() ->
     [table] = [b for b in report.blocks if getattr(b, "name", None) == "targets"]
     change = table.columns.index("change")
     cells = {row[1].text: row[change] for row in table.rows}
-    assert cells["steady"].text == "30.0 [every resample 30.0] (n=3)"
+    assert cells["steady"].text == "30.0 [30.0, 30.0]* (n=3)"
     assert cells["single"].text == "40.0 [no interval: one card] (n=1)"
     assert cells["single"].estimate.note == "one card" and cells["single"].estimate.low is None
     # the note above the table names what its figures resampled, read from them

@@ -182,41 +182,55 @@ def exact_share_interval(hits: int, total: int) -> tuple[float, float]:
     return float(interval.low), float(interval.high)
 
 
-def share_text(e: Estimate, total: float, cards: int, item: str, digits: int = 1) -> str:
-    """A share (`e`, 0-1) in percent with its card-bootstrap interval. At 0% or 100% every resample
-    gives the same share (or, on one card, there is no resample to give), which says nothing about
-    how sure it is: there the exact 95% interval is given too, by card (the independent unit: every
-    card at 0 or 1) and by `item` (0 flags in 24 replies on 8 cards: at most 36.9% by card, 14.2% by
-    reply)."""
-    if e.unstable:
-        return format_estimate(e, digits, 100)  # "n/a (undefined in k% ...)"
+def share_figure(
+    e: Estimate, total: float, cards: int, item: str, digits: int = 1, no_interval: str | None = None
+) -> tuple[str, Estimate]:
+    """A share (`e`, 0-1) as its cell shows it: the text and the figure behind it. The text is the
+    share in percent and its one interval: "62.5% [50.0, 75.0]". At 0% or 100% every resample gives
+    the same share (or, on one card, there is no resample to give), which says nothing about how sure
+    it is: there the interval is the exact (Clopper-Pearson) 95% interval by card, the independent
+    unit, each card at 0 or 1 ("0.0% [0.0, 36.9]\u2020": 0 flags in 24 replies on 8 cards; the figure
+    `interval="exact"`, its `mark`), and the figure's note gives the exact interval by `item` too
+    (0.0-14.2% by reply) and what the resamples gave. Without an interval, `no_interval` says why
+    (default: "one card" on one card)."""
+    if e.unstable or not e.defined:
+        return format_estimate(e, digits, 100), e  # "n/a (undefined in k% ...)"
+    e = _exact_at_boundary(e, total, cards, item)
+    shown = f"{_number(float(e.value or 0.0), digits, 100)}%"
+    if e.low is None or e.high is None or math.isnan(e.low) or math.isnan(e.high):
+        why = no_interval or ("one card" if cards == 1 else None)
+        return shown + (f" [no interval: {why}]" if why else ""), e
+    return shown + interval_text(e.low, e.high, digits, 100, exact=e.interval == "exact"), e
+
+
+def _exact_at_boundary(e: Estimate, total: float, cards: int, item: str) -> Estimate:
+    """`e` with the exact 95% interval by card where it is a share at 0% or 100% whose resamples all
+    agree or that has none; unchanged otherwise (and when it has its exact interval already)."""
     value, low, high = float(e.value or 0.0), e.low, e.high
-    shown = f"{_number(value, digits, 100)}%"
-    same = low is not None and high is not None and all_equal(low, high)
-    boundary = value in (0.0, 1.0) and cards > 0 and total > 0
-    if not boundary or not (low is None or high is None or same):
-        if low is None or high is None:
-            return shown + (" [no interval: one card]" if cards == 1 else "")
-        if same:
-            return shown + interval_text(low, high, digits, 100, e.undefined)
-        return format_estimate(e, digits, 100) + "%"
+    if e.interval == "exact" or value not in (0.0, 1.0) or cards < 1 or total < 1:
+        return e
+    resampled = low is not None and high is not None and not (math.isnan(low) or math.isnan(high))
+    if low is not None and high is not None and resampled and not all_equal(low, high):
+        return e
     n_items = round(total)
     by_card = exact_share_interval(round(value * cards), cards)
     by_item = exact_share_interval(round(value * n_items), n_items)
 
     def span(bounds: tuple[float, float]) -> str:
-        return f"{_number(bounds[0], digits, 100)}-{_number(bounds[1], digits, 100)}%"
+        return f"{_number(bounds[0], 1, 100)}-{_number(bounds[1], 1, 100)}%"
 
-    resamples = (
-        "no interval: one card"
-        if low is None or high is None
-        else interval_text(low, high, digits, 100, e.undefined).strip(" []")
-    )
     unit = "card" if e.unit in (None, "role card") else e.unit  # what `cards` counts, as resampled
-    return (
-        f"{shown} [{resamples}; exact 95%: {span(by_card)} by {unit} ({cards}), {span(by_item)} by {item} "
-        f"({n_items})]"
+    said = e.why_not()  # the share of undefined resamples, or why there are none
+    resamples = (
+        f"every resample {_number(value, 1, 100)}%" + (f" ({said})" if said else "")
+        if resampled
+        else said or "no resamples"
     )
+    note = (
+        f"exact 95% interval: {span(by_card)} by {unit} ({cards}), {span(by_item)} by {item} ({n_items}); "
+        f"by resampling: {resamples}"
+    )
+    return dataclasses.replace(e, low=by_card[0], high=by_card[1], interval="exact", note=note)
 
 
 def mean_interval(values: np.ndarray, n_resamples: int, seed: int) -> tuple[float, float]:

@@ -10,6 +10,13 @@ table also says where (`table`, `keys`: the row and column it fills), which is w
 Why one type: the same figure was written six ways (per-report cell classes), and their labels drifted
 from what the numbers computed (an interval "by dialogue" that resampled role cards). Here the unit
 resampled travels with the figure, so the label is read from the number it describes.
+
+A cell holds one figure and its interval; how the interval was made is said once per table, not in
+every cell. Two intervals need a word a reader would otherwise miss, and carry a mark (`Estimate.mark`)
+that the table explains once under itself (`mark_notes`, the lines `esc.reports.result.footnotes`
+gives every view): `SAME`, every resample gave the same value ("25.00 [25.0, 25.0]*": the resamples
+agree, which is not certainty), and `EXACT`, a share at 0% or 100% whose interval is the exact
+(Clopper-Pearson) one by card ("0% [0, 71]†", `esc.reports.bootstrap.share_figure`).
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AllowInfNan, BeforeValidator, Strict, TypeAdapter, ValidationError
 
@@ -46,6 +53,10 @@ Counts = Annotated[tuple[tuple[str, Integer], ...], BeforeValidator(_pairs)]
 #: only the resamples where it happens to be defined
 MAX_UNDEFINED = 0.05
 
+#: the marks an interval carries in a cell, each explained once under its table (`mark_notes`)
+SAME = "*"  # every resample gave the same value
+EXACT = "\u2020"  # dagger: the exact (Clopper-Pearson) 95% interval by card of a share at 0% or 100%
+
 
 @dataclasses.dataclass(frozen=True)
 class Estimate:
@@ -55,7 +66,9 @@ class Estimate:
     n/a or what its n counts. `table` and `keys` place it in a report (empty until placed);
     `metric`: the name of what it measures (`esc.reports.metric`), where its table column names one.
     `left_out`: what the figure did not count, by reason ((("invalid", 3), ("failed", 1))): a count
-    beside a figure is read from the figure, not counted a second time by whoever prints it."""
+    beside a figure is read from the figure, not counted a second time by whoever prints it.
+    `interval`: how `low` and `high` were made: "bootstrap" (percentile, resampling `unit`), or
+    "exact" (Clopper-Pearson, by `unit`, for a share at 0% or 100%: `bootstrap.share_figure`)."""
 
     value: Number | None = None  # None: no value (`to_json` leaves out the value of an n/a figure)
     low: Number | None = None
@@ -68,6 +81,7 @@ class Estimate:
     keys: Pairs = ()
     metric: Text | None = None
     left_out: Counts = ()
+    interval: Literal["bootstrap", "exact"] = "bootstrap"
 
     def left(self, reason: str) -> int:
         """How many items the figure left out for `reason` (0: none, or none counted)."""
@@ -104,6 +118,15 @@ class Estimate:
             return f"undefined in {self.undefined:.0%} of resamples"
         return (self.note or "undefined").split(": ")[0]
 
+    def mark(self) -> str:
+        """The mark its interval carries in a cell: `EXACT` for an exact interval, `SAME` where every
+        resample gave the same value (up to floating point, `all_equal`), "" otherwise and where no
+        interval is shown (`shown`)."""
+        _, low, high = self.shown()
+        if low is None or high is None:
+            return ""
+        return EXACT if self.interval == "exact" else SAME if all_equal(low, high) else ""
+
     def why_not(self) -> str | None:
         """The note a reader sees: the given one, else the share of undefined resamples where any."""
         if self.note:
@@ -132,6 +155,8 @@ class Estimate:
             out["metric"] = self.metric
         if self.left_out:
             out["left_out"] = dict(self.left_out)
+        if self.interval != "bootstrap":
+            out["interval"] = self.interval
         note = self.why_not()
         if note:
             out["note"] = note
@@ -158,33 +183,61 @@ def resampled_units(units: Iterable[str | None]) -> str:
 
 
 def format_estimate(
-    e: Estimate, digits: int = 3, scale: float = 1.0, interval_digits: int | None = None
+    e: Estimate, digits: int = 3, scale: float = 1.0, interval_digits: int | None = None, suffix: str = ""
 ) -> str:
-    """ "v [low, high]"; "v" without an interval; "n/a" when undefined; "n/a (undefined in k% of
-    resamples)" when the resamples say the figure is unstable. `scale` multiplies every number
-    (a proportion shown in percent: 100); `interval_digits`: the interval's decimals where they are
-    fewer than the value's (Table 2 shows "62.50 [50.0, 75.0]")."""
+    """ "v [low, high]" (with its mark, `interval_text`); "v" without an interval; "n/a" when
+    undefined; "n/a (undefined in k% of resamples)" when the resamples say the figure is unstable.
+    `scale` multiplies every number (a proportion shown in percent: 100); `interval_digits`: the
+    interval's decimals where they are fewer than the value's (Table 2 shows "62.50 [50.0, 75.0]");
+    `suffix`: the value's unit, after it ("%": "12% [3, 30]", " pp"), never after an n/a."""
     if e.unstable:
         return f"n/a (undefined in {e.undefined:.1%} of resamples)"
     if not e.defined:
         return "n/a"
     ends = digits if interval_digits is None else interval_digits
-    return number_text(e.value, digits, scale) + interval_text(e.low, e.high, ends, scale, e.undefined)
+    return (
+        number_text(e.value, digits, scale)
+        + suffix
+        + interval_text(e.low, e.high, ends, scale, exact=e.interval == "exact")
+    )
 
 
 def interval_text(
-    low: float | None, high: float | None, digits: int, scale: float = 1.0, undefined: float | None = 0.0
+    low: float | None, high: float | None, digits: int, scale: float = 1.0, exact: bool = False
 ) -> str:
-    """ " [low, high]", "" without an interval, and " [every resample low]" when all resamples gave
-    the same value (up to floating point): a zero-width percentile interval says the resamples
-    agree, not that the figure is certain (0 flags in 24 replies, a constant judge). "every defined
-    resample" when some resamples were undefined (`undefined`, their share)."""
+    """ " [low, high]", "" without an interval; marked `EXACT` when `exact` (a share's exact interval
+    by card), `SAME` when all resamples gave the same value (up to floating point): a zero-width
+    percentile interval says the resamples agree, not that the figure is certain (0 flags in 24
+    replies, a constant judge), which the mark's note under the table says (`mark_notes`)."""
     if low is None or high is None or math.isnan(low) or math.isnan(high):
         return ""
-    if all_equal(low, high):
-        which = "every defined resample" if undefined and not math.isnan(undefined) else "every resample"
-        return f" [{which} {number_text(low, digits, scale)}]"
-    return f" [{number_text(low, digits, scale)}, {number_text(high, digits, scale)}]"
+    mark = EXACT if exact else SAME if all_equal(low, high) else ""
+    return f" [{number_text(low, digits, scale)}, {number_text(high, digits, scale)}]{mark}"
+
+
+def mark_notes(figures: Iterable[Estimate]) -> list[str]:
+    """What the marks of `figures` (those whose cells show one, `Estimate.mark`) mean, one line per
+    mark used, in the order `SAME`, `EXACT`: the note a table carries once under itself instead of
+    every cell repeating its method. The exact interval's unit is read from its figures."""
+    used: dict[str, list[Estimate]] = {}
+    for e in figures:
+        if e.mark():
+            used.setdefault(e.mark(), []).append(e)
+    notes = []
+    if SAME in used:
+        notes.append(
+            f"{SAME} every resample (where the figure is defined) gave the same value: the resamples "
+            "agree, which is not certainty (a judge that gives one score whatever it reads, no flag in a "
+            "few replies)."
+        )
+    if EXACT in used:
+        unit = resampled_units(e.unit for e in used[EXACT]) or "role card"
+        notes.append(
+            f"{EXACT} a share at 0% or 100%, which every resample gives again: its interval is the "
+            f"exact (Clopper-Pearson) 95% interval by {unit}, each counted once; the exact interval by "
+            "the items it counts is in the figure's note (the site's tooltip, the result JSON)."
+        )
+    return notes
 
 
 def all_equal(low: float, high: float) -> bool:

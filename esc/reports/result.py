@@ -10,7 +10,8 @@ here, once: a module never joins table rows itself.
 Why cells carry both: the text is the report's wording (intervals, "n/a (undefined in 12% of
 resamples)", "(3/24)"), which stays as the module words it; the numbers let the site, a notebook
 or a later paper table use the figures without parsing that text. `Report.estimates` places every
-figure in its table (the run log's `results`, `esc.reports.runlog`).
+figure in its table (the run log's `results`, `esc.reports.runlog`). A cell shows one figure and its
+interval; what a mark on an interval means is said once under its table (`footnotes`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 from esc.jsonl import atomic_write_text
 from esc.reports.bootstrap import NO_INTERVAL, Interval, estimate
 from esc.reports.chart_spec import Chart
-from esc.reports.estimate import Estimate, resampled_units
+from esc.reports.estimate import SAME, Estimate, mark_notes, resampled_units
 from esc.reports.metric import Metric, checked_unit
 
 RESULT_FORMAT = "esc-report/1"
@@ -65,12 +66,13 @@ class Cell:
 
     def to_json(self) -> dict[str, Any]:
         """The text, and the figure's value, low, high, n, unit, share of undefined resamples, note,
-        metric and what it left out where it has them (its placement is the run log's: `Report.estimates`)."""
+        metric, what it left out and an exact interval's kind where it has them (its placement is the
+        run log's: `Report.estimates`)."""
         figure = self.estimate.to_json() if self.estimate else {}
         return {"text": self.text, **{k: figure[k] for k in CELL_FIELDS if k in figure}}
 
 
-CELL_FIELDS = ("value", "low", "high", "n", "unit", "undefined", "note", "metric", "left_out")
+CELL_FIELDS = ("value", "low", "high", "n", "unit", "undefined", "note", "metric", "left_out", "interval")
 CellLike = Cell | str | int | float
 
 
@@ -153,6 +155,18 @@ class Table:
 Block = Text | Heading | Table
 
 
+def footnotes(table: Table) -> list[str]:
+    """What the marks in the table's cells mean, one line per mark its cells show (`Estimate.mark`,
+    `esc.reports.estimate.mark_notes`): the lines every view writes once under the table (the
+    markdown here, the site's `esc.site.result_html.table_html`), so no cell repeats its method."""
+    return mark_notes(
+        c.estimate
+        for row in table.rows
+        for c in row
+        if c.estimate is not None and c.estimate.mark() and f"]{c.estimate.mark()}" in c.text
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class Report:
     """What `OUT/<kind>.md` says, in order."""
@@ -192,7 +206,8 @@ class Report:
         return out
 
     def to_markdown(self) -> str:
-        """The blocks, a blank line between each, ending in a newline."""
+        """The blocks, a blank line between each (a table followed by its `footnotes`), ending in a
+        newline."""
         return "\n\n".join(_markdown(b) for b in self.blocks) + "\n"
 
     def to_json(self) -> dict[str, Any]:
@@ -217,7 +232,8 @@ def _markdown(block: Block) -> str:
         "|" + "---|" * len(block.columns),
         *("| " + " | ".join(_escape(c.text) for c in row) + " |" for row in block.rows),
     ]
-    return "\n".join(lines)
+    notes = ["\\" + n if n.startswith(SAME) else n for n in footnotes(block)]  # "* ..." is no list item
+    return "\n\n".join(["\n".join(lines), *notes])
 
 
 def _block_json(block: Block) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from markdown_it import MarkdownIt
 from markupsafe import Markup, escape
 
 from esc.reports.metric import Metric
-from esc.reports.result import Cell, Heading, Report, Table, Text
+from esc.reports.result import Cell, Heading, Report, Table, Text, footnotes
 
 ARROWS = {True: "\u2191", False: "\u2193"}  # higher / lower is better
 
@@ -94,7 +94,12 @@ def table_html(table: Table, metrics: Mapping[str, Metric] | None = None) -> Mar
         for r, row in enumerate(table.rows)
     )
     body = f"<thead>\n<tr>{head}</tr>\n</thead>\n<tbody>\n{rows}\n</tbody>\n"
-    return Markup(f'<table class="sortable results">\n{body}</table>\n')
+    return Markup(f'<table class="sortable results">\n{body}</table>\n' + footnotes_html(table))
+
+
+def footnotes_html(table: Table) -> str:
+    """What the marks in the table's cells mean (`esc.reports.result.footnotes`), once, under it."""
+    return "".join(f'<p class="footnote">{escape(note)}</p>\n' for note in footnotes(table))
 
 
 def result_html(report: Report, top: int = 1, metrics: Mapping[str, Metric] | None = None) -> Markup:

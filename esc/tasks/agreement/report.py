@@ -40,7 +40,7 @@ from esc.reports.bootstrap import (
     Interval,
     estimate,
     expand,
-    share_text,
+    share_figure,
     unit_index,
     unit_intervals,
 )
@@ -402,11 +402,12 @@ def figure_cell(
     units: int | None = None,
 ) -> result_.Cell:  # fmt: skip
     """A figure as its cell (x 100 for ACC), the value unscaled; `unit`: what the interval resampled,
-    `units`: how many (an ACC of 0% or 100% then also gets its exact 95% interval by unit and by
-    item, as the safety and pairwise shares do: every resample agreeing says nothing about how sure)."""
+    `units`: how many (an ACC of 0% or 100% then gets the exact 95% interval by unit instead, and by
+    item in its note, as the safety and pairwise shares do: every resample agreeing says nothing about
+    how sure, `share_figure`)."""
     e = estimate(value, interval, n, unit)
     if metric in PERCENT and value in (0.0, 1.0) and n and units:
-        return result_.Cell(share_text(e, n, units, "item"), e)
+        return result_.Cell(*share_figure(e, n, units, "item"))
     return result_.Cell(_text(e, metric), e)
 
 

@@ -15,7 +15,7 @@ different results are a tie, an unread answer leaves the pair out and is counted
   and 95% bootstrap intervals resampling cards (every verdict of a card together); undefined (NaN,
   counted) for a target without a verdict and when the targets fall into groups that never met;
   over all dimensions and per dimension. A share at 0% or 100% (every resample equal) is given
-  with its exact 95% interval by card and by verdict instead (`share_text`).
+  with its exact 95% interval by card instead, and by verdict in its note (`share_figure`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from esc.reports.bootstrap import (
     estimate,
     expand,
     ratio_interval,
-    share_text,
+    share_figure,
     unit_index,
     unit_intervals,
 )
@@ -70,12 +70,14 @@ class Share:
 
     @property
     def estimate(self) -> Estimate:
-        """The share with its interval; n: what it is a share of."""
+        """The share with its interval as its cell shows it (`share_figure`: at 0% or 100% the exact
+        95% interval by card); n: what it is a share of."""
         note = None if self.value is not None else self.why_not or "no verdict"
-        return estimate(self.value, self.interval, self.of, UNIT, note)
+        return share_figure(estimate(self.value, self.interval, self.of, UNIT, note), self.of, self.cards,
+                            self.item)[1]  # fmt: skip
 
     def cell(self) -> str:
-        return "n/a" if self.value is None else share_text(self.estimate, self.of, self.cards, self.item)
+        return "n/a" if self.value is None else share_figure(self.estimate, self.of, self.cards, self.item)[0]
 
 
 def _card_share(

@@ -16,15 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from esc.reports.bootstrap import (
-    NO_INTERVAL,
-    Interval,
-    estimate,
-    exact_share_interval,
-    ratio_interval,
-    share_text,
-)
-from esc.reports.estimate import Estimate, number_text
+from esc.reports.bootstrap import NO_INTERVAL, Interval, estimate, ratio_interval, share_figure
+from esc.reports.estimate import Estimate
 from esc.reports.result import Cell, Heading, Report, Table, Text, write_result
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.safety_checklist import FLAG, Reply
@@ -34,27 +27,6 @@ from esc.tasks.safety.metrics import FLAG_RATE
 ANY = "any"
 UNIT = "role card"  # what a flag rate's interval resamples (a card's replies together)
 NO_RESAMPLES = "no interval: safety.bootstrap=0"
-
-
-def share_without_interval(e: Estimate, total: float, cards: int, item: str, digits: int, why: str) -> str:
-    """A share (`e`, 0-1) with no interval because none was asked for (`why`: the setting, e.g.
-    "safety.bootstrap=0"), in `share_text`'s words; at 0% or 100% with the exact 95% interval by card
-    and by `item` still (it needs no resampling). `share_text` alone would say "one card" there."""
-    value = float(e.value or 0.0)
-    shown = f"{number_text(value, digits, 100)}%"
-    if value not in (0.0, 1.0) or cards < 1 or total < 1:
-        return f"{shown} [no interval: {why}]"
-    n_items = round(total)
-
-    def span(hits: float, of: int) -> str:
-        low, high = exact_share_interval(round(hits * of), of)
-        return f"{number_text(low, digits, 100)}-{number_text(high, digits, 100)}%"
-
-    unit = "card" if e.unit in (None, "role card") else e.unit
-    return (
-        f"{shown} [no interval: {why}; exact 95%: {span(value, cards)} by {unit} ({cards}), "
-        f"{span(value, n_items)} by {item} ({n_items})]"
-    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,20 +60,19 @@ class Rate:
 
     @property
     def estimate(self) -> Estimate:
-        """The rate with its interval; n: the replies with a valid answer."""
+        """The rate with its interval as its cell shows it (`share_figure`: at 0% or 100% the exact
+        95% interval by card, even without resamples); n: the replies with a valid answer."""
         note = "no valid answer" if not self.valid else NO_RESAMPLES if self.unresampled else None
-        return estimate(self.rate, self.interval, self.valid, UNIT, note)
+        return self._shown(estimate(self.rate, self.interval, self.valid, UNIT, note))[1]
 
     def cell(self) -> str:
         if not self.valid:
             return f"n/a (0 valid; {self.invalid} invalid, {self.failed} failed)"
-        if self.unresampled:
-            text = share_without_interval(
-                self.estimate, self.valid, self.cards, "reply", 1, "safety.bootstrap=0"
-            )
-        else:
-            text = share_text(self.estimate, self.valid, self.cards, "reply")
-        return f"{text} ({self.flagged}/{self.valid})"
+        return f"{self._shown(self.estimate)[0]} ({self.flagged}/{self.valid})"
+
+    def _shown(self, e: Estimate) -> tuple[str, Estimate]:
+        why = "safety.bootstrap=0" if self.unresampled else None
+        return share_figure(e, self.valid, self.cards, "reply", no_interval=why)
 
 
 def _rate(
@@ -217,7 +188,7 @@ def safety_report(
         f"95% bootstrap interval resampled by {rates.resampled() or 'nothing'}"
         if n_resamples
         else "no interval (safety.bootstrap=0: nothing resampled; at 0% and 100% the exact 95% interval by "
-        "card and by reply)"
+        "card)"
     )
     return Report(
         "safety",

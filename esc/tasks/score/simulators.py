@@ -197,7 +197,7 @@ def simulator_blocks(tables: Sequence[SimulatorTable]) -> list[result_.Block]:
     def share(t: SimulatorTable, key: str) -> result_.Cell:
         value, interval = t.shares[key]
         e = estimate(value, interval, t.cards, "role card")
-        return result_.Cell(f"{format_estimate(e, 0, 100)}%", e)
+        return result_.Cell(format_estimate(e, 0, 100, suffix="%"), e)
 
     def w(t: SimulatorTable) -> result_.Cell:
         e = estimate(t.w, t.w_interval, t.cards, "role card")

@@ -9,14 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from esc.reports import result as result_
-from esc.reports.bootstrap import card_units, share_text
+from esc.reports.bootstrap import card_units, share_figure
 from esc.reports.estimate import Estimate, format_estimate, resampled_units
 from esc.reports.result import Heading, Report, Table, Text, write_result
 from esc.scoring.judge import VALID
 from esc.scoring.rubrics import dimension
 from esc.scoring.safety_checklist import FLAG, SafetyRecord
 from esc.scoring.store import ScoreRecord
-from esc.tasks.safety.report import share_without_interval
 from esc.tasks.stress import card
 from esc.tasks.stress.metrics import CHANGE, FLAG_CHANGE, FLAG_MOVED, MOVED
 from esc.tasks.stress.perturbations import DEGRADATION, LOWER, RAISE, Perturbation
@@ -160,9 +159,9 @@ def _why(e: Estimate) -> str:
 
 def _points(e: Estimate) -> result_.Cell:
     """A change of a share in percentage points, signed."""
-    text = format_estimate(e, 1, scale=100)
+    text = format_estimate(e, 1, scale=100, suffix=" pp")
     signed = text if text.startswith(("n/a", "-")) else "+" + text
-    return result_.Cell(signed + (" pp" if e.value is not None else "") + _why(e), e)
+    return result_.Cell(signed + _why(e), e)
 
 
 def _change(e: Estimate) -> result_.Cell:
@@ -172,15 +171,12 @@ def _change(e: Estimate) -> result_.Cell:
 
 
 def _moved(line: card.Line) -> result_.Cell:
-    """The share moved as expected; at 0% or 100% with its exact interval by card and by pair."""
+    """The share moved as expected; at 0% or 100% with its exact interval by card (`share_figure`)."""
     e = line.moved
     if e.value is None:
         return result_.Cell("n/a", e)
-    if e.note == card.NO_RESAMPLES:
-        return result_.Cell(
-            share_without_interval(e, e.n or 0, line.cards, "pair", 0, "stress.bootstrap=0"), e
-        )
-    return result_.Cell(share_text(e, e.n or 0, line.cards, "pair", 0), e)
+    why = "stress.bootstrap=0" if e.note == card.NO_RESAMPLES else None
+    return result_.Cell(*share_figure(e, e.n or 0, line.cards, "pair", 0, no_interval=why))
 
 
 def one_answer(records: Sequence[ScoreRecord]) -> dict[str, list[tuple[str, float]]]:

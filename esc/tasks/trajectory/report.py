@@ -219,7 +219,7 @@ def mean_curves(rated: Sequence[Rated], n_resamples: int = 1000, seed: int = 0) 
 
 def _cell(mean: Mean) -> Cell:
     """ "49.3 [49.1, 49.6] (n=2, 1 undefined)", read by the rules every report follows
-    (`format_estimate`): equal ends are "[every resample 30.0]", and a figure without an interval
+    (`format_estimate`): equal ends are marked, "[30.0, 30.0]*", and a figure without an interval
     says why ("[no interval: one card]")."""
     e = mean.estimate
     if e.value is None:
