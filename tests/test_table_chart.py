@@ -18,6 +18,8 @@ from esc.reports.result import Cell, Report, Table, Text
 from esc.reports.table_chart import chart_svgs
 from esc.scoring.rubrics import dimension
 from esc.site.result_html import result_html
+from esc.tasks.stress import card
+from esc.tasks.stress.report import report_blocks
 
 NS = {"svg": table_chart.SVG_NS}
 HREF = f"{{{table_chart.XLINK_NS}}}href"
@@ -212,6 +214,34 @@ def test_lines_put_each_label_s_points_along_the_x_texts() -> None:
     for p, row in zip(points, table.rows, strict=True):
         assert p["drawn"] == pytest.approx(row[2].value, abs=0.01)
         assert (p["drawn_low"], p["drawn_high"]) == pytest.approx((row[2].low, row[2].high), abs=0.01)
+
+
+def _line(judge: str, perturbation: str, key: str, value: float) -> card.Line:
+    change = Estimate(value, value - 0.2, value + 0.2, 6, "role card")
+    return card.Line(judge, perturbation, "neutral", key, 0, change, Estimate(0.5, n=6), "undecided", 0, 6)
+
+
+def test_the_stress_card_draws_changes_by_dimension_with_the_tolerance_band() -> None:
+    lines = [
+        _line(judge, p, key, v)
+        for judge in ("j1", "j2")
+        for p, v in (("typos", -0.1), ("reorder", 0.4))
+        for key in ("empathy", "fluency")
+    ]
+    (table, *_) = [b for b in report_blocks(lines, [], 0.3, 100) if isinstance(b, Table)]
+    assert table.chart is not None and table.chart.label == ("Judge", "Perturbation")  # two judges
+    root = parse(chart_svgs(table)[0])
+    assert {p.get("data-panel") for p in root.iterfind(".//svg:g[@class='point']", NS)} == {
+        "Empathy",
+        "Fluency",
+    }
+    axes_of = _axes_of(root)
+    band = next(
+        g for g in root.iter(f"{{{table_chart.SVG_NS}}}g") if re.search(r"esc-band-0$", g.get("id", ""))
+    )
+    slope, intercept = _scale(axes_of[band], "x")
+    xs = [float(x) for x in re.findall(r"-?\d+(?:\.\d+)?", band.find("svg:path", NS).get("d"))[0::2]]
+    assert sorted({round(slope * x + intercept, 3) for x in xs}) == [-0.3, 0.3]
 
 
 def test_the_site_draws_a_chart_before_its_table_and_links_to_it() -> None:
