@@ -65,13 +65,8 @@ MIN_TEXT_PX = 8.5  # the smallest text a chart is drawn at on screen: narrower t
 PX_PER_PT = 4 / 3  # matplotlib's SVG is in points; CSS pixels are 3/4 of a point
 COLOR = "#2f5fb3"  # the site's accent (static/site.css)
 MUTED = "#5f6b76"
-NA_STYLE = {
-    "ha": "center",
-    "va": "center",
-    "fontsize": 8,
-    "color": MUTED,
-    "style": "italic",
-}  # an n/a's words
+#: how an n/a's words are written where its point would be
+NA_STYLE = {"ha": "center", "va": "center", "fontsize": 8, "color": MUTED, "style": "italic"}
 MAX_PANELS_ACROSS = 4
 MAX_LABEL = 42  # characters of a row's label on the axis; the tooltip has it whole
 #: stands for the prefix in the cached SVG (`_rendered`), replaced by `chart_svgs`: random, so no
