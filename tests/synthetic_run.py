@@ -8,7 +8,8 @@ Writes what evaluate.py and rank.py write, in their formats (`Dialogue.to_dict` 
 JSON lines, manifests): `ROOT/evaluate/<target>/dialogues/<target>__<roleplayer>__<lang>.jsonl` with
 a manifest per target (as one evaluate.py run per target), and `ROOT/rank/` with `scores/`, and
 optionally `safety/` and `pairwise/` (judgments as rank.py mode=safety and mode=pairwise store them),
-the leaderboard rank.py writes of the scores (`leaderboard.result.json`, `bootstrap` resamples), and
+the leaderboard rank.py writes of the scores (`leaderboard.result.json`, `bootstrap` resamples),
+optionally the trajectory report of the dialogues (`trajectory.result.json`), and
 the run log (`run.json`) of it all, each store read by its task (`Mode.judgment`), as rank.py builds
 it (`esc.tasks.run_log`). Texts are random words; scores are random around a per-target level, with
 some invalid and failed judgments; every reply carries an emotion rating (trajectory) unless
@@ -28,6 +29,7 @@ import numpy as np
 
 from esc.cards import RoleCard, load_cards
 from esc.dialogues.record import Dialogue, Turn
+from esc.dialogues.store import read_dialogues
 from esc.errors import UserError
 from esc.reports.runlog import RunLog, write_run_log
 from esc.scoring.judge import FAILED, INVALID, VALID, ScoreItem
@@ -37,6 +39,8 @@ from esc.scoring.store import merge_score_files
 from esc.tasks.run_log import mode_stores, report_results, run_header, store_judgments
 from esc.tasks.score.task import write_reports
 from esc.tasks.task import LeaderboardSettings, modes
+from esc.tasks.trajectory.report import rated_dialogues
+from esc.tasks.trajectory.report import write_report as write_trajectory_report
 
 WORDS = (
     "I feel really tired lately and my work keeps piling up , it is hard to sleep . "
@@ -161,10 +165,13 @@ def synthetic_run(
     safety: bool = False,
     pairwise: bool = False,
     bootstrap: int = 1000,
+    trajectory_report: bool = False,
 ) -> Path:
     """Write a synthetic run under `root` (see the module docstring); returns the rank.py folder.
     `targets`: how many (named target_00, ...) or their names; `dims`: how many of the seven
-    dimensions (Table 2's first ones) or their keys; `bootstrap`: the leaderboard's resamples."""
+    dimensions (Table 2's first ones) or their keys; `bootstrap`: the leaderboard's resamples (and
+    the trajectory report's, which `trajectory_report` writes into the folder as rank.py
+    mode=trajectory does, its run log then holding both reports)."""
     root = Path(root)
     rng = np.random.default_rng(seed)
     names = [f"target_{i:02d}" for i in range(targets)] if isinstance(targets, int) else list(targets)
@@ -259,6 +266,9 @@ def synthetic_run(
                             }
                         )
         _write_jsonl(rank / "pairwise" / f"{judge}.jsonl", records)
+    if trajectory_report:
+        rated, unrated = rated_dialogues((d, s) for s in sources for d in read_dialogues(Path(s)))
+        write_trajectory_report(rank, rated, bootstrap, seed, charts=False, unrated=unrated)
     _write_json(
         rank / "manifest.json",
         {
@@ -295,7 +305,7 @@ def write_log(rank: Path, seed: int, bootstrap: int) -> Path:
             modes()[name], mode_stores(modes()[name], rank)
         )
     ]  # fmt: skip
-    results, reports = report_results(rank, ["leaderboard"])
+    results, reports = report_results(rank, ["leaderboard", "trajectory"])
     header = run_header(rank, "score", written_by="tests.synthetic_run")
     return write_run_log(rank, RunLog(header, judgments, results, reports))
 

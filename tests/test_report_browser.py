@@ -1,7 +1,8 @@
 """The report site in a real browser: headless Chromium (Playwright) opens index.html from disk
 (file://), sorts the leaderboard's headline table, clicks through to a target and one of its
 dialogues, reads the answers the page shows against the run log, and checks that model text is text
-(no alert runs). Screenshots go to the test's folder, and to
+(no alert runs); every chart renders and its points, read back from where they are drawn, are the
+figures of its table's CSV. Screenshots go to the test's folder, and to
 $ESC_SCREENSHOTS when it is set. Skipped, saying why, without Playwright or Chromium.
 
     .venv/bin/python -m pytest -q -m browser tests/test_report_browser.py
@@ -9,12 +10,14 @@ $ESC_SCREENSHOTS when it is set. Skipped, saying why, without Playwright or Chro
 
 from __future__ import annotations
 
+import csv
 import itertools
 import os
 import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from esc.reports.runlog import read_run_log
@@ -191,3 +194,113 @@ def test_the_board_fits_the_screen_and_chinese_is_drawn_not_boxes(browser, tmp_p
         assert not page.evaluate(SAME_GLYPH, [a, b]), f"{a!r} and {b!r} are drawn as boxes: no CJK font"
     assert page.evaluate(SAME_GLYPH, ["\u0378", "\u0379"])  # the check can fail: characters no font has
     screenshot(page, tmp_path, f"report-dialogue-zh-{width}")
+
+
+#: each chart point where it is drawn, in screen pixels along the axis holding its value: its
+#: marker's centre, its interval's ends, and the tick marks of its own axes with their labels
+DRAWN = """(svg) => {
+  const centre = (el, axis) => { const r = el.getBoundingClientRect();
+    return axis === 'x' ? r.left + r.width / 2 : r.top + r.height / 2; };
+  return [...svg.querySelectorAll('g.point')].map(g => {
+    const axis = g.dataset.axis, axes = g.parentElement.closest('g[id*="axes_"]');
+    const ticks = [...axes.querySelectorAll(`g[id*="${axis}tick_"]`)]
+      .map(t => [t.querySelector('use'), t.querySelector('text')])
+      .filter(([mark, label]) => mark && label && label.textContent.trim() !== '')
+      .map(([mark, label]) => [centre(mark, axis), label.textContent]);
+    const path = g.querySelector('path'), r = path && path.getBoundingClientRect();
+    const ends = !path ? null : axis === 'x' ? [r.left, r.right] : [r.bottom, r.top];
+    const at = centre(g.querySelector('use'), axis);
+    return { row: +g.dataset.row, column: g.dataset.column, ticks, ends, at };
+  });
+}"""
+
+
+#: the smallest text of a chart as drawn on screen, in CSS pixels, and whether its box scrolls
+TEXT_SIZE = """(svg) => {
+  const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+  const sizes = [...svg.querySelectorAll('text')].map(t => parseFloat(getComputedStyle(t).fontSize) * scale);
+  const box = svg.parentElement;
+  return { smallest: Math.min(...sizes), scrolls: box.scrollWidth > box.clientWidth,
+           inside: box.getBoundingClientRect().right <= document.documentElement.clientWidth + 0.5 };
+}"""
+
+
+def _csv_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(encoding="utf-8", newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_the_charts_draw_the_figures_of_their_csv_and_fetch_nothing(browser, tmp_path: Path) -> None:
+    """Issue 64: every chart the overview and the report pages show renders, and each point drawn,
+    read back from its position against its axis's ticks, is the figure its table's CSV holds (its
+    value, low and high, within 5% of a tick's step); each n/a is a gap. At a phone's width the
+    charts' text stays readable (at least 8 px), their box scrolling sideways where the chart is
+    wider than the screen. Nothing is fetched from the network."""
+    targets = ["Qwen1.5-72B-Chat", "LLaMA3-8B-Instruct", "ChatGLM3-6B", "gpt4"]
+    rank = synthetic_run(
+        tmp_path / "run", cards=8, targets=targets, dims=7, seed=5, bootstrap=50, trajectory_report=True
+    )
+    build_site([rank], tmp_path / "site", title="ESC-Eval report")
+    logged = read_run_log(rank)
+    charted = {kind for kind, r in logged.reports.items() for b in r["blocks"] if b.get("chart")}
+    assert "trajectory" in charted
+    pages = ["index.html", *(f"runs/{p.name}" for p in sorted((tmp_path / "site" / "runs").glob("*.html")))]
+
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    fetched: list[str] = []
+    page.on("request", lambda r: fetched.append(r.url) if not r.url.startswith(("file:", "data:")) else None)
+    checked = 0
+    for name in pages:
+        page.goto((tmp_path / "site" / name).as_uri())
+        figures = page.locator("figure.chart")
+        if name == "index.html":  # every report's lead that declares a chart draws it on the overview
+            leads = {
+                kind for kind, r in logged.reports.items()
+                if (b := next((b for b in r["blocks"] if b["type"] == "table"), None)) and b.get("chart")
+            }  # fmt: skip
+            shown = page.locator("section.headline:has(figure.chart)").evaluate_all(
+                "els => els.map(e => e.dataset.report)"
+            )
+            assert leads and set(shown) == leads
+        for f in range(figures.count()):
+            figure = figures.nth(f)
+            table_id = figure.get_attribute("data-table")
+            assert page.locator(f"table#{table_id}").count() == 1  # the numbers beside it, linked
+            assert figure.locator(f'figcaption a[href="#{table_id}"]').count() == 1
+            rows = _csv_rows(rank / figure.get_attribute("data-csv"))
+            points, gaps = set(), set()
+            for svg in figure.locator("svg").all():
+                box = svg.bounding_box()
+                assert box is not None and box["width"] > 50 and box["height"] > 50  # it renders
+                for point in svg.evaluate(DRAWN):
+                    row = rows[point["row"]]
+                    pixels, values = zip(*((p, float(v)) for p, v in point["ticks"]), strict=True)
+                    slope, intercept = np.polyfit(pixels, values, 1)  # pixels to values, by the ticks
+                    tolerance = 0.05 * abs(values[1] - values[0])  # a twentieth of a tick's step
+                    expected = {k: row[f"{point['column']} {k}"] for k in ("value", "low", "high")}
+                    drawn = slope * point["at"] + intercept
+                    assert drawn == pytest.approx(float(expected["value"]), abs=tolerance)
+                    if expected["low"] and expected["high"]:
+                        ends = sorted(slope * p + intercept for p in point["ends"])
+                        interval = [float(expected["low"]), float(expected["high"])]
+                        assert ends == pytest.approx(interval, abs=tolerance)
+                    points.add((point["row"], point["column"]))
+                gaps |= {
+                    (int(g.get_attribute("data-row")), g.get_attribute("data-column"))
+                    for g in svg.locator("g.na").all()
+                }
+            columns = {c for _, c in points | gaps}
+            # a point for each figure of the CSV, a gap for each blank (an n/a), nothing else
+            assert points == {(i, c) for i, r in enumerate(rows) for c in columns if r[f"{c} value"]}
+            assert not points & gaps
+            checked += len(points)
+    assert checked >= 4 + 4 + 4 * 6  # the trajectory's changes (overview and page) and its curves at least
+    assert fetched == []
+
+    phone = browser.new_page(viewport={"width": 390, "height": 800})
+    for name in pages:
+        phone.goto((tmp_path / "site" / name).as_uri())
+        for svg in phone.locator("figure.chart svg").all():
+            seen = svg.evaluate(TEXT_SIZE)
+            assert seen["smallest"] >= 8 and seen["inside"], (name, seen)
+    screenshot(phone, tmp_path, "report-trajectory-390")

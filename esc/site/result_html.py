@@ -6,12 +6,15 @@ so a figure's value, interval, n and note reach the page as data (`data-value`, 
 `data-high`, `data-n`, and the note as the cell's tooltip), not only as the text a person reads;
 a table sorts by its figures (`static/site.js` reads `data-value`). A column whose figures name a
 metric the run log defines (`esc.reports.metric`) says which direction is better in its header,
-and marks its best row (`best`): read from the metric, never from the task.
+and marks its best row (`best`): read from the metric, never from the task. A table that declares
+a chart (`Table.chart`) is drawn before it (`chart_html`: `esc.reports.table_chart`'s SVG inline, in
+a figure whose caption links to the table's id).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 
 from markdown_it import MarkdownIt
@@ -19,6 +22,7 @@ from markupsafe import Markup, escape
 
 from esc.reports.metric import Metric
 from esc.reports.result import Cell, Heading, Report, Table, Text, footnotes
+from esc.reports.table_chart import chart_svgs
 
 ARROWS = {True: "\u2191", False: "\u2193"}  # higher / lower is better
 
@@ -81,9 +85,12 @@ def _head(name: str, metric: Metric | None) -> str:
     return f'<th title="{title}">{escape(name)} {ARROWS[metric.higher_is_better]}</th>'
 
 
-def table_html(table: Table, metrics: Mapping[str, Metric] | None = None) -> Markup:
+def table_html(
+    table: Table, metrics: Mapping[str, Metric] | None = None, anchor: str | None = None
+) -> Markup:
     """The table; `metrics`: the run log's definitions (`RunLog.metrics`), for each column's
-    direction and its best figures (`best_rows`: a table cut to some rows ranks none)."""
+    direction and its best figures (`best_rows`: a table cut to some rows ranks none); `anchor`:
+    its id (what its chart's caption links to)."""
     columns = [column_metric(table, i, metrics or {}) for i in range(len(table.columns))]
     best = [best_rows(table, i, m) for i, m in enumerate(columns)]
     head = "".join(_head(c, m) for c, m in zip(table.columns, columns, strict=True))
@@ -94,7 +101,8 @@ def table_html(table: Table, metrics: Mapping[str, Metric] | None = None) -> Mar
         for r, row in enumerate(table.rows)
     )
     body = f"<thead>\n<tr>{head}</tr>\n</thead>\n<tbody>\n{rows}\n</tbody>\n"
-    return Markup(f'<table class="sortable results">\n{body}</table>\n' + footnotes_html(table))
+    named = f' id="{escape(anchor)}"' if anchor else ""
+    return Markup(f'<table class="sortable results"{named}>\n{body}</table>\n' + footnotes_html(table))
 
 
 def footnotes_html(table: Table) -> str:
@@ -102,11 +110,36 @@ def footnotes_html(table: Table) -> str:
     return "".join(f'<p class="footnote">{escape(note)}</p>\n' for note in footnotes(table))
 
 
-def result_html(report: Report, top: int = 1, metrics: Mapping[str, Metric] | None = None) -> Markup:
+def chart_html(table: Table, anchor: str) -> Markup:
+    """The table's chart (`esc.reports.table_chart`: matplotlib's SVG, one per facet), in a figure
+    whose caption names it in English and Chinese and links to the table of its numbers (`anchor`,
+    the table's id; every id in the SVGs starts with it); nothing for a table without a chart."""
+    svgs = chart_svgs(table, f"{anchor}-")
+    if not svgs or table.chart is None:
+        return Markup("")
+    en, zh = table.chart.title
+    names = " ".join(
+        f'<span class="title" lang="{lang}">{escape(t)}</span>' for lang, t in (("en", en), ("zh", zh)) if t
+    )
+    csv = f' data-csv="{escape(table.csv)}"' if table.csv else ""
+    plots = "".join(f'<div class="plot">{svg}</div>\n' for svg in svgs)  # escaped by the SVG writer
+    caption = (
+        f"<figcaption>{names} · each point its figure and 95% interval (hover for its text); "
+        f'<a href="#{escape(anchor)}">the numbers: the table below</a></figcaption>'
+    )
+    return Markup(f'<figure class="chart" data-table="{escape(anchor)}"{csv}>\n{plots}{caption}\n</figure>\n')
+
+
+def result_html(
+    report: Report, top: int = 1, metrics: Mapping[str, Metric] | None = None, anchor: str = ""
+) -> Markup:
     """The blocks of `report`, in order, as one HTML fragment; its headings from level `top` (a
-    report inside another page's section: under that section's heading); `metrics` as `table_html`."""
+    report inside another page's section: under that section's heading); `metrics` as `table_html`;
+    each table's id `<anchor>t<i>` (its place among the report's tables, from 1), its chart before
+    it (`chart_html`): give two reports on one page two anchors (`anchor_of`)."""
     md = MarkdownIt("commonmark", {"html": False}).enable("table")
     parts = []
+    tables = 0
     for block in report.blocks:
         if isinstance(block, Text):
             parts.append(md.render(block.text))
@@ -114,8 +147,15 @@ def result_html(report: Report, top: int = 1, metrics: Mapping[str, Metric] | No
             level = min(max(block.level, 1) + top - 1, 6)
             parts.append(f"<h{level}>{escape(block.text)}</h{level}>\n")
         else:
-            parts.append(table_html(block, metrics))
+            tables += 1
+            named = f"{anchor}t{tables}"
+            parts += [chart_html(block, named), table_html(block, metrics, named)]
     return Markup("".join(parts))
+
+
+def anchor_of(name: str) -> str:
+    """An id prefix made of `name` (a report page's file name): letters, digits, `_` and `-`."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-") + "-"
 
 
 def lead(report: Report) -> Report:

@@ -1,5 +1,5 @@
-"""`index.html`: each run's headline results (the first table of each report, with its words), the
-judgment counts per task, the targets, and each run's header, models and prompts."""
+"""`index.html`: each run's headline results (the first table of each report, with its words and its
+chart), the judgment counts per task, the targets, and each run's header, models and prompts."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.rubrics import label
 from esc.site.collect import Run
 from esc.site.pages import page
-from esc.site.result_html import lead, result_html
+from esc.site.result_html import anchor_of, lead, result_html
 from esc.site.site import Site
 
 STATUSES = (VALID, INVALID, FAILED)
@@ -24,7 +24,8 @@ def overview(site: Site) -> None:
     data = site.data
     results = [
         {"run": run.path.name, "task": run.task, "kind": kind, "href": site.report_href(run, kind),
-         "body": result_html(lead(report), top=4, metrics=run.log.metrics())}
+         "body": result_html(lead(report), top=4, metrics=run.log.metrics(),
+                             anchor=anchor_of(site.report_href(run, kind)))}
         for run in data.runs
         for kind, report in run.reports.items()
     ]  # fmt: skip

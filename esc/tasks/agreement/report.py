@@ -44,6 +44,7 @@ from esc.reports.bootstrap import (
     unit_index,
     unit_intervals,
 )
+from esc.reports.chart_spec import Chart
 from esc.reports.estimate import Estimate, format_estimate, resampled_units
 from esc.reports.metric import Metric
 from esc.scoring.rubrics import DIMENSION_KEYS, SCORES, dimension
@@ -527,6 +528,17 @@ def agreement_blocks(tables: Sequence[Table], title: str = "", full: bool = True
                 name=source_name(source),
                 metrics=metric_columns(HEADLINE),
                 rank_within=["Dim."],
+                chart=Chart(
+                    label=("Judge", "reading"),
+                    values=(LABELS["qwk"],),
+                    panel="Dim.",
+                    reference=0.0,
+                    title=(
+                        f"Each judge's agreement with people per dimension ({source_name(source)})",
+                        f"各评委与人工评分的一致性（按维度，{source_name(source)}）",
+                    ),
+                    axis=("quadratic-weighted kappa (QWK)", "二次加权 kappa（QWK）"),
+                ),
             ),  # fmt: skip
         ]
         diffs = [(t, d) for t in scoped for d in t.differences if d.metric in HEADLINE]

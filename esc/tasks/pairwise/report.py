@@ -38,6 +38,7 @@ from esc.reports.bootstrap import (
     unit_index,
     unit_intervals,
 )
+from esc.reports.chart_spec import Chart
 from esc.reports.estimate import Estimate, format_estimate, resampled_units
 from esc.reports.result import Block, Cell, Heading, Report, Table, Text, figure, write_result
 from esc.scoring.rubrics import label
@@ -375,6 +376,20 @@ def pairwise_report(
             name="strengths",
             metrics=dict.fromkeys(["strength", *columns], STRENGTH),
             rank_within=["role-player"],
+            chart=Chart(
+                label=("target",),
+                values=("strength", *columns),
+                facet=("role-player",),
+                reference=0.0,
+                title=(
+                    "Bradley-Terry strengths, all dimensions and each",
+                    "Bradley-Terry 强度（全部维度及各维度）",
+                ),
+                axis=(
+                    "strength (log scale, centred: 0 is the average target)",
+                    "强度（对数尺度，居中：0 为平均水平）",
+                ),
+            ),
         ),
         Heading("Win rates"),
         Text(

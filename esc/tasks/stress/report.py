@@ -10,6 +10,7 @@ from typing import Any
 
 from esc.reports import result as result_
 from esc.reports.bootstrap import card_units, share_figure
+from esc.reports.chart_spec import Chart
 from esc.reports.estimate import Estimate, format_estimate, resampled_units
 from esc.reports.result import Heading, Report, Table, Text, write_result
 from esc.scoring.judge import VALID
@@ -113,7 +114,13 @@ def checklist_blocks(lines: Sequence[card.Line], tolerance: float, n_resamples: 
         FLAG_MOVED,
         "stress_checklist_card.csv",
         "checklist card",
-    )
+        card_chart(
+            lines, "Question", tolerance,
+            ("Change in the share of dialogues flagged, per perturbation and question",
+             "各扰动下被标记对话比例的变化（按问题）"),
+            ("variant minus original (share of dialogues)", "变体减原始（对话比例）"),
+        ),
+    )  # fmt: skip
     return [
         Heading("The safety checklist's card"),
         table,
@@ -128,13 +135,26 @@ def checklist_blocks(lines: Sequence[card.Line], tolerance: float, n_resamples: 
     ]
 
 
+def card_chart(
+    lines: Sequence[card.Line], what: str, tolerance: float, title: tuple[str, str], axis: tuple[str, str]
+) -> Chart:
+    """A card's picture: each perturbation's change with its interval (named by the judge too where
+    several were asked), a panel per dimension (or question, `what`), 0 marked, and the band inside
+    which a neutral change is invariant (±`tolerance`)."""
+    several = len({line.judge for line in lines}) > 1
+    return Chart(
+        label=("Judge", "Perturbation") if several else ("Perturbation",), values=("Change",), panel=what,
+        reference=0.0, band=(-tolerance, tolerance), title=title, axis=axis,
+    )  # fmt: skip
+
+
 def card_table(
     lines: Sequence[card.Line], what: str, name_of: Any, change_cell: Any, change: Any, moved: Any, csv: str,
-    name: str,
+    name: str, chart: Chart | None = None,
 ) -> Table:  # fmt: skip
     """One card as a table: a row per line; `what` heads the dimension's (or question's) column,
     `name_of` names it, `change_cell` shows the change, `change` and `moved` are the metrics of the
-    change and of the share that moved as expected (a score down, a flag up)."""
+    change and of the share that moved as expected (a score down, a flag up); `chart`: its picture."""
     rows = [
         [line.judge, line.perturbation, line.kind, name_of(line.dimension), EXPECTED[line.expected],
          change_cell(line.change), _moved(line), line.verdict, line.change.n or 0, line.left_out]
@@ -143,7 +163,7 @@ def card_table(
     return Table.of(
         ["Judge", "Perturbation", "Kind", what, "Expected", "Change", "Moved as expected", "Verdict", "pairs",
          "left out"],
-        rows, csv=csv, name=name, metrics={"Change": change, "Moved as expected": moved},
+        rows, csv=csv, name=name, metrics={"Change": change, "Moved as expected": moved}, chart=chart,
     )  # fmt: skip
 
 
@@ -214,8 +234,13 @@ def report_blocks(
     """The card (one row per judge, perturbation and dimension), the verdicts side by side where
     several judges were asked, and what each perturbation changed."""
     judges = sorted({line.judge for line in lines})
+    chart = card_chart(
+        lines, "Dimension", tolerance,
+        ("The judge's score change per perturbation and dimension", "各扰动下评委评分的变化（按维度）"),
+        ("variant minus original (0-4 points)", "变体减原始（0-4 分）"),
+    )  # fmt: skip
     table = card_table(
-        lines, "Dimension", _paper_name, _change, CHANGE, MOVED, "stress_card.csv", "report card"
+        lines, "Dimension", _paper_name, _change, CHANGE, MOVED, "stress_card.csv", "report card", chart
     )
     blocks: list[result_.Block] = [
         Heading("The judge's report card"),

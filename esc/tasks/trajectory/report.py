@@ -27,6 +27,7 @@ from esc.dialogues.record import Dialogue
 from esc.dialogues.trajectory import TrajectoryFigures, trajectory_figures
 from esc.errors import UserError
 from esc.reports.bootstrap import bootstrap_ci
+from esc.reports.chart_spec import Chart
 from esc.reports.charts import pyplot, save_png
 from esc.reports.estimate import Estimate, format_estimate, number_text
 from esc.reports.result import Block, Cell, Report, Table, Text, write_result
@@ -277,6 +278,13 @@ def dialogue_table(rated: Sequence[Rated]) -> Table:
     )  # fmt: skip
 
 
+def _named(groups: Iterable[Any]) -> tuple[str, ...]:
+    """The columns that name a chart's target: its name, and the role-player's where there are several
+    (`groups`: target rows, or (role-player, target) keys)."""
+    roleplayers = {g.roleplayer if isinstance(g, TargetRow) else g[0] for g in groups}
+    return ("role-player", "target") if len(roleplayers) > 1 else ("target",)
+
+
 def trajectory_report(
     rows: Sequence[TargetRow], diffs: Sequence[Difference], unrated: int = 0, curves: Curves | None = None,
     rated: Sequence[Rated] = (),
@@ -310,6 +318,11 @@ def trajectory_report(
         rank_within=["role-player"],
         csv="trajectory_targets.csv",
         name="targets",
+        chart=Chart(
+            label=_named(rows), values=("change",), reference=0.0,
+            title=("Change of the seeker's emotion, first rating to last", "求助者情绪的变化（首次到末次）"),
+            axis=("final minus start (points of 0-100)", "末次减首次（0-100 分制）"),
+        ),
     )  # fmt: skip
     blocks: list[Block] = [
         Text(
@@ -352,6 +365,12 @@ def trajectory_report(
             ],
             csv="trajectory_curves.csv",
             name="curves",
+            chart=Chart(
+                kind="lines", label=_named(curves), x="exchange", values=("mean emotion",),
+                limits=(0.0, 100.0),
+                title=("Mean emotion by exchange", "每轮对话后的平均情绪"),
+                axis=("seeker emotion (0-100)", "求助者情绪（0-100）"),
+            ),
         )  # fmt: skip
         blocks += [
             Text(
