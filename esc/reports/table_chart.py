@@ -68,6 +68,7 @@ MUTED = "#5f6b76"
 #: how an n/a's words are written where its point would be
 NA_STYLE = {"ha": "center", "va": "center", "fontsize": 8, "color": MUTED, "style": "italic"}
 MAX_PANELS_ACROSS = 4
+MAX_NA = 36  # characters of an n/a's words drawn in a panel; a longer reason is in its tooltip only
 MAX_LABEL = 42  # characters of a row's label on the axis; the tooltip has it whole
 #: stands for the prefix in the cached SVG (`_rendered`), replaced by `chart_svgs`: random, so no
 #: text in a table can hold it
@@ -184,9 +185,11 @@ def _limits(chart: Chart, points: Sequence[Point]) -> tuple[float, float]:
 
 
 def _na_text(cell: Cell) -> str:
-    """What an n/a figure says where its point would be."""
+    """What an n/a figure says where its point would be: with its reason where that fits a panel
+    (`MAX_NA`), else "n/a" alone (the reason is in its tooltip, `_tooltip`)."""
     if cell.estimate is not None:
-        return "n/a: " + cell.estimate.na_reason()
+        said = "n/a: " + cell.estimate.na_reason()
+        return said if len(said) <= MAX_NA else "n/a"
     return cell.text
 
 
