@@ -52,23 +52,52 @@ def test_a_tables_column_names_its_metric(share: Metric) -> None:
         Table.of(["target", "yes"], [["a", figure("50", 0.5, unit="dialogue")]], metrics={"yes": share})
 
 
-@pytest.mark.parametrize(("better", "best"), [(True, ["0.75", "0.6"]), (False, ["0.5", "0.3"]), (None, [])])
-def test_the_site_marks_each_groups_best_row_by_the_metrics_direction(
+@pytest.mark.parametrize(("better", "best"), [(True, ["0.75"]), (False, ["0.5"]), (None, [])])
+def test_a_groups_best_is_marked_only_where_its_interval_overlaps_no_other(
     better: bool | None, best: list
 ) -> None:
+    """`Table.of`'s default where no paired interval exists: per group of comparable rows, the best
+    figure by the metric's direction, only where its interval overlaps no other figure's of the group
+    (en: [0.4, 0.6] and [0.7, 0.8] are apart; zh: [0.5, 0.7] and [0.2, 0.65] overlap, so nothing)."""
     m = Metric("test.dir", "x", better, None)
-    rows = [[lang, t, Cell(str(v), estimate(v, metric=m))] for lang, t, v in
-            [("en", "a", 0.5), ("en", "b", 0.75), ("zh", "a", 0.6), ("zh", "b", 0.3)]]  # fmt: skip
+    rows = [[lang, t, Cell(str(v), estimate(v, Interval(lo, hi, 0.0), metric=m))] for lang, t, v, lo, hi in
+            [("en", "a", 0.5, 0.4, 0.6), ("en", "b", 0.75, 0.7, 0.8), ("zh", "a", 0.6, 0.5, 0.7),
+             ("zh", "b", 0.3, 0.2, 0.65)]]  # fmt: skip
 
     def marked(table: Table) -> list[str]:
         html = table_html(table, {"test.dir": m})
         assert ("\u2191" in html, "\u2193" in html) == (better is True, better is False)  # the direction
-        return [part.split('"')[0] for part in html.split('data-value="')[1:] if 'class="num best"' in part]
+        shown = [part.split('"')[0] for part in html.split('data-value="')[1:] if 'class="num best"' in part]
+        assert shown == [c.text for row in table.rows for c in row if c.best]  # the site reads the mark
+        return shown
 
-    assert marked(Table.of(["Lang", "t", "v"], rows, rank_within=["Lang"])) == best  # per language
-    whole = marked(Table.of(["Lang", "t", "v"], rows, rank_within=[]))
-    assert whole == ([] if better is None else ["0.75"] if better else ["0.3"])
-    assert marked(Table.of(["Lang", "t", "v"], rows)) == []  # rows not declared comparable: none marked
+    metrics = {"v": m}
+    assert marked(Table.of(["Lang", "t", "v"], rows, metrics=metrics, rank_within=["Lang"])) == best
+    whole = marked(Table.of(["Lang", "t", "v"], rows, metrics=metrics, rank_within=[]))
+    assert whole == []  # over both languages 0.75 [0.7, 0.8] touches 0.6 [0.5, 0.7]; 0.3's reaches 0.5's
+    assert marked(Table.of(["Lang", "t", "v"], rows, metrics=metrics)) == []  # rows not declared comparable
+    no_intervals = [[lang, t, Cell(c.text, estimate(c.value, metric=m))] for lang, t, c in rows]
+    assert marked(Table.of(["Lang", "t", "v"], no_intervals, metrics=metrics, rank_within=["Lang"])) == []
+
+
+def test_the_reports_marks_are_what_every_view_shows() -> None:
+    """A report that decided its best cells (`best=`) has them marked, whatever the intervals say: in
+    bold in the markdown, as `"best": true` in the JSON (and read back), as class "best" on the site."""
+    rows = [["a", figure("1.0 [0.0, 2.0]", 1.0, Interval(0.0, 2.0, 0.0))], ["b", figure("0.5", 0.5)]]
+    table = Table.of(["t", "v"], rows, rank_within=[], best={(0, "v")})
+    assert [[c.best for c in row] for row in table.rows] == [[False, True], [False, False]]
+    assert "| a | **1.0 [0.0, 2.0]** |" in Report("toy", (table,)).to_markdown()
+    assert "| b | 0.5 |" in Report("toy", (table,)).to_markdown()
+    cells = Report("toy", (table,)).to_json()["blocks"][0]["rows"]
+    assert cells[0][1]["best"] is True and "best" not in cells[1][1]
+    from esc.reports.result import _block
+
+    assert _block(Report("toy", (table,)).to_json()["blocks"][0]) == table  # read back as written
+    assert table_html(table).count('class="num best"') == 1
+    with pytest.raises(ValueError, match="columns the table does not have"):
+        Table.of(["t", "v"], rows, best={(0, "w")})
+    with pytest.raises(ValueError, match="best names row 5"):
+        Table.of(["t", "v"], rows, best={(5, "v")})
 
 
 def test_a_table_says_what_its_figures_resampled() -> None:

@@ -86,12 +86,15 @@ def estimate(
     )  # fmt: skip
 
 
-def _interval(distribution: np.ndarray) -> Interval:
+def percentile_interval(distribution: np.ndarray, level: float = 0.95) -> Interval:
+    """The percentile interval of a bootstrap distribution at `level` (0.95: its 2.5th and 97.5th
+    percentiles) over its defined resamples, with the share of undefined (NaN) ones."""
     defined = distribution[~np.isnan(distribution)]
     undefined = 1.0 - len(defined) / len(distribution) if len(distribution) else math.nan
     if not len(defined):
         return Interval(math.nan, math.nan, undefined)
-    low, high = np.percentile(defined, [2.5, 97.5])
+    tail = 100 * (1 - level) / 2
+    low, high = np.percentile(defined, [tail, 100 - tail])
     return Interval(float(low), float(high), float(undefined))
 
 
@@ -101,12 +104,24 @@ def unit_intervals(
     """95% intervals of each value `statistic(unit_indices)` returns (a number or a 1-d array),
     units resampled with replacement; the statistic of all units is `statistic(np.arange(n_units))`."""
     width = np.atleast_1d(np.asarray(statistic(np.arange(n_units)), dtype=float)).shape[0]
-    if n_resamples <= 0 or n_units < 2:
+    distributions = unit_distributions(n_units, statistic, n_resamples, seed)
+    if distributions is None:
         return [NO_INTERVAL] * width
+    return [percentile_interval(dist) for dist in distributions]
+
+
+def unit_distributions(
+    n_units: int, statistic: Callable[[np.ndarray], object], n_resamples: int, seed: int
+) -> np.ndarray | None:
+    """The bootstrap distribution behind `unit_intervals` (the same resamples for the same seed):
+    one row per value `statistic` returns, one column per resample (NaN where undefined); None
+    where nothing is resampled (no resamples asked, fewer than 2 units)."""
+    if n_resamples <= 0 or n_units < 2:
+        return None
     from scipy.stats import bootstrap
 
     with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # scipy warns on degenerate resamples; counted below
+        warnings.simplefilter("ignore")  # scipy warns on degenerate resamples (NaN: counted)
         result = bootstrap(
             (np.arange(n_units),),
             lambda units: np.asarray(statistic(np.asarray(units, dtype=int)), dtype=float),
@@ -115,8 +130,7 @@ def unit_intervals(
             method="percentile",
             random_state=np.random.default_rng(seed),
         )
-    distributions = np.atleast_2d(np.asarray(result.bootstrap_distribution, dtype=float))
-    return [_interval(dist) for dist in distributions]
+    return np.atleast_2d(np.asarray(result.bootstrap_distribution, dtype=float))
 
 
 def unit_index(units: Sequence[object]) -> tuple[list[object], list[np.ndarray]]:

@@ -21,7 +21,7 @@ import dataclasses
 import io
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,16 +30,20 @@ from esc.reports.bootstrap import NO_INTERVAL, Interval, estimate
 from esc.reports.chart_spec import Chart
 from esc.reports.estimate import SAME, Estimate, mark_notes, resampled_units
 from esc.reports.metric import Metric, checked_unit
+from esc.reports.paired import separated_best
 
 RESULT_FORMAT = "esc-report/1"
 
 
 @dataclasses.dataclass(frozen=True)
 class Cell:
-    """One table cell: `text` as the report shows it, and the figure behind it where there is one."""
+    """One table cell: `text` as the report shows it, and the figure behind it where there is one;
+    `best`: the report marks it its group's best figure (`Table.of`'s `best`), which every view
+    shows (markdown in bold, the site's class "best") and none decides."""
 
     text: str
     estimate: Estimate | None = None
+    best: bool = False
 
     # the figure's parts as every view publishes them (`Estimate.shown`: None without a figure, and
     # where the figure reads n/a, undefined or unstable), as the CSV and the site's tables read them
@@ -69,7 +73,8 @@ class Cell:
         metric, what it left out and an exact interval's kind where it has them (its placement is the
         run log's: `Report.estimates`)."""
         figure = self.estimate.to_json() if self.estimate else {}
-        return {"text": self.text, **{k: figure[k] for k in CELL_FIELDS if k in figure}}
+        best = {"best": True} if self.best else {}
+        return {"text": self.text, **{k: figure[k] for k in CELL_FIELDS if k in figure}, **best}
 
 
 CELL_FIELDS = ("value", "low", "high", "n", "unit", "undefined", "note", "metric", "left_out", "interval")
@@ -109,8 +114,8 @@ class Table:
     """Rows of cells under `columns`; `csv`: the file name this table is also written to, if any;
     `name`: what its figures' `Estimate.table` says (None: the heading above it, `Report.estimates`).
     `Table.of(..., metrics={column: Metric})` names what a column's figures measure; `rank_within`:
-    the label columns whose values make rows comparable (a view marks each group's best figure by its
-    metric's direction; () the whole table, None: rows are not ranked, e.g. they mix dimensions)."""
+    the label columns whose values make rows comparable (() the whole table, None: rows are not
+    ranked, e.g. they mix dimensions); the cells marked `best` are decided by `Table.of`."""
 
     columns: tuple[str, ...]
     rows: tuple[tuple[Cell, ...], ...]
@@ -124,11 +129,17 @@ class Table:
         cls, columns: Sequence[str], rows: Sequence[Sequence[CellLike]], csv: str | None = None,
         name: str | None = None, metrics: Mapping[str, Metric] | None = None,
         rank_within: Sequence[str] | None = None, chart: Chart | None = None,
+        best: Iterable[tuple[int, str]] | None = None,
     ) -> Table:  # fmt: skip
         """The table; `metrics`: column -> the metric its figures measure (each figure then names
         it, and states its unit: a figure that resampled another unit than the metric's is a
-        ValueError, `esc.reports.metric.checked_unit`)."""
+        ValueError, `esc.reports.metric.checked_unit`). `best`: the (row index, column) cells the
+        report decided are their group's best (from paired intervals, `esc.reports.paired`); not
+        given, each `rank_within` group's best figure of a column whose metric has a better
+        direction is marked only where its interval overlaps no other figure's of the group
+        (`esc.reports.paired.separated_best`: a conservative stand-in where no paired interval exists)."""
         named = set(metrics or ()) | set(rank_within or ()) | set(chart.columns() if chart else ())
+        named |= {column for _, column in best or ()}
         unknown = named - set(columns)
         if unknown:
             raise ValueError(
@@ -142,14 +153,47 @@ class Table:
                 m = (metrics or {}).get(column)
                 if m is not None and c.estimate is not None:
                     unit = checked_unit(m, c.estimate.unit, f"column {column!r}, row {i}")
-                    row[j] = Cell(c.text, dataclasses.replace(c.estimate, metric=m.name, unit=unit))
+                    row[j] = dataclasses.replace(
+                        c, estimate=dataclasses.replace(c.estimate, metric=m.name, unit=unit)
+                    )
         within = None if rank_within is None else tuple(rank_within)
+        marked = set(best) if best is not None else _separated(columns, cells, metrics or {}, within)
+        for r, column in marked:
+            if not 0 <= r < len(cells):
+                raise ValueError(f"best names row {r} of a table of {len(cells)} rows")
+            j = list(columns).index(column)
+            cells[r][j] = dataclasses.replace(cells[r][j], best=True)
         return cls(tuple(columns), tuple(tuple(row) for row in cells), csv, name, within, chart)
 
     def resampled(self) -> str:
         """What its figures' intervals resampled, read from them ("role card", "dialogue", ...; ""
         for none): the words a note about the table uses (`esc.reports.estimate.resampled_units`)."""
         return resampled_units(c.estimate.unit for row in self.rows for c in row if c.estimate)
+
+
+def _separated(
+    columns: Sequence[str], cells: Sequence[Sequence[Cell]], metrics: Mapping[str, Metric],
+    within: tuple[str, ...] | None,
+) -> set[tuple[int, str]]:  # fmt: skip
+    """`Table.of`'s default marks: per group of rows (`within`) and column with a better direction, the
+    best figure whose interval overlaps no other's (`esc.reports.paired.separated_best`)."""
+    if within is None:
+        return set()
+    keys = [list(columns).index(c) for c in within]
+    marked = set()
+    for j, column in enumerate(columns):
+        m = metrics.get(column)
+        if m is None or m.higher_is_better is None:
+            continue
+        groups: dict[tuple[str, ...], dict[int, Estimate]] = {}
+        for r, row in enumerate(cells):
+            if row[j].estimate is not None:
+                groups.setdefault(tuple(row[k].text for k in keys), {})[r] = row[j].estimate
+        for figures in groups.values():
+            r = separated_best(figures, m.higher_is_better)
+            if r is not None:
+                marked.add((r, column))
+    return marked
 
 
 Block = Text | Heading | Table
@@ -230,7 +274,10 @@ def _markdown(block: Block) -> str:
     lines = [
         head,
         "|" + "---|" * len(block.columns),
-        *("| " + " | ".join(_escape(c.text) for c in row) + " |" for row in block.rows),
+        *(
+            "| " + " | ".join(f"**{_escape(c.text)}**" if c.best else _escape(c.text) for c in row) + " |"
+            for row in block.rows
+        ),
     ]
     notes = ["\\" + n if n.startswith(SAME) else n for n in footnotes(block)]  # "* ..." is no list item
     return "\n\n".join(["\n".join(lines), *notes])
@@ -335,6 +382,9 @@ def _block(b: dict[str, Any]) -> Block:
 
 
 def _cell(c: dict[str, Any]) -> Cell:
+    best = c.get("best", False)
+    if not isinstance(best, bool):
+        raise TypeError(f"a cell's best is true or false, got {best!r}")
     if not any(k in c for k in CELL_FIELDS):
-        return Cell(_text(c["text"]))
-    return Cell(_text(c["text"]), Estimate.from_json({k: c[k] for k in CELL_FIELDS if k in c}))
+        return Cell(_text(c["text"]), best=best)
+    return Cell(_text(c["text"]), Estimate.from_json({k: c[k] for k in CELL_FIELDS if k in c}), best)

@@ -6,9 +6,11 @@ so a figure's value, interval, n and note reach the page as data (`data-value`, 
 `data-high`, `data-n`, and the note as the cell's tooltip), not only as the text a person reads;
 a table sorts by its figures (`static/site.js` reads `data-value`). A column whose figures name a
 metric the run log defines (`esc.reports.metric`) says which direction is better in its header,
-and marks its best row (`best`): read from the metric, never from the task. A table that declares
-a chart (`Table.chart`) is drawn before it (`chart_html`: `esc.reports.table_chart`'s SVG inline, in
-a figure whose caption links to the table's id).
+read from the metric, never from the task; a figure the report marked its group's best
+(`esc.reports.result.Cell.best`, decided by the report from paired intervals) has the class "best":
+the site reads the mark and computes none. A table that declares a chart (`Table.chart`) is drawn
+before it (`chart_html`: `esc.reports.table_chart`'s SVG inline, in a figure whose caption links to
+the table's id).
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ from esc.reports.table_chart import chart_svgs
 ARROWS = {True: "\u2191", False: "\u2193"}  # higher / lower is better
 
 
-def _attrs(cell: Cell, best: bool = False) -> str:
+def _attrs(cell: Cell) -> str:
     """The cell's figure as data: value, low and high as `Cell` publishes them (none for a figure
-    that reads n/a, undefined or unstable: it sorts with the n/a's), n, and its note as the tooltip."""
+    that reads n/a, undefined or unstable: it sorts with the n/a's), n, its note as the tooltip, and
+    the report's mark of a best figure (`Cell.best`) as the class "best"."""
     figures = {
         k: v
         for k, v in (("value", cell.value), ("low", cell.low), ("high", cell.high))
@@ -45,7 +48,7 @@ def _attrs(cell: Cell, best: bool = False) -> str:
     if said:
         parts.append(f' title="{escape("; ".join(said))}"')
     if "value" in figures:
-        parts.append(' class="num best"' if best else ' class="num"')
+        parts.append(' class="num best"' if cell.best else ' class="num"')
     elif cell.estimate is not None:
         parts.append(' data-sort=""')  # an n/a figure: last in either order (`static/site.js`)
     return "".join(parts)
@@ -55,26 +58,6 @@ def column_metric(table: Table, i: int, metrics: Mapping[str, Metric]) -> Metric
     """The metric column `i`'s figures measure, where they all name one the log defines."""
     named = {c.estimate.metric for row in table.rows if (c := row[i]).estimate and c.estimate.metric}
     return metrics.get(named.pop()) if len(named) == 1 else None
-
-
-def best_rows(table: Table, i: int, metric: Metric | None) -> set[int]:
-    """The rows holding column `i`'s best figure in each group of comparable rows (the table's
-    `rank_within`; ties: each), by the metric's direction; none where the table ranks no rows, the
-    metric has no better direction, or fewer than two rows of a group have a shown figure."""
-    if metric is None or metric.higher_is_better is None or table.rank_within is None:
-        return set()
-    keys = [table.columns.index(c) for c in table.rank_within]
-    groups: dict[tuple[str, ...], dict[int, float]] = {}
-    for r, row in enumerate(table.rows):
-        c = row[i]
-        if c.value is not None:  # a figure the page shows (`Estimate.shown`), not an n/a one
-            groups.setdefault(tuple(row[k].text for k in keys), {})[r] = c.value
-    best = set()
-    for shown in groups.values():
-        if len(shown) > 1:
-            top = (max if metric.higher_is_better else min)(shown.values())
-            best |= {r for r, v in shown.items() if v == top}
-    return best
 
 
 def _head(name: str, metric: Metric | None) -> str:
@@ -89,16 +72,12 @@ def table_html(
     table: Table, metrics: Mapping[str, Metric] | None = None, anchor: str | None = None
 ) -> Markup:
     """The table; `metrics`: the run log's definitions (`RunLog.metrics`), for each column's
-    direction and its best figures (`best_rows`: a table cut to some rows ranks none); `anchor`:
-    its id (what its chart's caption links to)."""
+    direction; the best figures are those the report marked (`Cell.best`); `anchor`: its id (what
+    its chart's caption links to)."""
     columns = [column_metric(table, i, metrics or {}) for i in range(len(table.columns))]
-    best = [best_rows(table, i, m) for i, m in enumerate(columns)]
     head = "".join(_head(c, m) for c, m in zip(table.columns, columns, strict=True))
     rows = "\n".join(
-        "<tr>"
-        + "".join(f"<td{_attrs(c, r in best[i])}>{escape(c.text)}</td>" for i, c in enumerate(row))
-        + "</tr>"
-        for r, row in enumerate(table.rows)
+        "<tr>" + "".join(f"<td{_attrs(c)}>{escape(c.text)}</td>" for c in row) + "</tr>" for row in table.rows
     )
     body = f"<thead>\n<tr>{head}</tr>\n</thead>\n<tbody>\n{rows}\n</tbody>\n"
     named = f' id="{escape(anchor)}"' if anchor else ""

@@ -15,7 +15,12 @@ different results are a tie, an unread answer leaves the pair out and is counted
   and 95% bootstrap intervals resampling cards (every verdict of a card together); undefined (NaN,
   counted) for a target without a verdict and when the targets fall into groups that never met;
   over all dimensions and per dimension. A share at 0% or 100% (every resample equal) is given
-  with its exact 95% interval by card instead, and by verdict in its note (`share_figure`).
+  with its exact 95% interval by card instead, and by verdict in its note (`share_figure`). Ranked
+  with ties: a target's rank is 1 + the targets whose strength is above its own by a difference whose interval
+  (the same resamples, Bonferroni over the pairs: `esc.reports.paired`) excludes 0, so that
+  targets that cannot be told apart (identical strengths among them) share a rank; without
+  resamples, equal strengths share a rank. The report shows the strengths first (the overview
+  shows a report's first table).
 """
 
 from __future__ import annotations
@@ -33,13 +38,15 @@ from esc.reports.bootstrap import (
     Interval,
     estimate,
     expand,
+    percentile_interval,
     ratio_interval,
     share_figure,
+    unit_distributions,
     unit_index,
-    unit_intervals,
 )
 from esc.reports.chart_spec import Chart
 from esc.reports.estimate import Estimate, format_estimate, resampled_units
+from esc.reports.paired import Difference, difference_from, family_level, marked_best, tied_ranks
 from esc.reports.result import Block, Cell, Heading, Report, Table, Text, figure, write_result
 from esc.scoring.rubrics import label
 from esc.tasks.pairwise.metrics import STRENGTH, WIN_RATE
@@ -192,6 +199,8 @@ class Strength:
     interval: Interval
     verdicts: int  # verdicts it took part in
     undefined: str | None = None  # why theta is NaN
+    rank: int | None = None  # 1 + the targets shown stronger (`tied_ranks`); None where theta is NaN
+    best: bool = False  # the strongest, shown stronger than every other target (`marked_best`)
 
 
 def strengths(
@@ -215,9 +224,8 @@ def strengths(
         return bradley_terry(len(targets), data, prior)
 
     theta = statistic(np.arange(len(units)))
-    intervals = (
-        unit_intervals(len(units), statistic, n_resamples, seed) if usable else [NO_INTERVAL] * len(targets)
-    )
+    dist = unit_distributions(len(units), statistic, n_resamples, seed) if usable else None
+    intervals = [NO_INTERVAL] * len(targets) if dist is None else [percentile_interval(d) for d in dist]
     counts = {t: sum(t in (j.pair.x, j.pair.y) for j in usable) for t in targets}
     groups = components(len(targets), comparisons(usable, index))
     why = None
@@ -225,13 +233,42 @@ def strengths(
         why = "the targets fall into groups that never met: " + " | ".join(
             ", ".join(targets[i] for i in sorted(g)) for g in groups
         )
+    values = {t: None if math.isnan(theta[i]) else float(theta[i]) for t, i in index.items()}
+    differences = _differences(targets, theta, dist, len(units))
+    ranks, best = tied_ranks(values, differences), marked_best(values, differences)
     rows = [
         Strength(
-            t, float(theta[i]), intervals[i], counts[t], why if why else None if counts[t] else "no verdict"
-        )
+            t,
+            float(theta[i]),
+            intervals[i],
+            counts[t],
+            why if why else None if counts[t] else "no verdict",
+            ranks[t],
+            t == best,
+        )  # fmt: skip
         for t, i in index.items()
     ]
     return sorted(rows, key=lambda r: (-(r.theta if not math.isnan(r.theta) else -math.inf), r.target))
+
+
+def _differences(
+    targets: Sequence[str], theta: np.ndarray, dist: np.ndarray | None, cards: int
+) -> dict[tuple[str, str], Difference]:
+    """theta_i - theta_j of every two targets with a strength, from the same resamples as the
+    strengths' intervals, each at 1 - 0.05/m for the m pairs (Bonferroni, `esc.reports.paired`)."""
+    placed = [i for i in range(len(targets)) if not math.isnan(theta[i])]
+    m = len(placed) * (len(placed) - 1) // 2
+    return {
+        (targets[i], targets[j]): difference_from(
+            float(theta[i] - theta[j]),
+            None if dist is None else dist[i] - dist[j],
+            cards,
+            UNIT,
+            family_level(m),
+        )
+        for k, i in enumerate(placed)
+        for j in placed[k + 1 :]
+    }
 
 
 def win_rates(
@@ -313,6 +350,20 @@ def _strength(s: Strength | None) -> Cell:
     return Cell(format_estimate(e, 2), e)
 
 
+def _rank_text(results: Mapping[str, Any]) -> str:
+    """How the strengths are ranked, in words: by paired intervals, or by value without resamples."""
+    rows = [s for res in results.values() for s in res["strengths"][ALL]]
+    resampled = any(not math.isnan(s.interval.low) for s in rows)
+    if not resampled:
+        return "Rank: without resamples, by strength; equal strengths share a rank."
+    return (
+        "Rank: 1 + the number of targets whose strength is above this one's by a difference whose interval "
+        "(the same resamples by card; with k targets, each of the k(k-1)/2 intervals at 1 - 0.05/m, "
+        "Bonferroni, so that they hold together at 95%) excludes 0: targets that cannot be told apart share "
+        "a rank."
+    )
+
+
 def pairwise_report(
     results: dict[str, Any], judge: str, dropped: Sequence[tuple[str, str, int]] = (), prior: float = PRIOR,
     judged: Sequence[Judged] = (),
@@ -330,6 +381,7 @@ def pairwise_report(
     dims = list(dict.fromkeys(d for res in results.values() for d in res["strengths"] if d != ALL))
     columns = [label(d) for d in dims]  # each dimension's paper name: Expression, not diversity
     consistency_rows, strength_rows, rate_rows = [], [], []
+    best: set[tuple[int, str]] = set()  # the strongest where shown stronger than every other target
     for roleplayer, res in results.items():
         c: Consistency = res["consistency"]
         consistency_rows.append([
@@ -338,11 +390,14 @@ def pairwise_report(
         ])  # fmt: skip
         by_dim = {d: {s.target: s for s in rows} for d, rows in res["strengths"].items()}
         targets = [s.target for s in res["strengths"][ALL]]
-        strength_rows += [
-            [roleplayer, rank, s.target, _strength(s), s.verdicts,
-             *(_strength(by_dim.get(d, {}).get(s.target)) for d in dims)]
-            for rank, s in enumerate(res["strengths"][ALL], 1)
-        ]  # fmt: skip
+        for s in res["strengths"][ALL]:
+            shown = [s, *(by_dim.get(d, {}).get(s.target) for d in dims)]  # strength, then per dimension
+            best |= {(len(strength_rows), c) for c, x in zip(["strength", *columns], shown, strict=True)
+                     if x is not None and x.best}  # fmt: skip
+            strength_rows.append(
+                [roleplayer, "n/a" if s.rank is None else s.rank, s.target, *map(_strength, shown[:1]),
+                 s.verdicts, *map(_strength, shown[1:])]
+            )  # fmt: skip
         rates = res["win_rates"]
         rate_rows += [
             [roleplayer, a, b, *(_rate(rates.get(d, {}), a, b) for d in (ALL, *dims))]
@@ -352,18 +407,6 @@ def pairwise_report(
         ]
     blocks: list[Block] = [
         Text(intro),
-        Heading("Position consistency"),
-        Text(
-            "Of the pairs with both answers read, those judged the same both ways (the others count as "
-            "ties); of the decisive answers, those that chose the conversation shown first (50%: no "
-            "preference for a position); the pairs left out (an answer unread)."
-        ),
-        Table.of(
-            ["role-player", "judged the same both ways", "chose the one shown first", "pairs left out"],
-            consistency_rows,
-            csv="consistency.csv",
-            name="position consistency",
-        ),
         Heading("Bradley-Terry strengths"),
         Text(
             f"Log scale, centred; a prior of {prior:g} pseudo-win each way between every two targets; over "
@@ -390,6 +433,20 @@ def pairwise_report(
                     "强度（对数尺度，居中：0 为平均水平）",
                 ),
             ),
+            best=best,
+        ),
+        Text(_rank_text(results)),
+        Heading("Position consistency"),
+        Text(
+            "Of the pairs with both answers read, those judged the same both ways (the others count as "
+            "ties); of the decisive answers, those that chose the conversation shown first (50%: no "
+            "preference for a position); the pairs left out (an answer unread)."
+        ),
+        Table.of(
+            ["role-player", "judged the same both ways", "chose the one shown first", "pairs left out"],
+            consistency_rows,
+            csv="consistency.csv",
+            name="position consistency",
         ),
         Heading("Win rates"),
         Text(

@@ -51,6 +51,7 @@ from esc.reports.bootstrap import (
     unit_intervals,
 )
 from esc.reports.estimate import format_estimate, resampled_units
+from esc.reports.paired import value_ranks
 from esc.scoring.judge import INVALID, VALID
 from esc.scoring.jury import JURY
 from esc.scoring.rubrics import DIMENSION_KEYS, label
@@ -216,16 +217,16 @@ def _kendall(member: Mapping[str, float], jury: Mapping[str, float]) -> float | 
 
 
 def _tiers(scores: Mapping[str, float]) -> list[list[str]]:
-    """Targets best first, those with exactly the same score in one tier (names sorted within it)."""
-    tiers: list[list[str]] = []
-    previous = None
-    for target, score in sorted(scores.items(), key=lambda item: (-item[1], item[0])):
-        if tiers and score == previous:
-            tiers[-1].append(target)
-        else:
-            tiers.append([target])
-        previous = score
-    return tiers
+    """Targets best first, those with exactly the same score in one tier (names sorted within it): the
+    rule of every rank where nothing is resampled (`esc.reports.paired.value_ranks`, equal values share
+    a rank). The rankings order each judge's point estimates (no interval: a judge's order is what is
+    compared), so only an exact tie is a tie here; which targets the data tell apart is Table 2's
+    "Rank" (paired intervals)."""
+    ranks = value_ranks(scores)
+    tiers: dict[int, list[str]] = {}
+    for target in sorted(scores):
+        tiers.setdefault(ranks[target], []).append(target)
+    return [tiers[r] for r in sorted(tiers)]
 
 
 def rankings(rows: Sequence[Row], members: Sequence[str]) -> dict[tuple[str, str], dict[str, Any]]:

@@ -8,14 +8,25 @@ dimension means (as Table 2). Intervals resample role cards, the independent uni
 its dialogues and dimensions (`esc.reports.bootstrap.card_units`): a row that pools several
 dialogues of one card (several runs, role-players or simulators) is not made to look surer than its
 cards allow. An interval whose resamples are all equal is printed as such, never as a bare [x, x].
+
+Which target is better (issue 64): for every two targets scored by the same judge with the same
+role-player in the same language, the difference on the Average and on each dimension over the cards
+both played, resampled by card (`esc.reports.paired`; each card's value the mean of its dialogues,
+each card weighted once); with k targets in a group, each of its k(k-1)/2 intervals is at
+1 - 0.05/m (Bonferroni), so that they hold together at 95%. Table 2's "Rank" and its bold read
+those paired intervals: a target's rank is 1 + the targets shown ahead of it on the Average (ties
+share a rank), and a group's best figure is bold only where its paired interval against every other
+target of the group excludes 0. One sentence per pair follows Table 2 (the overview shows it), and
+the table "Paired differences" (`paired_differences.csv`) holds every figure.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +43,14 @@ from esc.reports.bootstrap import (
     unit_index,
     unit_intervals,
 )
+from esc.reports.chart_spec import Chart
 from esc.reports.charts import pyplot, save_png
 from esc.reports.estimate import Estimate, format_estimate, resampled_units
+from esc.reports.paired import Difference, family_level, marked_best, paired_differences, tied_ranks
 from esc.scoring.judge import FAILED, INVALID, VALID
 from esc.scoring.rubrics import DIMENSION_KEYS, TABLE_2_ORDER, dimension
 from esc.scoring.store import ScoreRecord
-from esc.tasks.score.metrics import AVERAGE, DIMENSION
+from esc.tasks.score.metrics import AVERAGE, DIFFERENCE, DIMENSION
 
 
 @dataclasses.dataclass
@@ -67,6 +80,8 @@ class Row:
     cells: dict[str, Cell]  # dimension key -> cell
     average: Cell
     average_of: tuple[str, ...] = DIMENSION_KEYS  # the dimensions the run judged, which it averages
+    # dimension key -> role card (`card_units`) -> the valid 0-4 scores there (empty: none valid)
+    by_card: dict[str, dict[Hashable, list[float]]] = dataclasses.field(default_factory=dict)
 
 
 def _scale(x: float | None) -> float | None:
@@ -85,8 +100,13 @@ def leaderboard(records: Iterable[ScoreRecord], n_resamples: int = 1000, seed: i
     rows = []
     for (target, roleplayer, language, judge), recs in sorted(groups.items()):
         by_dim: dict[str, list[ScoreRecord]] = defaultdict(list)
-        for r in recs:
-            by_dim[dimension(r.dimension).key].append(r)
+        by_card: dict[str, dict[Hashable, list[float]]] = defaultdict(dict)
+        for r, unit in zip(recs, card_units(recs), strict=True):
+            key = dimension(r.dimension).key
+            by_dim[key].append(r)
+            scores_there = by_card[key].setdefault(unit, [])
+            if r.status == VALID:
+                scores_there.append(float(r.score))
         cells = {}
         for key in DIMENSION_KEYS:
             group = by_dim.get(key, [])
@@ -111,6 +131,7 @@ def leaderboard(records: Iterable[ScoreRecord], n_resamples: int = 1000, seed: i
                 cells,
                 _average(recs, n_resamples, seed, judged),
                 judged,
+                dict(by_card),
             )  # fmt: skip
         )
     return rows
@@ -217,24 +238,124 @@ def average_label(judged: Sequence[str]) -> str:
     )
 
 
-def leaderboard_blocks(rows: Sequence[Row]) -> list[result_.Block]:
-    """Table 2's layout: one row per target and language, 0-100 scores with 95% intervals."""
+AVERAGE_KEY = "average"  # the Average among a pair's measures (beside the dimension keys)
+SCALE = 100 / 4  # a 0-4 score on Table 2's 0-100 scale
+
+
+def card_values(row: Row) -> dict[str, dict[Hashable, list[float]]]:
+    """Per measure (each judged dimension's key, then `AVERAGE_KEY`), per role card, the row's valid
+    0-4 scores there (several with several dialogues of the card); a card's Average is the mean of its
+    judged dimensions' card means, where it has all of them (else none: like Table 2's Average)."""
+    out = {k: row.by_card.get(k, {}) for k in row.average_of}
+    cards = list(dict.fromkeys(card for k in row.average_of for card in out[k]))
+    average: dict[Hashable, list[float]] = {}
+    for card in cards:
+        means = [float(np.mean(out[k][card])) for k in row.average_of if out[k].get(card)]
+        average[card] = [float(np.mean(means))] if len(means) == len(row.average_of) else []
+    return {**out, AVERAGE_KEY: average}
+
+
+@dataclasses.dataclass
+class Pair:
+    """Two targets scored by the same judge with the same role-player in one language: A - B on each
+    measure (`card_values`' keys) over the cards both played, on 0-100; A is the one ahead on the
+    Average (by its value); `pairs`: how many pairs its group holds (the Bonferroni family)."""
+
+    language: str
+    roleplayer: str
+    judge: str
+    a: str
+    b: str
+    differences: dict[str, Difference]
+    pairs: int
+
+    @property
+    def cards(self) -> int:
+        """The cards both played with a value (the Average's, else the most of any measure)."""
+        average = self.differences[AVERAGE_KEY].estimate.n or 0
+        return average or max((d.estimate.n or 0 for d in self.differences.values()), default=0)
+
+
+def _group_key(row: Row) -> tuple[str, str, str]:
+    return (row.language, row.roleplayer, row.judge)
+
+
+def paired_rows(rows: Sequence[Row], n_resamples: int = 1000, seed: int = 0) -> list[Pair]:
+    """Every two targets of each (language, role-player, judge): their paired differences, resampled
+    by card (`esc.reports.paired.paired_differences`, the run's seed), each interval at 1 - 0.05/m for
+    the m pairs of the group (`family_level`)."""
+    groups: dict[tuple[str, str, str], list[Row]] = defaultdict(list)
+    for row in rows:
+        groups[_group_key(row)].append(row)
+    out = []
+    for (language, roleplayer, judge), members in sorted(groups.items()):
+        members = sorted(members, key=lambda r: r.target)
+        m = len(members) * (len(members) - 1) // 2
+        for x, y in itertools.combinations(members, 2):
+            vx, vy = card_values(x), card_values(y)
+            point = paired_differences(vx, vy, 0, seed)[AVERAGE_KEY].estimate.value
+            if point is not None and point < 0:  # A: the one ahead on the Average
+                x, y, vx, vy = y, x, vy, vx
+            units = {card for v in (vx, vy) for cards in v.values() for card in cards}
+            unit = card_unit_name(units) or "role card"  # what it would resample: none paired
+            diffs = paired_differences(vx, vy, n_resamples, seed, family_level(m), unit, SCALE)
+            out.append(Pair(language, roleplayer, judge, x.target, y.target, diffs, m))
+    return out
+
+
+def _between(pairs: Sequence[Pair], measure: str) -> dict[tuple[str, str], Difference]:
+    return {(p.a, p.b): p.differences[measure] for p in pairs}
+
+
+def leaderboard_blocks(rows: Sequence[Row], n_resamples: int = 1000, seed: int = 0) -> list[result_.Block]:
+    """Table 2's layout: one row per target and language, 0-100 scores with 95% intervals, its rank by
+    the Average (ties shared) and its bold (a best figure whose paired intervals exclude 0), then one
+    sentence per pair of targets and the table of paired differences (`paired_rows`: `n_resamples`
+    and `seed` as `leaderboard`'s)."""
     names = [dimension(k).paper_name for k in TABLE_2_ORDER]
     judges = sorted({r.judge for r in rows})
     average = average_label(rows[0].average_of if rows else DIMENSION_KEYS)
     several = len(judges) > 1  # a jury, or score files of several judges: one row per judge
+    pairs = paired_rows(rows, n_resamples, seed)
+    by_group: dict[tuple[str, str, str], list[Pair]] = defaultdict(list)
+    for pair in pairs:
+        by_group[(pair.language, pair.roleplayer, pair.judge)].append(pair)
+    ordered = sorted(rows, key=lambda r: (r.language, r.target, r.roleplayer, r.judge))
+    ranks: dict[tuple[tuple[str, str, str], str], int | None] = {}
+    best: set[tuple[int, str]] = set()
+    columns = {**dict(zip(TABLE_2_ORDER, names, strict=True)), AVERAGE_KEY: average}
+    for key in {_group_key(r) for r in rows}:
+        members = [(i, r) for i, r in enumerate(ordered) if _group_key(r) == key]
+        mine = by_group.get(key, [])
+        averages = {r.target: r.average.estimate.shown()[0] for _, r in members}
+        ranks |= {(key, t): rank for t, rank in tied_ranks(averages, _between(mine, AVERAGE_KEY)).items()}
+        for measure, column in columns.items() if mine else ():
+            if measure not in mine[0].differences:  # a dimension the run did not judge
+                continue
+            values = {r.target: _score(r, measure).estimate.shown()[0] for _, r in members}
+            winner = marked_best(values, _between(mine, measure))
+            best |= {(i, column) for i, r in members if r.target == winner}
+    label = ("Target", "Role-player", *(["Judge"] if several else []))
     table = result_.Table.of(
-        ["Lang", "Target", "Role-player", *(["Judge"] if several else []), *names, average, "n", "invalid",
-         "failed"],
+        ["Lang", "Target", "Role-player", *(["Judge"] if several else []), *names, average, "Rank", "n",
+         "invalid", "failed"],
         [
             [row.language, row.target, row.roleplayer, *([row.judge] if several else []),
-             *(_fmt(row.cells[k]) for k in TABLE_2_ORDER), _fmt(row.average, say_why=True), row.dialogues,
+             *(_fmt(row.cells[k]) for k in TABLE_2_ORDER), _fmt(row.average, say_why=True),
+             _rank(ranks[(_group_key(row), row.target)]), row.dialogues,
              sum(c.n_invalid for c in row.cells.values()), sum(c.n_failed for c in row.cells.values())]
-            for row in sorted(rows, key=lambda r: (r.language, r.target, r.roleplayer, r.judge))
+            for row in ordered
         ],
         csv="leaderboard.csv",
         metrics={**{n: DIMENSION[k] for n, k in zip(names, TABLE_2_ORDER, strict=True)}, average: AVERAGE},
-        rank_within=["Lang", *(["Judge"] if several else [])],  # targets compared per language (and judge)
+        # targets compared per language, role-player (and judge): the pairs `paired_rows` compares
+        rank_within=["Lang", "Role-player", *(["Judge"] if several else [])],
+        chart=Chart(
+            label=label, values=(*names, average), facet=("Lang",), limits=(0.0, 100.0),
+            title=("Scores (0-100), 95% intervals by role card", "得分（0-100），按角色卡的95%区间"),
+            axis=("score (0-100)", "得分（0-100）"),
+        ),
+        best=best,
     )  # fmt: skip
     unit = resampled_units(e.unit for e in result_.Report("leaderboard", (table,)).estimates())
     blocks: list[result_.Block] = [
@@ -248,7 +369,133 @@ def leaderboard_blocks(rows: Sequence[Row]) -> list[result_.Block]:
     note = one_answer_note(rows)
     if note:
         blocks.append(result_.Text(note))
+    if pairs:
+        blocks += [result_.Text(_ranking_text(pairs)), result_.Text(_sentences(pairs, average))]
+        blocks += paired_blocks(pairs, average, several)
     return blocks
+
+
+def _score(row: Row, measure: str) -> Cell:
+    return row.average if measure == AVERAGE_KEY else row.cells[measure]
+
+
+def _rank(rank: int | None) -> str:
+    return "n/a" if rank is None else str(rank)
+
+
+def _family(pairs: Sequence[Pair]) -> str:
+    """How the intervals of a group's pairs hold together, in words."""
+    most = max(p.pairs for p in pairs)
+    if most == 1:
+        return "95% intervals"
+    return (
+        "intervals at 1 - 0.05/m for the m pairs of a group (Bonferroni: with 3 targets, m = 3, each at "
+        "98.3%), so that all the intervals of a group hold together at 95%"
+    )
+
+
+def _ranking_text(pairs: Sequence[Pair]) -> str:
+    return (
+        "Rank: 1 + the number of targets (same language, role-player and judge) ahead on the Average by a "
+        "paired difference whose interval excludes 0; targets that cannot be told apart share a rank. "
+        "Bold: a group's best figure, only where its paired difference against every other target of the "
+        f"group excludes 0 ({_family(pairs)}; without resamples, equal values share a rank and nothing is "
+        "bold)."
+    )
+
+
+def _sentence(pair: Pair, average: str) -> str:
+    """One pair in words: who is ahead on the Average (by how much, over how many cards, in what share
+    of resamples), and the dimensions where that differs."""
+    d = pair.differences[AVERAGE_KEY]
+    e = d.estimate
+    cards = f"{e.n} card{'s' if e.n != 1 else ''}"
+    ahead = "" if d.ahead is None else f" ({pair.a} ahead in {d.ahead:.0%} of resamples)"
+    if e.shown()[0] is None:
+        head = f"{pair.a} and {pair.b}: no paired {average} ({e.why_not() or 'n/a'})"
+    elif d.sign > 0:
+        head = (
+            f"{pair.a} is ahead of {pair.b} by {format_estimate(e, 1)} on the {average} over {cards}{ahead}"
+        )
+    else:
+        head = (
+            f"{pair.a} and {pair.b} cannot be told apart on the {average}: {pair.a} - {pair.b} = "
+            f"{format_estimate(e, 1)} over {cards}{ahead}"
+        )
+    outcome = d.sign if e.shown()[0] is not None else None
+    said = {1: f"{pair.a} is ahead", -1: f"{pair.b} is ahead", 0: "they cannot be told apart"}
+    other: dict[int, list[str]] = defaultdict(list)
+    for key in TABLE_2_ORDER:
+        if key in pair.differences and pair.differences[key].estimate.shown()[0] is not None:
+            sign = pair.differences[key].sign
+            if sign != outcome:
+                other[sign].append(dimension(key).paper_name)
+    tail = "; ".join(
+        f"on {', '.join(dims)} {said[sign]}" for sign, dims in sorted(other.items(), reverse=True)
+    )
+    return f"{head}; {tail}." if tail else f"{head}; the same on every dimension."
+
+
+def _sentences(pairs: Sequence[Pair], average: str) -> str:
+    several = len({(p.language, p.roleplayer, p.judge) for p in pairs}) > 1  # then each says where
+    lines = [
+        f"- {f'{p.language}, role-player {p.roleplayer}, judge {p.judge}: ' if several else ''}"
+        f"{_sentence(p, average)}"
+        for p in pairs
+    ]
+    return (
+        "Which target is better, paired by role card (A - B on the 0-100 scale over the cards both played, "
+        f"{_family(pairs)}):\n\n" + "\n".join(lines)
+    )
+
+
+def paired_blocks(pairs: Sequence[Pair], average: str, several: bool) -> list[result_.Block]:
+    """The table "Paired differences" (`paired_differences.csv`): per pair, A - B on the Average and
+    each dimension, n cards, the share of resamples where A is ahead on the Average; with its forest
+    plot (`Chart`, a line at 0)."""
+    keys = [k for k in TABLE_2_ORDER if any(k in p.differences for p in pairs)]
+    names = [dimension(k).paper_name for k in keys]
+    facet = ("Lang", "Role-player", *(["Judge"] if several else []))
+    table = result_.Table.of(
+        [*facet, "A", "B", average, *names, "cards", "A ahead on the Average"],
+        [
+            [p.language, p.roleplayer, *([p.judge] if several else []), p.a, p.b,
+             *(_difference(p.differences[k], p.a) for k in (AVERAGE_KEY, *keys)), p.cards,
+             "n/a" if p.differences[AVERAGE_KEY].ahead is None
+             else f"{p.differences[AVERAGE_KEY].ahead:.0%} of resamples"]
+            for p in pairs
+        ],
+        csv="paired_differences.csv",
+        name="paired differences",
+        metrics=dict.fromkeys([average, *names], DIFFERENCE),
+        chart=Chart(
+            label=("A", "B"), values=(average, *names), facet=facet, reference=0.0,
+            title=("Paired differences A - B (0-100) over the cards both played",
+                   "配对差异 A - B（0-100），两者都对话过的角色卡"),
+            axis=("A - B (0-100)", "A - B（0-100）"),
+        ),
+    )  # fmt: skip
+    return [
+        result_.Heading("Paired differences"),
+        result_.Text(
+            "A - B for every two targets scored by the same judge with the same role-player in one language, "
+            "on the 0-100 scale: the mean over the cards both played of the per-card difference (each "
+            "card's value the mean of its dialogues), bootstrap resampled by card, n the cards paired; "
+            f"{_family(pairs)}. A is the one ahead on the {average}; a cell's tooltip gives the share of "
+            "resamples where A is ahead there."
+        ),
+        table,
+    ]
+
+
+def _difference(d: Difference, a: str) -> result_.Cell:
+    e = d.estimate
+    if e.shown()[0] is None:
+        return result_.Cell(f"n/a ({e.why_not()})" if e.why_not() else "n/a", e)
+    if d.ahead is None:  # nothing resampled: its note says why, where the data say
+        return result_.Cell(format_estimate(e, 1), e)
+    note = f"{e.n} cards paired; {a} ahead in {d.ahead:.0%} of resamples"
+    return result_.Cell(format_estimate(e, 1), dataclasses.replace(e, note=note))
 
 
 def one_answer_dimensions(rows: Sequence[Row]) -> dict[str, list[tuple[str, float]]]:

@@ -14,6 +14,13 @@ DIMENSION: dict[str, Metric] = {
     for d in dimensions()
 }
 AVERAGE = metric("score.average", "mean of the dimension means", True, None, "0-100")
+#: target A's score minus target B's (a dimension, or the Average) over the role cards both played:
+#: the mean of the per-card differences, each card's value the mean of its dialogues; a difference,
+#: so neither direction is better (which of the two is ahead is its sign)
+DIFFERENCE = metric(
+    "score.paired_difference", "mean over the cards both played of (A's card mean - B's), 0-100", None, None,
+    "0-100",
+)  # fmt: skip
 #: a jury member's offset from the other members on the judgments all read (0: no leniency): its
 #: score minus the mean of the other judges' scores, averaged over those judgments
 LENIENCY = metric(

@@ -170,7 +170,7 @@ def write_reports(
         )  # fmt: skip
     else:
         rows = board.leaderboard(records, n, seed)
-    blocks = [*board.leaderboard_blocks(rows), *jury_section]
+    blocks = [*board.leaderboard_blocks(rows, n, seed), *jury_section]
     tables = simulator_tables(records, n, seed)
     if tables:
         blocks += simulators.simulator_blocks(tables)
