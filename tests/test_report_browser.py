@@ -304,3 +304,37 @@ def test_the_charts_draw_the_figures_of_their_csv_and_fetch_nothing(browser, tmp
             seen = svg.evaluate(TEXT_SIZE)
             assert seen["smallest"] >= 8 and seen["inside"], (name, seen)
     screenshot(phone, tmp_path, "report-trajectory-390")
+
+
+@pytest.mark.parametrize("width", [1280])
+def test_the_leaderboard_and_the_stress_card_pages_draw_their_charts(browser, tmp_path: Path, width: int):
+    """Issue 64: the leaderboard's report page draws Table 2 per dimension and the paired differences
+    as a forest plot (a line at 0), and the stress card draws each change with its tolerance band;
+    the screenshots in docs/img (`ESC_SCREENSHOTS=docs/img`) come from here."""
+    from tests.test_stress import CARDS, _dialogue, _jury_run, _write
+
+    targets = ["Qwen1.5-72B-Chat", "LLaMA3-8B-Instruct", "ChatGLM3-6B", "gpt4"]
+    rank = synthetic_run(tmp_path / "run", cards=8, targets=targets, dims=7, seed=5, bootstrap=200)
+    folder = _write(tmp_path / "eval", [_dialogue(c) for c in range(CARDS)])
+    stress = tmp_path / "stress"
+    _jury_run(stress, folder, {"ideal": {"behaviour": "ideal"}, "length": {"behaviour": "length"}})
+    build_site([rank, stress], tmp_path / "site", title="ESC-Eval report")
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    runs = tmp_path / "site" / "runs"
+
+    [board] = runs.glob("*-leaderboard.html")
+    page.goto(board.as_uri())
+    titles = page.locator("figure.chart figcaption .title[lang=en]").all_inner_texts()
+    assert any(t.startswith("Scores (0-100)") for t in titles)
+    assert any("Paired differences" in t for t in titles)
+    forest = page.locator("figure.chart").filter(has_text="Paired differences").first
+    assert forest.locator("g.point").count() == 6 * 8 * 2  # 6 pairs of 4 targets x 8 columns x 2 languages
+    assert forest.locator('[id*="esc-ref-"]').count() >= 1  # the line at 0
+    screenshot(page, tmp_path, f"report-leaderboard-{width}")
+
+    [card] = runs.glob("*-stress.html")
+    page.goto(card.as_uri())
+    chart = page.locator("figure.chart").first
+    assert chart.locator("g.point").count() > 0 and chart.locator('[id*="esc-band-"]').count() > 0
+    assert chart.locator("svg").first.bounding_box()["width"] > 300
+    screenshot(page, tmp_path, f"report-stress-{width}")

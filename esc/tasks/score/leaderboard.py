@@ -388,9 +388,11 @@ def _family(pairs: Sequence[Pair]) -> str:
     most = max(p.pairs for p in pairs)
     if most == 1:
         return "95% intervals"
+    targets = round((1 + math.sqrt(1 + 8 * most)) / 2)  # m = k(k-1)/2 pairs of k targets
     return (
-        "intervals at 1 - 0.05/m for the m pairs of a group (Bonferroni: with 3 targets, m = 3, each at "
-        "98.3%), so that all the intervals of a group hold together at 95%"
+        f"intervals at 1 - 0.05/m for the m pairs of a group (Bonferroni: here up to {targets} targets, "
+        f"m = {most}, each at {family_level(most):.1%}), so that all the intervals of a group hold together "
+        "at 95%"
     )
 
 
@@ -433,7 +435,7 @@ def _sentence(pair: Pair, average: str) -> str:
     tail = "; ".join(
         f"on {', '.join(dims)} {said[sign]}" for sign, dims in sorted(other.items(), reverse=True)
     )
-    return f"{head}; {tail}." if tail else f"{head}; the same on every dimension."
+    return f"{head}; {tail}." if tail else f"{head}; likewise on every dimension."
 
 
 def _sentences(pairs: Sequence[Pair], average: str) -> str:
