@@ -282,3 +282,31 @@ def test_rank_py_with_the_tiny_judge_on_two_canned_targets_writes_paired_differe
     assert "canned_supportive" in index and re.search(
         r"(is ahead of|cannot be told apart on the Average)", index
     )
+
+
+def test_a_group_of_six_targets_says_each_against_its_neighbour_in_the_averages_order() -> None:
+    """15 pairs in one group: the overview's sentences are the 5 neighbours in the order of Table 2's
+    Average (every pair stays in the table); 3 targets (3 pairs) say every pair."""
+    shifts = {"t0": -1, "t1": 0, "t2": 0, "t3": 1, "t4": 1, "t5": 2}
+    records = []
+    for target, shift in shifts.items():
+        for card in range(CARDS):
+            for key in DIMENSION_KEYS:
+                score = min(4, max(0, BASE[(card, key)] + shift))
+                records.append(ScoreRecord(
+                    f"{target}__rp__en/{card}", key, "en", "planted", {"style": "official", "version": 2},
+                    VALID, score, target=target, roleplayer="rp", card_id=card,
+                ))  # fmt: skip
+    rows = leaderboard(records, 200, SEED)
+    blocks = leaderboard_blocks(rows, 200, SEED)
+    text = next(b.text for b in blocks if getattr(b, "text", "").startswith("Which target is better"))
+    lines = [line for line in text.splitlines() if line.startswith("- ")]
+    order = [r.target for r in sorted(rows, key=lambda r: -(r.average.estimate.value or 0.0))]
+    named = [sorted(t for t in shifts if re.search(rf"\b{t}\b", line)) for line in lines]
+    assert len(lines) == 5 and "5 of the 15 pairs" in text
+    assert sorted(map(tuple, named)) == sorted(tuple(sorted(p)) for p in zip(order, order[1:], strict=False))
+    paired_table = next(b for b in blocks if isinstance(b, Table) and b.name == "paired differences")
+    assert len(paired_table.rows) == 15
+    three = leaderboard_blocks(leaderboard([r for r in records if r.target in ("t0", "t3", "t5")], 200, SEED))
+    said = next(b.text for b in three if getattr(b, "text", "").startswith("Which target is better"))
+    assert len([line for line in said.splitlines() if line.startswith("- ")]) == 3

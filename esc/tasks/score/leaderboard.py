@@ -370,7 +370,7 @@ def leaderboard_blocks(rows: Sequence[Row], n_resamples: int = 1000, seed: int =
     if note:
         blocks.append(result_.Text(note))
     if pairs:
-        blocks += [result_.Text(_ranking_text(pairs)), result_.Text(_sentences(pairs, average))]
+        blocks += [result_.Text(_ranking_text(pairs)), result_.Text(_sentences(pairs, average, rows))]
         blocks += paired_blocks(pairs, average, several)
     return blocks
 
@@ -438,16 +438,50 @@ def _sentence(pair: Pair, average: str) -> str:
     return f"{head}; {tail}." if tail else f"{head}; likewise on every dimension."
 
 
-def _sentences(pairs: Sequence[Pair], average: str) -> str:
+#: a group with more pairs than this (5 targets or more) says in words only each target against the
+#: next one in the order of the Average; every pair is in the table "Paired differences"
+MAX_SENTENCES = 6
+
+
+def said_pairs(pairs: Sequence[Pair], rows: Sequence[Row]) -> list[Pair]:
+    """The pairs the overview puts in words: every pair of a group of up to `MAX_SENTENCES` pairs; in a
+    larger group (14 targets: 91 pairs) each target against its neighbour in the order of Table 2's
+    Average (`rows`; a target without one last)."""
+    average = {(r.language, r.roleplayer, r.judge, r.target): r.average.estimate.shown()[0] for r in rows}
+    groups: dict[tuple[str, str, str], list[Pair]] = defaultdict(list)
+    for p in pairs:
+        groups[(p.language, p.roleplayer, p.judge)].append(p)
+    out = []
+    for group in groups.values():
+        if len(group) <= MAX_SENTENCES:
+            out += group
+            continue
+        key = (group[0].language, group[0].roleplayer, group[0].judge)
+        targets = {t for p in group for t in (p.a, p.b)}
+        value = {t: average.get((*key, t)) for t in targets}
+        order = sorted(targets, key=lambda t: (value[t] is None, -(value[t] or 0.0), t))
+        neighbours = {frozenset(x) for x in itertools.pairwise(order)}
+        out += [p for p in group if frozenset((p.a, p.b)) in neighbours]
+    return out
+
+
+def _sentences(pairs: Sequence[Pair], average: str, rows: Sequence[Row]) -> str:
     several = len({(p.language, p.roleplayer, p.judge) for p in pairs}) > 1  # then each says where
+    said = said_pairs(pairs, rows)
     lines = [
         f"- {f'{p.language}, role-player {p.roleplayer}, judge {p.judge}: ' if several else ''}"
         f"{_sentence(p, average)}"
-        for p in pairs
+        for p in said
     ]
+    which = (
+        ""
+        if len(said) == len(pairs)
+        else f" each target against the next one in the order of the {average} ({len(said)} of the "
+        f"{len(pairs)} pairs; every pair: the table Paired differences)"
+    )
     return (
-        "Which target is better, paired by role card (A - B on the 0-100 scale over the cards both played, "
-        f"{_family(pairs)}):\n\n" + "\n".join(lines)
+        f"Which target is better, paired by role card{which} (A - B on the 0-100 scale over the cards both "
+        f"played, {_family(pairs)}):\n\n" + "\n".join(lines)
     )
 
 
