@@ -224,6 +224,9 @@ def test_a_sweep_plays_each_profile_in_a_folder_named_after_it(tmp_path: Path) -
 
 @requires_data
 def test_a_folder_of_one_profile_never_resumes_as_another(tmp_path: Path) -> None:
+    """A resistant folder rerun as another profile is refused before any work, every file as it was:
+    from its settings.json, or from its dialogues when it has none; another version of the same
+    profile too. Rerun as resistant, it resumes."""
     out = scripted_run(tmp_path / "run", "seeker=resistant")
     before = files_of(out)
     for other in ("cooperative", "guarded"):  # the fingerprint says resistant
