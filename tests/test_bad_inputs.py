@@ -166,6 +166,13 @@ CASES: tuple[Case, ...] = (
     ),
     Case("merge-not-a-run", (*DLG, "merge", "{fx}", "--out", "{tmp}/merged"), ("manifest.json",)),
     Case(
+        "merge-two-seekers",
+        (*DLG, "merge", "{tmp}/shard", "{tmp}/resistant", "--out", "{tmp}/merged"),
+        ("shard/dialogues/tiny__tiny__en.jsonl", "two seeker profiles", "cooperative and resistant"),
+        setup="two_seeker_shards",
+        keep=("shard/dialogues/tiny__tiny__en.jsonl", "resistant/dialogues/tiny__tiny__en.jsonl"),
+    ),
+    Case(
         "merge-corrupt-manifest",
         (*DLG, "merge", "{tmp}/shard", "--out", "{tmp}/merged"),
         ("shard/manifest.json", "not a JSON manifest"),
@@ -258,6 +265,19 @@ CASES: tuple[Case, ...] = (
     ),
     Case(
         "evaluate-unknown-card-subset", (*EV, "cards.subset=suicide"), ("config `cards.subset`", '"suicide"')
+    ),
+    Case("evaluate-unknown-seeker", (*EV, "seeker=nope"), ("config `seeker`", "'nope'", "cooperative, ")),
+    Case(
+        "evaluate-unknown-seeker-name",
+        (*EV, "seeker.name=nope"),
+        ("config `seeker.name`", "unknown seeker profile 'nope'", "resistant"),
+    ),
+    Case(
+        "evaluate-resume-another-seeker",
+        EV_RUN,  # the default seeker, cooperative, into a folder of the resistant seeker's dialogues
+        ("out", "played by the resistant (version 1) seeker", "cooperative", "rerun with seeker=resistant"),
+        setup="resistant_run",
+        keep=(RUN_FILE,),
     ),
     Case("evaluate-negative-max-cost", (*EV, "max_cost=-1"), ("config `max_cost`", "got -1")),
     Case(
@@ -1280,6 +1300,31 @@ def _merge_shard(tmp: Path) -> None:
     cards = {"languages": ["en"], "ids": None, "limit": 1, "paths": None}
     (tmp / "shard" / "manifest.json").write_text(json.dumps({"config": {"cards": cards}}))
     (tmp / "shard" / "dialogues" / "tiny__tiny__en.jsonl").write_text(_dialogue_line(32999))
+
+
+def _resistant_line(card_id: int) -> str:
+    """A dialogue line the resistant seeker played (its record names the profile)."""
+    from esc.prompts.seekers import record_identity
+
+    record = json.loads(_dialogue_line(card_id))
+    record["meta"] = {"seeker": record_identity("resistant", "en")}
+    return json.dumps(record, ensure_ascii=False) + "\n"
+
+
+@extra_setup
+def _resistant_run(tmp: Path) -> None:
+    """An evaluate.py folder of the resistant seeker's dialogues."""
+    (tmp / "out" / "dialogues").mkdir(parents=True)
+    (tmp / RUN_FILE).write_text(_resistant_line(32999), encoding="utf-8")
+
+
+@extra_setup
+def _two_seeker_shards(tmp: Path) -> None:
+    """Two shards of one card selection: the cooperative seeker's, the resistant seeker's."""
+    _merge_shard(tmp)
+    (tmp / "resistant" / "dialogues").mkdir(parents=True)
+    shutil.copy(tmp / "shard" / "manifest.json", tmp / "resistant" / "manifest.json")
+    (tmp / "resistant" / "dialogues" / "tiny__tiny__en.jsonl").write_text(_resistant_line(32999))
 
 
 @extra_setup

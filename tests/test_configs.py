@@ -141,7 +141,8 @@ def test_decoding_comes_from_the_generation_group(group: str) -> None:
 
 #: the entry point whose config composes each group's options
 OPTION_JOBS = {
-    "roleplayer": "evaluate", "target": "evaluate", "judge": "rank", "jury": "rank", "extractor": "cards",
+    "roleplayer": "evaluate", "target": "evaluate", "seeker": "evaluate", "judge": "rank", "jury": "rank",
+    "extractor": "cards",
     "cache": "rank",
     **{group: "train" for group in GROUPS},
 }  # fmt: skip

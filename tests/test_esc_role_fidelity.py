@@ -202,7 +202,7 @@ def test_esc_role_local_trains_and_evaluates_with_the_same_prompt(language: str,
     )
     card = load_cards(language=language, limit=1)[0]
     run = validate(cfg, "evaluate")[EvaluateSettings]
-    evaluation = DialogueFactory(run.roleplayer, run.target, {})(card).roleplayer_view()
+    evaluation = DialogueFactory(run.roleplayer, run.target, run.seeker, {})(card).roleplayer_view()
     training = esc_sample("x/1", "esconv", language, None, card.to_text(), [("assistant", "hi")])
     assert training.messages[:2] == evaluation[:2]  # system prompt with the card, then the opener
     if language == "zh":  # the authors' own Chinese prompt and opener (official evaluate.py), not ours

@@ -7,7 +7,8 @@ that are not there yet are appended, in the unsharded run's card order; the same
 twice is kept once. Two *different* completed dialogues for one card (the card was played twice, and
 the replies differ) cannot both be kept and neither may be dropped silently: the merge is refused,
 naming both files, before anything is written. So is a folder named twice (`A A`): it is not two
-overlapping shards.
+overlapping shards, and so are dialogues of two seeker profiles (`seeker=`, docs/seekers.md): one
+run's folder holds one profile's dialogues.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from esc.cards.selection import CardSelection, Shard, select_cards
 from esc.dialogues.record import Dialogue
-from esc.dialogues.store import check_against_settings, read_dialogues
+from esc.dialogues.store import check_against_settings, one_seeker, read_dialogues
 from esc.errors import ConfigError, DataError, UserError
 from esc.jsonl import atomic_write_text
 from esc.rundir import RunFolder, check_same_settings, read_settings
@@ -65,6 +67,11 @@ def merge_runs(run_dirs: list[Path], dest: Path) -> dict[str, Any]:
     before `dest` is touched (see the module docstring).
     """
     _refuse_twice_named(run_dirs)
+    one_seeker(
+        _completed([*run_dirs, dest]),
+        "a run holds the dialogues of one seeker profile: merge each profile's folders into one of its own "
+        "(--out NEW_DIR)",
+    )
     manifests = [_read_manifest(Path(run) / "manifest.json", run) for run in run_dirs]
     settings = _merged_settings(run_dirs, dest)
     cards_cfgs = {json.dumps(m["config"]["cards"], sort_keys=True) for m in manifests}
@@ -92,6 +99,15 @@ def merge_runs(run_dirs: list[Path], dest: Path) -> dict[str, Any]:
     with RunFolder(dest, "evaluate" if settings is not None else "merge", settings):
         plans = _plan(dest, by_file, order, settings)  # again: what is in `dest` now, under the lock
         return _write_merged(run_dirs, dest, plans, order, shards, count)
+
+
+def _completed(folders: list[Path]) -> Iterator[tuple[Path, Dialogue]]:
+    """(file, dialogue) of every completed dialogue in the folders' dialogue files (none for a
+    folder that does not exist yet)."""
+    for folder in folders:
+        for path in sorted((Path(folder) / "dialogues").glob("*.jsonl")):
+            if not path.name.endswith(".failed.jsonl"):
+                yield from ((path, dialogue) for dialogue in read_dialogues(path))
 
 
 def _refuse_twice_named(run_dirs: list[Path]) -> None:

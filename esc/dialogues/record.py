@@ -70,6 +70,17 @@ class Dialogue:
     def key(self) -> tuple[int, str]:
         return (self.card_id, self.language)
 
+    @property
+    def seeker(self) -> dict[str, Any] | None:
+        """The seeker profile the role-player played, as the record names it (`meta.seeker`: name,
+        version, sha256 of its instruction; esc/prompts/seekers.yaml). None: the cooperative seeker,
+        which adds nothing to a record (its records are those made before profiles existed)."""
+        return self.meta.get("seeker")
+
+    def seeker_profile(self) -> dict[str, Any] | None:
+        """The profile as a run folder's settings record it (name, version; None: cooperative)."""
+        return None if self.seeker is None else {k: self.seeker.get(k) for k in ("name", "version")}
+
     def roleplayer_view(self) -> list[Message]:
         """The conversation as the role-player sees it: it is the assistant."""
         messages: list[Message] = [

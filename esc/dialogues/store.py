@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from esc.dialogues.record import Dialogue
-from esc.errors import DataError
+from esc.errors import DataError, UserError
 from esc.jsonl import append_jsonl, atomic_write_text, drop_partial_last_line, find_jsonl_files, loads
 from esc.paths import REPO_ROOT
+from esc.prompts.seekers import COOPERATIVE, described
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +53,14 @@ def played_by_source(sources: Iterable[str]) -> dict[str, dict[int, Dialogue]]:
     return played
 
 
-def read_dialogues(path: Path) -> Iterator[Dialogue]:
-    """Every dialogue in a JSON-lines file; a malformed line is a DataError naming file and line."""
+def read_dialogues(path: Path, whole_lines: bool = False) -> Iterator[Dialogue]:
+    """Every dialogue in a JSON-lines file; a malformed line is a DataError naming file and line.
+    `whole_lines`: a last line without its newline (cut short by a killed writer, which
+    `DialogueStore` drops on opening) is left out instead, and the file is not changed."""
     with Path(path).open("rb") as fh:
         for lineno, raw in enumerate(fh, 1):
+            if whole_lines and not raw.endswith(b"\n"):
+                break
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as err:
@@ -118,9 +123,11 @@ def check_against_settings(path: Path, dialogues: Iterable[Dialogue], settings: 
             "target": settings["target"]["generation"],
         },
         "turns": settings["dialogue"]["turns"],
+        "seeker": settings.get("seeker"),  # absent: the cooperative seeker (folders made before profiles)
     }
     for dialogue in dialogues:
         got = {key: dialogue.meta.get(key) for key in want}
+        got["seeker"] = dialogue.seeker_profile()
         if got != want:
             key = next(k for k in want if got[k] != want[k])
             raise DataError(
@@ -128,6 +135,51 @@ def check_against_settings(path: Path, dialogues: Iterable[Dialogue], settings: 
                 f"card {dialogue.card_id}",
                 f"made with {key}={json.dumps(got[key])}, but the folder's settings.json says "
                 f"{json.dumps(want[key])}: the folder mixes runs of different settings",
+            )
+
+
+Profile = Mapping[str, Any] | None  # a seeker profile as settings record it (None: cooperative)
+
+
+def refuse_other_seeker(folder: Path, want: Profile, recorded: Mapping[str, Any] | None) -> None:
+    """A UserError, before any work, when `folder` holds dialogues of another seeker profile than
+    `want` (`esc.prompts.seekers.profile_settings`: name and version; None: cooperative): its
+    `settings.json` (`recorded`, its `evaluate` entry) or any dialogue of its files, completed or
+    failed, names another one. A folder holds the dialogues of one profile: a rerun with another
+    never resumes it, and nothing of the folder changes."""
+    if recorded is not None and recorded.get("seeker") != want:  # absent: cooperative
+        _other_seeker(folder, "settings.json", recorded.get("seeker"), want)
+    for path in sorted(Path(folder, "dialogues").glob("*.jsonl")):
+        for dialogue in read_dialogues(path, whole_lines=True):
+            if dialogue.seeker_profile() != want:
+                where = f"{path.name}, card {dialogue.card_id}"
+                _other_seeker(folder, where, dialogue.seeker_profile(), want)
+
+
+def _other_seeker(folder: Path, where: str, got: Profile, want: Profile) -> None:
+    played = (got or {}).get("name", COOPERATIVE)
+    if played == (want or {}).get("name", COOPERATIVE):
+        hint = "its text has a new version since: play it in a new folder (hydra.run.dir=NEW_DIR)"
+    else:
+        hint = f"rerun with seeker={played} to resume it, or start a new folder (hydra.run.dir=NEW_DIR)"
+    raise UserError(
+        f"{folder}: its dialogues were played by the {described(got)} seeker ({where}), this run plays the "
+        f"{described(want)} seeker: a folder holds the dialogues of one seeker profile; {hint}"
+    )
+
+
+def one_seeker(found: Iterable[tuple[Path, Dialogue]], hint: str) -> None:
+    """A UserError naming two files when `found` (file, dialogue) holds dialogues of two seeker
+    profiles (or two versions of one): they are no one run's, and no file may mix them."""
+    first: tuple[Path, Profile] | None = None
+    for path, dialogue in found:
+        profile = dialogue.seeker_profile()
+        if first is None:
+            first = (path, profile)
+        elif profile != first[1]:
+            raise UserError(
+                f"{first[0]} and {path}: dialogues of two seeker profiles ({described(first[1])} and "
+                f"{described(profile)}, card {dialogue.card_id}); {hint}"
             )
 
 

@@ -14,6 +14,7 @@ from rich.rule import Rule
 from rich.text import Text
 
 from esc.dialogues.record import Dialogue
+from esc.prompts.seekers import described
 
 INDENT = 4
 
@@ -38,6 +39,7 @@ def transcript(dialogue: Dialogue, prompts: bool = True) -> Group:
             f"{dialogue.roleplayer} (role-player) × {dialogue.target} (target) · {exchanges} exchanges, "
             f"{len(dialogue.turns)} messages"
             + (f" · prompt {prompt.get('id')} v{prompt.get('version')}" if prompt else "")
+            + (f" · seeker {described(dialogue.seeker)}" if dialogue.seeker else "")  # none: cooperative
         ),
         Text(f"status: {status}"),
     ]

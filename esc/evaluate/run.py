@@ -21,7 +21,7 @@ from esc.chat.cache import CacheSettings, with_cache
 from esc.chat.cost import MESSAGE_TOKENS, before_spending
 from esc.config_rules import OpenSettings, Section
 from esc.dialogues.record import Dialogue
-from esc.dialogues.store import DialogueStore, dialogue_file
+from esc.dialogues.store import DialogueStore, dialogue_file, refuse_other_seeker
 from esc.errors import ConfigError, in_multirun
 from esc.evaluate.emotion import EmotionRater, TrajectorySettings, build_rater
 from esc.evaluate.engine import (
@@ -33,12 +33,13 @@ from esc.evaluate.engine import (
     usage_report,
 )
 from esc.evaluate.estimate import estimate_dialogues
-from esc.evaluate.sides import RoleplayerSettings, TargetSettings
+from esc.evaluate.sides import RoleplayerSettings, SeekerSettings, TargetSettings
 from esc.evaluate.stopping import StopRule
 from esc.lifecycle import Job, JobResult, job_run
 from esc.progress import Progress
 from esc.prompts import example_dialogue, prompt_version, render_roleplayer_prompt
-from esc.rundir import model_settings, refuse_unswept_sweep, resolved_revision
+from esc.prompts.seekers import instruction, profile_settings, record_identity
+from esc.rundir import model_settings, read_settings, refuse_unswept_sweep, resolved_revision
 
 log = logging.getLogger(__name__)
 MANIFEST_EVERY_S = 10.0  # at most one rewrite of manifest.json (running counts) per this many seconds
@@ -88,12 +89,14 @@ def _side(node: RoleplayerSettings | TargetSettings, role: str, cache: CacheSett
 
 
 class DialogueFactory:
-    """Opens a dialogue for a card: the role-player's prompt (versioned) and the target's system prompt."""
+    """Opens a dialogue for a card: the role-player's prompt (versioned) with the seeker profile's
+    line after the card, and the target's system prompt."""
 
     def __init__(
-        self, roleplayer: RoleplayerSettings, target: TargetSettings, settings: dict[str, Any]
-    ) -> None:
-        self.roleplayer, self.target, self.settings = roleplayer, target, settings
+        self, roleplayer: RoleplayerSettings, target: TargetSettings, seeker: SeekerSettings,
+        settings: dict[str, Any],
+    ) -> None:  # fmt: skip
+        self.roleplayer, self.target, self.seeker, self.settings = roleplayer, target, seeker.name, settings
         self.examples: dict[str, str] = {}
 
     def __call__(self, card: RoleCard) -> Dialogue:
@@ -102,8 +105,10 @@ class DialogueFactory:
             if card.language not in self.examples:
                 self.examples[card.language] = example_dialogue(card.language)
             example = self.examples[card.language]
-        prompt_id = self.roleplayer.prompt
-        system, opener = render_roleplayer_prompt(prompt_id, card.language, card.to_text(), example)
+        prompt_id, language = self.roleplayer.prompt, card.language
+        seeker = instruction(self.seeker, language)  # "" for the cooperative seeker: the card alone
+        system, opener = render_roleplayer_prompt(prompt_id, language, card.to_text(), example, seeker)
+        profile = record_identity(self.seeker, language)  # None for the cooperative seeker: no key
         return Dialogue(
             card_id=card.id,
             language=card.language,
@@ -112,7 +117,11 @@ class DialogueFactory:
             system_prompt=system,
             opener=opener,
             target_system_prompt=self.target.system_prompt,
-            meta={"prompt": {"id": prompt_id, "version": prompt_version(prompt_id)}, **self.settings},
+            meta={
+                "prompt": {"id": prompt_id, "version": prompt_version(prompt_id)},
+                **({"seeker": profile} if profile else {}),
+                **self.settings,
+            },
         )
 
 
@@ -132,12 +141,15 @@ CONFIG_KEYS = {
 
 def output_settings(
     roleplayer_cfg: RoleplayerSettings, target_cfg: TargetSettings, sides: tuple[Side, Side],
-    dialogue_cfg: DialogueSettings,
+    dialogue_cfg: DialogueSettings, seeker: SeekerSettings,
 ) -> dict[str, Any]:  # fmt: skip
-    """What shapes a dialogue folder's outputs (OUT/settings.json): a rerun must match it to resume."""
+    """What shapes a dialogue folder's outputs (OUT/settings.json): a rerun must match it to resume.
+    A seeker profile other than the cooperative one is recorded (`seeker`: name, version); the
+    cooperative seeker records nothing, so folders made before profiles resume as they did."""
     roleplayer, target = sides
     prompt_id = roleplayer_cfg.prompt
-    return {
+    profile = profile_settings(seeker.name)
+    settings = {
         "roleplayer": {
             "name": roleplayer.name,
             "prompt": {"id": prompt_id, "version": prompt_version(prompt_id)},
@@ -153,6 +165,9 @@ def output_settings(
         },
         "dialogue": {"turns": dialogue_cfg.turns, "context_policy": dialogue_cfg.context_policy},
     }
+    if profile is not None:
+        settings["seeker"] = profile
+    return settings
 
 
 def check_ready(sides: Sequence[Side]) -> None:
@@ -192,6 +207,8 @@ def evaluate(cfg: DictConfig, checked: Mapping[Any, Any]) -> EvaluateResult:
         )
     cards = select_cards(run.cards, run.shard)
     dialogue, engine, trajectory = run.dialogue, run.engine, run.trajectory
+    if out.is_dir():  # a folder holds one seeker profile's dialogues: another is refused before any work
+        refuse_other_seeker(out, profile_settings(run.seeker.name), read_settings(out).get("evaluate"))
 
     roleplayer = _side(run.roleplayer, "roleplayer", run.cache)
     target = _side(run.target, "target", run.cache)
@@ -201,11 +218,12 @@ def evaluate(cfg: DictConfig, checked: Mapping[Any, Any]) -> EvaluateResult:
         check_ready(sides)
         rater = _rater(trajectory, roleplayer, observer, cards, dialogue.context_policy)
         stop = trajectory.stop.rule() if trajectory.enabled and trajectory.stop else None  # needs ratings
-        settings = output_settings(run.roleplayer, run.target, (roleplayer, target), dialogue)
+        settings = output_settings(run.roleplayer, run.target, (roleplayer, target), dialogue, run.seeker)
         if rater is not None:  # only then: folders without a trajectory keep their fingerprint
             settings["trajectory"] = trajectory_settings(rater, stop)
         estimate = estimate_dialogues(  # requests, tokens and dollars, when a side has a price
-            out, cards, DialogueFactory(run.roleplayer, run.target, {}), roleplayer, target, dialogue.turns,
+            out, cards, DialogueFactory(run.roleplayer, run.target, run.seeker, {}), roleplayer, target,
+            dialogue.turns,
             rater,
         )  # fmt: skip
         before_spending(estimate, run.max_cost)  # printed; over max_cost: refused here
@@ -222,7 +240,7 @@ def evaluate(cfg: DictConfig, checked: Mapping[Any, Any]) -> EvaluateResult:
                     for side, s in zip((*SIDES, "observer"), sides, strict=False)
                 }
             )
-            nodes = (run.roleplayer, run.target)
+            nodes = (run.roleplayer, run.target, run.seeker)
             return _play(job, out, cards, nodes, roleplayer, target, dialogue, engine, rater, stop)
     finally:
         for side in sides:
@@ -286,7 +304,8 @@ def trajectory_settings(rater: EmotionRater, stop: StopRule | None) -> dict[str,
 
 
 def _play(
-    job: Job, out: Path, cards: list[RoleCard], nodes: tuple[RoleplayerSettings, TargetSettings],
+    job: Job, out: Path, cards: list[RoleCard],
+    nodes: tuple[RoleplayerSettings, TargetSettings, SeekerSettings],
     roleplayer: Side, target: Side,
     dialogue: DialogueSettings, engine_settings: EngineSettings, rater: EmotionRater | None = None,
     stop: StopRule | None = None,
@@ -313,7 +332,7 @@ def _play(
     }
     if rater is not None:
         meta["trajectory"] = trajectory_settings(rater, stop)
-    factory = DialogueFactory(*nodes, meta)  # the role-player's and the target's settings
+    factory = DialogueFactory(*nodes, meta)  # the role-player's, the target's and the seeker's settings
     engine = DialogueEngine(roleplayer, target, dialogue, rater=rater, stop=stop)
     rating = [Side("rater", rater.question.backend, GenerationSettings())] if rater else []
     # a local rater makes the dialogues advance in waves too
@@ -386,6 +405,7 @@ class EvaluateSettings(OpenSettings):
     trajectory: TrajectorySettings
     roleplayer: RoleplayerSettings
     target: TargetSettings
+    seeker: SeekerSettings
     cache: CacheSettings | None = None  # a primary config of one's own may leave the cache out: none
 
 

@@ -1,4 +1,5 @@
-"""The config nodes of a dialogue's parties: the role-player, the target, the trajectory's observer."""
+"""The config nodes of a dialogue's parties: the role-player and the seeker profile it plays, the
+target, the trajectory's observer."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from esc.chat.base import Generation
 from esc.chat.build import Backend
 from esc.config_rules import Settings, check, relation
 from esc.prompts.registry import needs_example, prompt_problem
+from esc.prompts.seekers import profile_problem
 from esc.settings.types import FileName
 
 
@@ -59,3 +61,10 @@ class RoleplayerSettings(Settings):
                 "icl", f"must be {str(not self.icl).lower()}: roleplayer.prompt {self.prompt} is {want}"
             )
         return self
+
+
+class SeekerSettings(Settings):
+    """A `seeker:` node (conf/seeker/): the profile the role-player plays (esc/prompts/seekers.yaml),
+    one more line of every role card; `cooperative` adds none."""
+
+    name: Annotated[str, check(profile_problem)]

@@ -2,7 +2,9 @@
 
 `roleplayer.yaml` holds the versioned texts, `checksums.json` the checksum of every released
 version, `registry.py` loads, checks and renders them, `examples.py` builds the ICL example
-dialogue. The training samples (esc/esc_role_samples) and the evaluation (esc/evaluate) both render from here:
+dialogue; `seekers.yaml` + `seekers.py` the seeker profiles (how hard the seeker is to help: one more
+line of the role card, versioned like every prompt). The training samples (esc/esc_role_samples) and
+the evaluation (esc/evaluate) both render from here:
 an adapter trained by ``train.py +exp=train/esc_role`` is evaluated (``roleplayer=esc_role_local``,
 prompt ``esc_role_figure11``) with the very text it was trained with.
 """

@@ -240,12 +240,17 @@ def _fill(template: str, values: dict[str, str]) -> str:
 
 
 def render_roleplayer_prompt(
-    prompt_id: str, language: str, card_text: str, example_dialogue: str | None = None
-) -> tuple[str, str]:
+    prompt_id: str, language: str, card_text: str, example_dialogue: str | None = None,
+    seeker: str = "",
+) -> tuple[str, str]:  # fmt: skip
     """(system message content, supporter opener) for a role card in `language` ("en" or "zh").
 
     `example_dialogue` is required by the ICL variants (see `example_dialogue()`; a role-player
     with one has `icl: true`, checked by its settings) and ignored by the others.
+    `seeker`: a seeker profile's instruction in `language` (`esc.prompts.seekers.instruction`),
+    one more line of the card: put after the card's text (stripped first where the entry strips
+    it), on a line of its own, wherever the entry puts the card (a template's {card}, Baichuan-NPC's
+    `basic_info`). Empty (the cooperative seeker): the card alone, as before profiles existed.
     """
     entry = _entry(prompt_id)
     if entry["icl"] and example_dialogue is None:
@@ -253,6 +258,8 @@ def render_roleplayer_prompt(
     opener = entry["opener"][language]
     if entry.get("strip_card", False):
         card_text = card_text.strip()
+    if seeker:  # on a line of its own: one newline between them, none added to a card ending in one
+        card_text = card_text + ("" if card_text.endswith("\n") else "\n") + seeker
     if entry["kind"] == "baichuan_npc_json":
         profile = {
             "basic_info": card_text,
