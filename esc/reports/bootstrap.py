@@ -93,7 +93,7 @@ def percentile_interval(distribution: np.ndarray, level: float = 0.95) -> Interv
     undefined = 1.0 - len(defined) / len(distribution) if len(distribution) else math.nan
     if not len(defined):
         return Interval(math.nan, math.nan, undefined)
-    tail = 100 * (1 - level) / 2
+    tail = round(50 * (1 - level), 12)  # 2.5 for 0.95 exactly (100 * 0.05 / 2 is 2.4999999999999982)
     low, high = np.percentile(defined, [tail, 100 - tail])
     return Interval(float(low), float(high), float(undefined))
 
