@@ -119,8 +119,8 @@ class PlantedTarget(ChatBackend):
 @register_judge("planted_robustness")
 class PlantedJudge(Judge):
     """Scores a dialogue on every dimension by its replies' markers (the rounded mean of FRAGILE 4,
-    STEADY 3, COLLAPSE 0); answers a profile's adherence question "yes" exactly where the seeker
-    message judged carries that profile's marker."""
+    STEADY 3, COLLAPSE 0, an unmarked reply 2); answers a profile's adherence question "yes" exactly
+    where the seeker message judged carries that profile's marker."""
 
     class Settings(JudgeSettings):
         prompt: str = "official"
@@ -130,7 +130,7 @@ class PlantedJudge(Judge):
 
     def _score(self, item: ScoreItem) -> int:
         replies = [text for role, text in item.lines[1:] if role == "assistant"]
-        return round(sum(SCORE[r.split(":")[0]] for r in replies) / len(replies))
+        return round(sum(SCORE.get(r.split(":")[0], 2) for r in replies) / len(replies))  # unmarked: 2
 
     def judge(self, items: Sequence[ScoreItem]) -> list[JudgeAnswer]:
         out = []
@@ -331,6 +331,35 @@ def _write(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(_dialogue(c, profile).to_dict()) + "\n" for c in cards))
     return folder
+
+
+def test_a_hard_profiles_dialogue_scored_by_mode_score_is_found_on_the_site(tmp_path: Path) -> None:
+    """mode=score names a resistant folder's dialogues `<stem>/<card>`, as always: the site still finds
+    each one (by that id, which only it holds), with its judgments and its transcript."""
+    from omegaconf import open_dict
+
+    from esc.site.collect import collect
+
+    folder = _write(tmp_path / "res", RESISTANT)
+    out = tmp_path / "score"
+    cfg = compose(
+        ["mode=score", f"dialogues={folder}", "scoring.progress=false", "cache.enabled=false",
+         "leaderboard.bootstrap=10", "leaderboard.breakdowns=false", "leaderboard.charts=false"],
+        output_dir=out, config_name="rank",
+    )  # fmt: skip
+    with open_dict(cfg):
+        cfg.judge = {"kind": "planted_robustness", "name": "planted"}
+    run_job("rank", cfg)
+    data = collect([out])
+    assert sorted(data.entries) == [f"bot__seeker__en/{card}" for card in (1, 2, 3)]
+    for entry in data.entries.values():
+        assert (
+            entry.dialogue is not None
+            and entry.missing is None
+            and entry.dialogue.seeker["name"] == RESISTANT
+        )
+        assert len(entry.judgments["score"]) == len(DIMENSION_KEYS)
+    assert (out / "report" / "index.html").is_file()
 
 
 def test_rank_py_robustness_on_the_tiny_judge_resumes_after_sigkill(tmp_path: Path) -> None:
