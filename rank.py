@@ -27,6 +27,8 @@
     python rank.py mode=pairwise judge=tiny dialogues=[OUT_A,OUT_B]
     # the judge under perturbed dialogues: its report card (docs/stress.md)
     python rank.py mode=stress judge=tiny dialogues=OUT_OF_EVALUATE
+    # each target with hard seekers against the cooperative seeker, and adherence (docs/seekers.md)
+    python rank.py mode=robustness judge=tiny dialogues=[COOPERATIVE_OUT,RESISTANT_OUT]
 
 `mode=score` is the default. Each mode is a registered task (esc/tasks/<kind>/, listed in
 esc/rank/run.py; tests/test_lists.py holds both lists to the registry).

@@ -71,6 +71,8 @@ class Case:
 
 
 RUN_FILE = "out/dialogues/tiny__tiny__en.jsonl"
+# mode=robustness's folders (setup `robustness_runs`): files of one name, two seeker profiles
+ROBUSTNESS_RUNS = tuple(f"{folder}/dialogues/tiny__tiny__en.jsonl" for folder in ("coop", "res", "twin"))
 EV = ("evaluate.py", "hydra.run.dir={out}", "cards.paths=[{fx}/cards_en.json]", "cards.languages=[en]")
 EV_RUN = (*EV, "dialogue.turns=1", "cache.enabled=false", "engine.progress=false")
 TR = ("train.py", "hydra.run.dir={out}", "model=tiny", "trainer.max_steps=1")
@@ -412,7 +414,7 @@ CASES: tuple[Case, ...] = (
             ),
             ("config `judge.adapters`", f"mode={mode}'s questions", "judge.adapters.layout=none"),
         )  # fmt: skip
-        for mode in ("roleplay", "safety", "pairwise")
+        for mode in ("roleplay", "safety", "pairwise", "robustness")
     ),
     Case(  # the section comes with the experiment: without it, one line before any work
         "rank-roleplay-without-its-experiment",
@@ -424,6 +426,37 @@ CASES: tuple[Case, ...] = (
         (*RK, "mode=pairwise", "dialogues={fx}/tiny__tiny__en.jsonl"),
         ("no card played by two targets",),
         needs_data=True,
+    ),
+    Case(
+        "rank-robustness-without-cooperative",
+        (*RK, "mode=robustness", "dialogues={tmp}/res"),
+        ("no dialogue of the cooperative seeker", "the baseline", "seeker=cooperative"),
+        setup="robustness_runs",
+        keep=ROBUSTNESS_RUNS,
+        needs_data=True,
+    ),
+    Case(
+        "rank-robustness-without-hard-profile",
+        (*RK, "mode=robustness", "dialogues={tmp}/coop"),
+        ("only the cooperative seeker's dialogues", "resistant", "seeker=NAME"),
+        setup="robustness_runs",
+        keep=ROBUSTNESS_RUNS,
+        needs_data=True,
+    ),
+    Case(
+        "rank-robustness-one-profile-two-files-of-one-name",
+        (*RK, "mode=robustness", "dialogues=[{tmp}/coop,{tmp}/res,{tmp}/twin]"),
+        ("res/dialogues/tiny__tiny__en.jsonl", "twin/dialogues/tiny__tiny__en.jsonl", "(resistant)"),
+        setup="robustness_runs",
+        keep=ROBUSTNESS_RUNS,
+        needs_data=True,
+    ),
+    Case(
+        "rank-robustness-few-resamples",
+        (*RK, "mode=robustness", "dialogues=[{tmp}/coop,{tmp}/res]", "robustness.bootstrap=20"),
+        ("config `robustness.bootstrap`", "200", "got 20"),
+        setup="robustness_runs",
+        keep=ROBUSTNESS_RUNS,
     ),
     Case(
         "rank-trajectory-without-ratings",
@@ -1325,6 +1358,16 @@ def _two_seeker_shards(tmp: Path) -> None:
     (tmp / "resistant" / "dialogues").mkdir(parents=True)
     shutil.copy(tmp / "shard" / "manifest.json", tmp / "resistant" / "manifest.json")
     (tmp / "resistant" / "dialogues" / "tiny__tiny__en.jsonl").write_text(_resistant_line(32999))
+
+
+@extra_setup
+def _robustness_runs(tmp: Path) -> None:
+    """Three evaluate.py folders whose files share one name: the cooperative seeker's (coop), the
+    resistant seeker's (res) and another of the resistant seeker's (twin)."""
+    for folder, line in (("coop", _dialogue_line(32999)), ("res", _resistant_line(32999)),
+                         ("twin", _resistant_line(32999))):  # fmt: skip
+        (tmp / folder / "dialogues").mkdir(parents=True)
+        (tmp / folder / "dialogues" / "tiny__tiny__en.jsonl").write_text(line, encoding="utf-8")
 
 
 @extra_setup

@@ -283,10 +283,12 @@ def test_tiny_models_write_complete_dialogues_and_a_manifest(tmp_path: Path) -> 
     assert manifest["models"]["target"]["kind"] == "hf"
 
 
-def test_sigkill_mid_run_then_rerun_equals_an_uninterrupted_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("seeker", ["cooperative", "resistant"])  # a hard profile resumes the same way
+def test_sigkill_mid_run_then_rerun_equals_an_uninterrupted_run(tmp_path: Path, seeker: str) -> None:
     common = [
         "roleplayer=tiny",
         "target=tiny",
+        f"seeker={seeker}",
         "cards.limit=6",
         "cards.languages=[en]",
         "engine.wave_size=2",
@@ -318,6 +320,8 @@ def test_sigkill_mid_run_then_rerun_equals_an_uninterrupted_run(tmp_path: Path) 
     again = run_entry("evaluate.py", [*common, f"hydra.run.dir={out}"])
     assert again.returncode == 0, again.stderr[-3000:]
     assert stable(path) == stable(tmp_path / "whole" / "dialogues" / "tiny__tiny__en.jsonl")
+    named = {(d.seeker or {}).get("name", "cooperative") for d in read_dialogues(path)}
+    assert named == {seeker}
 
 
 def test_missing_api_key_is_reported_before_any_work(tmp_path: Path) -> None:

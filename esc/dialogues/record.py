@@ -136,6 +136,17 @@ class Dialogue:
         return cls(**values)
 
 
+def profiled_id(path: Path | str, dialogue: Dialogue) -> str:
+    """The dialogue's id with its seeker profile: `<file stem>/<card id>` (the id every mode gives a
+    dialogue) for the cooperative seeker's, `<file stem>~<profile>/<card id>` for a dialogue a hard
+    profile played (`Dialogue.seeker`). rank.py mode=robustness reads a cooperative and a resistant
+    folder whose files share their names (`tiny__tiny__en.jsonl`): this is how it, and the report
+    site, tell their dialogues apart."""
+    profile = (dialogue.seeker or {}).get("name")
+    stem = Path(path).stem if not profile else f"{Path(path).stem}~{profile}"
+    return f"{stem}/{dialogue.card_id}"
+
+
 def dialogue_lines(dialogue: Dialogue, path: Path, lineno: int) -> tuple[tuple[str, str], ...]:
     """The (role, text) lines a judge and an annotator read: the opener, then role-player and
     target in turn. A DataError naming file and line when the turns do not alternate."""

@@ -13,6 +13,8 @@ Each mode is a `esc.tasks.task.Mode` in its own module (`python rank.py mode=NAM
                  (esc.tasks.pairwise.task)
     stress       perturbed dialogues judged beside their originals: the judge's report card
                  (esc.tasks.stress.task)
+    robustness   each target with hard seekers against the cooperative seeker, and whether the
+                 role-player played them (esc.tasks.robustness.task)
 
 `tests/test_lists.py` holds this list to the registry (`esc.tasks.task.modes()`).
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from esc.cards import RoleCard
-from esc.dialogues.record import Dialogue
+from esc.dialogues.record import Dialogue, profiled_id
 from esc.dialogues.store import named_file, played_by_source
 from esc.errors import DataError, UserError
 from esc.reports.breakdown import card_index
@@ -154,24 +154,38 @@ def collect(sources: Sequence[Path], cards: Sequence[Path] | None = None) -> Sit
     files = _dialogue_files(runs)
     played = played_by_source(files)  # source -> card id -> dialogue
     held: dict[str, tuple[str, Dialogue]] = {}  # dialogue id (file stem/card, as judgments name it)
+    plain: dict[str, tuple[str, Dialogue] | None] = {}  # a hard profile's dialogue by file stem/card
     for source, by_card in played.items():
         for card_id, dialogue in by_card.items():
-            dialogue_id = f"{Path(source).stem}/{card_id}"
+            # a hard seeker profile's dialogue is `<stem>~<profile>/<card>` (mode=robustness's id: two
+            # profiles' folders hold files of one name), and `<stem>/<card>` where only it has that id
+            dialogue_id = profiled_id(source, dialogue)
             if dialogue_id in held and not _same_file(held[dialogue_id][0], source):
                 raise _clash(held[dialogue_id][0], source, dialogue_id)
             held.setdefault(dialogue_id, (source, dialogue))
+            short = f"{Path(source).stem}/{card_id}"
+            if short != dialogue_id:
+                seen = plain.setdefault(short, (source, dialogue))
+                if seen is not None and not _same_file(seen[0], source):
+                    plain[short] = None  # two profiles' files of one name: only their full ids tell
+    for short, found in plain.items():
+        if short not in held and found is not None:
+            held[short] = found
     judgments = [j for run in runs for j in run.log.judgments]
     entries: dict[str, Entry] = {}
+    shown: set[tuple[Path, int | None]] = set()  # (file, card) of the dialogues with an entry
     for j in judgments:  # the dialogues judgments name with their file, in reading order
         if j.source and len(j.dialogues) == 1:
             entry = entries.get(j.dialogues[0])
             if entry is None:
-                entries[j.dialogues[0]] = _entry(j, held, played)
+                entry = entries[j.dialogues[0]] = _entry(j, held, played)
+                shown.add((named_file(str(entry.source)).resolve(), entry.card_id))
             elif not _same_file(entry.source, j.source):
                 raise _clash(entry.source, j.source, entry.dialogue_id)
     for dialogue_id, (source, dialogue) in held.items():  # then the files' other dialogues
-        if dialogue_id not in entries:
+        if dialogue_id not in entries and (named_file(source).resolve(), dialogue.card_id) not in shown:
             entries[dialogue_id] = _played(dialogue_id, source, dialogue)
+            shown.add((named_file(source).resolve(), dialogue.card_id))
     unmatched: Counter = Counter()
     for j in judgments:
         on = [entries[d] for d in dict.fromkeys(j.dialogues) if d in entries]

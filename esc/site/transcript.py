@@ -1,6 +1,6 @@
 """A dialogue as the pages show it: the turns as chat bubbles with their emotion ratings, the
-judgments of each reply (a judgment's `turn`) and unusual finish reasons (the dialogue and compare
-pages)."""
+judgments of each reply or seeker message (a judgment's `turn`) and unusual finish reasons (the
+dialogue and compare pages)."""
 
 from __future__ import annotations
 
@@ -17,12 +17,15 @@ def bubbles(entry: Entry) -> list[dict[str, Any]]:
     dialogue = entry.dialogue
     if dialogue is None:
         return []
-    judged: dict[int, dict[tuple[str, str], list[dict[str, str]]]] = defaultdict(dict)
+    # (side, k) -> the judgments of the target's k-th reply, or of the seeker's k-th message (a
+    # judgment whose `detail` says `message: seeker`, e.g. mode=robustness's adherence answers)
+    judged: dict[tuple[str, int], dict[tuple[str, str], list[dict[str, str]]]] = defaultdict(dict)
     for task, judgments in entry.judgments.items():
         for j in judgments:
             if j.turn is not None and len(j.dialogues) == 1:
+                side = "seeker" if dict(j.detail).get("message") == "seeker" else "target"
                 answer = j.answer if j.status == VALID and j.answer is not None else j.status
-                judged[j.turn].setdefault((task, j.judge), []).append(
+                judged[(side, j.turn)].setdefault((task, j.judge), []).append(
                     {"key": j.key, "label": label(j.key), "answer": answer, "status": j.status}
                 )
     out = []
@@ -52,10 +55,10 @@ def bubbles(entry: Entry) -> list[dict[str, Any]]:
                 "emotion": _emotion(turn.emotion) if rated else None,
                 "judged": [
                     {"task": task, "judge": judge, "answers": answers}
-                    for (task, judge), answers in judged.get(exchange, {}).items()
-                ]
-                if target
-                else [],
+                    for (task, judge), answers in judged.get(
+                        ("target", exchange) if target else ("seeker", exchange + 1), {}
+                    ).items()
+                ],
                 "finish": turn.finish_reason if turn.finish_reason not in ("stop", "eos", None) else None,
             }
         )
