@@ -184,6 +184,16 @@ def _limits(chart: Chart, points: Sequence[Point]) -> tuple[float, float]:
     return (low - pad, high + pad)
 
 
+def _guides(ax: Any, chart: Chart, k: int, vertical: bool) -> None:
+    """Panel `k`'s tolerance band (`chart.band`, shaded) and reference line (`chart.reference`,
+    dashed), across the value axis: the x axis of a points chart, the y axis of a lines chart."""
+    span, line = (ax.axhspan, ax.axhline) if vertical else (ax.axvspan, ax.axvline)
+    if chart.band is not None:
+        span(*chart.band, color="#f2b134", alpha=0.18, linewidth=0, gid=f"esc-band-{k}")
+    if chart.reference is not None:
+        line(chart.reference, color=MUTED, linewidth=0.9, linestyle="--", gid=f"esc-ref-{k}")
+
+
 def _na_text(cell: Cell) -> str:
     """What an n/a figure says where its point would be: with its reason where that fits a panel
     (`MAX_NA`), else "n/a" alone (the reason is in its tooltip, `_tooltip`)."""
@@ -249,10 +259,7 @@ def _draw_points(chart: Chart, points: Sequence[Point], facet: str) -> tuple[Any
             ax.grid(axis="x", color="#e5e8eb", linewidth=0.8)
             ax.set_axisbelow(True)
             ax.tick_params(labelbottom=True, labelsize=8.5)
-            if chart.band is not None:
-                ax.axvspan(*chart.band, color="#f2b134", alpha=0.18, linewidth=0, gid=f"esc-band-{k}")
-            if chart.reference is not None:
-                ax.axvline(chart.reference, color=MUTED, linewidth=0.9, linestyle="--", gid=f"esc-ref-{k}")
+            _guides(ax, chart, k, vertical=False)
         for j, p in enumerate(points):
             ax = axes.flat[panels.index(p.panel)]
             y = labels.index(p.label)
@@ -304,10 +311,7 @@ def _draw_lines(
             ax.grid(axis="y", color="#e5e8eb", linewidth=0.8)
             ax.set_axisbelow(True)
             ax.tick_params(labelleft=True, labelsize=8.5)
-            if chart.band is not None:
-                ax.axhspan(*chart.band, color="#f2b134", alpha=0.18, linewidth=0, gid=f"esc-band-{k}")
-            if chart.reference is not None:
-                ax.axhline(chart.reference, color=MUTED, linewidth=0.9, linestyle="--", gid=f"esc-ref-{k}")
+            _guides(ax, chart, k, vertical=True)
         j = 0
         for n, label in enumerate(labels):
             color = colors[n % len(colors)]
