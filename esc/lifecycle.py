@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import os
 import re
 import sys
@@ -195,10 +196,11 @@ def group_override_error(err: BaseException, argv: Sequence[str] | None = None) 
     return None
 
 
-def hydra_error_line(err: Exception) -> UserError:
+def hydra_error_line(err: Exception, script: str | None = None) -> UserError:
     """Hydra's refusal to compose a config (unknown key, unknown option, bad override syntax) as one
     line; Hydra itself prints several. Read from the exceptions' own fields where they have them
-    (the override, the missing config file, the key OmegaConf refused); the text otherwise."""
+    (the override, the missing config file, the key OmegaConf refused); the text otherwise.
+    `script`: the entry point composing (`evaluate.py`), whose own experiments are never "another's"."""
     cause = err.__cause__
     if isinstance(err, OverrideParseException) and err.override:  # bad override syntax
         first = str(err).strip().splitlines()[0]
@@ -217,7 +219,7 @@ def hydra_error_line(err: Exception) -> UserError:
         return ConfigError(key, f"no such key; check the spelling (to add a new key: +{key}=VALUE)")
     if key:  # an override OmegaConf refused for another reason (a value of the wrong type)
         return ConfigError(key, (str(cause).strip().splitlines() or ["refused"])[0])
-    experiment = _foreign_experiment(str(err))
+    experiment = _foreign_experiment(str(err), script)
     if experiment:
         return ConfigError("exp", experiment)
     parts = []
@@ -249,11 +251,12 @@ def _missing_experiment(name: str) -> str:
     return f"no experiment {name!r} ({hint})"
 
 
-def _foreign_experiment(text: str) -> str | None:
+def _foreign_experiment(text: str, script: str | None = None) -> str | None:
     """What to run instead when an experiment of another entry point failed to compose (Hydra
-    names the file only in its text); None for any other error."""
+    names the file only in its text); None for any other error, and for an experiment of `script`
+    itself (its own error, e.g. an override of a group it sets, is Hydra's text)."""
     foreign = re.match(r"In 'exp/(\w+)/([^']+)'", text)
-    if foreign and foreign.group(1) in SCRIPTS:
+    if foreign and foreign.group(1) in SCRIPTS and SCRIPTS[foreign.group(1)] != script:
         owner, name = foreign.groups()
         script = SCRIPTS[owner]
         return f"{owner}/{name} is an experiment of {script}: run `python {script} +exp={owner}/{name}`"
@@ -284,7 +287,7 @@ def _run_hydra(main: Callable[[], Any]) -> Any:
     try:
         return main()
     except (ConfigCompositionException, OverrideParseException, SearchPathException) as err:
-        exit_with_error(hydra_error_line(err))
+        exit_with_error(hydra_error_line(err, Path(inspect.getfile(inspect.unwrap(main))).name))
     except SweepJobFailed as err:  # each failed job printed its line when it ended
         exit_with_error(f"a job of the sweep did not complete (the first: {err})", err.exit_code)
     except KeyboardInterrupt as err:  # Ctrl-C, or SIGTERM while a run holds its folder (`Terminated`)

@@ -65,6 +65,11 @@ def test_table2_sweeps_esc_role_over_the_14_targets(language: str) -> None:
     assert len(targets) == 14 and set(targets) <= set(options("target"))
     assert cfg.roleplayer.name == "esc_role" and list(cfg.cards.languages) == [language]
     assert cfg.dialogue.turns == 5 and cfg.hydra.launcher.gpus_per_node == 1
+    # the exp's documented local run: the basic launcher replaces the SLURM one and its sizing (the sizing
+    # set in the exp itself made this "Key 'nodes' not in 'BasicLauncherConf'")
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        local = hydra_compose("evaluate", overrides=[exp, "hydra/launcher=basic"], return_hydra_config=True)
+    assert "nodes" not in local.hydra.launcher and local.hydra.sweeper.params.target.split(",") == targets
 
 
 @pytest.mark.parametrize(("group", "option"), [(g, o) for g in GROUPS for o in options(g)])

@@ -151,3 +151,20 @@ def test_a_stopped_scoring_run_records_how_far_it_got(
         record["status"] == "interrupted"
         and sum(record["counts"].get(s, 0) for s in ("valid", "invalid")) == 3
     )
+
+
+def test_an_entry_points_own_experiment_that_fails_is_not_called_another_ones() -> None:
+    """`evaluate.py +exp=evaluate/table2_en ...` that failed to compose said "evaluate/table2_en is an
+    experiment of evaluate.py: run `python evaluate.py +exp=evaluate/table2_en`", the command that had
+    just failed, and hid Hydra's reason; another entry point's experiment still gets that line."""
+    from hydra.errors import ConfigCompositionException
+
+    from esc.lifecycle import hydra_error_line
+
+    err = ConfigCompositionException(
+        "In 'exp/evaluate/table2_en': ConfigKeyError raised while composing config:\n"
+        "Key 'nodes' not in 'BasicLauncherConf'"
+    )
+    own = str(hydra_error_line(err, "evaluate.py"))
+    assert "experiment of" not in own and "Key 'nodes' not in 'BasicLauncherConf'" in own
+    assert "is an experiment of evaluate.py" in str(hydra_error_line(err, "rank.py"))
