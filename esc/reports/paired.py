@@ -117,8 +117,12 @@ def paired_differences(
     out: dict[str, Difference] = {}
     for units, measures in by_units.items():
         table = np.column_stack([paired[m][1] for m in measures]) if units else np.empty((0, len(measures)))
-        dist = unit_distributions(
-            len(units), lambda drawn, table=table: table[drawn].mean(axis=0), n_resamples, seed
+        dist = unit_distributions(  # every resample at once: drawn is (resamples, units) or (units,)
+            len(units),
+            lambda drawn, table=table: table[drawn].mean(axis=-2).T,
+            n_resamples,
+            seed,
+            vectorized=True,
         )
         for j, m in enumerate(measures):
             n = len(units)
