@@ -256,3 +256,13 @@ def test_the_site_draws_a_chart_before_its_table_and_links_to_it() -> None:
     figure = html[figure_at:table_at]
     assert 'href="#r-t1"' in figure and 'data-csv="board.csv"' in figure and 'id="r-t1-f0-' in figure
     assert "得分及其 95% 区间" in figure
+
+
+def test_a_chart_read_back_refuses_nan_and_infinity() -> None:
+    """A result JSON's chart with NaN or Infinity (which Python's json reads) is not one this repo wrote."""
+    from esc.reports.chart_spec import Chart
+
+    assert Chart.from_json({"label": ["a"], "reference": 0, "band": [-0.25, 0.25]}).band == (-0.25, 0.25)
+    for bad in ({"reference": float("nan")}, {"band": [0.0, float("inf")]}, {"limits": [True, 1]}):
+        with pytest.raises(ValueError):
+            Chart.from_json({"label": ["a"], **bad})

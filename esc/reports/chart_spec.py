@@ -21,6 +21,7 @@ axis (0-100 for Table 2; None: the data's). Titles and axis labels are given in 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -96,4 +97,5 @@ def _texts(name: str, value: Any) -> tuple[str, ...]:
 
 
 def _number(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool)
+    """A finite JSON number: never true, "3", NaN or Infinity (as the run log's `Number`)."""
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
