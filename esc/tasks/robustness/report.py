@@ -214,13 +214,13 @@ def changes(rows: Mapping[str, Sequence[Row]], n_resamples: int, seed: int) -> l
     out = []
     for key in sorted(hard):
         base = cooperative[key]
+        baseline = card_values(base)  # once per target, not once per profile and use
         family = len(hard[key])
         for profile, row in hard[key]:
-            units = {card for v in (card_values(row), card_values(base)) for cs in v.values() for card in cs}
+            mine = card_values(row)
+            units = {card for v in (mine, baseline) for cs in v.values() for card in cs}
             unit = card_unit_name(units) or UNIT
-            diffs = paired_differences(
-                card_values(row), card_values(base), n_resamples, seed, family_level(family), unit, SCALE
-            )
+            diffs = paired_differences(mine, baseline, n_resamples, seed, family_level(family), unit, SCALE)
             out.append(Change(*key, profile, diffs, family, base, row))
     return out
 

@@ -291,8 +291,9 @@ def paired_rows(rows: Sequence[Row], n_resamples: int = 1000, seed: int = 0) -> 
     for (language, roleplayer, judge), members in sorted(groups.items()):
         members = sorted(members, key=lambda r: r.target)
         m = len(members) * (len(members) - 1) // 2
+        values = {id(r): card_values(r) for r in members}  # once per target, not once per pair
         for x, y in itertools.combinations(members, 2):
-            vx, vy = card_values(x), card_values(y)
+            vx, vy = values[id(x)], values[id(y)]
             point = paired_differences(vx, vy, 0, seed)[AVERAGE_KEY].estimate.value
             if point is not None and point < 0:  # A: the one ahead on the Average
                 x, y, vx, vy = y, x, vy, vx
